@@ -1,0 +1,2 @@
+//! netprobe-cli's library half: probe attachment (tracefs), live sessions and output formats.
+//! `main.rs` only parses arguments and calls into here.

@@ -1,0 +1,54 @@
+//! Address newtypes. Each says *what* an address is, so a formula cannot mix them up.
+//!
+//! - [`FileOffset`]: byte offset into the file on disk; what `uprobe_events` wants after `PATH:`
+//!   (kernel `Documentation/trace/uprobetracer.rst`: "OFFSET: Offset where the probe is inserted").
+//! - [`VirtAddr`]: link-time virtual address inside an ELF file (`st_value`, `p_vaddr`, `sh_addr`).
+//! - [`Rva`]: relative virtual address inside a PE image (offset from the image base once the
+//!   loader has laid out the sections; ECMA-335 II.25 / PE-COFF spec).
+//! - [`ImageBase`]: the runtime address at which an image's first byte (file offset 0) is mapped.
+//! - [`RuntimeAddr`]: any address in a live process's address space.
+
+use serde::Serialize;
+use std::fmt;
+
+macro_rules! hex_newtype {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(pub u64);
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{:#x}", self.0)
+            }
+        }
+
+        impl fmt::LowerHex for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::LowerHex::fmt(&self.0, f)
+            }
+        }
+    };
+}
+
+hex_newtype!(
+    /// Byte offset into a file on disk.
+    FileOffset
+);
+hex_newtype!(
+    /// Link-time virtual address in an ELF file.
+    VirtAddr
+);
+hex_newtype!(
+    /// Relative virtual address in a PE image.
+    Rva
+);
+hex_newtype!(
+    /// Runtime address of an image's byte at file offset 0 (PE: the image's RVA 0).
+    ImageBase
+);
+hex_newtype!(
+    /// An address in a live process.
+    RuntimeAddr
+);

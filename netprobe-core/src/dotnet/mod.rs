@@ -1,0 +1,1 @@
+//! .NET ReadyToRun images and ECMA-335 metadata (issue 4).

@@ -1,0 +1,99 @@
+//! Errors of the offset engine. Every message is one line that names the cause and the fix, because
+//! the CLI prints it as is (`netprobe: error: <message>`).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Result alias for the core crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while finding where a probe must go.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("no process with pid {pid}: it is not running (or not visible in this pid namespace); check the pid with `ps -p {pid}`")]
+    NoSuchProcess { pid: u32 },
+
+    #[error("permission denied reading {}: run netprobe as root (or with CAP_SYS_PTRACE and CAP_SYS_ADMIN)", .path.display())]
+    PermissionDenied { path: PathBuf },
+
+    #[error("{image} is not mapped in process {pid}{}: pass a path or file name that appears in /proc/{pid}/maps", similar_suffix(.similar))]
+    ImageNotMapped {
+        pid: u32,
+        image: String,
+        /// Mapped files whose names resemble `image`, best first.
+        similar: Vec<String>,
+    },
+
+    #[error("{image} matches several mapped files in process {pid} ({}): pass the full path", .candidates.join(", "))]
+    AmbiguousImage {
+        pid: u32,
+        image: String,
+        candidates: Vec<String>,
+    },
+
+    #[error("{} has no executable mapping in process {pid}: the image is mapped but not as code (data-only or IL-only file?); probe a file that the process executes", .path.display())]
+    NoExecutableMapping { pid: u32, path: PathBuf },
+
+    #[error("{} is not an ELF or PE file: pass an executable, shared library or .NET assembly", .path.display())]
+    NotAnObjectFile { path: PathBuf },
+
+    #[error("{} is truncated or corrupt ({what}): check the file (`file`, `readelf -h`) or re-copy it", .path.display())]
+    Malformed { path: PathBuf, what: String },
+
+    #[error("no function matches '{pattern}' in {image}{}: list the names with `netprobe symbols {image}`", nearest_suffix(.nearest))]
+    NoMatch {
+        pattern: String,
+        image: String,
+        /// Names closest to the pattern, best first.
+        nearest: Vec<String>,
+    },
+
+    #[error("invalid pattern '{pattern}': {why}")]
+    BadPattern { pattern: String, why: String },
+
+    #[error("{0}")]
+    Unsupported(String),
+
+    #[error("{} : {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn similar_suffix(similar: &[String]) -> String {
+    if similar.is_empty() {
+        String::new()
+    } else {
+        format!(" (mapped and similar: {})", similar.join(", "))
+    }
+}
+
+fn nearest_suffix(nearest: &[String]) -> String {
+    if nearest.is_empty() {
+        String::new()
+    } else {
+        format!(" (nearest: {})", nearest.join(", "))
+    }
+}
+
+impl Error {
+    /// Classifies an I/O error on `path`: permission problems and missing `/proc/PID` entries get
+    /// their own variants (with their own fixes); everything else stays an [`Error::Io`].
+    pub fn io(path: impl AsRef<Path>, source: io::Error) -> Error {
+        let path = path.as_ref().to_path_buf();
+        match source.kind() {
+            io::ErrorKind::PermissionDenied => Error::PermissionDenied { path },
+            _ => Error::Io { path, source },
+        }
+    }
+
+    /// A malformed-input error for `path`.
+    pub fn malformed(path: impl AsRef<Path>, what: impl Into<String>) -> Error {
+        Error::Malformed {
+            path: path.as_ref().to_path_buf(),
+            what: what.into(),
+        }
+    }
+}

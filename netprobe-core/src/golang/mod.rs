@@ -1,0 +1,1 @@
+//! Go: the `.gopclntab` function table and `.go.buildinfo` (issue 5).

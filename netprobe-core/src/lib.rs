@@ -1,0 +1,17 @@
+//! netprobe-core: the offset engine.
+//!
+//! Answers one question for every later step: *at which byte of which file must a uprobe go?*
+//! Pure: it reads files and `/proc`, and never writes anything or touches the kernel's tracing.
+//!
+//! Layout (after blazesym): one folder per symbol source (`elf/`, `perfmap/`, `dotnet/`,
+//! `golang/`), each split into `parser.rs` / `resolver.rs` / `types.rs`; address-to-file-offset
+//! normalization is its own module (`normalize`), and every offset formula lives in `formulas`
+//! with its source cited.
+
+pub mod addr;
+pub mod dotnet;
+pub mod error;
+pub mod golang;
+pub mod symbol;
+
+pub use error::{Error, Result};
