@@ -10,7 +10,9 @@
 
 pub mod addr;
 pub mod dotnet;
+pub mod elf;
 pub mod error;
+pub mod formulas;
 pub mod golang;
 pub mod symbol;
 

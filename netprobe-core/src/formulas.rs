@@ -1,0 +1,120 @@
+//! Every offset formula netprobe knows, each in one place with its source.
+//!
+//! A uprobe is placed at a *file offset* (kernel `Documentation/trace/uprobetracer.rst`:
+//! `p[:[GRP/]EVENT] PATH:OFFSET`). Symbol sources speak of link-time virtual addresses (ELF),
+//! relative virtual addresses (PE) or runtime addresses (a live process); these functions turn each
+//! into a file offset. They are pure arithmetic: choosing *which* segment, section or mapping to
+//! use is the caller's job (`elf::resolver`, `normalize`), and is where the seeds go wrong.
+
+use crate::addr::{FileOffset, ImageBase, Rva, RuntimeAddr, VirtAddr};
+
+/// The ELF segment formula: `offset = vaddr - p_vaddr + p_offset`, over the loadable segment
+/// (`PT_LOAD`) that contains `vaddr`. This is how the loader maps a file (System V gABI,
+/// "Program Header": a segment's bytes at file offset `p_offset` appear at `p_vaddr`), so it holds
+/// for any code in any section of that segment (`../shared/ENVIRONMENT.md`, "Offsets").
+///
+/// Returns `None` when `vaddr` lies below `p_vaddr` or the sum overflows; the caller must also
+/// check that `vaddr < p_vaddr + p_filesz`.
+pub fn elf_segment(vaddr: VirtAddr, p_vaddr: u64, p_offset: u64) -> Option<FileOffset> {
+    vaddr
+        .0
+        .checked_sub(p_vaddr)?
+        .checked_add(p_offset)
+        .map(FileOffset)
+}
+
+/// The `.text` section formula of seed 004: `offset(fn) = va(fn) - va(.text) + offset(.text)`.
+///
+/// Kept only to explain differences: it is right when the function lies inside `.text`, and wrong
+/// for code in any other executable section (`__managedcode` of NativeAOT, a section placed with
+/// `--section-start`): the kernel accepts such a probe but enabling it fails with EINVAL
+/// (`../shared/ENVIRONMENT.md`). Returns `None` where the arithmetic would go negative.
+pub fn seed_text_section(vaddr: VirtAddr, text_addr: u64, text_offset: u64) -> Option<FileOffset> {
+    vaddr
+        .0
+        .checked_sub(text_addr)?
+        .checked_add(text_offset)
+        .map(FileOffset)
+}
+
+/// The PE section formula: `offset = rva - VirtualAddress + PointerToRawData`, over the section
+/// whose `[VirtualAddress, VirtualAddress + VirtualSize)` contains `rva` (PE/COFF specification,
+/// "Section Table"; ECMA-335 II.25.3). `None` when `rva` is below the section or the sum overflows.
+pub fn pe_section(rva: Rva, virtual_address: u64, pointer_to_raw_data: u64) -> Option<FileOffset> {
+    rva.0
+        .checked_sub(virtual_address)?
+        .checked_add(pointer_to_raw_data)
+        .map(FileOffset)
+}
+
+/// The .NET maps formula of seeds 000 and 002:
+/// `MethodAddress - (ExeSectionStartAddress - FirstSectionStartAddress) + SectionOffset`,
+/// i.e. `rva - (exec_start - image_base) + exec_file_offset`.
+///
+/// It is [`normalize`] applied to `image_base + rva`, which is right only when `image_base` really
+/// is where file offset 0 is mapped. The seeds take the *lowest* mapping of the file as the base;
+/// on .NET 8 that is a whole-file `r--s` mapping below the image, and the result goes negative
+/// (`../shared/ENVIRONMENT.md`). So this returns the signed value, exactly as the seed computes it;
+/// use [`FileOffset::try_from`] on it to get an offset or learn that there is none.
+pub fn seed_dotnet_maps(
+    method: Rva,
+    exec_start: RuntimeAddr,
+    image_base: ImageBase,
+    exec_file_offset: FileOffset,
+) -> i128 {
+    method.0 as i128 - (exec_start.0 as i128 - image_base.0 as i128) + exec_file_offset.0 as i128
+}
+
+/// Normalization (blazesym's word): the file offset of a runtime address inside a file-backed
+/// mapping, `addr - map.start + map.offset` (`proc(5)`: the offset field is "the offset into the
+/// file" at which the mapping starts). `None` when `addr` is below the mapping or the sum overflows;
+/// the caller must check `addr < map.end`.
+pub fn normalize(addr: RuntimeAddr, map_start: u64, map_offset: u64) -> Option<FileOffset> {
+    addr.0
+        .checked_sub(map_start)?
+        .checked_add(map_offset)
+        .map(FileOffset)
+}
+
+impl TryFrom<i128> for FileOffset {
+    type Error = std::num::TryFromIntError;
+
+    /// A signed formula result as a file offset; fails when negative or above `u64::MAX`.
+    fn try_from(value: i128) -> Result<Self, Self::Error> {
+        u64::try_from(value).map(FileOffset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seed 000: `0x21900 - (0x7ff03c8c0000 - 0x7ff03c8a0000) + 0x0000 = 0x1900`.
+    #[test]
+    fn seed_000_example() {
+        let v = seed_dotnet_maps(
+            Rva(0x21900),
+            RuntimeAddr(0x7ff0_3c8c_0000),
+            ImageBase(0x7ff0_3c8a_0000),
+            FileOffset(0),
+        );
+        assert_eq!(v, 0x1900);
+    }
+
+    /// Seed 004: `0x6794c0 - 0x401a50 + 0x1a50 = 0x2794c0`.
+    #[test]
+    fn seed_004_example() {
+        assert_eq!(
+            seed_text_section(VirtAddr(0x6794c0), 0x401a50, 0x1a50),
+            Some(FileOffset(0x2794c0))
+        );
+    }
+
+    #[test]
+    fn below_the_base_is_none_not_a_wrap() {
+        assert_eq!(elf_segment(VirtAddr(0x10), 0x400000, 0), None);
+        assert_eq!(pe_section(Rva(0x10), 0x1000, 0x400), None);
+        assert_eq!(normalize(RuntimeAddr(0x10), 0x1000, 0), None);
+        assert!(FileOffset::try_from(-1i128).is_err());
+    }
+}
