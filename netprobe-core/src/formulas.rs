@@ -6,7 +6,7 @@
 //! into a file offset. They are pure arithmetic: choosing *which* segment, section or mapping to
 //! use is the caller's job (`elf::resolver`, `normalize`), and is where the seeds go wrong.
 
-use crate::addr::{FileOffset, ImageBase, Rva, RuntimeAddr, VirtAddr};
+use crate::addr::{FileOffset, ImageBase, RuntimeAddr, Rva, VirtAddr};
 
 /// The ELF segment formula: `offset = vaddr - p_vaddr + p_offset`, over the loadable segment
 /// (`PT_LOAD`) that contains `vaddr`. This is how the loader maps a file (System V gABI,

@@ -4,7 +4,7 @@
 //! byte of which file does its first instruction live?". Sources fill in what they know; what they
 //! cannot know is `None`, never a guess.
 
-use crate::addr::{FileOffset, Rva, RuntimeAddr, VirtAddr};
+use crate::addr::{FileOffset, RuntimeAddr, Rva, VirtAddr};
 use serde::Serialize;
 use std::fmt;
 
