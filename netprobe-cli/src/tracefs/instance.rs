@@ -74,8 +74,7 @@ impl Instance {
 
     /// Reads a file of the instance.
     pub fn read(&self, rel: impl AsRef<Path>) -> Result<String> {
-        let path = self.dir.join(rel);
-        std::fs::read_to_string(&path).map_err(|e| Error::io(path, e))
+        crate::tracefs::mount::read_text(&self.dir.join(rel))
     }
 
     /// `trace_clock`: `mono` makes timestamps CLOCK_MONOTONIC nanoseconds, comparable across CPUs

@@ -89,8 +89,7 @@ impl Tracefs {
 
     /// Reads a tracefs file as text.
     pub fn read(&self, rel: impl AsRef<Path>) -> Result<String> {
-        let path = self.path(rel);
-        std::fs::read_to_string(&path).map_err(|e| Error::io(path, e))
+        read_text(&self.path(rel))
     }
 }
 
@@ -118,4 +117,23 @@ fn mount(fstype: &str, target: &str) -> std::result::Result<(), String> {
             std::io::Error::last_os_error()
         ))
     }
+}
+
+/// Reads a tracefs file whole. Some tracefs files (`events/header_page` on 6.18) end the data
+/// after a short first read when the buffer is small, as `read_to_string`'s first 32-byte probe
+/// read is; reading with a page-sized buffer gets all of it.
+pub fn read_text(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
