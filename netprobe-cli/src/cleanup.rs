@@ -184,7 +184,13 @@ mod tests {
     fn session_names() {
         assert_eq!(session_name(42).as_str(), "netprobe_42");
         assert_eq!(session_pid("netprobe_42"), Some(42));
-        for other in ["netprobe_persist", "netprobe_", "netprobe_4x", "nptest_tracefs_1", "uprobes"] {
+        for other in [
+            "netprobe_persist",
+            "netprobe_",
+            "netprobe_4x",
+            "nptest_tracefs_1",
+            "uprobes",
+        ] {
             assert_eq!(session_pid(other), None, "{other}");
         }
     }

@@ -166,7 +166,13 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         if pids.is_empty() {
             ", every process".to_string()
         } else {
-            format!(", pid {}", pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","))
+            format!(
+                ", pid {}",
+                pids.iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
         }
     );
     if let Some(c) = child.as_mut() {
@@ -187,7 +193,14 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 tasks: TaskInfo::new(Some(tracefs.root().to_path_buf())),
             };
             let _ = printer.header();
-            let reason = runner::run(&mut session, &signals, &pids, child.as_mut(), limits, &mut printer)?;
+            let reason = runner::run(
+                &mut session,
+                &signals,
+                &pids,
+                child.as_mut(),
+                limits,
+                &mut printer,
+            )?;
             let lost = session.finish(|plan, hit| {
                 if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
                     let _ = runner::Sink::hit(&mut printer, plan, hit);
@@ -205,7 +218,14 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 format,
                 last_tick: Instant::now(),
             };
-            let reason = runner::run(&mut session, &signals, &pids, child.as_mut(), limits, &mut counter)?;
+            let reason = runner::run(
+                &mut session,
+                &signals,
+                &pids,
+                child.as_mut(),
+                limits,
+                &mut counter,
+            )?;
             let plan = session.plan().clone();
             let lost = session.finish(|plan, hit| {
                 if reason != StopReason::MaxEvents {
@@ -214,7 +234,9 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             })?;
             if o.interval.is_none() || counter.counter.total > 0 {
                 let elapsed = counter.last_tick.elapsed().as_secs_f64();
-                let _ = counter.counter.report(&plan, format, lost, elapsed, &mut counter.out);
+                let _ = counter
+                    .counter
+                    .report(&plan, format, lost, elapsed, &mut counter.out);
             }
             (reason, lost)
         }
@@ -223,7 +245,14 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 max_events: o.max_events,
                 ..Latency::default()
             };
-            let reason = runner::run(&mut session, &signals, &pids, child.as_mut(), limits, &mut lat)?;
+            let reason = runner::run(
+                &mut session,
+                &signals,
+                &pids,
+                child.as_mut(),
+                limits,
+                &mut lat,
+            )?;
             let plan = session.plan().clone();
             let lost = session.finish(|plan, hit| {
                 if reason != StopReason::MaxEvents {
@@ -277,7 +306,10 @@ pub fn clean(out: &mut dyn Write) -> Result<i32> {
     let tracefs = Tracefs::open()?;
     let removed = cleanup::clean_stale(&tracefs)?;
     if removed.is_empty() {
-        let _ = writeln!(out, "nothing to clean: no probes or instances of dead netprobe processes");
+        let _ = writeln!(
+            out,
+            "nothing to clean: no probes or instances of dead netprobe processes"
+        );
     }
     for (name, r) in removed {
         let _ = writeln!(
@@ -326,7 +358,11 @@ pub fn probe_add(
         p.comm_field = None;
     }
     if dry_run {
-        let _ = write!(out, "{}", dryrun::render(&plan, &group, pids, Mode::Persist));
+        let _ = write!(
+            out,
+            "{}",
+            dryrun::render(&plan, &group, pids, Mode::Persist)
+        );
         return Ok(0);
     }
     let tracefs = Tracefs::open()?;

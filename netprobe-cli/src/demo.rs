@@ -10,7 +10,10 @@
 use crate::cleanup;
 use crate::error::{Error, Result};
 use crate::launch::PausedChild;
-use crate::plan::{ArgRequest, ArgType, CallingConvention, FunctionPlan, Hit, PairingKey, ProbePlan, Returns, Role, Value};
+use crate::plan::{
+    ArgRequest, ArgType, CallingConvention, FunctionPlan, Hit, PairingKey, ProbePlan, Returns,
+    Role, Value,
+};
 use crate::runner::{self, Flow, Limits, Sink};
 use crate::session::{Session, SessionOptions};
 use crate::signals::SignalPipe;
@@ -34,9 +37,12 @@ static DEMO_TOTAL: AtomicI64 = AtomicI64::new(0);
 
 /// The function the demo traces: returns `a * 3 + b` (plus the label's length, so the string is
 /// used). Exported and never inlined so that it exists in the binary's symbol table at one address.
+///
+/// # Safety
+/// `label` must be null or point to a NUL-terminated string.
 #[no_mangle]
 #[inline(never)]
-pub extern "C" fn netprobe_demo_add(a: i32, b: u64, label: *const c_char) -> i64 {
+pub unsafe extern "C" fn netprobe_demo_add(a: i32, b: u64, label: *const c_char) -> i64 {
     let len = if label.is_null() {
         0
     } else {
@@ -61,11 +67,10 @@ pub fn demo_target(calls: i32) -> i32 {
     for i in 1..=calls {
         let (a, b, label, _) = demo_call(i);
         let c = CString::new(label).expect("no NUL");
-        std::hint::black_box(netprobe_demo_add(
-            std::hint::black_box(a),
-            std::hint::black_box(b),
-            c.as_ptr(),
-        ));
+        // SAFETY: `c` is a valid NUL-terminated string for the call's duration.
+        std::hint::black_box(unsafe {
+            netprobe_demo_add(std::hint::black_box(a), std::hint::black_box(b), c.as_ptr())
+        });
     }
     0
 }
@@ -85,8 +90,7 @@ fn step(out: &mut dyn Write, n: u32, title: &str) {
 
 /// Runs the demo; returns the exit code (0 when every call was seen with the right values).
 pub fn run(out: &mut dyn Write) -> Result<i32> {
-    let exe = std::fs::read_link("/proc/self/exe")
-        .map_err(|e| Error::io("/proc/self/exe", e))?;
+    let exe = std::fs::read_link("/proc/self/exe").map_err(|e| Error::io("/proc/self/exe", e))?;
     let _ = writeln!(
         out,
         "netprobe demo: trace {DEMO_SYMBOL}() in a child of this very binary, end to end."
@@ -106,10 +110,17 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         "{} ({}) has symbol {DEMO_SYMBOL} at virtual address {vaddr}, {} bytes of code",
         exe.display(),
         target.symbol.origin.label(),
-        target.symbol.size.map_or("?".to_string(), |s| s.to_string())
+        target
+            .symbol
+            .size
+            .map_or("?".to_string(), |s| s.to_string())
     );
 
-    step(out, 2, "turn the address into a file offset (what uprobe_events wants)");
+    step(
+        out,
+        2,
+        "turn the address into a file offset (what uprobe_events wants)",
+    );
     let ex = elf.explain(vaddr)?;
     let seg = ex
         .segment
@@ -125,7 +136,9 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         vaddr.0, seg.vaddr, seg.offset, target.file_offset
     );
     if ex.segment_offset != Some(target.file_offset) {
-        return Err(Error::usage("internal: the resolver and the segment formula disagree"));
+        return Err(Error::usage(
+            "internal: the resolver and the segment formula disagree",
+        ));
     }
 
     let tracefs = Tracefs::open()?;
@@ -134,7 +147,11 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
     let _ = cleanup::clean_stale(&tracefs);
     let signals = SignalPipe::install()?;
 
-    step(out, 3, "start the target paused (a child of netprobe, stopped before exec)");
+    step(
+        out,
+        3,
+        "start the target paused (a child of netprobe, stopped before exec)",
+    );
     let argv = vec![
         exe.display().to_string(),
         "demo-target".to_string(),
@@ -148,7 +165,11 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         child.pid()
     );
 
-    step(out, 4, "place the probes (own tracefs instance, filtered to that pid)");
+    step(
+        out,
+        4,
+        "place the probes (own tracefs instance, filtered to that pid)",
+    );
     let mut plan = ProbePlan::new(true);
     plan.add_function(FunctionPlan {
         name: DEMO_SYMBOL.into(),
@@ -159,9 +180,18 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         returns: Returns::UretProbe,
         convention: CallingConvention::SysV,
         args: vec![
-            ArgRequest::Positional { name: Some("a".into()), ty: ArgType::Int(FetchType::S32) },
-            ArgRequest::Positional { name: Some("b".into()), ty: ArgType::Int(FetchType::U64) },
-            ArgRequest::Positional { name: Some("label".into()), ty: ArgType::CString },
+            ArgRequest::Positional {
+                name: Some("a".into()),
+                ty: ArgType::Int(FetchType::S32),
+            },
+            ArgRequest::Positional {
+                name: Some("b".into()),
+                ty: ArgType::Int(FetchType::U64),
+            },
+            ArgRequest::Positional {
+                name: Some("label".into()),
+                ty: ArgType::CString,
+            },
         ],
         ret: Some(ArgType::Int(FetchType::S64)),
         pairing: PairingKey::Thread,
@@ -191,7 +221,14 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         duration: Some(Duration::from_secs(20)),
         interval: None,
     };
-    let reason = runner::run(&mut session, &signals, &[child.pid()], Some(&mut child), limits, &mut hits)?;
+    let reason = runner::run(
+        &mut session,
+        &signals,
+        &[child.pid()],
+        Some(&mut child),
+        limits,
+        &mut hits,
+    )?;
     let group = session.group().clone();
     let probes_text: Vec<String> = session.probes().iter().map(|d| d.to_string()).collect();
     let lost = session.finish(|_, h| hits.0.push(h))?;
@@ -208,16 +245,26 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
                 let _ = writeln!(out, "  tid {} -> {DEMO_SYMBOL}({args})", h.tid);
             }
             Role::Return => {
-                let _ = writeln!(out, "  tid {} <- {DEMO_SYMBOL} returned {}", h.tid, h.args.first().map(|a| a.1.to_string()).unwrap_or_default());
+                let _ = writeln!(
+                    out,
+                    "  tid {} <- {DEMO_SYMBOL} returned {}",
+                    h.tid,
+                    h.args.first().map(|a| a.1.to_string()).unwrap_or_default()
+                );
             }
         }
     }
     let _ = writeln!(out, "  (stopped: {reason:?}; target exit status {status})");
 
-    step(out, 6, "check every hit against what the target was asked to do");
+    step(
+        out,
+        6,
+        "check every hit against what the target was asked to do",
+    );
     let entries: Vec<&Hit> = hits.0.iter().filter(|h| h.role == Role::Entry).collect();
     let returns: Vec<&Hit> = hits.0.iter().filter(|h| h.role == Role::Return).collect();
-    let mut ok = entries.len() == DEMO_CALLS as usize && returns.len() == DEMO_CALLS as usize && !lost.any();
+    let mut ok =
+        entries.len() == DEMO_CALLS as usize && returns.len() == DEMO_CALLS as usize && !lost.any();
     for i in 1..=DEMO_CALLS {
         let (a, b, label, ret) = demo_call(i);
         let idx = (i - 1) as usize;

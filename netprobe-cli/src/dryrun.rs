@@ -106,9 +106,19 @@ pub fn render(plan: &ProbePlan, group: &GroupName, pids: &[u32], mode: Mode) -> 
         let pid_opt = if pids.is_empty() {
             " -a".to_string()
         } else {
-            format!(" -p {}", pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","))
+            format!(
+                " -p {}",
+                pids.iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
         };
-        let _ = writeln!(s, "perf record{pid_opt} {} && perf script", events.join(" "));
+        let _ = writeln!(
+            s,
+            "perf record{pid_opt} {} && perf script",
+            events.join(" ")
+        );
         let _ = writeln!(s, "perf probe -d '{group}:*'");
     }
     let _ = writeln!(s);
@@ -154,7 +164,11 @@ pub fn render(plan: &ProbePlan, group: &GroupName, pids: &[u32], mode: Mode) -> 
             (Mode::Trace, _) => trace_printf(plan, i),
         };
         let _ = writeln!(s, "  // {name}");
-        let _ = writeln!(s, "  {kind}:{}:{loc}{filter} {{ {body} }}", p.path.display());
+        let _ = writeln!(
+            s,
+            "  {kind}:{}:{loc}{filter} {{ {body} }}",
+            p.path.display()
+        );
     }
     let _ = writeln!(s, "'");
     s
@@ -236,7 +250,10 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
                         vals.push(v);
                     }
                 }
-                notes.push(format!("{}: string text is not decoded by this program", a.name));
+                notes.push(format!(
+                    "{}: string text is not decoded by this program",
+                    a.name
+                ));
             }
         }
     }
@@ -244,7 +261,7 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
         Role::Entry => format!("-> {}({})", f.name, fmt_parts.join(", ")),
         Role::Return => format!("<- {} {}", f.name, fmt_parts.join(" ")),
     };
-    let arrow = arrow.replace('"', "\\\"").replace("\\\"%s\\\"", "\\\"%s\\\"");
+    let arrow = arrow.replace('"', "\\\"");
     let mut body = format!("printf(\"%d/%d %s {arrow}\\n\", pid, tid, comm");
     for v in vals {
         body.push_str(", ");
@@ -262,7 +279,11 @@ pub fn describe_args(reqs: &[ArgRequest]) -> String {
     reqs.iter()
         .map(|r| match r {
             ArgRequest::Positional { name, ty } => {
-                format!("{}{}", name.as_deref().map(|n| format!("{n}=")).unwrap_or_default(), ArgType::label(*ty))
+                format!(
+                    "{}{}",
+                    name.as_deref().map(|n| format!("{n}=")).unwrap_or_default(),
+                    ArgType::label(*ty)
+                )
             }
             ArgRequest::Raw { name, expr, ty } => format!("{name}={expr}:{}", ty.kernel_name()),
         })

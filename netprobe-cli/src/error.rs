@@ -70,7 +70,11 @@ impl Error {
     /// An I/O error on `path`; `EACCES`/`EPERM` become [`Error::NotRoot`] when not running as root.
     pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
         let path = path.into();
-        if matches!(source.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) && !is_root() {
+        if matches!(
+            source.raw_os_error(),
+            Some(libc::EACCES) | Some(libc::EPERM)
+        ) && !is_root()
+        {
             return Error::NotRoot {
                 what: format!("writing {}", path.display()),
             };

@@ -80,7 +80,10 @@ impl PausedChild {
     /// The child only makes async-signal-safe calls between fork and exec (everything it needs is
     /// prepared before the fork), so this is safe from a multi-threaded process too.
     pub fn spawn(argv: &[String]) -> Result<PausedChild> {
-        let exe = find_program(argv.first().ok_or_else(|| Error::usage("-c needs a command"))?)?;
+        let exe = find_program(
+            argv.first()
+                .ok_or_else(|| Error::usage("-c needs a command"))?,
+        )?;
         let c_exe = CString::new(exe.as_os_str().as_encoded_bytes())
             .map_err(|_| Error::usage("-c: command contains a NUL byte"))?;
         let c_args: Vec<CString> = argv

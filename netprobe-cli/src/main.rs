@@ -120,12 +120,17 @@ fn main() {
     let mut stdout = std::io::stdout();
     let result = match cli.command {
         Command::Trace(l) => commands::run_live(Mode::Trace, &l.options(None)),
-        Command::Count { live, interval } => commands::run_live(Mode::Count, &live.options(interval)),
+        Command::Count { live, interval } => {
+            commands::run_live(Mode::Count, &live.options(interval))
+        }
         Command::Latency(l) => commands::run_live(Mode::Latency, &l.options(None)),
         Command::Probe { action } => match action {
-            ProbeAction::Add { probes, pids, group, dry_run } => {
-                commands::probe_add(&probes, &pids, group.as_deref(), dry_run, &mut stdout)
-            }
+            ProbeAction::Add {
+                probes,
+                pids,
+                group,
+                dry_run,
+            } => commands::probe_add(&probes, &pids, group.as_deref(), dry_run, &mut stdout),
             ProbeAction::List { group } => commands::probe_list(group.as_deref(), &mut stdout),
             ProbeAction::Remove { group, events } => {
                 commands::probe_remove(group.as_deref(), &events, &mut stdout)

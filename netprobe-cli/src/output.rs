@@ -229,7 +229,12 @@ impl Counter {
                 let counts: serde_json::Map<String, serde_json::Value> = plan
                     .functions
                     .iter()
-                    .map(|f| (f.name.clone(), json!(self.counts.get(&f.id).copied().unwrap_or(0))))
+                    .map(|f| {
+                        (
+                            f.name.clone(),
+                            json!(self.counts.get(&f.id).copied().unwrap_or(0)),
+                        )
+                    })
                     .collect();
                 let obj = json!({
                     "elapsed_s": (elapsed_s * 1e3).round() / 1e3,
@@ -315,11 +320,17 @@ impl Sink for Latency {
                 };
                 let d = hit.ts_ns.saturating_sub(start);
                 let h = self.hist.entry(hit.function).or_insert_with(|| {
-                    Histogram::new(3).expect("3 significant digits is valid")
+                    // 1 ns .. 1 hour at 3 significant digits; longer calls saturate at 1 hour.
+                    Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                        .expect("valid histogram bounds")
                 });
                 h.saturating_record(d);
                 let b = self.log2.entry(hit.function).or_insert_with(|| vec![0; 64]);
-                let idx = if d == 0 { 0 } else { 63 - d.leading_zeros() as usize };
+                let idx = if d == 0 {
+                    0
+                } else {
+                    63 - d.leading_zeros() as usize
+                };
                 b[idx] += 1;
                 self.total += 1;
                 if self.max_events.is_some_and(|m| self.total >= m) {

@@ -58,7 +58,9 @@ impl CallingConvention {
     pub fn int_registers(self) -> &'static [&'static str] {
         match self {
             CallingConvention::SysV => &["di", "si", "dx", "cx", "r8", "r9"],
-            CallingConvention::GoRegAbi => &["ax", "bx", "cx", "di", "si", "r8", "r9", "r10", "r11"],
+            CallingConvention::GoRegAbi => {
+                &["ax", "bx", "cx", "di", "si", "r8", "r9", "r10", "r11"]
+            }
         }
     }
 
@@ -98,10 +100,7 @@ impl ArgType {
             "utf16" | "dotnet_string" | "dnstring" => Some(ArgType::DotnetString),
             "gostring" | "go_string" => Some(ArgType::GoString),
             _ => match FetchType::parse(s)? {
-                t @ (FetchType::String | FetchType::Array { .. }) => {
-                    let _ = t;
-                    None
-                }
+                FetchType::String | FetchType::Array { .. } => None,
                 t => Some(ArgType::Int(t)),
             },
         }
@@ -212,9 +211,15 @@ pub enum Decode {
     /// A `string` field.
     CString { field: String },
     /// Length field (s32) + `u16[N]` chars field.
-    Utf16 { len_field: String, chars_field: String },
+    Utf16 {
+        len_field: String,
+        chars_field: String,
+    },
     /// `u8[N]` bytes field + length field.
-    GoString { bytes_field: String, len_field: String },
+    GoString {
+        bytes_field: String,
+        len_field: String,
+    },
 }
 
 /// A named value of a probe.
@@ -420,7 +425,7 @@ impl ProbePlan {
         let comm = kp.comm_field.as_ref().and_then(|f| {
             let field = format.field(f)?;
             match read_data_loc(field, data)? {
-                bytes if bytes.is_empty() => None,
+                [] => None,
                 bytes => Some(c_string(bytes).0),
             }
         });
@@ -459,7 +464,11 @@ fn typed_fetch(name: &str, ty: ArgType, regs: &[&str], is_retval: bool) -> (Deco
             Decode::CString {
                 field: name.to_string(),
             },
-            vec![FetchArg::new(name, format!("+0({})", reg(0)), FetchType::String)],
+            vec![FetchArg::new(
+                name,
+                format!("+0({})", reg(0)),
+                FetchType::String,
+            )],
         ),
         ArgType::DotnetString => {
             let len_field = format!("{name}_len");
@@ -522,32 +531,48 @@ pub struct Hit {
 }
 
 /// A decoded argument value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
+///
+/// JSON: integers as numbers, hex values as `"0x..."` strings, strings as strings (a cut string
+/// as `{"text": ..., "truncated": true, "length": N}`), a fault as `null`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
     Signed(i64),
     Unsigned(u64),
-    /// Printed as `0x...` (JSON: a string).
-    Hex(#[serde(serialize_with = "hex_string")] u64),
+    /// Printed as `0x...`.
+    Hex(u64),
     /// A string; `truncated` when only its first part was fetched (kernel array limit of 64).
     Str {
         text: String,
-        #[serde(skip_serializing_if = "is_false")]
         truncated: bool,
         /// The full length as the object says (.NET/Go strings), when known.
-        #[serde(skip_serializing_if = "Option::is_none")]
         length: Option<i64>,
     },
     /// The kernel could not read the memory (bad pointer, paged out), or the field is missing.
     Fault,
 }
 
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
-fn hex_string<S: serde::Serializer>(v: &u64, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(&format!("{v:#x}"))
+impl Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Value::Signed(v) => s.serialize_i64(*v),
+            Value::Unsigned(v) => s.serialize_u64(*v),
+            Value::Hex(v) => s.serialize_str(&format!("{v:#x}")),
+            Value::Str {
+                text,
+                truncated: false,
+                ..
+            } => s.serialize_str(text),
+            Value::Str { text, length, .. } => {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("text", text)?;
+                m.serialize_entry("truncated", &true)?;
+                m.serialize_entry("length", length)?;
+                m.end()
+            }
+            Value::Fault => s.serialize_none(),
+        }
+    }
 }
 
 impl fmt::Display for Value {
@@ -745,7 +770,12 @@ mod tests {
         let rendered: Vec<String> = e.fetchargs.iter().map(|a| a.render()).collect();
         assert_eq!(
             rendered,
-            ["a=%di:s32", "b=%si:x64", "s=+0(%dx):string", "np_comm=$comm:string"]
+            [
+                "a=%di:s32",
+                "b=%si:x64",
+                "s=+0(%dx):string",
+                "np_comm=$comm:string"
+            ]
         );
         let r = &plan.probes[1];
         assert_eq!(r.kind, ProbeKind::UretProbe);
@@ -775,10 +805,20 @@ mod tests {
         })
         .unwrap();
         assert_eq!(plan.probes.len(), 3);
-        let r: Vec<String> = plan.probes[0].fetchargs.iter().map(|a| a.render()).collect();
+        let r: Vec<String> = plan.probes[0]
+            .fetchargs
+            .iter()
+            .map(|a| a.render())
+            .collect();
         assert_eq!(
             r,
-            ["a=%ax:s64", "s=+0(%bx):u8[64]", "s_len=%cx:s64", "b=%di:s64", "np_pair=%r14:x64"]
+            [
+                "a=%ax:s64",
+                "s=+0(%bx):u8[64]",
+                "s_len=%cx:s64",
+                "b=%di:s64",
+                "np_pair=%r14:x64"
+            ]
         );
         for p in &plan.probes[1..] {
             assert_eq!(p.kind, ProbeKind::Entry);
@@ -820,7 +860,12 @@ mod tests {
         rec[16..20].copy_from_slice(&(-5i32).to_le_bytes());
         rec[20..28].copy_from_slice(&0xabcu64.to_le_bytes());
         rec[32..36].copy_from_slice(&70i32.to_le_bytes());
-        for (i, c) in "héllo".encode_utf16().chain(std::iter::repeat(b'x' as u16)).take(64).enumerate() {
+        for (i, c) in "héllo"
+            .encode_utf16()
+            .chain(std::iter::repeat(b'x' as u16))
+            .take(64)
+            .enumerate()
+        {
             rec[36 + 2 * i..38 + 2 * i].copy_from_slice(&c.to_le_bytes());
         }
         let s_off = rec.len() as u32;
@@ -833,7 +878,11 @@ mod tests {
         assert_eq!(hit.args[1].1, Value::Hex(0xabc));
         assert_eq!(hit.args[2].1.to_string(), "\"hey\"");
         match &hit.args[3].1 {
-            Value::Str { text, truncated, length } => {
+            Value::Str {
+                text,
+                truncated,
+                length,
+            } => {
                 assert!(text.starts_with("héllo"));
                 assert_eq!(text.chars().count(), 64);
                 assert!(*truncated);
@@ -843,7 +892,10 @@ mod tests {
         }
         // A zero-length string is the kernel's fault marker.
         rec[28..32].copy_from_slice(&(s_off).to_le_bytes());
-        assert_eq!(plan.decode(0, &fmt, 99, &rec).unwrap().args[2].1, Value::Fault);
+        assert_eq!(
+            plan.decode(0, &fmt, 99, &rec).unwrap().args[2].1,
+            Value::Fault
+        );
         // Short records decode what is there and never panic.
         for n in 0..rec.len() {
             let _ = plan.decode(0, &fmt, 0, &rec[..n]);

@@ -244,8 +244,9 @@ impl Session {
             for _ in 0..4096 {
                 let Some(page) = r.read_page()? else { break };
                 let mut records = Vec::new();
-                let summary =
-                    parse_page(&layout, page, |rec| records.push((rec.ts, rec.data.to_vec())));
+                let summary = parse_page(&layout, page, |rec| {
+                    records.push((rec.ts, rec.data.to_vec()))
+                });
                 match summary {
                     Ok(s) => match s.missed {
                         Missed::None => {}
@@ -398,10 +399,17 @@ impl Drop for Session {
 /// are caught by a second pass (with event-fork on, threads created after their parent is in the
 /// filter join it by themselves).
 fn filter_pids(inst: &Instance, pids: &[u32]) -> Result<()> {
-    let mut tids: Vec<u32> = pids.iter().flat_map(|&p| {
-        let t = threads_of(p);
-        if t.is_empty() { vec![p] } else { t }
-    }).collect();
+    let mut tids: Vec<u32> = pids
+        .iter()
+        .flat_map(|&p| {
+            let t = threads_of(p);
+            if t.is_empty() {
+                vec![p]
+            } else {
+                t
+            }
+        })
+        .collect();
     tids.sort_unstable();
     tids.dedup();
     inst.set_event_pids(&tids)?;

@@ -64,7 +64,8 @@ impl SignalPipe {
     pub fn received(&self) -> Option<i32> {
         let mut buf = [0u8; 64];
         // SAFETY: non-blocking read into a valid buffer.
-        while unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+        while unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {
+        }
         match LAST_SIGNAL.load(Ordering::SeqCst) {
             0 => None,
             s => Some(s),

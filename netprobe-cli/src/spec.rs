@@ -117,10 +117,7 @@ impl ProbeSpec {
                 let off = u64::from_str_radix(hex, 16)
                     .map_err(|_| bad(text, format!("'{target_text}' is not a hex offset")))?;
                 if image.is_none() {
-                    return Err(bad(
-                        text,
-                        "an offset needs its file: write IMAGE:0xOFFSET",
-                    ));
+                    return Err(bad(text, "an offset needs its file: write IMAGE:0xOFFSET"));
                 }
                 SpecTarget::Offset(FileOffset(off))
             }
@@ -132,11 +129,17 @@ impl ProbeSpec {
             match kind {
                 SpecKind::Return => {
                     if ret.is_some() {
-                        return Err(bad(text, "a return probe takes one type (of the return value)"));
+                        return Err(bad(
+                            text,
+                            "a return probe takes one type (of the return value)",
+                        ));
                     }
                     let t = word.rsplit('=').next().unwrap_or(word);
                     ret = Some(ArgType::parse(t).ok_or_else(|| {
-                        bad(text, format!("unknown return type '{t}' (use s32, u64, x64, string, ...)"))
+                        bad(
+                            text,
+                            format!("unknown return type '{t}' (use s32, u64, x64, string, ...)"),
+                        )
                     })?);
                 }
                 SpecKind::Entry => args.push(parse_arg(text, word)?),
@@ -282,9 +285,8 @@ pub fn resolve(spec: &ProbeSpec, targeting: &Targeting) -> Result<Vec<Location>>
 }
 
 fn absolute(image: &str) -> Result<PathBuf> {
-    std::fs::canonicalize(image).map_err(|e| {
-        Error::Core(netprobe_core::Error::io(Path::new(image), e))
-    })
+    std::fs::canonicalize(image)
+        .map_err(|e| Error::Core(netprobe_core::Error::io(Path::new(image), e)))
 }
 
 fn offset_location(image: &Path, probe_path: &Path, off: FileOffset) -> Location {
@@ -366,18 +368,33 @@ mod tests {
         assert_eq!(o.target, SpecTarget::Offset(FileOffset(0x1139)));
         let n = ProbeSpec::parse("System.String::Concat").unwrap();
         assert_eq!(n.image, None);
-        assert_eq!(n.target, SpecTarget::Pattern("System.String::Concat".into()));
-        let d = ProbeSpec::parse("System.Private.CoreLib.dll:System.String::Concat this=x64")
-            .unwrap();
+        assert_eq!(
+            n.target,
+            SpecTarget::Pattern("System.String::Concat".into())
+        );
+        let d =
+            ProbeSpec::parse("System.Private.CoreLib.dll:System.String::Concat this=x64").unwrap();
         assert_eq!(d.image.as_deref(), Some("System.Private.CoreLib.dll"));
-        assert_eq!(d.target, SpecTarget::Pattern("System.String::Concat".into()));
+        assert_eq!(
+            d.target,
+            SpecTarget::Pattern("System.String::Concat".into())
+        );
         let g = ProbeSpec::parse("main.(*T).Get").unwrap();
         assert_eq!(g.target, SpecTarget::Pattern("main.(*T).Get".into()));
     }
 
     #[test]
     fn rejects_bad_specs() {
-        for s in ["", ":add", "app:", "0x10", "app:add bogus", "r:app:add s32 s32", "app:0xzz", "app:f a=%di:zz"] {
+        for s in [
+            "",
+            ":add",
+            "app:",
+            "0x10",
+            "app:add bogus",
+            "r:app:add s32 s32",
+            "app:0xzz",
+            "app:f a=%di:zz",
+        ] {
             assert!(ProbeSpec::parse(s).is_err(), "{s:?}");
         }
     }

@@ -100,15 +100,7 @@ fn mount(fstype: &str, target: &str) -> std::result::Result<(), String> {
     let tgt = CString::new(target).expect("no NUL");
     // SAFETY: all pointers are valid NUL-terminated strings for the duration of the call; data is
     // null (no mount options).
-    let rc = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            tgt.as_ptr(),
-            fs.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
+    let rc = unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
     if rc == 0 {
         Ok(())
     } else {

@@ -75,7 +75,10 @@ fn check_identifier(what: &'static str, s: &str, max: usize) -> Result<()> {
         return Err(invalid(
             what,
             s,
-            format!("it is {} bytes long; the kernel allows at most {max}", s.len()),
+            format!(
+                "it is {} bytes long; the kernel allows at most {max}",
+                s.len()
+            ),
         ));
     }
     Ok(())
@@ -202,7 +205,10 @@ pub enum FetchType {
     String,
     /// A fixed array of `len` elements of an integer type, from memory: `u16[64]`. The kernel
     /// accepts at most 64 elements (65 is rejected here: "Array number is too big").
-    Array { elem: ArrayElem, len: u8 },
+    Array {
+        elem: ArrayElem,
+        len: u8,
+    },
 }
 
 /// Element types netprobe fetches arrays of.
@@ -457,7 +463,10 @@ impl fmt::Display for ProbeDef {
 pub enum ProbeLine {
     Add(ProbeDef),
     /// `-:GROUP/EVENT`.
-    Remove { group: GroupName, event: EventName },
+    Remove {
+        group: GroupName,
+        event: EventName,
+    },
 }
 
 impl fmt::Display for ProbeLine {
@@ -511,7 +520,10 @@ fn write_batch(
         Ok(n) if n == batch.len() => Ok(()),
         Ok(n) => Err(Error::ProbeRejected {
             line: batch.lines().next().unwrap_or_default().to_string(),
-            reason: format!("short write to uprobe_events ({n} of {} bytes)", batch.len()),
+            reason: format!(
+                "short write to uprobe_events ({n} of {} bytes)",
+                batch.len()
+            ),
         }),
         Err(e) => Err(rejection(tracefs, lines, e)),
     }
@@ -611,9 +623,7 @@ pub fn parse_error_log(text: &str) -> Vec<ErrorLogEntry> {
             entry.command = cmd_line.get(prefix_len..).unwrap_or("").to_string();
             lines.next();
             if let Some(caret_line) = lines.peek().filter(|l| l.trim() == "^") {
-                entry.caret = caret_line
-                    .find('^')
-                    .and_then(|p| p.checked_sub(prefix_len));
+                entry.caret = caret_line.find('^').and_then(|p| p.checked_sub(prefix_len));
                 lines.next();
             }
         }
@@ -727,15 +737,7 @@ mod tests {
             let e = ProbePath::new(Path::new(bad)).unwrap_err();
             assert!(matches!(e, Error::InvalidProbe { .. }), "{bad:?}: {e}");
         }
-        for bad in [
-            "a b",
-            "a\n-:x/y",
-            "a/b",
-            "9abc",
-            "",
-            "ä",
-            &"e".repeat(64),
-        ] {
+        for bad in ["a b", "a\n-:x/y", "a/b", "9abc", "", "ä", &"e".repeat(64)] {
             assert!(EventName::new(bad).is_err(), "{bad:?}");
             assert!(GroupName::new(bad).is_err(), "{bad:?}");
         }

@@ -278,7 +278,8 @@ pub(crate) mod tests {
                     .extend_from_slice(&((padded + 4) as u32).to_le_bytes());
             }
             self.data.extend_from_slice(payload);
-            self.data.resize(self.data.len() + padded - payload.len(), 0);
+            self.data
+                .resize(self.data.len() + padded - payload.len(), 0);
             self
         }
         pub fn extend(&mut self, delta: u64) -> &mut Self {
@@ -292,8 +293,7 @@ pub(crate) mod tests {
         pub fn padding(&mut self, delta: u32, skip: u32) -> &mut Self {
             self.header(TYPE_PADDING, delta);
             self.data.extend_from_slice(&skip.to_le_bytes());
-            self.data
-                .resize(self.data.len() + skip as usize - 4, 0xee);
+            self.data.resize(self.data.len() + skip as usize - 4, 0xee);
             self
         }
         pub fn build(&self) -> Vec<u8> {
