@@ -134,7 +134,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     let me = std::process::id();
     let name = cleanup::session_name(me);
     if o.dry_run {
-        print!("{}", dryrun::render(&plan, &name, &o.pids, mode));
+        print!(
+            "{}",
+            dryrun::render(&plan, &name, &o.pids, o.command.as_deref(), mode)
+        );
         return Ok(0);
     }
     let tracefs = Tracefs::open()?;
@@ -361,7 +364,7 @@ pub fn probe_add(
         let _ = write!(
             out,
             "{}",
-            dryrun::render(&plan, &group, pids, Mode::Persist)
+            dryrun::render(&plan, &group, pids, None, Mode::Persist)
         );
         return Ok(0);
     }

@@ -59,7 +59,13 @@ fn location(plan: &ProbePlan, i: usize) -> (String, bool) {
 }
 
 /// The dry-run text for a plan.
-pub fn render(plan: &ProbePlan, group: &GroupName, pids: &[u32], mode: Mode) -> String {
+pub fn render(
+    plan: &ProbePlan,
+    group: &GroupName,
+    pids: &[u32],
+    command: Option<&str>,
+    mode: Mode,
+) -> String {
     let mut s = String::new();
     let defs = match probe_defs(plan, group) {
         Ok(d) => d,
@@ -87,7 +93,13 @@ pub fn render(plan: &ProbePlan, group: &GroupName, pids: &[u32], mode: Mode) -> 
         } else {
             ""
         };
-        let args: Vec<String> = d.args().iter().map(|a| a.render()).collect();
+        // perf records the command name itself.
+        let args: Vec<String> = d
+            .args()
+            .iter()
+            .filter(|a| a.expr != "$comm")
+            .map(|a| a.render())
+            .collect();
         let _ = writeln!(
             s,
             "perf probe -x {} -a '{}:{}={loc}{ret}{}{}'",
@@ -99,32 +111,34 @@ pub fn render(plan: &ProbePlan, group: &GroupName, pids: &[u32], mode: Mode) -> 
         );
     }
     if mode != Mode::Persist {
-        let events: Vec<String> = defs
-            .iter()
-            .map(|d| format!("-e {}:{}", group, d.event()))
-            .collect();
-        let pid_opt = if pids.is_empty() {
-            " -a".to_string()
-        } else {
-            format!(
-                " -p {}",
+        // perf names return probes EVENT__return, hence the wildcard.
+        let target = match (command, pids.is_empty()) {
+            (Some(c), _) => format!("-- {c}"),
+            (None, true) => "-a".to_string(),
+            (None, false) => format!(
+                "-p {}",
                 pids.iter()
                     .map(|p| p.to_string())
                     .collect::<Vec<_>>()
                     .join(",")
-            )
+            ),
         };
-        let _ = writeln!(
-            s,
-            "perf record{pid_opt} {} && perf script",
-            events.join(" ")
-        );
+        let _ = writeln!(s, "perf record -e '{group}:*' {target} && perf script");
         let _ = writeln!(s, "perf probe -d '{group}:*'");
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "# 3. A bpftrace program doing the same:");
-    let _ = writeln!(s, "bpftrace -e '");
-    let filter = if pids.is_empty() {
+    match command {
+        Some(c) => {
+            let _ = writeln!(s, "bpftrace -c '{c}' -e '");
+        }
+        None => {
+            let _ = writeln!(s, "bpftrace -e '");
+        }
+    }
+    let filter = if command.is_some() {
+        " /pid == cpid/".to_string()
+    } else if pids.is_empty() {
         String::new()
     } else {
         format!(
