@@ -157,6 +157,9 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if let Some(kb) = o.buffer_kb {
         opts.buffer_kb = kb;
     }
+    // trace prints each hit as it comes (wake on any data); count and latency only aggregate, so
+    // they let a buffer fill to a quarter before waking up (the 200 ms poll tick bounds the delay).
+    opts.buffer_percent = if mode == Mode::Trace { 0 } else { 25 };
     let mut session = Session::start(&tracefs, &opts, plan)?;
     let format = if o.json { Format::Json } else { Format::Text };
     let stdout = std::io::stdout();
