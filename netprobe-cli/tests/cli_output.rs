@@ -12,12 +12,18 @@ use netprobe_cli::session::Lost;
 use netprobe_cli::tracefs::probe::FetchType;
 use netprobe_core::addr::FileOffset;
 
+/// Built once per test process: the fixture builder names its temporary file by pid, so two test
+/// threads building the same fixture at once would collide.
 fn tracee() -> String {
-    fixtures::CProgram::new("tracee")
-        .flags(&["-O2"])
-        .build()
-        .display()
-        .to_string()
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        fixtures::CProgram::new("tracee")
+            .flags(&["-O2"])
+            .build()
+            .display()
+            .to_string()
+    })
+    .clone()
 }
 
 fn filters(bin: &str) -> Vec<(String, String)> {
