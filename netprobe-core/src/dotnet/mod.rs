@@ -1,1 +1,286 @@
-//! .NET ReadyToRun images and ECMA-335 metadata (issue 4).
+//! .NET assemblies: ReadyToRun (precompiled) code and ECMA-335 metadata (issue 4).
+//!
+//! [`Assembly::open`] reads a `.dll`; [`Assembly::r2r`] says whether it holds precompiled code
+//! (`None` = IL-only, JIT-compiled at run time, not probe-able); [`Assembly::methods`] lists every
+//! precompiled method with its crossgen-style name, structured signature, RVA, size, funclets
+//! and file offset; [`Assembly::rva_to_file_offset`] and [`Assembly::sections`] let live-process
+//! code cross-check a static offset against `/proc/PID/maps`.
+//!
+//! ```no_run
+//! use netprobe_core::dotnet::Assembly;
+//! let asm = Assembly::open("System.Private.CoreLib.dll")?;
+//! for m in asm.methods()? {
+//!     println!("{} {:#x} {} {}", m.rva, m.size, m.file_offset.map_or(0, |o| o.0), m.name);
+//! }
+//! # Ok::<(), netprobe_core::Error>(())
+//! ```
+
+pub(crate) mod bytes;
+pub mod metadata;
+pub mod pe;
+pub mod r2r;
+
+use crate::addr::{FileOffset, Rva};
+use crate::error::{Error, Result};
+use crate::symbol::{Address, Symbol, SymbolKind, SymbolOrigin, SymbolSource};
+use metadata::{enclosing_map, Metadata, MetadataLayout};
+use pe::{CliHeader, PeImage, PeSection};
+use r2r::types::{flags, section, R2rHeader, RuntimeFunction};
+use std::path::{Path, PathBuf};
+
+pub use r2r::types::{CodeRange, EntryKind, R2rMethod};
+
+/// A parsed .NET assembly (PE + CLI header + metadata + optional ReadyToRun header).
+pub struct Assembly {
+    path: PathBuf,
+    data: Vec<u8>,
+    pe: PeImage,
+    cli: CliHeader,
+    md_start: usize,
+    md_len: usize,
+    md_layout: MetadataLayout,
+    enclosing: Vec<u32>,
+    r2r: Option<R2rImage>,
+}
+
+/// The ReadyToRun part of an assembly.
+#[derive(Clone, Debug)]
+pub struct R2rImage {
+    pub header: R2rHeader,
+    /// RUNTIME_FUNCTIONS: every code block (method bodies, funclets, cold parts), sorted by RVA.
+    pub runtime_functions: Vec<RuntimeFunction>,
+    /// COMPILER_IDENTIFIER (e.g. `Crossgen2 8.0.424.16909`); `None` when absent.
+    pub compiler: Option<String>,
+}
+
+impl Assembly {
+    /// Reads and parses the assembly at `path`.
+    ///
+    /// Returns `Err(Error::Io/PermissionDenied)` when the file cannot be read, and the errors of
+    /// [`Assembly::parse`] otherwise.
+    pub fn open(path: impl AsRef<Path>) -> Result<Assembly> {
+        let path = path.as_ref();
+        let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        Assembly::parse(path, data)
+    }
+
+    /// Parses an assembly from its bytes (`path` is only used in messages).
+    ///
+    /// Returns:
+    /// - `Ok` for a .NET assembly, whether ReadyToRun ([`Assembly::r2r`] is `Some`) or IL-only
+    ///   (`None`);
+    /// - `Err(NotAnObjectFile)` when the bytes are not a PE file;
+    /// - `Err(NotDotnet)` for a PE file without a CLI header;
+    /// - `Err(CompositeComponent)` for a component assembly whose code lives in a composite
+    ///   ReadyToRun image (the message names that image);
+    /// - `Err(CompositeImage)` for a composite image itself (not resolved yet);
+    /// - `Err(UnsupportedR2rVersion)` for a ReadyToRun major version outside
+    ///   [`r2r::parser::MIN_MAJOR`]..=[`r2r::parser::MAX_MAJOR`];
+    /// - `Err(Malformed)` when any structure is cut short or inconsistent (never a panic).
+    pub fn parse(path: impl AsRef<Path>, data: Vec<u8>) -> Result<Assembly> {
+        let path = path.as_ref().to_path_buf();
+        let bad = |what: String| Error::malformed(&path, what);
+        let pe = match PeImage::parse(&data) {
+            Ok(pe) => pe,
+            Err(e) if e == "not a PE file" => return Err(Error::NotAnObjectFile { path }),
+            Err(e) => return Err(bad(e)),
+        };
+        let Some(cli) = CliHeader::parse(&pe, &data).map_err(bad)? else {
+            // A composite image has no CLI metadata of its own but exports RTR_HEADER
+            // (readytorun-format.md, "PE Headers and CLI Headers").
+            if let Some(rva) = pe.export_rva(&data, "RTR_HEADER") {
+                let header = r2r::parser::parse_header(&pe, &data, rva).map_err(bad)?;
+                let components = header
+                    .section(section::COMPONENT_ASSEMBLIES)
+                    .map_or(0, |s| s.size / 16);
+                return Err(Error::CompositeImage { path, components });
+            }
+            return Err(Error::NotDotnet { path });
+        };
+        let md = pe
+            .bytes_at(&data, cli.metadata.rva, cli.metadata.size)
+            .ok_or_else(|| bad("metadata outside the file".into()))?;
+        let md_layout = MetadataLayout::parse(md).map_err(bad)?;
+        let md_start = pe
+            .rva_to_file_offset(Rva(cli.metadata.rva.into()))
+            .and_then(|o| usize::try_from(o.0).ok())
+            .ok_or_else(|| bad("metadata outside the file".into()))?;
+        let md_len = md.len();
+        let enclosing = enclosing_map(&Metadata {
+            layout: &md_layout,
+            bytes: md,
+        });
+        let mut asm = Assembly {
+            path,
+            data,
+            pe,
+            cli,
+            md_start,
+            md_len,
+            md_layout,
+            enclosing,
+            r2r: None,
+        };
+        asm.r2r = asm.parse_r2r()?;
+        Ok(asm)
+    }
+
+    fn parse_r2r(&self) -> Result<Option<R2rImage>> {
+        let mnh = self.cli.managed_native_header;
+        // readytorun-format.md: a ReadyToRun image sets COMIMAGE_FLAGS_IL_LIBRARY and points
+        // ManagedNativeHeader at READYTORUN_HEADER.
+        if mnh.is_empty() || self.cli.flags & 0x4 == 0 {
+            return Ok(None);
+        }
+        let bad = |what: String| Error::malformed(&self.path, what);
+        let header = r2r::parser::parse_header(&self.pe, &self.data, mnh.rva).map_err(bad)?;
+        if header.flags & flags::COMPONENT != 0 {
+            let composite = header
+                .section(section::OWNER_COMPOSITE_EXECUTABLE)
+                .and_then(|s| self.pe.bytes_at(&self.data, s.rva, s.size))
+                .map(|b| {
+                    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                    String::from_utf8_lossy(&b[..end]).into_owned()
+                })
+                .unwrap_or_else(|| "(unnamed composite image)".into());
+            return Err(Error::CompositeComponent {
+                path: self.path.clone(),
+                composite,
+            });
+        }
+        if !(r2r::parser::MIN_MAJOR..=r2r::parser::MAX_MAJOR).contains(&header.major_version) {
+            return Err(Error::UnsupportedR2rVersion {
+                path: self.path.clone(),
+                major: header.major_version,
+                minor: header.minor_version,
+            });
+        }
+        let runtime_functions = match header.section(section::RUNTIME_FUNCTIONS) {
+            Some(s) => r2r::parser::runtime_functions(&self.pe, &self.data, s).map_err(bad)?,
+            None => Vec::new(),
+        };
+        let compiler = header
+            .section(section::COMPILER_IDENTIFIER)
+            .and_then(|s| self.pe.bytes_at(&self.data, s.rva, s.size))
+            .map(|b| {
+                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                String::from_utf8_lossy(&b[..end]).into_owned()
+            });
+        Ok(Some(R2rImage {
+            header,
+            runtime_functions,
+            compiler,
+        }))
+    }
+
+    /// The file this assembly was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The metadata view (tables and heaps).
+    pub fn metadata(&self) -> Metadata<'_> {
+        Metadata {
+            layout: &self.md_layout,
+            bytes: self
+                .data
+                .get(self.md_start..self.md_start + self.md_len)
+                .unwrap_or(&[]),
+        }
+    }
+
+    /// Per TypeDef row, the enclosing TypeDef row (0 = top level).
+    pub fn enclosing_types(&self) -> &[u32] {
+        &self.enclosing
+    }
+
+    /// The assembly's simple name (`System.Private.CoreLib`); `None` for a bare module.
+    pub fn name(&self) -> Option<&str> {
+        self.metadata().assembly_name()
+    }
+
+    /// The module version id as the runtime prints it in `/tmp/perfinfo-PID.map`
+    /// (`c3aba5b9-2a5c-43a1-a419-3ca08b6eaaff`, without braces); `None` when absent.
+    pub fn mvid(&self) -> Option<String> {
+        let g = self.metadata().mvid()?;
+        let d1 = u32::from_le_bytes([g[0], g[1], g[2], g[3]]);
+        let d2 = u16::from_le_bytes([g[4], g[5]]);
+        let d3 = u16::from_le_bytes([g[6], g[7]]);
+        Some(format!(
+            "{d1:08x}-{d2:04x}-{d3:04x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+            g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15]
+        ))
+    }
+
+    /// The PE headers (machine, target OS, preferred image base, data directories).
+    pub fn pe(&self) -> &PeImage {
+        &self.pe
+    }
+
+    /// The PE section table: what the loader maps where (compare with `/proc/PID/maps`).
+    pub fn sections(&self) -> &[PeSection] {
+        &self.pe.sections
+    }
+
+    /// The file offset of `rva` via [`crate::formulas::pe_section`] over the section that holds
+    /// it; `None` when no section holds it in the file.
+    pub fn rva_to_file_offset(&self, rva: Rva) -> Option<FileOffset> {
+        self.pe.rva_to_file_offset(rva)
+    }
+
+    /// The ReadyToRun header and code table; `None` for an IL-only assembly (no precompiled code:
+    /// methods are JIT-compiled at run time and cannot be probed).
+    pub fn r2r(&self) -> Option<&R2rImage> {
+        self.r2r.as_ref()
+    }
+
+    /// Every precompiled method: first the METHODDEF_ENTRYPOINTS ones in MethodDef order, then the
+    /// generic instantiations of INSTANCE_METHOD_ENTRYPOINTS in table order.
+    ///
+    /// Returns `Err(Error::IlOnly)` for an IL-only assembly (the message explains JIT and how to
+    /// publish ReadyToRun), `Err(Malformed)` when an entry-point structure is corrupt. Types of
+    /// other assemblies in instantiations are named `[module#N]<token>` (see
+    /// [`Assembly::methods_with`] to resolve them).
+    pub fn methods(&self) -> Result<Vec<R2rMethod>> {
+        self.methods_with(None)
+    }
+
+    /// [`Assembly::methods`], naming types of other modules of the version bubble through
+    /// `foreign` (see [`r2r::SiblingAssemblies`]).
+    pub fn methods_with<'a>(
+        &'a self,
+        foreign: Option<&'a dyn metadata::ModuleResolver<'a>>,
+    ) -> Result<Vec<R2rMethod>> {
+        let Some(r2r) = &self.r2r else {
+            return Err(Error::IlOnly {
+                path: self.path.clone(),
+            });
+        };
+        r2r::resolver::methods(self, r2r, foreign).map_err(|e| Error::malformed(&self.path, e))
+    }
+}
+
+impl SymbolSource for Assembly {
+    /// Every precompiled method as a [`Symbol`] (`ManagedMethod`, origin `ReadyToRun`, address =
+    /// RVA, size = main body plus funclets, file offset of the entry point). `Err(IlOnly)` for an
+    /// IL-only assembly.
+    fn symbols(&self) -> Result<Vec<Symbol>> {
+        Ok(self
+            .methods()?
+            .into_iter()
+            .map(|m| Symbol {
+                name: m.name,
+                kind: SymbolKind::ManagedMethod,
+                origin: SymbolOrigin::ReadyToRun,
+                address: Address::Rva(m.rva),
+                size: Some(m.total_size),
+                file_offset: m.file_offset,
+            })
+            .collect())
+    }
+}

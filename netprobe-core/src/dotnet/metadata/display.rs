@@ -1,0 +1,383 @@
+//! Method and type names exactly as the runtime and crossgen print them.
+//!
+//! crossgen's `/CreatePerfMap` map files (seeds 000, 001) and the runtime's perf map / jitdump
+//! (`/tmp/jit-PID.dump`) name a method `[instance ]RET [Assembly] Namespace.Type::Method(ARGS)`:
+//! the owner type in reflection style (nested types joined by `+`, generic arguments in `[...]`),
+//! the return and parameter types in ILDASM style (`int32`, `class [Asm]Ns.T`, `valuetype Ns.S`,
+//! nested types joined by `/`, `!0`, `!!0`, `T&`, `T*`, `T[]`, `G`1<int32>`).
+//! Verified against the .NET 8 runtime's `[PreJIT]` jitdump records (tests/dotnet_runtimes.rs).
+
+use super::parser::Metadata;
+use super::types::{table, MethodSig, TypeSig, TypeToken};
+use std::fmt::Write;
+
+/// Resolves the metadata of another module of a ReadyToRun version bubble, for tokens that carry
+/// a module override (`ELEMENT_TYPE_MODULE_ZAPSIG`).
+pub trait ModuleResolver<'a> {
+    /// The metadata of module `index` (readytorun-format.md "ManifestMetadata": 1..=ILAR are the
+    /// image's AssemblyRefs) and its enclosing-type map ([`enclosing_map`]); `None` when unknown.
+    fn module(&self, index: u32) -> Option<(Metadata<'a>, &'a [u32])>;
+}
+
+/// Everything needed to name types of one module: its metadata and, per TypeDef row, the
+/// enclosing TypeDef row (0 = not nested), from the NestedClass table.
+#[derive(Clone, Copy)]
+pub struct Names<'a> {
+    pub md: Metadata<'a>,
+    pub enclosing: &'a [u32],
+    pub foreign: Option<&'a dyn ModuleResolver<'a>>,
+}
+
+/// The enclosing TypeDef of every TypeDef row (index = rid; 0 = top level), from NestedClass.
+pub fn enclosing_map(md: &Metadata<'_>) -> Vec<u32> {
+    let n = md.rows(table::TYPE_DEF) as usize;
+    let mut enclosing = vec![0u32; n + 1];
+    for rid in 1..=md.rows(table::NESTED_CLASS) {
+        if let Some((nested, outer)) = md.nested_class(rid) {
+            if let Some(slot) = enclosing.get_mut(nested as usize) {
+                if outer != nested {
+                    *slot = outer;
+                }
+            }
+        }
+    }
+    enclosing
+}
+
+/// Longest chain of enclosing types followed; a cycle in corrupt metadata stops here.
+const MAX_NESTING: usize = 64;
+
+impl<'a> Names<'a> {
+    /// Names in another module, when `module` is not 0 and a resolver knows it.
+    pub fn in_module(&self, module: u32) -> Option<Names<'a>> {
+        if module == 0 {
+            return Some(*self);
+        }
+        let (md, enclosing) = self.foreign?.module(module)?;
+        Some(Names {
+            md,
+            enclosing,
+            foreign: self.foreign,
+        })
+    }
+
+    /// TypeDef `rid` as `Namespace.Outer<sep>Inner`; `?` pieces for unreadable rows.
+    pub fn type_def_name(&self, rid: u32, sep: char, out: &mut String) {
+        let mut chain = [0u32; MAX_NESTING];
+        let mut n = 0;
+        let mut cur = rid;
+        while cur != 0 && n < MAX_NESTING {
+            chain[n] = cur;
+            n += 1;
+            cur = self.enclosing.get(cur as usize).copied().unwrap_or(0);
+        }
+        for (i, &t) in chain[..n].iter().rev().enumerate() {
+            let (_, name, ns) = self.md.type_def(t).unwrap_or((0, "?", ""));
+            if i == 0 {
+                if !ns.is_empty() {
+                    out.push_str(ns);
+                    out.push('.');
+                }
+            } else {
+                out.push(sep);
+            }
+            out.push_str(name);
+        }
+    }
+
+    /// TypeRef `rid` in ILDASM style: `[Assembly]Namespace.Outer/Inner`.
+    fn type_ref_name(&self, rid: u32, out: &mut String, depth: usize) {
+        let Some(((scope_t, scope_rid), name, ns)) = self.md.type_ref(rid) else {
+            out.push('?');
+            return;
+        };
+        match scope_t {
+            table::TYPE_REF if depth < MAX_NESTING => {
+                self.type_ref_name(scope_rid, out, depth + 1);
+                out.push('/');
+            }
+            table::ASSEMBLY_REF => {
+                out.push('[');
+                out.push_str(self.md.assembly_ref_name(scope_rid).unwrap_or("?"));
+                out.push(']');
+            }
+            table::MODULE_REF => {
+                out.push_str("[.module ");
+                out.push_str(self.md.module_ref_name(scope_rid).unwrap_or("?"));
+                out.push(']');
+            }
+            _ => {}
+        }
+        if !ns.is_empty() && scope_t != table::TYPE_REF {
+            out.push_str(ns);
+            out.push('.');
+        }
+        out.push_str(name);
+    }
+
+    /// A type token in ILDASM style (no `class`/`valuetype` prefix).
+    pub fn token_name(&self, ty: TypeToken, out: &mut String) {
+        let Some(names) = self.in_module(ty.module) else {
+            let _ = write!(out, "[module#{}]<{:#010x}>", ty.module, ty.token());
+            return;
+        };
+        if ty.module != 0 {
+            // A type of another module, named from inside this one: qualify it with its
+            // assembly like a TypeRef would be.
+            if let Some(asm) = names.md.assembly_name() {
+                if ty.table == table::TYPE_DEF {
+                    let _ = write!(out, "[{asm}]");
+                }
+            }
+        }
+        match ty.table {
+            table::TYPE_DEF => names.type_def_name(ty.rid, '/', out),
+            table::TYPE_REF => names.type_ref_name(ty.rid, out, 0),
+            table::TYPE_SPEC => match names.md.type_spec(ty.rid).map(|b| {
+                let mut r = super::parser::SigReader::new(b);
+                r.type_sig(0)
+            }) {
+                Some(Ok(sig)) => names.ildasm(&sig, out),
+                _ => out.push('?'),
+            },
+            _ => out.push('?'),
+        }
+    }
+
+    /// `sig` in ILDASM style, as the runtime prints parameter and return types.
+    pub fn ildasm(&self, sig: &TypeSig, out: &mut String) {
+        if let Some(p) = sig.primitive_name() {
+            out.push_str(p);
+            return;
+        }
+        match sig {
+            TypeSig::Class { ty } => {
+                out.push_str("class ");
+                self.token_name(*ty, out);
+            }
+            TypeSig::ValueType { ty } => {
+                out.push_str("valuetype ");
+                self.token_name(*ty, out);
+            }
+            TypeSig::GenericInst {
+                value_type,
+                generic,
+                args,
+            } => {
+                out.push_str(if *value_type { "valuetype " } else { "class " });
+                self.token_name(*generic, out);
+                out.push('<');
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    self.ildasm(a, out);
+                }
+                out.push('>');
+            }
+            TypeSig::Var { index } => {
+                let _ = write!(out, "!{index}");
+            }
+            TypeSig::MVar { index } => {
+                let _ = write!(out, "!!{index}");
+            }
+            TypeSig::Ptr { to } => {
+                self.ildasm(to, out);
+                out.push('*');
+            }
+            TypeSig::ByRef { to } => {
+                self.ildasm(to, out);
+                out.push('&');
+            }
+            TypeSig::SzArray { of } => {
+                self.ildasm(of, out);
+                out.push_str("[]");
+            }
+            TypeSig::Array {
+                of,
+                rank,
+                sizes,
+                lower_bounds,
+            } => {
+                self.ildasm(of, out);
+                ildasm_array_shape(*rank, sizes, lower_bounds, out);
+            }
+            TypeSig::FnPtr { sig } => {
+                out.push_str("method ");
+                self.method_sig_text(sig, "*", out);
+            }
+            TypeSig::Modified {
+                required,
+                modifier,
+                inner,
+            } => {
+                self.ildasm(inner, out);
+                out.push_str(if *required { " modreq(" } else { " modopt(" });
+                self.token_name(*modifier, out);
+                out.push(')');
+            }
+            TypeSig::Pinned { inner } => {
+                self.ildasm(inner, out);
+                out.push_str(" pinned");
+            }
+            TypeSig::Canon => out.push_str("System.__Canon"),
+            _ => out.push('?'),
+        }
+    }
+
+    /// `sig` in reflection (TypeString) style, as the runtime prints the type arguments of a
+    /// method's owner: `System.Int32`, `Ns.Outer+Inner`, ``G`1[System.String]``, `T[]`, `T&`.
+    pub fn reflection(&self, sig: &TypeSig, out: &mut String) {
+        if let Some(p) = sig.reflection_primitive_name() {
+            out.push_str(p);
+            return;
+        }
+        match sig {
+            TypeSig::Class { ty } | TypeSig::ValueType { ty } => self.reflection_token(*ty, out),
+            TypeSig::GenericInst { generic, args, .. } => {
+                self.reflection_token(*generic, out);
+                out.push('[');
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    self.reflection(a, out);
+                }
+                out.push(']');
+            }
+            TypeSig::Ptr { to } => {
+                self.reflection(to, out);
+                out.push('*');
+            }
+            TypeSig::ByRef { to } => {
+                self.reflection(to, out);
+                out.push('&');
+            }
+            TypeSig::SzArray { of } => {
+                self.reflection(of, out);
+                out.push_str("[]");
+            }
+            TypeSig::Array { of, rank, .. } => {
+                self.reflection(of, out);
+                out.push('[');
+                for _ in 1..*rank {
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            TypeSig::Modified { inner, .. } | TypeSig::Pinned { inner } => {
+                self.reflection(inner, out)
+            }
+            TypeSig::Var { index } => {
+                let _ = write!(out, "!{index}");
+            }
+            TypeSig::MVar { index } => {
+                let _ = write!(out, "!!{index}");
+            }
+            TypeSig::FnPtr { .. } => out.push_str("(fnptr)"),
+            _ => out.push('?'),
+        }
+    }
+
+    /// A type token in reflection style (`+` between nested types, no assembly).
+    pub fn reflection_token(&self, ty: TypeToken, out: &mut String) {
+        let Some(names) = self.in_module(ty.module) else {
+            let _ = write!(out, "[module#{}]<{:#010x}>", ty.module, ty.token());
+            return;
+        };
+        match ty.table {
+            table::TYPE_DEF => names.type_def_name(ty.rid, '+', out),
+            table::TYPE_REF => {
+                let mut s = String::new();
+                names.type_ref_name(ty.rid, &mut s, 0);
+                // Drop the `[Assembly]` scope and use `+` for nesting.
+                let body = match s.find(']') {
+                    Some(i) if s.starts_with('[') => &s[i + 1..],
+                    _ => &s[..],
+                };
+                out.push_str(&body.replace('/', "+"));
+            }
+            table::TYPE_SPEC => match names.md.type_spec(ty.rid).map(|b| {
+                let mut r = super::parser::SigReader::new(b);
+                r.type_sig(0)
+            }) {
+                Some(Ok(sig)) => names.reflection(&sig, out),
+                _ => out.push('?'),
+            },
+            _ => out.push('?'),
+        }
+    }
+
+    /// `[instance ]RET NAME(ARGS)` for a method signature, with `name` in the middle
+    /// (ILDASM `PrettyPrintSig`).
+    pub fn method_sig_text(&self, sig: &MethodSig, name: &str, out: &mut String) {
+        if sig.has_this {
+            out.push_str("instance ");
+        }
+        if sig.explicit_this {
+            out.push_str("explicit ");
+        }
+        match sig.calling_convention {
+            1 => out.push_str("unmanaged cdecl "),
+            2 => out.push_str("unmanaged stdcall "),
+            3 => out.push_str("unmanaged thiscall "),
+            4 => out.push_str("unmanaged fastcall "),
+            5 => out.push_str("vararg "),
+            9 => out.push_str("unmanaged "),
+            _ => {}
+        }
+        self.ildasm(&sig.ret, out);
+        out.push(' ');
+        out.push_str(name);
+        self.params_text(sig, out);
+    }
+
+    /// `(ARGS)`: parameter types in ILDASM style, comma-separated without spaces; `...` marks
+    /// the vararg sentinel.
+    pub fn params_text(&self, sig: &MethodSig, out: &mut String) {
+        out.push('(');
+        for (i, p) in sig.params.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            if sig.sentinel == Some(i) {
+                out.push_str("...,");
+            }
+            self.ildasm(p, out);
+        }
+        out.push(')');
+    }
+}
+
+/// ILDASM's array shape: `[...]` for rank 1 without bounds, else per dimension `lo...hi`,
+/// `lo...`, `size` or nothing, comma-separated (ILDASM formattype.cpp behaviour, as C#'s
+/// `int[,]` prints `int32[0...,0...]`).
+fn ildasm_array_shape(rank: u32, sizes: &[u32], lower_bounds: &[i32], out: &mut String) {
+    out.push('[');
+    if rank == 1 && sizes.is_empty() && lower_bounds.is_empty() {
+        out.push_str("...");
+    } else {
+        for i in 0..rank.min(64) as usize {
+            let lo = lower_bounds.get(i).copied();
+            let size = sizes.get(i).copied();
+            match (lo, size) {
+                // No lower bound (or 0) and a size: the size alone.
+                (None | Some(0), Some(sz)) => {
+                    let _ = write!(out, "{sz}");
+                }
+                // A lower bound: `lo...`, then the upper bound when the size is known.
+                (Some(lo), sz) => {
+                    let _ = write!(out, "{lo}...");
+                    if let Some(sz) = sz {
+                        let _ = write!(out, "{}", i64::from(lo) + i64::from(sz) - 1);
+                    }
+                }
+                (None, None) => {}
+            }
+            if i + 1 < rank as usize {
+                out.push(',');
+            }
+        }
+    }
+    out.push(']');
+}

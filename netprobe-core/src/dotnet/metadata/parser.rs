@@ -1,0 +1,723 @@
+//! The ECMA-335 metadata reader: the metadata root and stream headers (II.24.2.1-2), the
+//! `#Strings`, `#Blob` and `#GUID` heaps (II.24.2.3-5), and the `#~` tables stream (II.24.2.6)
+//! with the row layout of every table II.22 defines.
+//!
+//! The reader keeps the metadata bytes borrowed and computes each column's position once; a cell
+//! is read on demand. Every access is bounds-checked: a corrupt table gives `None`/`Err`, never a
+//! panic.
+
+use super::super::bytes::{cstr_at, slice, u16_at, u32_at, u64_at, us};
+use super::types::{table, MethodSig, TypeSig, TypeToken};
+
+/// A column of a metadata table (ECMA-335 II.22: each table's columns).
+#[derive(Clone, Copy)]
+enum Col {
+    U16,
+    U32,
+    Str,
+    Guid,
+    Blob,
+    /// Simple index into table N.
+    Table(u8),
+    /// Coded index (II.24.2.6).
+    Cx(Coded),
+}
+
+/// Coded index kinds: tag bits and the tables they select (II.24.2.6). `0xff` = unused tag.
+#[derive(Clone, Copy)]
+enum Coded {
+    TypeDefOrRef,
+    HasConstant,
+    HasCustomAttribute,
+    HasFieldMarshal,
+    HasDeclSecurity,
+    MemberRefParent,
+    HasSemantics,
+    MethodDefOrRef,
+    MemberForwarded,
+    Implementation,
+    CustomAttributeType,
+    ResolutionScope,
+    TypeOrMethodDef,
+}
+
+impl Coded {
+    fn tables(self) -> (u32, &'static [u8]) {
+        match self {
+            Coded::TypeDefOrRef => (2, &[0x02, 0x01, 0x1b]),
+            Coded::HasConstant => (2, &[0x04, 0x08, 0x17]),
+            Coded::HasCustomAttribute => (
+                5,
+                &[
+                    0x06, 0x04, 0x01, 0x02, 0x08, 0x09, 0x0a, 0x00, 0x0e, 0x17, 0x14, 0x11, 0x1a,
+                    0x1b, 0x20, 0x23, 0x26, 0x27, 0x28, 0x2a, 0x2c, 0x2b,
+                ],
+            ),
+            Coded::HasFieldMarshal => (1, &[0x04, 0x08]),
+            Coded::HasDeclSecurity => (2, &[0x02, 0x06, 0x20]),
+            Coded::MemberRefParent => (3, &[0x02, 0x01, 0x1a, 0x06, 0x1b]),
+            Coded::HasSemantics => (1, &[0x14, 0x17]),
+            Coded::MethodDefOrRef => (1, &[0x06, 0x0a]),
+            Coded::MemberForwarded => (1, &[0x04, 0x06]),
+            Coded::Implementation => (2, &[0x26, 0x23, 0x27]),
+            Coded::CustomAttributeType => (3, &[0xff, 0xff, 0x06, 0x0a, 0xff]),
+            Coded::ResolutionScope => (2, &[0x00, 0x1a, 0x23, 0x01]),
+            Coded::TypeOrMethodDef => (1, &[0x02, 0x06]),
+        }
+    }
+}
+
+use Col::*;
+use Coded as C;
+
+/// Columns of every table II.22 defines, by table number (0x00..=0x2c). `None` = no such table.
+fn schema(t: u8) -> Option<&'static [Col]> {
+    Some(match t {
+        0x00 => &[U16, Str, Guid, Guid, Guid],                       // Module
+        0x01 => &[Cx(C::ResolutionScope), Str, Str],              // TypeRef
+        0x02 => &[U32, Str, Str, Cx(C::TypeDefOrRef), Table(0x04), Table(0x06)], // TypeDef
+        0x03 => &[Table(0x04)],                                      // FieldPtr
+        0x04 => &[U16, Str, Blob],                                   // Field
+        0x05 => &[Table(0x06)],                                      // MethodPtr
+        0x06 => &[U32, U16, U16, Str, Blob, Table(0x08)],            // MethodDef
+        0x07 => &[Table(0x08)],                                      // ParamPtr
+        0x08 => &[U16, U16, Str],                                    // Param
+        0x09 => &[Table(0x02), Cx(C::TypeDefOrRef)],              // InterfaceImpl
+        0x0a => &[Cx(C::MemberRefParent), Str, Blob],             // MemberRef
+        0x0b => &[U16, Cx(C::HasConstant), Blob],                 // Constant
+        0x0c => &[Cx(C::HasCustomAttribute), Cx(C::CustomAttributeType), Blob],
+        0x0d => &[Cx(C::HasFieldMarshal), Blob],                  // FieldMarshal
+        0x0e => &[U16, Cx(C::HasDeclSecurity), Blob],             // DeclSecurity
+        0x0f => &[U16, U32, Table(0x02)],                            // ClassLayout
+        0x10 => &[U32, Table(0x04)],                                 // FieldLayout
+        0x11 => &[Blob],                                             // StandAloneSig
+        0x12 => &[Table(0x02), Table(0x14)],                         // EventMap
+        0x13 => &[Table(0x14)],                                      // EventPtr
+        0x14 => &[U16, Str, Cx(C::TypeDefOrRef)],                 // Event
+        0x15 => &[Table(0x02), Table(0x17)],                         // PropertyMap
+        0x16 => &[Table(0x17)],                                      // PropertyPtr
+        0x17 => &[U16, Str, Blob],                                   // Property
+        0x18 => &[U16, Table(0x06), Cx(C::HasSemantics)],         // MethodSemantics
+        0x19 => &[Table(0x02), Cx(C::MethodDefOrRef), Cx(C::MethodDefOrRef)], // MethodImpl
+        0x1a => &[Str],                                              // ModuleRef
+        0x1b => &[Blob],                                             // TypeSpec
+        0x1c => &[U16, Cx(C::MemberForwarded), Str, Table(0x1a)], // ImplMap
+        0x1d => &[U32, Table(0x04)],                                 // FieldRVA
+        0x1e => &[U32, U32],                                         // EncLog
+        0x1f => &[U32],                                              // EncMap
+        0x20 => &[U32, U16, U16, U16, U16, U32, Blob, Str, Str],     // Assembly
+        0x21 => &[U32],                                              // AssemblyProcessor
+        0x22 => &[U32, U32, U32],                                    // AssemblyOS
+        0x23 => &[U16, U16, U16, U16, U32, Blob, Str, Str, Blob],    // AssemblyRef
+        0x24 => &[U32, Table(0x23)],                                 // AssemblyRefProcessor
+        0x25 => &[U32, U32, U32, Table(0x23)],                       // AssemblyRefOS
+        0x26 => &[U32, Str, Blob],                                   // File
+        0x27 => &[U32, U32, Str, Str, Cx(C::Implementation)],     // ExportedType
+        0x28 => &[U32, U32, Str, Cx(C::Implementation)],          // ManifestResource
+        0x29 => &[Table(0x02), Table(0x02)],                         // NestedClass
+        0x2a => &[U16, U16, Cx(C::TypeOrMethodDef), Str],         // GenericParam
+        0x2b => &[Cx(C::MethodDefOrRef), Blob],                   // MethodSpec
+        0x2c => &[Table(0x2a), Cx(C::TypeDefOrRef)],              // GenericParamConstraint
+        _ => return None,
+    })
+}
+
+const N_TABLES: usize = 0x2d;
+const MAX_COLS: usize = 9;
+
+/// Where each table lives and how its rows are laid out. Owned, no borrow: pair it with the
+/// metadata bytes through [`Metadata`].
+#[derive(Clone, Debug)]
+pub struct MetadataLayout {
+    /// Runtime version string of the metadata root (e.g. `v4.0.30319`).
+    pub version: String,
+    strings: (usize, usize),
+    blob: (usize, usize),
+    guid: (usize, usize),
+    str_wide: bool,
+    guid_wide: bool,
+    blob_wide: bool,
+    rows: [u32; N_TABLES],
+    table_start: [usize; N_TABLES],
+    row_size: [usize; N_TABLES],
+    col_offset: [[u8; MAX_COLS]; N_TABLES],
+    col_width: [[u8; MAX_COLS]; N_TABLES],
+}
+
+/// Metadata bytes plus their layout: the view every reader works through.
+#[derive(Clone, Copy)]
+pub struct Metadata<'a> {
+    pub layout: &'a MetadataLayout,
+    pub bytes: &'a [u8],
+}
+
+impl MetadataLayout {
+    /// Parses the metadata root at the start of `md` (the bytes the CLI header's `MetaData`
+    /// directory points to). `Err(what)` names the structure that is missing or inconsistent.
+    pub fn parse(md: &[u8]) -> Result<MetadataLayout, String> {
+        if u32_at(md, 0) != Some(0x424a_5342) {
+            return Err("metadata root signature is not BSJB".into());
+        }
+        let ver_len = us(u32_at(md, 12).ok_or("metadata root cut short")?);
+        let ver = slice(md, 16, ver_len).ok_or("metadata version string cut short")?;
+        let ver_end = ver.iter().position(|&b| b == 0).unwrap_or(ver.len());
+        let version = String::from_utf8_lossy(&ver[..ver_end]).into_owned();
+        let mut p = 16usize
+            .checked_add(ver_len)
+            .ok_or("metadata root cut short")?;
+        let n_streams = u16_at(md, p + 2).ok_or("metadata root cut short")?;
+        p += 4;
+        let (mut tables, mut strings, mut blob, mut guid) = (None, (0, 0), (0, 0), (0, 0));
+        for _ in 0..n_streams {
+            let off = us(u32_at(md, p).ok_or("stream header cut short")?);
+            let size = us(u32_at(md, p + 4).ok_or("stream header cut short")?);
+            let name = cstr_at(md, p + 8).ok_or("stream name cut short")?;
+            if name.len() > 32 {
+                return Err("stream name too long".into());
+            }
+            p += 8 + (name.len() + 4) / 4 * 4;
+            let end = off.checked_add(size).ok_or("stream outside metadata")?;
+            if end > md.len() {
+                return Err(format!(
+                    "stream {} outside metadata",
+                    String::from_utf8_lossy(name)
+                ));
+            }
+            match name {
+                b"#~" | b"#-" => tables = Some((off, size)),
+                b"#Strings" => strings = (off, size),
+                b"#Blob" => blob = (off, size),
+                b"#GUID" => guid = (off, size),
+                _ => {}
+            }
+        }
+        let (t_off, t_size) = tables.ok_or("no #~ tables stream")?;
+        let t = slice(md, t_off, t_size).ok_or("#~ stream outside metadata")?;
+        let heap_sizes = *t.get(6).ok_or("#~ header cut short")?;
+        let valid = u64_at(t, 8).ok_or("#~ header cut short")?;
+        let mut rows = [0u32; N_TABLES];
+        let mut q = 24usize;
+        for bit in 0..64u32 {
+            if valid & (1u64 << bit) == 0 {
+                continue;
+            }
+            let n = u32_at(t, q).ok_or("#~ row counts cut short")?;
+            q += 4;
+            match rows.get_mut(bit as usize) {
+                Some(slot) if schema(bit as u8).is_some() => *slot = n,
+                _ if n == 0 => {}
+                _ => return Err(format!("unknown metadata table {bit:#x} with {n} rows")),
+            }
+        }
+        // II.24.2.6: bit 0x20 ("extra data") adds 4 bytes after the row counts (EnC images).
+        if heap_sizes & 0x20 != 0 {
+            q += 4;
+        }
+        let mut layout = MetadataLayout {
+            version,
+            strings,
+            blob,
+            guid,
+            str_wide: heap_sizes & 1 != 0,
+            guid_wide: heap_sizes & 2 != 0,
+            blob_wide: heap_sizes & 4 != 0,
+            rows,
+            table_start: [0; N_TABLES],
+            row_size: [0; N_TABLES],
+            col_offset: [[0; MAX_COLS]; N_TABLES],
+            col_width: [[0; MAX_COLS]; N_TABLES],
+        };
+        let mut pos = t_off + q;
+        for t in 0..N_TABLES {
+            let Some(cols) = schema(t as u8) else { continue };
+            let mut off = 0usize;
+            for (c, col) in cols.iter().enumerate() {
+                let w = layout.col_width(*col);
+                layout.col_offset[t][c] = off as u8;
+                layout.col_width[t][c] = w;
+                off += usize::from(w);
+            }
+            layout.row_size[t] = off;
+            layout.table_start[t] = pos;
+            let bytes = (rows[t] as usize)
+                .checked_mul(off)
+                .ok_or("table size overflows")?;
+            pos = pos.checked_add(bytes).ok_or("table size overflows")?;
+        }
+        if pos > t_off + t_size {
+            return Err("metadata tables run past the #~ stream".into());
+        }
+        Ok(layout)
+    }
+
+    fn col_width(&self, col: Col) -> u8 {
+        match col {
+            U16 => 2,
+            U32 => 4,
+            Str => 2 + 2 * u8::from(self.str_wide),
+            Guid => 2 + 2 * u8::from(self.guid_wide),
+            Blob => 2 + 2 * u8::from(self.blob_wide),
+            Table(t) => {
+                if self.rows[usize::from(t)] < 1 << 16 {
+                    2
+                } else {
+                    4
+                }
+            }
+            Cx(c) => {
+                let (bits, tables) = c.tables();
+                let max = tables
+                    .iter()
+                    .filter(|&&t| t != 0xff)
+                    .map(|&t| self.rows[usize::from(t)])
+                    .max()
+                    .unwrap_or(0);
+                if max < 1 << (16 - bits) {
+                    2
+                } else {
+                    4
+                }
+            }
+        }
+    }
+
+    /// Number of rows of table `t` (0 for tables the image does not have).
+    pub fn rows(&self, t: u8) -> u32 {
+        self.rows.get(usize::from(t)).copied().unwrap_or(0)
+    }
+}
+
+/// A string from `#Strings`.
+pub type StrRef<'a> = &'a str;
+
+impl<'a> Metadata<'a> {
+    /// Number of rows of table `t`.
+    pub fn rows(&self, t: u8) -> u32 {
+        self.layout.rows(t)
+    }
+
+    /// Raw cell `col` of row `rid` (1-based) of table `t`, widened to u32. `None` when the row
+    /// does not exist or its bytes are outside the metadata.
+    pub fn cell(&self, t: u8, rid: u32, col: usize) -> Option<u32> {
+        let ti = usize::from(t);
+        if rid == 0 || rid > *self.layout.rows.get(ti)? || col >= MAX_COLS {
+            return None;
+        }
+        let row = self.layout.table_start[ti] + (rid as usize - 1) * self.layout.row_size[ti];
+        let at = row + usize::from(self.layout.col_offset[ti][col]);
+        match self.layout.col_width[ti][col] {
+            2 => u16_at(self.bytes, at).map(u32::from),
+            4 => u32_at(self.bytes, at),
+            _ => None,
+        }
+    }
+
+    /// A coded-index cell decoded to `(table, rid)`; `None` on a bad tag or missing row.
+    fn coded_cell(&self, t: u8, rid: u32, col: usize, kind: Coded) -> Option<(u8, u32)> {
+        let v = self.cell(t, rid, col)?;
+        let (bits, tables) = kind.tables();
+        let tag = (v & ((1 << bits) - 1)) as usize;
+        let table = *tables.get(tag)?;
+        if table == 0xff {
+            return None;
+        }
+        Some((table, v >> bits))
+    }
+
+    /// The `#Strings` entry at `index` (II.24.2.3); `None` when outside the heap or not UTF-8.
+    pub fn string(&self, index: u32) -> Option<StrRef<'a>> {
+        let (off, size) = self.layout.strings;
+        let heap = slice(self.bytes, off, size)?;
+        let s = cstr_at(heap, us(index))?;
+        std::str::from_utf8(s).ok()
+    }
+
+    /// The `#Blob` entry at `index`, without its length prefix (II.24.2.4); `None` when outside.
+    pub fn blob(&self, index: u32) -> Option<&'a [u8]> {
+        let (off, size) = self.layout.blob;
+        let heap = slice(self.bytes, off, size)?;
+        let mut p = us(index);
+        let len = decode_compressed(heap, &mut p)?;
+        slice(heap, p, us(len))
+    }
+
+    /// The `#GUID` entry `index` (1-based, II.24.2.5); `None` when 0 or outside.
+    pub fn guid(&self, index: u32) -> Option<[u8; 16]> {
+        let (off, size) = self.layout.guid;
+        let heap = slice(self.bytes, off, size)?;
+        let g = slice(heap, us(index.checked_sub(1)?).checked_mul(16)?, 16)?;
+        let mut out = [0u8; 16];
+        out.copy_from_slice(g);
+        Some(out)
+    }
+
+    /// The assembly's simple name (Assembly table row 1, II.22.2); `None` for a module without
+    /// an assembly manifest.
+    pub fn assembly_name(&self) -> Option<&'a str> {
+        self.string(self.cell(table::ASSEMBLY, 1, 7)?)
+    }
+
+    /// The module's MVID (Module row 1), as the runtime prints it in perfinfo (`{...}`).
+    pub fn mvid(&self) -> Option<[u8; 16]> {
+        self.guid(self.cell(table::MODULE, 1, 2)?)
+    }
+
+    /// AssemblyRef row `rid`'s name (II.22.5).
+    pub fn assembly_ref_name(&self, rid: u32) -> Option<&'a str> {
+        self.string(self.cell(table::ASSEMBLY_REF, rid, 6)?)
+    }
+
+    /// TypeDef row `rid`: `(flags, name, namespace)`.
+    pub fn type_def(&self, rid: u32) -> Option<(u32, &'a str, &'a str)> {
+        Some((
+            self.cell(table::TYPE_DEF, rid, 0)?,
+            self.string(self.cell(table::TYPE_DEF, rid, 1)?)?,
+            self.string(self.cell(table::TYPE_DEF, rid, 2)?)?,
+        ))
+    }
+
+    /// TypeDef row `rid`'s first MethodDef row (`MethodList`).
+    pub fn type_def_method_list(&self, rid: u32) -> Option<u32> {
+        self.cell(table::TYPE_DEF, rid, 5)
+    }
+
+    /// TypeRef row `rid`: `(resolution scope (table, rid), name, namespace)` (II.22.38).
+    pub fn type_ref(&self, rid: u32) -> Option<((u8, u32), &'a str, &'a str)> {
+        Some((
+            self.coded_cell(table::TYPE_REF, rid, 0, Coded::ResolutionScope)?,
+            self.string(self.cell(table::TYPE_REF, rid, 1)?)?,
+            self.string(self.cell(table::TYPE_REF, rid, 2)?)?,
+        ))
+    }
+
+    /// TypeSpec row `rid`'s signature blob (II.22.39).
+    pub fn type_spec(&self, rid: u32) -> Option<&'a [u8]> {
+        self.blob(self.cell(table::TYPE_SPEC, rid, 0)?)
+    }
+
+    /// ModuleRef row `rid`'s name.
+    pub fn module_ref_name(&self, rid: u32) -> Option<&'a str> {
+        self.string(self.cell(table::MODULE_REF, rid, 0)?)
+    }
+
+    /// MethodDef row `rid`: `(rva, impl_flags, flags, name, signature blob, param_list)`
+    /// (II.22.26).
+    pub fn method_def(&self, rid: u32) -> Option<MethodDefRow<'a>> {
+        let t = table::METHOD_DEF;
+        Some(MethodDefRow {
+            rva: self.cell(t, rid, 0)?,
+            impl_flags: self.cell(t, rid, 1)? as u16,
+            flags: self.cell(t, rid, 2)? as u16,
+            name: self.string(self.cell(t, rid, 3)?)?,
+            signature: self.blob(self.cell(t, rid, 4)?)?,
+            param_list: self.cell(t, rid, 5)?,
+        })
+    }
+
+    /// MemberRef row `rid`: `(class (table, rid), name, signature blob)` (II.22.25).
+    pub fn member_ref(&self, rid: u32) -> Option<((u8, u32), &'a str, &'a [u8])> {
+        let t = table::MEMBER_REF;
+        Some((
+            self.coded_cell(t, rid, 0, Coded::MemberRefParent)?,
+            self.string(self.cell(t, rid, 1)?)?,
+            self.blob(self.cell(t, rid, 2)?)?,
+        ))
+    }
+
+    /// Param row `rid`: `(sequence, name)` (II.22.33; sequence 0 is the return value).
+    pub fn param(&self, rid: u32) -> Option<(u16, &'a str)> {
+        let t = table::PARAM;
+        Some((
+            self.cell(t, rid, 1)? as u16,
+            self.string(self.cell(t, rid, 2)?)?,
+        ))
+    }
+
+    /// NestedClass row `rid`: `(nested typedef, enclosing typedef)` (II.22.32).
+    pub fn nested_class(&self, rid: u32) -> Option<(u32, u32)> {
+        let t = table::NESTED_CLASS;
+        Some((self.cell(t, rid, 0)?, self.cell(t, rid, 1)?))
+    }
+
+    /// Decodes the method signature blob `sig` (II.23.2.1).
+    pub fn method_sig(&self, sig: &[u8]) -> Result<MethodSig, String> {
+        let mut r = SigReader::new(sig);
+        r.method_sig(0)
+    }
+}
+
+/// One MethodDef row (ECMA-335 II.22.26).
+#[derive(Clone, Copy, Debug)]
+pub struct MethodDefRow<'a> {
+    /// RVA of the IL body (0 for abstract/extern methods).
+    pub rva: u32,
+    pub impl_flags: u16,
+    /// `MethodAttributes`; 0x0010 = static.
+    pub flags: u16,
+    pub name: &'a str,
+    pub signature: &'a [u8],
+    pub param_list: u32,
+}
+
+/// ECMA-335 II.23.2 compressed unsigned integer (big-endian, 1, 2 or 4 bytes).
+pub(crate) fn decode_compressed(data: &[u8], pos: &mut usize) -> Option<u32> {
+    let b0 = u32::from(*data.get(*pos)?);
+    let (v, n) = if b0 & 0x80 == 0 {
+        (b0, 1)
+    } else if b0 & 0xc0 == 0x80 {
+        ((b0 & 0x3f) << 8 | u32::from(*data.get(*pos + 1)?), 2)
+    } else if b0 & 0xe0 == 0xc0 {
+        let b = slice(data, *pos + 1, 3)?;
+        (
+            (b0 & 0x1f) << 24 | u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]),
+            4,
+        )
+    } else {
+        return None;
+    };
+    *pos += n;
+    Some(v)
+}
+
+/// ECMA-335 II.23.2 compressed signed integer: the unsigned encoding with the sign bit rotated
+/// into bit 0, over 7, 14 or 29 bits.
+pub(crate) fn decode_compressed_signed(data: &[u8], pos: &mut usize) -> Option<i32> {
+    let start = *pos;
+    let b0 = *data.get(start)?;
+    let raw = decode_compressed(data, pos)?;
+    let bits = if b0 & 0x80 == 0 {
+        7
+    } else if b0 & 0xc0 == 0x80 {
+        14
+    } else {
+        29
+    };
+    let magnitude = (raw >> 1) as i32;
+    Some(if raw & 1 == 0 {
+        magnitude
+    } else {
+        magnitude - (1 << (bits - 1))
+    })
+}
+
+/// Maximum nesting of types inside one signature; deeper input is rejected (a crafted signature
+/// must not overflow the stack).
+const MAX_DEPTH: u32 = 64;
+
+/// Reads ECMA-335 signatures (II.23.2), with ReadyToRun's extra element types.
+pub struct SigReader<'s> {
+    data: &'s [u8],
+    pub(crate) pos: usize,
+    /// Module override in effect for the type being read (ELEMENT_TYPE_MODULE_ZAPSIG).
+    module: u32,
+}
+
+impl<'s> SigReader<'s> {
+    pub fn new(data: &'s [u8]) -> SigReader<'s> {
+        SigReader {
+            data,
+            pos: 0,
+            module: 0,
+        }
+    }
+
+    /// The bytes not read yet.
+    pub fn rest(&self) -> &'s [u8] {
+        self.data.get(self.pos..).unwrap_or(&[])
+    }
+
+    fn byte(&mut self) -> Result<u8, String> {
+        let b = *self.data.get(self.pos).ok_or("signature cut short")?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn peek(&self) -> Result<u8, String> {
+        self.data
+            .get(self.pos)
+            .copied()
+            .ok_or_else(|| "signature cut short".to_string())
+    }
+
+    /// A compressed unsigned integer.
+    pub fn uint(&mut self) -> Result<u32, String> {
+        decode_compressed(self.data, &mut self.pos).ok_or_else(|| "bad compressed integer".into())
+    }
+
+    fn sint(&mut self) -> Result<i32, String> {
+        decode_compressed_signed(self.data, &mut self.pos)
+            .ok_or_else(|| "bad compressed signed integer".into())
+    }
+
+    /// `TypeDefOrRefOrSpecEncoded` (II.23.2.8).
+    fn type_token(&mut self) -> Result<TypeToken, String> {
+        let v = self.uint()?;
+        let table = match v & 3 {
+            0 => table::TYPE_DEF,
+            1 => table::TYPE_REF,
+            2 => table::TYPE_SPEC,
+            _ => return Err("bad TypeDefOrRefOrSpecEncoded tag".into()),
+        };
+        Ok(TypeToken {
+            module: self.module,
+            table,
+            rid: v >> 2,
+        })
+    }
+
+    /// A method signature (MethodDefSig / MethodRefSig / StandAloneMethodSig, II.23.2.1-3).
+    pub fn method_sig(&mut self, depth: u32) -> Result<MethodSig, String> {
+        let cc = self.byte()?;
+        if cc & 0x0f > 9 {
+            return Err(format!("calling convention {cc:#x} is not a method signature"));
+        }
+        let generic_params = if cc & 0x10 != 0 { self.uint()? } else { 0 };
+        let count = self.uint()?;
+        let ret = self.type_sig(depth + 1)?;
+        // Each parameter takes at least one byte: a count beyond the remaining bytes is corrupt
+        // (and must not reserve memory).
+        if us(count) > self.rest().len() {
+            return Err("parameter count exceeds signature".into());
+        }
+        let mut params = Vec::with_capacity(us(count));
+        let mut sentinel = None;
+        for _ in 0..count {
+            if self.peek()? == 0x41 {
+                self.pos += 1;
+                sentinel = Some(params.len());
+            }
+            params.push(self.type_sig(depth + 1)?);
+        }
+        Ok(MethodSig {
+            has_this: cc & 0x20 != 0,
+            explicit_this: cc & 0x40 != 0,
+            calling_convention: cc & 0x0f,
+            generic_params,
+            ret,
+            params,
+            sentinel,
+        })
+    }
+
+    /// One type (II.23.2.12), including custom modifiers, `BYREF` and `TYPEDBYREF`.
+    pub fn type_sig(&mut self, depth: u32) -> Result<TypeSig, String> {
+        if depth > MAX_DEPTH {
+            return Err("signature nested too deeply".into());
+        }
+        let d = depth + 1;
+        let et = self.byte()?;
+        Ok(match et {
+            0x01 => TypeSig::Void,
+            0x02 => TypeSig::Boolean,
+            0x03 => TypeSig::Char,
+            0x04 => TypeSig::I1,
+            0x05 => TypeSig::U1,
+            0x06 => TypeSig::I2,
+            0x07 => TypeSig::U2,
+            0x08 => TypeSig::I4,
+            0x09 => TypeSig::U4,
+            0x0a => TypeSig::I8,
+            0x0b => TypeSig::U8,
+            0x0c => TypeSig::R4,
+            0x0d => TypeSig::R8,
+            0x0e => TypeSig::String,
+            0x0f => TypeSig::Ptr {
+                to: Box::new(self.type_sig(d)?),
+            },
+            0x10 => TypeSig::ByRef {
+                to: Box::new(self.type_sig(d)?),
+            },
+            0x11 => TypeSig::ValueType {
+                ty: self.type_token()?,
+            },
+            0x12 => TypeSig::Class {
+                ty: self.type_token()?,
+            },
+            0x13 => TypeSig::Var { index: self.uint()? },
+            0x14 => {
+                let of = Box::new(self.type_sig(d)?);
+                let rank = self.uint()?;
+                let n_sizes = self.uint()?;
+                if n_sizes > rank || us(n_sizes) > self.rest().len() {
+                    return Err("array sizes exceed rank".into());
+                }
+                let mut sizes = Vec::with_capacity(us(n_sizes));
+                for _ in 0..n_sizes {
+                    sizes.push(self.uint()?);
+                }
+                let n_lo = self.uint()?;
+                if n_lo > rank || us(n_lo) > self.rest().len() {
+                    return Err("array lower bounds exceed rank".into());
+                }
+                let mut lower_bounds = Vec::with_capacity(us(n_lo));
+                for _ in 0..n_lo {
+                    lower_bounds.push(self.sint()?);
+                }
+                TypeSig::Array {
+                    of,
+                    rank,
+                    sizes,
+                    lower_bounds,
+                }
+            }
+            0x15 => {
+                let kind = self.byte()?;
+                let value_type = match kind {
+                    0x11 => true,
+                    0x12 => false,
+                    _ => return Err(format!("GENERICINST of element type {kind:#x}")),
+                };
+                let generic = self.type_token()?;
+                let n = self.uint()?;
+                if us(n) > self.rest().len() {
+                    return Err("generic argument count exceeds signature".into());
+                }
+                let mut args = Vec::with_capacity(us(n));
+                for _ in 0..n {
+                    args.push(self.type_sig(d)?);
+                }
+                TypeSig::GenericInst {
+                    value_type,
+                    generic,
+                    args,
+                }
+            }
+            0x16 => TypeSig::TypedByRef,
+            0x18 => TypeSig::I,
+            0x19 => TypeSig::U,
+            0x1b => TypeSig::FnPtr {
+                sig: Box::new(self.method_sig(d)?),
+            },
+            0x1c => TypeSig::Object,
+            0x1d => TypeSig::SzArray {
+                of: Box::new(self.type_sig(d)?),
+            },
+            0x1e => TypeSig::MVar { index: self.uint()? },
+            0x1f | 0x20 => {
+                let modifier = self.type_token()?;
+                TypeSig::Modified {
+                    required: et == 0x1f,
+                    modifier,
+                    inner: Box::new(self.type_sig(d)?),
+                }
+            }
+            0x45 => TypeSig::Pinned {
+                inner: Box::new(self.type_sig(d)?),
+            },
+            // ReadyToRun extensions (corcompile.h): __Canon, and a module override that makes
+            // the tokens of the following type refer to another module of the version bubble.
+            0x3e => TypeSig::Canon,
+            0x3f => {
+                let module = self.uint()?;
+                let saved = self.module;
+                self.module = module;
+                let t = self.type_sig(d);
+                self.module = saved;
+                t?
+            }
+            // ELEMENT_TYPE_NATIVE_VALUETYPE_ZAPSIG: a native value type wrapper; the type follows.
+            0x3d => self.type_sig(d)?,
+            other => return Err(format!("unknown element type {other:#x}")),
+        })
+    }
+}
