@@ -284,3 +284,36 @@ impl SymbolSource for Assembly {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Arbitrary bytes, with or without PE magic, never panic the parser.
+        #[test]
+        fn arbitrary_bytes_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..2048), magic in any::<bool>(), lfanew in 0u32..512) {
+            if magic && bytes.len() >= 0x40 {
+                bytes[0] = b'M';
+                bytes[1] = b'Z';
+                bytes[0x3c..0x40].copy_from_slice(&lfanew.to_le_bytes());
+                let at = lfanew as usize;
+                if bytes.len() >= at + 4 {
+                    bytes[at..at + 4].copy_from_slice(b"PE\0\0");
+                }
+            }
+            if let Ok(a) = Assembly::parse("fuzz.dll", bytes) {
+                let _ = a.methods();
+                let _ = a.name();
+                let _ = a.mvid();
+            }
+        }
+    }
+
+    #[test]
+    fn not_a_pe_file_is_named() {
+        let e = Assembly::parse("x.dll", b"\x7fELF....".to_vec()).err().unwrap();
+        assert!(matches!(e, Error::NotAnObjectFile { .. }), "{e}");
+    }
+}

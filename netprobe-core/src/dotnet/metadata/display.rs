@@ -381,3 +381,37 @@ fn ildasm_array_shape(rank: u32, sizes: &[u32], lower_bounds: &[i32], out: &mut 
     }
     out.push(']');
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(rank: u32, sizes: &[u32], lo: &[i32]) -> String {
+        let mut s = String::new();
+        ildasm_array_shape(rank, sizes, lo, &mut s);
+        s
+    }
+
+    /// ILDASM's array shapes: C# `int[,]` is rank 2 with two zero lower bounds.
+    #[test]
+    fn array_shapes() {
+        assert_eq!(shape(2, &[], &[0, 0]), "[0...,0...]");
+        assert_eq!(shape(1, &[], &[]), "[...]");
+        assert_eq!(shape(2, &[], &[]), "[,]");
+        assert_eq!(shape(2, &[3, 4], &[]), "[3,4]");
+        assert_eq!(shape(1, &[3], &[1]), "[1...3]");
+        assert_eq!(shape(3, &[], &[0, 0, 0]), "[0...,0...,0...]");
+    }
+
+    #[test]
+    fn primitives_and_constructed_types_print_like_ildasm() {
+        let layout = super::super::parser::MetadataLayout::parse(&[]).err();
+        assert!(layout.is_some(), "empty metadata is rejected");
+        // Primitive names need no metadata.
+        assert_eq!(TypeSig::U.primitive_name(), Some("native uint"));
+        assert_eq!(TypeSig::R8.primitive_name(), Some("float64"));
+        assert_eq!(TypeSig::U1.primitive_name(), Some("uint8"));
+        assert_eq!(TypeSig::Char.reflection_primitive_name(), Some("System.Char"));
+        assert_eq!(TypeSig::Canon.reflection_primitive_name(), Some("System.__Canon"));
+    }
+}

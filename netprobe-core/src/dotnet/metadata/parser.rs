@@ -721,3 +721,289 @@ impl<'s> SigReader<'s> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// ECMA-335 II.23.2 compressed unsigned encoding (test-side encoder).
+    fn enc_u(v: u32, out: &mut Vec<u8>) {
+        if v < 0x80 {
+            out.push(v as u8);
+        } else if v < 0x4000 {
+            out.extend_from_slice(&((v as u16) | 0x8000).to_be_bytes());
+        } else {
+            out.extend_from_slice(&(v | 0xc000_0000).to_be_bytes());
+        }
+    }
+
+    fn enc_s(v: i32, out: &mut Vec<u8>) {
+        // Rotate the sign bit into bit 0 over the smallest width that holds v.
+        let (bits, mask) = if (-64..64).contains(&v) {
+            (7, 0x7f)
+        } else if (-8192..8192).contains(&v) {
+            (14, 0x3fff)
+        } else {
+            (29, 0x1fff_ffff)
+        };
+        let _ = bits;
+        let u = ((v as u32) << 1 & mask) | u32::from(v < 0);
+        enc_u(u, out);
+    }
+
+    fn enc_tok(t: &TypeToken, out: &mut Vec<u8>) {
+        let tag = match t.table {
+            table::TYPE_DEF => 0,
+            table::TYPE_REF => 1,
+            _ => 2,
+        };
+        enc_u(t.rid << 2 | tag, out);
+    }
+
+    fn enc_type(t: &TypeSig, out: &mut Vec<u8>) {
+        let simple = |b: u8, out: &mut Vec<u8>| out.push(b);
+        match t {
+            TypeSig::Void => simple(0x01, out),
+            TypeSig::Boolean => simple(0x02, out),
+            TypeSig::Char => simple(0x03, out),
+            TypeSig::I1 => simple(0x04, out),
+            TypeSig::U1 => simple(0x05, out),
+            TypeSig::I2 => simple(0x06, out),
+            TypeSig::U2 => simple(0x07, out),
+            TypeSig::I4 => simple(0x08, out),
+            TypeSig::U4 => simple(0x09, out),
+            TypeSig::I8 => simple(0x0a, out),
+            TypeSig::U8 => simple(0x0b, out),
+            TypeSig::R4 => simple(0x0c, out),
+            TypeSig::R8 => simple(0x0d, out),
+            TypeSig::String => simple(0x0e, out),
+            TypeSig::Ptr { to } => {
+                out.push(0x0f);
+                enc_type(to, out)
+            }
+            TypeSig::ByRef { to } => {
+                out.push(0x10);
+                enc_type(to, out)
+            }
+            TypeSig::ValueType { ty } => {
+                out.push(0x11);
+                enc_tok(ty, out)
+            }
+            TypeSig::Class { ty } => {
+                out.push(0x12);
+                enc_tok(ty, out)
+            }
+            TypeSig::Var { index } => {
+                out.push(0x13);
+                enc_u(*index, out)
+            }
+            TypeSig::Array { of, rank, sizes, lower_bounds } => {
+                out.push(0x14);
+                enc_type(of, out);
+                enc_u(*rank, out);
+                enc_u(sizes.len() as u32, out);
+                for s in sizes {
+                    enc_u(*s, out);
+                }
+                enc_u(lower_bounds.len() as u32, out);
+                for l in lower_bounds {
+                    enc_s(*l, out);
+                }
+            }
+            TypeSig::GenericInst { value_type, generic, args } => {
+                out.push(0x15);
+                out.push(if *value_type { 0x11 } else { 0x12 });
+                enc_tok(generic, out);
+                enc_u(args.len() as u32, out);
+                for a in args {
+                    enc_type(a, out);
+                }
+            }
+            TypeSig::TypedByRef => simple(0x16, out),
+            TypeSig::I => simple(0x18, out),
+            TypeSig::U => simple(0x19, out),
+            TypeSig::FnPtr { sig } => {
+                out.push(0x1b);
+                enc_method(sig, out)
+            }
+            TypeSig::Object => simple(0x1c, out),
+            TypeSig::SzArray { of } => {
+                out.push(0x1d);
+                enc_type(of, out)
+            }
+            TypeSig::MVar { index } => {
+                out.push(0x1e);
+                enc_u(*index, out)
+            }
+            TypeSig::Modified { required, modifier, inner } => {
+                out.push(if *required { 0x1f } else { 0x20 });
+                enc_tok(modifier, out);
+                enc_type(inner, out)
+            }
+            TypeSig::Pinned { inner } => {
+                out.push(0x45);
+                enc_type(inner, out)
+            }
+            TypeSig::Canon => simple(0x3e, out),
+        }
+    }
+
+    fn enc_method(m: &MethodSig, out: &mut Vec<u8>) {
+        let mut cc = m.calling_convention;
+        if m.has_this {
+            cc |= 0x20;
+        }
+        if m.explicit_this {
+            cc |= 0x40;
+        }
+        if m.generic_params > 0 {
+            cc |= 0x10;
+        }
+        out.push(cc);
+        if m.generic_params > 0 {
+            enc_u(m.generic_params, out);
+        }
+        enc_u(m.params.len() as u32, out);
+        enc_type(&m.ret, out);
+        for p in &m.params {
+            enc_type(p, out);
+        }
+    }
+
+    fn token() -> impl Strategy<Value = TypeToken> {
+        (prop_oneof![Just(table::TYPE_DEF), Just(table::TYPE_REF), Just(table::TYPE_SPEC)], 1u32..0x00ff_ffff)
+            .prop_map(|(table, rid)| TypeToken { module: 0, table, rid })
+    }
+
+    fn type_sig() -> impl Strategy<Value = TypeSig> {
+        let leaf = prop_oneof![
+            Just(TypeSig::Boolean),
+            Just(TypeSig::Char),
+            Just(TypeSig::I1),
+            Just(TypeSig::U1),
+            Just(TypeSig::I2),
+            Just(TypeSig::U2),
+            Just(TypeSig::I4),
+            Just(TypeSig::U4),
+            Just(TypeSig::I8),
+            Just(TypeSig::U8),
+            Just(TypeSig::R4),
+            Just(TypeSig::R8),
+            Just(TypeSig::String),
+            Just(TypeSig::Object),
+            Just(TypeSig::I),
+            Just(TypeSig::U),
+            Just(TypeSig::TypedByRef),
+            Just(TypeSig::Canon),
+            token().prop_map(|ty| TypeSig::Class { ty }),
+            token().prop_map(|ty| TypeSig::ValueType { ty }),
+            (0u32..0x1fff_ffff).prop_map(|index| TypeSig::Var { index }),
+            (0u32..1000).prop_map(|index| TypeSig::MVar { index }),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|t| TypeSig::Ptr { to: Box::new(t) }),
+                inner.clone().prop_map(|t| TypeSig::ByRef { to: Box::new(t) }),
+                inner.clone().prop_map(|t| TypeSig::SzArray { of: Box::new(t) }),
+                (inner.clone(), 1u32..5, proptest::collection::vec(0u32..100_000, 0..2), proptest::collection::vec(-300_000i32..300_000, 0..2))
+                    .prop_map(|(t, rank, sizes, lower_bounds)| {
+                        let rank = rank.max(sizes.len() as u32).max(lower_bounds.len() as u32);
+                        TypeSig::Array { of: Box::new(t), rank, sizes, lower_bounds }
+                    }),
+                (any::<bool>(), token(), proptest::collection::vec(inner.clone(), 1..4))
+                    .prop_map(|(value_type, generic, args)| TypeSig::GenericInst { value_type, generic, args }),
+                (any::<bool>(), token(), inner.clone())
+                    .prop_map(|(required, modifier, t)| TypeSig::Modified { required, modifier, inner: Box::new(t) }),
+                (any::<bool>(), inner.clone(), proptest::collection::vec(inner, 0..3)).prop_map(|(has_this, ret, params)| {
+                    TypeSig::FnPtr { sig: Box::new(MethodSig { has_this, explicit_this: false, calling_convention: 0, generic_params: 0, ret, params, sentinel: None }) }
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Encoding any signature and decoding it gives the same signature back.
+        #[test]
+        fn method_sig_roundtrip(has_this in any::<bool>(), generic_params in 0u32..3, ret in type_sig(), params in proptest::collection::vec(type_sig(), 0..5)) {
+            let m = MethodSig { has_this, explicit_this: false, calling_convention: 0, generic_params, ret, params, sentinel: None };
+            let mut bytes = Vec::new();
+            enc_method(&m, &mut bytes);
+            let mut r = SigReader::new(&bytes);
+            prop_assert_eq!(r.method_sig(0).unwrap(), m);
+            prop_assert!(r.rest().is_empty());
+        }
+
+        /// Arbitrary bytes never panic the signature decoder.
+        #[test]
+        fn sig_decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = SigReader::new(&bytes).method_sig(0);
+            let _ = SigReader::new(&bytes).type_sig(0);
+        }
+
+        /// Arbitrary bytes never panic the metadata root parser.
+        #[test]
+        fn metadata_parser_never_panics(mut bytes in proptest::collection::vec(any::<u8>(), 0..512), bsjb in any::<bool>()) {
+            if bsjb && bytes.len() >= 4 {
+                bytes[..4].copy_from_slice(&0x424a_5342u32.to_le_bytes());
+            }
+            if let Ok(layout) = MetadataLayout::parse(&bytes) {
+                let md = Metadata { layout: &layout, bytes: &bytes };
+                for t in 0..0x2d {
+                    for rid in 0..3 {
+                        for c in 0..9 { let _ = md.cell(t, rid, c); }
+                    }
+                }
+                let _ = md.assembly_name();
+                let _ = md.method_def(1);
+            }
+        }
+
+        #[test]
+        fn compressed_signed_roundtrip(v in -(1i32 << 28)..(1i32 << 28)) {
+            let mut b = Vec::new();
+            enc_s(v, &mut b);
+            let mut p = 0;
+            prop_assert_eq!(decode_compressed_signed(&b, &mut p), Some(v));
+        }
+    }
+
+    #[test]
+    fn ecma_compressed_examples() {
+        // ECMA-335 II.23.2 examples.
+        for (v, bytes) in [
+            (0x03u32, &[0x03u8][..]),
+            (0x7f, &[0x7f]),
+            (0x80, &[0x80, 0x80]),
+            (0x2e57, &[0xae, 0x57]),
+            (0x3fff, &[0xbf, 0xff]),
+            (0x4000, &[0xc0, 0x00, 0x40, 0x00]),
+            (0x1fff_ffff, &[0xdf, 0xff, 0xff, 0xff]),
+        ] {
+            let mut p = 0;
+            assert_eq!(decode_compressed(bytes, &mut p), Some(v));
+            assert_eq!(p, bytes.len());
+        }
+        for (v, bytes) in [
+            (3i32, &[0x06u8][..]),
+            (-3, &[0x7b]),
+            (64, &[0x80, 0x80]),
+            (-64, &[0x01]),
+            (8192, &[0xc0, 0x00, 0x40, 0x00]),
+            (-8192, &[0x80, 0x01]),
+            (268435455, &[0xdf, 0xff, 0xff, 0xfe]),
+            (-268435456, &[0xc0, 0x00, 0x00, 0x01]),
+        ] {
+            let mut p = 0;
+            assert_eq!(decode_compressed_signed(bytes, &mut p), Some(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_rejected_not_a_stack_overflow() {
+        let mut bytes = vec![0x00, 0x00];
+        bytes.extend(std::iter::repeat_n(0x0f, 100_000));
+        bytes.push(0x08);
+        assert!(SigReader::new(&bytes).method_sig(0).is_err());
+    }
+}
