@@ -41,7 +41,9 @@ fn main() {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if summary {
-        let r2r = asm.r2r().expect("methods() succeeded, so the image is ReadyToRun");
+        let r2r = asm
+            .r2r()
+            .expect("methods() succeeded, so the image is ReadyToRun");
         let _ = writeln!(
             out,
             "{} R2R {}.{} flags {:#x} compiler {:?} runtime_functions {} methods {}",

@@ -64,7 +64,11 @@ pub enum Error {
     CompositeImage { path: PathBuf, components: u32 },
 
     #[error("{} has ReadyToRun format {major}.{minor}, which netprobe does not know: use a netprobe release that supports this .NET version", .path.display())]
-    UnsupportedR2rVersion { path: PathBuf, major: u16, minor: u16 },
+    UnsupportedR2rVersion {
+        path: PathBuf,
+        major: u16,
+        minor: u16,
+    },
 
     #[error("{0}")]
     Unsupported(String),

@@ -313,7 +313,9 @@ mod tests {
 
     #[test]
     fn not_a_pe_file_is_named() {
-        let e = Assembly::parse("x.dll", b"\x7fELF....".to_vec()).err().unwrap();
+        let e = Assembly::parse("x.dll", b"\x7fELF....".to_vec())
+            .err()
+            .unwrap();
         assert!(matches!(e, Error::NotAnObjectFile { .. }), "{e}");
     }
 }

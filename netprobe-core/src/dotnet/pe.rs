@@ -127,8 +127,17 @@ impl PeImage {
         let magic = u16_at(data, opt).ok_or("optional header cut short")?;
         let (pe32_plus, base, n_dirs_at, dirs_at) = match magic {
             0x20b => (true, u64_at(data, opt + 24), opt + 108, opt + 112),
-            0x10b => (false, u32_at(data, opt + 28).map(u64::from), opt + 92, opt + 96),
-            _ => return Err(format!("optional header magic {magic:#x} is neither PE32 nor PE32+")),
+            0x10b => (
+                false,
+                u32_at(data, opt + 28).map(u64::from),
+                opt + 92,
+                opt + 96,
+            ),
+            _ => {
+                return Err(format!(
+                    "optional header magic {magic:#x} is neither PE32 nor PE32+"
+                ))
+            }
         };
         let preferred_image_base = base.ok_or("optional header cut short")?;
         let size_of_headers = u32_at(data, opt + 60).ok_or("optional header cut short")?;
@@ -139,8 +148,9 @@ impl PeImage {
         let n_dirs = us(n_dirs).min(dirs_room).min(16);
         let mut data_directories = Vec::with_capacity(n_dirs);
         for i in 0..n_dirs {
-            data_directories
-                .push(DataDirectory::read(data, dirs_at + 8 * i).ok_or("data directories cut short")?);
+            data_directories.push(
+                DataDirectory::read(data, dirs_at + 8 * i).ok_or("data directories cut short")?,
+            );
         }
         let sections_at = opt + usize::from(opt_size);
         let mut sections = Vec::with_capacity(usize::from(n_sections));
@@ -243,7 +253,10 @@ impl PeImage {
                 if u32::from(ord) >= n_funcs {
                     return None;
                 }
-                return u32_at(self.bytes_at(data, funcs.checked_add(4 * u32::from(ord))?, 4)?, 0);
+                return u32_at(
+                    self.bytes_at(data, funcs.checked_add(4 * u32::from(ord))?, 4)?,
+                    0,
+                );
             }
         }
         None

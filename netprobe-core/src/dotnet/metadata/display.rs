@@ -411,7 +411,13 @@ mod tests {
         assert_eq!(TypeSig::U.primitive_name(), Some("native uint"));
         assert_eq!(TypeSig::R8.primitive_name(), Some("float64"));
         assert_eq!(TypeSig::U1.primitive_name(), Some("uint8"));
-        assert_eq!(TypeSig::Char.reflection_primitive_name(), Some("System.Char"));
-        assert_eq!(TypeSig::Canon.reflection_primitive_name(), Some("System.__Canon"));
+        assert_eq!(
+            TypeSig::Char.reflection_primitive_name(),
+            Some("System.Char")
+        );
+        assert_eq!(
+            TypeSig::Canon.reflection_primitive_name(),
+            Some("System.__Canon")
+        );
     }
 }

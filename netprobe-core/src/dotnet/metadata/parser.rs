@@ -67,57 +67,57 @@ impl Coded {
     }
 }
 
-use Col::*;
 use Coded as C;
+use Col::*;
 
 /// Columns of every table II.22 defines, by table number (0x00..=0x2c). `None` = no such table.
 fn schema(t: u8) -> Option<&'static [Col]> {
     Some(match t {
-        0x00 => &[U16, Str, Guid, Guid, Guid],                       // Module
-        0x01 => &[Cx(C::ResolutionScope), Str, Str],              // TypeRef
+        0x00 => &[U16, Str, Guid, Guid, Guid],       // Module
+        0x01 => &[Cx(C::ResolutionScope), Str, Str], // TypeRef
         0x02 => &[U32, Str, Str, Cx(C::TypeDefOrRef), Table(0x04), Table(0x06)], // TypeDef
-        0x03 => &[Table(0x04)],                                      // FieldPtr
-        0x04 => &[U16, Str, Blob],                                   // Field
-        0x05 => &[Table(0x06)],                                      // MethodPtr
-        0x06 => &[U32, U16, U16, Str, Blob, Table(0x08)],            // MethodDef
-        0x07 => &[Table(0x08)],                                      // ParamPtr
-        0x08 => &[U16, U16, Str],                                    // Param
-        0x09 => &[Table(0x02), Cx(C::TypeDefOrRef)],              // InterfaceImpl
-        0x0a => &[Cx(C::MemberRefParent), Str, Blob],             // MemberRef
-        0x0b => &[U16, Cx(C::HasConstant), Blob],                 // Constant
+        0x03 => &[Table(0x04)],                      // FieldPtr
+        0x04 => &[U16, Str, Blob],                   // Field
+        0x05 => &[Table(0x06)],                      // MethodPtr
+        0x06 => &[U32, U16, U16, Str, Blob, Table(0x08)], // MethodDef
+        0x07 => &[Table(0x08)],                      // ParamPtr
+        0x08 => &[U16, U16, Str],                    // Param
+        0x09 => &[Table(0x02), Cx(C::TypeDefOrRef)], // InterfaceImpl
+        0x0a => &[Cx(C::MemberRefParent), Str, Blob], // MemberRef
+        0x0b => &[U16, Cx(C::HasConstant), Blob],    // Constant
         0x0c => &[Cx(C::HasCustomAttribute), Cx(C::CustomAttributeType), Blob],
-        0x0d => &[Cx(C::HasFieldMarshal), Blob],                  // FieldMarshal
-        0x0e => &[U16, Cx(C::HasDeclSecurity), Blob],             // DeclSecurity
-        0x0f => &[U16, U32, Table(0x02)],                            // ClassLayout
-        0x10 => &[U32, Table(0x04)],                                 // FieldLayout
-        0x11 => &[Blob],                                             // StandAloneSig
-        0x12 => &[Table(0x02), Table(0x14)],                         // EventMap
-        0x13 => &[Table(0x14)],                                      // EventPtr
-        0x14 => &[U16, Str, Cx(C::TypeDefOrRef)],                 // Event
-        0x15 => &[Table(0x02), Table(0x17)],                         // PropertyMap
-        0x16 => &[Table(0x17)],                                      // PropertyPtr
-        0x17 => &[U16, Str, Blob],                                   // Property
-        0x18 => &[U16, Table(0x06), Cx(C::HasSemantics)],         // MethodSemantics
+        0x0d => &[Cx(C::HasFieldMarshal), Blob], // FieldMarshal
+        0x0e => &[U16, Cx(C::HasDeclSecurity), Blob], // DeclSecurity
+        0x0f => &[U16, U32, Table(0x02)],        // ClassLayout
+        0x10 => &[U32, Table(0x04)],             // FieldLayout
+        0x11 => &[Blob],                         // StandAloneSig
+        0x12 => &[Table(0x02), Table(0x14)],     // EventMap
+        0x13 => &[Table(0x14)],                  // EventPtr
+        0x14 => &[U16, Str, Cx(C::TypeDefOrRef)], // Event
+        0x15 => &[Table(0x02), Table(0x17)],     // PropertyMap
+        0x16 => &[Table(0x17)],                  // PropertyPtr
+        0x17 => &[U16, Str, Blob],               // Property
+        0x18 => &[U16, Table(0x06), Cx(C::HasSemantics)], // MethodSemantics
         0x19 => &[Table(0x02), Cx(C::MethodDefOrRef), Cx(C::MethodDefOrRef)], // MethodImpl
-        0x1a => &[Str],                                              // ModuleRef
-        0x1b => &[Blob],                                             // TypeSpec
+        0x1a => &[Str],                          // ModuleRef
+        0x1b => &[Blob],                         // TypeSpec
         0x1c => &[U16, Cx(C::MemberForwarded), Str, Table(0x1a)], // ImplMap
-        0x1d => &[U32, Table(0x04)],                                 // FieldRVA
-        0x1e => &[U32, U32],                                         // EncLog
-        0x1f => &[U32],                                              // EncMap
-        0x20 => &[U32, U16, U16, U16, U16, U32, Blob, Str, Str],     // Assembly
-        0x21 => &[U32],                                              // AssemblyProcessor
-        0x22 => &[U32, U32, U32],                                    // AssemblyOS
-        0x23 => &[U16, U16, U16, U16, U32, Blob, Str, Str, Blob],    // AssemblyRef
-        0x24 => &[U32, Table(0x23)],                                 // AssemblyRefProcessor
-        0x25 => &[U32, U32, U32, Table(0x23)],                       // AssemblyRefOS
-        0x26 => &[U32, Str, Blob],                                   // File
-        0x27 => &[U32, U32, Str, Str, Cx(C::Implementation)],     // ExportedType
-        0x28 => &[U32, U32, Str, Cx(C::Implementation)],          // ManifestResource
-        0x29 => &[Table(0x02), Table(0x02)],                         // NestedClass
-        0x2a => &[U16, U16, Cx(C::TypeOrMethodDef), Str],         // GenericParam
-        0x2b => &[Cx(C::MethodDefOrRef), Blob],                   // MethodSpec
-        0x2c => &[Table(0x2a), Cx(C::TypeDefOrRef)],              // GenericParamConstraint
+        0x1d => &[U32, Table(0x04)],             // FieldRVA
+        0x1e => &[U32, U32],                     // EncLog
+        0x1f => &[U32],                          // EncMap
+        0x20 => &[U32, U16, U16, U16, U16, U32, Blob, Str, Str], // Assembly
+        0x21 => &[U32],                          // AssemblyProcessor
+        0x22 => &[U32, U32, U32],                // AssemblyOS
+        0x23 => &[U16, U16, U16, U16, U32, Blob, Str, Str, Blob], // AssemblyRef
+        0x24 => &[U32, Table(0x23)],             // AssemblyRefProcessor
+        0x25 => &[U32, U32, U32, Table(0x23)],   // AssemblyRefOS
+        0x26 => &[U32, Str, Blob],               // File
+        0x27 => &[U32, U32, Str, Str, Cx(C::Implementation)], // ExportedType
+        0x28 => &[U32, U32, Str, Cx(C::Implementation)], // ManifestResource
+        0x29 => &[Table(0x02), Table(0x02)],     // NestedClass
+        0x2a => &[U16, U16, Cx(C::TypeOrMethodDef), Str], // GenericParam
+        0x2b => &[Cx(C::MethodDefOrRef), Blob],  // MethodSpec
+        0x2c => &[Table(0x2a), Cx(C::TypeDefOrRef)], // GenericParamConstraint
         _ => return None,
     })
 }
@@ -228,8 +228,10 @@ impl MetadataLayout {
             col_width: [[0; MAX_COLS]; N_TABLES],
         };
         let mut pos = t_off + q;
-        for t in 0..N_TABLES {
-            let Some(cols) = schema(t as u8) else { continue };
+        for (t, &n_rows) in rows.iter().enumerate() {
+            let Some(cols) = schema(t as u8) else {
+                continue;
+            };
             let mut off = 0usize;
             for (c, col) in cols.iter().enumerate() {
                 let w = layout.col_width(*col);
@@ -239,7 +241,7 @@ impl MetadataLayout {
             }
             layout.row_size[t] = off;
             layout.table_start[t] = pos;
-            let bytes = (rows[t] as usize)
+            let bytes = (n_rows as usize)
                 .checked_mul(off)
                 .ok_or("table size overflows")?;
             pos = pos.checked_add(bytes).ok_or("table size overflows")?;
@@ -569,7 +571,9 @@ impl<'s> SigReader<'s> {
     pub fn method_sig(&mut self, depth: u32) -> Result<MethodSig, String> {
         let cc = self.byte()?;
         if cc & 0x0f > 9 {
-            return Err(format!("calling convention {cc:#x} is not a method signature"));
+            return Err(format!(
+                "calling convention {cc:#x} is not a method signature"
+            ));
         }
         let generic_params = if cc & 0x10 != 0 { self.uint()? } else { 0 };
         let count = self.uint()?;
@@ -633,7 +637,9 @@ impl<'s> SigReader<'s> {
             0x12 => TypeSig::Class {
                 ty: self.type_token()?,
             },
-            0x13 => TypeSig::Var { index: self.uint()? },
+            0x13 => TypeSig::Var {
+                index: self.uint()?,
+            },
             0x14 => {
                 let of = Box::new(self.type_sig(d)?);
                 let rank = self.uint()?;
@@ -692,7 +698,9 @@ impl<'s> SigReader<'s> {
             0x1d => TypeSig::SzArray {
                 of: Box::new(self.type_sig(d)?),
             },
-            0x1e => TypeSig::MVar { index: self.uint()? },
+            0x1e => TypeSig::MVar {
+                index: self.uint()?,
+            },
             0x1f | 0x20 => {
                 let modifier = self.type_token()?;
                 TypeSig::Modified {
@@ -798,7 +806,12 @@ mod tests {
                 out.push(0x13);
                 enc_u(*index, out)
             }
-            TypeSig::Array { of, rank, sizes, lower_bounds } => {
+            TypeSig::Array {
+                of,
+                rank,
+                sizes,
+                lower_bounds,
+            } => {
                 out.push(0x14);
                 enc_type(of, out);
                 enc_u(*rank, out);
@@ -811,7 +824,11 @@ mod tests {
                     enc_s(*l, out);
                 }
             }
-            TypeSig::GenericInst { value_type, generic, args } => {
+            TypeSig::GenericInst {
+                value_type,
+                generic,
+                args,
+            } => {
                 out.push(0x15);
                 out.push(if *value_type { 0x11 } else { 0x12 });
                 enc_tok(generic, out);
@@ -836,7 +853,11 @@ mod tests {
                 out.push(0x1e);
                 enc_u(*index, out)
             }
-            TypeSig::Modified { required, modifier, inner } => {
+            TypeSig::Modified {
+                required,
+                modifier,
+                inner,
+            } => {
                 out.push(if *required { 0x1f } else { 0x20 });
                 enc_tok(modifier, out);
                 enc_type(inner, out)
@@ -872,8 +893,19 @@ mod tests {
     }
 
     fn token() -> impl Strategy<Value = TypeToken> {
-        (prop_oneof![Just(table::TYPE_DEF), Just(table::TYPE_REF), Just(table::TYPE_SPEC)], 1u32..0x00ff_ffff)
-            .prop_map(|(table, rid)| TypeToken { module: 0, table, rid })
+        (
+            prop_oneof![
+                Just(table::TYPE_DEF),
+                Just(table::TYPE_REF),
+                Just(table::TYPE_SPEC)
+            ],
+            1u32..0x00ff_ffff,
+        )
+            .prop_map(|(table, rid)| TypeToken {
+                module: 0,
+                table,
+                rid,
+            })
     }
 
     fn type_sig() -> impl Strategy<Value = TypeSig> {
@@ -904,20 +936,62 @@ mod tests {
         leaf.prop_recursive(4, 32, 4, |inner| {
             prop_oneof![
                 inner.clone().prop_map(|t| TypeSig::Ptr { to: Box::new(t) }),
-                inner.clone().prop_map(|t| TypeSig::ByRef { to: Box::new(t) }),
-                inner.clone().prop_map(|t| TypeSig::SzArray { of: Box::new(t) }),
-                (inner.clone(), 1u32..5, proptest::collection::vec(0u32..100_000, 0..2), proptest::collection::vec(-300_000i32..300_000, 0..2))
+                inner
+                    .clone()
+                    .prop_map(|t| TypeSig::ByRef { to: Box::new(t) }),
+                inner
+                    .clone()
+                    .prop_map(|t| TypeSig::SzArray { of: Box::new(t) }),
+                (
+                    inner.clone(),
+                    1u32..5,
+                    proptest::collection::vec(0u32..100_000, 0..2),
+                    proptest::collection::vec(-300_000i32..300_000, 0..2)
+                )
                     .prop_map(|(t, rank, sizes, lower_bounds)| {
                         let rank = rank.max(sizes.len() as u32).max(lower_bounds.len() as u32);
-                        TypeSig::Array { of: Box::new(t), rank, sizes, lower_bounds }
+                        TypeSig::Array {
+                            of: Box::new(t),
+                            rank,
+                            sizes,
+                            lower_bounds,
+                        }
                     }),
-                (any::<bool>(), token(), proptest::collection::vec(inner.clone(), 1..4))
-                    .prop_map(|(value_type, generic, args)| TypeSig::GenericInst { value_type, generic, args }),
-                (any::<bool>(), token(), inner.clone())
-                    .prop_map(|(required, modifier, t)| TypeSig::Modified { required, modifier, inner: Box::new(t) }),
-                (any::<bool>(), inner.clone(), proptest::collection::vec(inner, 0..3)).prop_map(|(has_this, ret, params)| {
-                    TypeSig::FnPtr { sig: Box::new(MethodSig { has_this, explicit_this: false, calling_convention: 0, generic_params: 0, ret, params, sentinel: None }) }
+                (
+                    any::<bool>(),
+                    token(),
+                    proptest::collection::vec(inner.clone(), 1..4)
+                )
+                    .prop_map(|(value_type, generic, args)| TypeSig::GenericInst {
+                        value_type,
+                        generic,
+                        args
+                    }),
+                (any::<bool>(), token(), inner.clone()).prop_map(|(required, modifier, t)| {
+                    TypeSig::Modified {
+                        required,
+                        modifier,
+                        inner: Box::new(t),
+                    }
                 }),
+                (
+                    any::<bool>(),
+                    inner.clone(),
+                    proptest::collection::vec(inner, 0..3)
+                )
+                    .prop_map(|(has_this, ret, params)| {
+                        TypeSig::FnPtr {
+                            sig: Box::new(MethodSig {
+                                has_this,
+                                explicit_this: false,
+                                calling_convention: 0,
+                                generic_params: 0,
+                                ret,
+                                params,
+                                sentinel: None,
+                            }),
+                        }
+                    }),
             ]
         })
     }

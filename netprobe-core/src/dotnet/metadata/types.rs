@@ -194,14 +194,38 @@ impl TypeSig {
         match self.unmodified() {
             TypeSig::Boolean => ArgKind::Bool,
             TypeSig::Char => ArgKind::Char,
-            TypeSig::I1 => ArgKind::Int { bits: 8, signed: true },
-            TypeSig::U1 => ArgKind::Int { bits: 8, signed: false },
-            TypeSig::I2 => ArgKind::Int { bits: 16, signed: true },
-            TypeSig::U2 => ArgKind::Int { bits: 16, signed: false },
-            TypeSig::I4 => ArgKind::Int { bits: 32, signed: true },
-            TypeSig::U4 => ArgKind::Int { bits: 32, signed: false },
-            TypeSig::I8 | TypeSig::I => ArgKind::Int { bits: 64, signed: true },
-            TypeSig::U8 | TypeSig::U => ArgKind::Int { bits: 64, signed: false },
+            TypeSig::I1 => ArgKind::Int {
+                bits: 8,
+                signed: true,
+            },
+            TypeSig::U1 => ArgKind::Int {
+                bits: 8,
+                signed: false,
+            },
+            TypeSig::I2 => ArgKind::Int {
+                bits: 16,
+                signed: true,
+            },
+            TypeSig::U2 => ArgKind::Int {
+                bits: 16,
+                signed: false,
+            },
+            TypeSig::I4 => ArgKind::Int {
+                bits: 32,
+                signed: true,
+            },
+            TypeSig::U4 => ArgKind::Int {
+                bits: 32,
+                signed: false,
+            },
+            TypeSig::I8 | TypeSig::I => ArgKind::Int {
+                bits: 64,
+                signed: true,
+            },
+            TypeSig::U8 | TypeSig::U => ArgKind::Int {
+                bits: 64,
+                signed: false,
+            },
             TypeSig::R4 => ArgKind::Float { bits: 32 },
             TypeSig::R8 => ArgKind::Float { bits: 64 },
             TypeSig::String => ArgKind::String,
@@ -210,13 +234,14 @@ impl TypeSig {
             | TypeSig::SzArray { .. }
             | TypeSig::Array { .. }
             | TypeSig::Canon => ArgKind::ObjectRef,
-            TypeSig::GenericInst { value_type: false, .. } => ArgKind::ObjectRef,
-            TypeSig::Ptr { .. } | TypeSig::ByRef { .. } | TypeSig::FnPtr { .. } => {
-                ArgKind::Pointer
-            }
-            TypeSig::ValueType { .. } | TypeSig::GenericInst { value_type: true, .. } => {
-                ArgKind::ValueType
-            }
+            TypeSig::GenericInst {
+                value_type: false, ..
+            } => ArgKind::ObjectRef,
+            TypeSig::Ptr { .. } | TypeSig::ByRef { .. } | TypeSig::FnPtr { .. } => ArgKind::Pointer,
+            TypeSig::ValueType { .. }
+            | TypeSig::GenericInst {
+                value_type: true, ..
+            } => ArgKind::ValueType,
             TypeSig::Var { .. } | TypeSig::MVar { .. } => ArgKind::GenericParam,
             TypeSig::Void => ArgKind::Void,
             TypeSig::TypedByRef | TypeSig::Modified { .. } | TypeSig::Pinned { .. } => {

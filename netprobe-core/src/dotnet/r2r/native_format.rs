@@ -42,9 +42,15 @@ pub fn decode_signed(data: &[u8], pos: usize) -> Option<(i32, usize)> {
     } else if b0 & 2 == 0 {
         Some(((((b0 | b(1)? << 8) << 16) as i32) >> 18, pos + 2))
     } else if b0 & 4 == 0 {
-        Some(((((b0 | b(1)? << 8 | b(2)? << 16) << 8) as i32) >> 11, pos + 3))
+        Some((
+            (((b0 | b(1)? << 8 | b(2)? << 16) << 8) as i32) >> 11,
+            pos + 3,
+        ))
     } else if b0 & 8 == 0 {
-        Some((((b0 | b(1)? << 8 | b(2)? << 16 | b(3)? << 24) as i32) >> 4, pos + 4))
+        Some((
+            ((b0 | b(1)? << 8 | b(2)? << 16 | b(3)? << 24) as i32) >> 4,
+            pos + 4,
+        ))
     } else if b0 & 16 == 0 {
         Some((u32_at(data, pos + 1)? as i32, pos + 5))
     } else {
@@ -279,7 +285,12 @@ mod tests {
             let rel = node.len().max(1) + left_bytes.len();
             node.clear();
             encode_unsigned(
-                flags | if right.is_empty() { 0 } else { (rel as u32) << 2 },
+                flags
+                    | if right.is_empty() {
+                        0
+                    } else {
+                        (rel as u32) << 2
+                    },
                 &mut node,
             );
         }
@@ -393,6 +404,9 @@ mod tests {
         let h = NativeHashtable::parse(&data, 1, data.len()).unwrap();
         let entries = h.entries(&data).unwrap();
         let got: Vec<(u8, u8)> = entries.iter().map(|&(l, p)| (l, data[p])).collect();
-        assert_eq!(got, vec![(0x31, b'P'), (0x32, b'Q'), (0x34, b'R'), (0x38, b'S')]);
+        assert_eq!(
+            got,
+            vec![(0x31, b'P'), (0x32, b'Q'), (0x34, b'R'), (0x38, b'S')]
+        );
     }
 }

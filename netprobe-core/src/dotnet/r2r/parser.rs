@@ -33,7 +33,12 @@ pub fn parse_header(pe: &PeImage, data: &[u8], rva: u32) -> Result<R2rHeader, St
     if n > 1024 {
         return Err(format!("ReadyToRun header claims {n} sections"));
     }
-    let sections = parse_sections(pe, data, rva.checked_add(16).ok_or("header RVA overflows")?, n)?;
+    let sections = parse_sections(
+        pe,
+        data,
+        rva.checked_add(16).ok_or("header RVA overflows")?,
+        n,
+    )?;
     Ok(R2rHeader {
         rva,
         major_version,
@@ -52,7 +57,11 @@ pub fn parse_sections(
     n: u32,
 ) -> Result<Vec<R2rSection>, String> {
     let raw = pe
-        .bytes_at(data, rva, n.checked_mul(12).ok_or("section count overflows")?)
+        .bytes_at(
+            data,
+            rva,
+            n.checked_mul(12).ok_or("section count overflows")?,
+        )
         .ok_or("ReadyToRun section list cut short")?;
     Ok((0..us(n))
         .map(|i| R2rSection {
@@ -144,7 +153,8 @@ pub fn instance_entry_positions(
     data: &[u8],
     section: R2rSection,
 ) -> Result<Vec<usize>, String> {
-    let pos = section_file_pos(pe, section).ok_or("INSTANCE_METHOD_ENTRYPOINTS outside the file")?;
+    let pos =
+        section_file_pos(pe, section).ok_or("INSTANCE_METHOD_ENTRYPOINTS outside the file")?;
     let end = pos.saturating_add(us(section.size));
     let table = NativeHashtable::parse(data, pos, end)
         .ok_or("INSTANCE_METHOD_ENTRYPOINTS header malformed")?;

@@ -116,13 +116,17 @@ fn param_names(md: &Metadata<'_>, rid: u32, n_params: usize) -> Vec<String> {
         return names;
     };
     let end = if rid < md.rows(table::METHOD_DEF) {
-        md.method_def(rid + 1).map_or(row.param_list, |r| r.param_list)
+        md.method_def(rid + 1)
+            .map_or(row.param_list, |r| r.param_list)
     } else {
         md.rows(table::PARAM) + 1
     };
     for p in row.param_list..end.min(row.param_list.saturating_add(256)) {
         if let Some((seq, name)) = md.param(p) {
-            if let Some(slot) = usize::from(seq).checked_sub(1).and_then(|i| names.get_mut(i)) {
+            if let Some(slot) = usize::from(seq)
+                .checked_sub(1)
+                .and_then(|i| names.get_mut(i))
+            {
                 *slot = name.to_string();
             }
         }
@@ -367,7 +371,13 @@ fn instance_method(
             let sig = mn.md.method_sig(row.signature)?;
             let owner = owner_type(&mn.md, e.rid).unwrap_or(0);
             let params = param_names(&mn.md, e.rid, sig.params.len());
-            (row.name.to_string(), sig, 0x0600_0000 | e.rid, owner, params)
+            (
+                row.name.to_string(),
+                sig,
+                0x0600_0000 | e.rid,
+                owner,
+                params,
+            )
         }
         Some(mn) => {
             let (_, name, blob) = mn
@@ -376,7 +386,13 @@ fn instance_method(
                 .ok_or_else(|| format!("instance entry names missing MemberRef {}", e.rid))?;
             let sig = mn.md.method_sig(blob)?;
             let n = sig.params.len();
-            (name.to_string(), sig, 0x0a00_0000 | e.rid, 0, vec![String::new(); n])
+            (
+                name.to_string(),
+                sig,
+                0x0a00_0000 | e.rid,
+                0,
+                vec![String::new(); n],
+            )
         }
         None => {
             return Err(format!(
@@ -506,9 +522,7 @@ fn collect_modules(t: &TypeSig, set: &mut BTreeSet<u32>) {
         }
         TypeSig::Ptr { to } | TypeSig::ByRef { to } => collect_modules(to, set),
         TypeSig::SzArray { of } | TypeSig::Array { of, .. } => collect_modules(of, set),
-        TypeSig::Modified { inner, .. } | TypeSig::Pinned { inner } => {
-            collect_modules(inner, set)
-        }
+        TypeSig::Modified { inner, .. } | TypeSig::Pinned { inner } => collect_modules(inner, set),
         _ => {}
     }
 }
