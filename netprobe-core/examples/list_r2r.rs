@@ -1,6 +1,6 @@
 //! Lists every precompiled (ReadyToRun) method of a .NET assembly: RVA, size, file offset, name.
 //!
-//! `cargo run --release -p netprobe-core --example list_r2r -- PATH.dll [--summary] [--siblings]`
+//! `cargo run --release -p netprobe-core --example list_r2r -- PATH.dll [--summary] [--siblings] [--il]`
 //!
 //! The benchmark in `benchmarks/r2r.md` times this against `benchmarks/list_r2r.py`.
 
@@ -57,7 +57,11 @@ fn main() {
         );
         return;
     }
+    let il = args.iter().any(|a| a == "--il");
     for m in &methods {
+        if il {
+            let _ = write!(out, "il={} ", asm.il_code_size(m.token).unwrap_or(0));
+        }
         let _ = writeln!(
             out,
             "{:08x} {:x} {:x} {}",

@@ -233,6 +233,28 @@ impl Assembly {
         self.pe.rva_to_file_offset(rva)
     }
 
+    /// Size in bytes of the IL body of MethodDef `token` (0x06xxxxxx or a bare row number), from
+    /// its method header (ECMA-335 II.25.4: tiny header = 1 byte with the size in the upper 6
+    /// bits; fat header = 12 bytes with the size at +4). The JIT never inlines a callee whose IL
+    /// exceeds 100 bytes (unless marked AggressiveInlining), while calls to tiny methods (16 bytes
+    /// or less) are usually inlined and then never hit a probe. `None` for abstract/extern
+    /// methods (no IL) or an unreadable header.
+    pub fn il_code_size(&self, token: u32) -> Option<u32> {
+        let row = self.metadata().method_def(token & 0x00ff_ffff)?;
+        if row.rva == 0 {
+            return None;
+        }
+        let first = *self.pe.bytes_at(&self.data, row.rva, 1)?.first()?;
+        match first & 3 {
+            2 => Some(u32::from(first >> 2)),
+            3 => {
+                let fat = self.pe.bytes_at(&self.data, row.rva, 12)?;
+                bytes::u32_at(fat, 4)
+            }
+            _ => None,
+        }
+    }
+
     /// The ReadyToRun header and code table; `None` for an IL-only assembly (no precompiled code:
     /// methods are JIT-compiled at run time and cannot be probed).
     pub fn r2r(&self) -> Option<&R2rImage> {
