@@ -126,9 +126,58 @@ fn lists_framework(rt: Runtime, min_corelib_defs: usize) -> Result<(), String> {
             return Err("Thread::Sleep(int32) not listed".into());
         }
     }
+    // The structured details agree with the listed name (two independent formatting paths:
+    // straight from signature bytes for listing, from decoded TypeSigs here).
+    let (asm, methods) = list(rt, "System.Private.CoreLib")?;
+    for m in &methods {
+        let d = asm.details(m).map_err(err)?;
+        let params: Vec<String> = d
+            .signature
+            .params
+            .iter()
+            .map(|p| asm.type_text(p))
+            .collect();
+        let ret = asm.type_text(&d.signature.ret);
+        let prefix = format!(
+            "{}{ret} [",
+            if d.signature.has_this {
+                "instance "
+            } else {
+                ""
+            }
+        );
+        let suffix = format!("::{}({})", d.method_name, params.join(","));
+        if d.method_name != m.method_name()
+            || !m.name.starts_with(&prefix)
+            || !m.name.ends_with(&suffix)
+        {
+            return Err(format!(
+                "details disagree with name {}: {prefix} ... {suffix}",
+                m.name
+            ));
+        }
+        if d.param_names.len() != d.signature.params.len() {
+            return Err(format!("{}: {} param names", m.name, d.param_names.len()));
+        }
+    }
+    let sleep = methods
+        .iter()
+        .find(|m| m.short_name() == "System.Threading.Thread::Sleep" && m.name.ends_with("(int32)"))
+        .ok_or("no Thread::Sleep(int32)")?;
+    let d = asm.details(sleep).map_err(err)?;
+    if d.param_names != ["millisecondsTimeout"]
+        || d.namespace != "System.Threading"
+        || d.type_path != ["Thread"]
+    {
+        return Err(format!("Thread::Sleep details: {d:?}"));
+    }
+    eprintln!(
+        "  details of all {} CoreLib methods agree with their names",
+        methods.len()
+    );
+
     // Every runtime function is some method's main body or funclet, exactly once, except code
     // that no entry point names (none in these images).
-    let (asm, methods) = list(rt, "System.Private.CoreLib")?;
     let n = asm.r2r().map_or(0, |r| r.runtime_functions.len());
     let mut covered = vec![false; n];
     for m in &methods {

@@ -16,6 +16,7 @@
 //! ```
 
 pub(crate) mod bytes;
+mod file_bytes;
 pub mod metadata;
 pub mod pe;
 pub mod r2r;
@@ -28,12 +29,12 @@ use pe::{CliHeader, PeImage, PeSection};
 use r2r::types::{flags, section, R2rHeader, RuntimeFunction};
 use std::path::{Path, PathBuf};
 
-pub use r2r::types::{CodeRange, EntryKind, R2rMethod};
+pub use r2r::types::{CodeRange, EntryKind, MethodDetails, R2rMethod};
 
 /// A parsed .NET assembly (PE + CLI header + metadata + optional ReadyToRun header).
 pub struct Assembly {
     path: PathBuf,
-    data: Vec<u8>,
+    data: file_bytes::FileBytes,
     pe: PeImage,
     cli: CliHeader,
     md_start: usize,
@@ -60,8 +61,9 @@ impl Assembly {
     /// [`Assembly::parse`] otherwise.
     pub fn open(path: impl AsRef<Path>) -> Result<Assembly> {
         let path = path.as_ref();
-        let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        Assembly::parse(path, data)
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let data = file_bytes::FileBytes::open(file).map_err(|e| Error::io(path, e))?;
+        Assembly::parse_bytes(path.to_path_buf(), data)
     }
 
     /// Parses an assembly from its bytes (`path` is only used in messages).
@@ -78,7 +80,13 @@ impl Assembly {
     ///   [`r2r::parser::MIN_MAJOR`]..=[`r2r::parser::MAX_MAJOR`];
     /// - `Err(Malformed)` when any structure is cut short or inconsistent (never a panic).
     pub fn parse(path: impl AsRef<Path>, data: Vec<u8>) -> Result<Assembly> {
-        let path = path.as_ref().to_path_buf();
+        Assembly::parse_bytes(
+            path.as_ref().to_path_buf(),
+            file_bytes::FileBytes::Owned(data),
+        )
+    }
+
+    fn parse_bytes(path: PathBuf, data: file_bytes::FileBytes) -> Result<Assembly> {
         let bad = |what: String| Error::malformed(&path, what);
         let pe = match PeImage::parse(&data) {
             Ok(pe) => pe,
@@ -284,6 +292,40 @@ impl Assembly {
             });
         };
         r2r::resolver::methods(self, r2r, foreign).map_err(|e| Error::malformed(&self.path, e))
+    }
+}
+
+impl Assembly {
+    /// Namespace, type path, method name, structured signature (parameter types, `has_this`)
+    /// and parameter names of a method from [`Assembly::methods`] of this assembly.
+    /// `Err(Malformed)` when its metadata row or signature cannot be read (or `m` comes from
+    /// another assembly).
+    pub fn details(&self, m: &R2rMethod) -> Result<MethodDetails> {
+        self.details_with(m, None)
+    }
+
+    /// `t` as the runtime prints it in method names (ILDASM style: `int32`, `string`,
+    /// `class [System.Runtime]System.IO.TextWriter`, `valuetype Interop/Error`, `!0`, `uint8&`),
+    /// for a type from a signature of this assembly's metadata (e.g. [`MethodDetails::signature`]).
+    /// Tokens that do not resolve print as `?`.
+    pub fn type_text(&self, t: &metadata::TypeSig) -> String {
+        let names = metadata::Names {
+            md: self.metadata(),
+            enclosing: &self.enclosing,
+            foreign: None,
+        };
+        let mut s = String::new();
+        names.ildasm(t, &mut s);
+        s
+    }
+
+    /// [`Assembly::details`] with a resolver for other modules (see [`Assembly::methods_with`]).
+    pub fn details_with<'a>(
+        &'a self,
+        m: &R2rMethod,
+        foreign: Option<&'a dyn metadata::ModuleResolver<'a>>,
+    ) -> Result<MethodDetails> {
+        r2r::resolver::details(self, m, foreign).map_err(|e| Error::malformed(&self.path, e))
     }
 }
 

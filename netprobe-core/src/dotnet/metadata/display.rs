@@ -7,7 +7,7 @@
 //! nested types joined by `/`, `!0`, `!!0`, `T&`, `T*`, `T[]`, `G`1<int32>`).
 //! Verified against the .NET 8 runtime's `[PreJIT]` jitdump records (tests/dotnet_runtimes.rs).
 
-use super::parser::Metadata;
+use super::parser::{Metadata, SigReader};
 use super::types::{table, MethodSig, TypeSig, TypeToken};
 use std::fmt::Write;
 
@@ -346,6 +346,319 @@ impl<'a> Names<'a> {
             self.ildasm(p, out);
         }
         out.push(')');
+    }
+}
+
+impl<'a> Names<'a> {
+    /// Formats one type straight from signature bytes, exactly like [`Names::ildasm`] of the
+    /// decoded [`TypeSig`] (no intermediate allocation: used to name tens of thousands of methods).
+    /// `Err(what)` on a malformed signature.
+    pub fn ildasm_from_sig(
+        &self,
+        r: &mut SigReader<'_>,
+        out: &mut String,
+        depth: u32,
+    ) -> Result<(), String> {
+        if depth > 64 {
+            return Err("signature nested too deeply".into());
+        }
+        let d = depth + 1;
+        let et = r.next_byte()?;
+        let prim = match et {
+            0x01 => "void",
+            0x02 => "bool",
+            0x03 => "char",
+            0x04 => "int8",
+            0x05 => "uint8",
+            0x06 => "int16",
+            0x07 => "uint16",
+            0x08 => "int32",
+            0x09 => "uint32",
+            0x0a => "int64",
+            0x0b => "uint64",
+            0x0c => "float32",
+            0x0d => "float64",
+            0x0e => "string",
+            0x16 => "typedref",
+            0x18 => "native int",
+            0x19 => "native uint",
+            0x1c => "object",
+            0x3e => "System.__Canon",
+            _ => "",
+        };
+        if !prim.is_empty() {
+            out.push_str(prim);
+            return Ok(());
+        }
+        match et {
+            0x0f | 0x10 | 0x1d => {
+                self.ildasm_from_sig(r, out, d)?;
+                out.push_str(match et {
+                    0x0f => "*",
+                    0x10 => "&",
+                    _ => "[]",
+                });
+            }
+            0x11 | 0x12 => {
+                out.push_str(if et == 0x11 { "valuetype " } else { "class " });
+                let ty = r.type_token()?;
+                self.token_name(ty, out);
+            }
+            0x13 | 0x1e => {
+                let index = r.uint()?;
+                out.push_str(if et == 0x13 { "!" } else { "!!" });
+                let _ = write!(out, "{index}");
+            }
+            0x14 => {
+                self.ildasm_from_sig(r, out, d)?;
+                // Same shape rules as the decoded form: decode just the shape.
+                let rank = r.uint()?;
+                let n_sizes = r.uint()?;
+                if n_sizes > rank || n_sizes as usize > r.rest().len() {
+                    return Err("array sizes exceed rank".into());
+                }
+                let sizes = (0..n_sizes)
+                    .map(|_| r.uint())
+                    .collect::<Result<Vec<_>, _>>()?;
+                let n_lo = r.uint()?;
+                if n_lo > rank || n_lo as usize > r.rest().len() {
+                    return Err("array lower bounds exceed rank".into());
+                }
+                let lo = (0..n_lo).map(|_| r.sint()).collect::<Result<Vec<_>, _>>()?;
+                ildasm_array_shape(rank, &sizes, &lo, out);
+            }
+            0x15 => {
+                let kind = r.next_byte()?;
+                out.push_str(match kind {
+                    0x11 => "valuetype ",
+                    0x12 => "class ",
+                    _ => return Err(format!("GENERICINST of element type {kind:#x}")),
+                });
+                let generic = r.type_token()?;
+                self.token_name(generic, out);
+                let n = r.uint()?;
+                if n as usize > r.rest().len() {
+                    return Err("generic argument count exceeds signature".into());
+                }
+                out.push('<');
+                for i in 0..n {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    self.ildasm_from_sig(r, out, d)?;
+                }
+                out.push('>');
+            }
+            0x1b => {
+                out.push_str("method ");
+                self.method_from_sig(r, "*", None, out, d)?;
+            }
+            0x1f | 0x20 => {
+                let modifier = r.type_token()?;
+                self.ildasm_from_sig(r, out, d)?;
+                out.push_str(if et == 0x1f { " modreq(" } else { " modopt(" });
+                self.token_name(modifier, out);
+                out.push(')');
+            }
+            0x45 => {
+                self.ildasm_from_sig(r, out, d)?;
+                out.push_str(" pinned");
+            }
+            0x3f => {
+                let module = r.uint()?;
+                let saved = r.set_module(module);
+                let res = self.ildasm_from_sig(r, out, d);
+                r.set_module(saved);
+                res?;
+            }
+            0x3d => self.ildasm_from_sig(r, out, d)?,
+            other => return Err(format!("unknown element type {other:#x}")),
+        }
+        Ok(())
+    }
+
+    /// Formats one type straight from signature bytes like [`Names::reflection`] of the decoded
+    /// [`TypeSig`]. `Err(what)` on a malformed signature.
+    pub fn reflection_from_sig(
+        &self,
+        r: &mut SigReader<'_>,
+        out: &mut String,
+        depth: u32,
+    ) -> Result<(), String> {
+        if depth > 64 {
+            return Err("signature nested too deeply".into());
+        }
+        let d = depth + 1;
+        let et = r.next_byte()?;
+        let prim = match et {
+            0x01 => "System.Void",
+            0x02 => "System.Boolean",
+            0x03 => "System.Char",
+            0x04 => "System.SByte",
+            0x05 => "System.Byte",
+            0x06 => "System.Int16",
+            0x07 => "System.UInt16",
+            0x08 => "System.Int32",
+            0x09 => "System.UInt32",
+            0x0a => "System.Int64",
+            0x0b => "System.UInt64",
+            0x0c => "System.Single",
+            0x0d => "System.Double",
+            0x0e => "System.String",
+            0x16 => "System.TypedReference",
+            0x18 => "System.IntPtr",
+            0x19 => "System.UIntPtr",
+            0x1c => "System.Object",
+            0x3e => "System.__Canon",
+            _ => "",
+        };
+        if !prim.is_empty() {
+            out.push_str(prim);
+            return Ok(());
+        }
+        match et {
+            0x0f | 0x10 | 0x1d => {
+                self.reflection_from_sig(r, out, d)?;
+                out.push_str(match et {
+                    0x0f => "*",
+                    0x10 => "&",
+                    _ => "[]",
+                });
+            }
+            0x11 | 0x12 => {
+                let ty = r.type_token()?;
+                self.reflection_token(ty, out);
+            }
+            0x13 | 0x1e => {
+                let index = r.uint()?;
+                out.push_str(if et == 0x13 { "!" } else { "!!" });
+                let _ = write!(out, "{index}");
+            }
+            0x14 => {
+                self.reflection_from_sig(r, out, d)?;
+                let rank = r.uint()?;
+                let n_sizes = r.uint()?;
+                if n_sizes > rank {
+                    return Err("array sizes exceed rank".into());
+                }
+                for _ in 0..n_sizes {
+                    r.uint()?;
+                }
+                let n_lo = r.uint()?;
+                if n_lo > rank {
+                    return Err("array lower bounds exceed rank".into());
+                }
+                for _ in 0..n_lo {
+                    r.sint()?;
+                }
+                out.push('[');
+                for _ in 1..rank.min(64) {
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            0x15 => {
+                let kind = r.next_byte()?;
+                if kind != 0x11 && kind != 0x12 {
+                    return Err(format!("GENERICINST of element type {kind:#x}"));
+                }
+                let generic = r.type_token()?;
+                self.reflection_token(generic, out);
+                let n = r.uint()?;
+                if n as usize > r.rest().len() {
+                    return Err("generic argument count exceeds signature".into());
+                }
+                out.push('[');
+                for i in 0..n {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    self.reflection_from_sig(r, out, d)?;
+                }
+                out.push(']');
+            }
+            0x1b => {
+                r.pos -= 1;
+                r.skip_type(d)?;
+                out.push_str("(fnptr)");
+            }
+            0x1f | 0x20 => {
+                r.type_token()?;
+                self.reflection_from_sig(r, out, d)?;
+            }
+            0x45 | 0x3d => self.reflection_from_sig(r, out, d)?,
+            0x3f => {
+                let module = r.uint()?;
+                let saved = r.set_module(module);
+                let res = self.reflection_from_sig(r, out, d);
+                r.set_module(saved);
+                res?;
+            }
+            other => return Err(format!("unknown element type {other:#x}")),
+        }
+        Ok(())
+    }
+
+    /// Formats a method signature straight from its bytes like [`Names::method_sig_text`]
+    /// (`[instance ]RET NAME(ARGS)`), where NAME is `name`, optionally preceded by
+    /// `[assembly] `. `Err(what)` on a malformed signature.
+    pub fn method_from_sig(
+        &self,
+        r: &mut SigReader<'_>,
+        name: &str,
+        assembly: Option<&str>,
+        out: &mut String,
+        depth: u32,
+    ) -> Result<(), String> {
+        let cc = r.next_byte()?;
+        if cc & 0x0f > 9 {
+            return Err(format!(
+                "calling convention {cc:#x} is not a method signature"
+            ));
+        }
+        if cc & 0x10 != 0 {
+            r.uint()?;
+        }
+        let count = r.uint()?;
+        if count as usize > r.rest().len() {
+            return Err("parameter count exceeds signature".into());
+        }
+        if cc & 0x20 != 0 {
+            out.push_str("instance ");
+        }
+        if cc & 0x40 != 0 {
+            out.push_str("explicit ");
+        }
+        out.push_str(match cc & 0x0f {
+            1 => "unmanaged cdecl ",
+            2 => "unmanaged stdcall ",
+            3 => "unmanaged thiscall ",
+            4 => "unmanaged fastcall ",
+            5 => "vararg ",
+            9 => "unmanaged ",
+            _ => "",
+        });
+        self.ildasm_from_sig(r, out, depth + 1)?;
+        out.push(' ');
+        if let Some(asm) = assembly {
+            out.push('[');
+            out.push_str(asm);
+            out.push_str("] ");
+        }
+        out.push_str(name);
+        out.push('(');
+        for i in 0..count {
+            if i > 0 {
+                out.push(',');
+            }
+            if r.peek_byte() == Some(0x41) {
+                r.next_byte()?;
+                out.push_str("...,");
+            }
+            self.ildasm_from_sig(r, out, depth + 1)?;
+        }
+        out.push(')');
+        Ok(())
     }
 }
 

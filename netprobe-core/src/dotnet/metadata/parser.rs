@@ -528,6 +528,21 @@ impl<'s> SigReader<'s> {
         self.data.get(self.pos..).unwrap_or(&[])
     }
 
+    /// The next byte, consumed.
+    pub fn next_byte(&mut self) -> Result<u8, String> {
+        self.byte()
+    }
+
+    /// The next byte, not consumed; `None` at the end.
+    pub fn peek_byte(&self) -> Option<u8> {
+        self.data.get(self.pos).copied()
+    }
+
+    /// Sets the module override for the tokens read next; returns the previous one.
+    pub fn set_module(&mut self, module: u32) -> u32 {
+        std::mem::replace(&mut self.module, module)
+    }
+
     fn byte(&mut self) -> Result<u8, String> {
         let b = *self.data.get(self.pos).ok_or("signature cut short")?;
         self.pos += 1;
@@ -546,13 +561,14 @@ impl<'s> SigReader<'s> {
         decode_compressed(self.data, &mut self.pos).ok_or_else(|| "bad compressed integer".into())
     }
 
-    fn sint(&mut self) -> Result<i32, String> {
+    /// A compressed signed integer (array lower bounds).
+    pub fn sint(&mut self) -> Result<i32, String> {
         decode_compressed_signed(self.data, &mut self.pos)
             .ok_or_else(|| "bad compressed signed integer".into())
     }
 
     /// `TypeDefOrRefOrSpecEncoded` (II.23.2.8).
-    fn type_token(&mut self) -> Result<TypeToken, String> {
+    pub fn type_token(&mut self) -> Result<TypeToken, String> {
         let v = self.uint()?;
         let table = match v & 3 {
             0 => table::TYPE_DEF,
@@ -601,6 +617,80 @@ impl<'s> SigReader<'s> {
             params,
             sentinel,
         })
+    }
+
+    /// Skips one type without building it (same grammar and limits as [`SigReader::type_sig`]).
+    pub fn skip_type(&mut self, depth: u32) -> Result<(), String> {
+        if depth > MAX_DEPTH {
+            return Err("signature nested too deeply".into());
+        }
+        let d = depth + 1;
+        match self.byte()? {
+            0x01..=0x0e | 0x16 | 0x18 | 0x19 | 0x1c | 0x3e => Ok(()),
+            0x0f | 0x10 | 0x1d | 0x45 | 0x3d => self.skip_type(d),
+            0x11 | 0x12 => self.type_token().map(|_| ()),
+            0x13 | 0x1e => self.uint().map(|_| ()),
+            0x14 => {
+                self.skip_type(d)?;
+                let rank = self.uint()?;
+                let n_sizes = self.uint()?;
+                if n_sizes > rank {
+                    return Err("array sizes exceed rank".into());
+                }
+                for _ in 0..n_sizes {
+                    self.uint()?;
+                }
+                let n_lo = self.uint()?;
+                if n_lo > rank {
+                    return Err("array lower bounds exceed rank".into());
+                }
+                for _ in 0..n_lo {
+                    self.sint()?;
+                }
+                Ok(())
+            }
+            0x15 => {
+                let kind = self.byte()?;
+                if kind != 0x11 && kind != 0x12 {
+                    return Err(format!("GENERICINST of element type {kind:#x}"));
+                }
+                self.type_token()?;
+                let n = self.uint()?;
+                if us(n) > self.rest().len() {
+                    return Err("generic argument count exceeds signature".into());
+                }
+                for _ in 0..n {
+                    self.skip_type(d)?;
+                }
+                Ok(())
+            }
+            0x1b => {
+                let cc = self.byte()?;
+                if cc & 0x10 != 0 {
+                    self.uint()?;
+                }
+                let n = self.uint()?;
+                if us(n) > self.rest().len() {
+                    return Err("parameter count exceeds signature".into());
+                }
+                for _ in 0..=n {
+                    if self.peek_byte() == Some(0x41) {
+                        self.pos += 1;
+                    }
+                    self.skip_type(d)?;
+                }
+                Ok(())
+            }
+            0x1f | 0x20 => {
+                self.type_token()?;
+                self.skip_type(d)
+            }
+            0x3f => {
+                self.uint()?;
+                self.skip_type(d)
+            }
+            other => Err(format!("unknown element type {other:#x}")),
+        }
     }
 
     /// One type (II.23.2.12), including custom modifiers, `BYREF` and `TYPEDBYREF`.

@@ -13,7 +13,8 @@ use super::parser::{
     entry_point, instance_entry_positions, method_def_entry_points, section_file_pos,
 };
 use super::types::{
-    method_sig_flags as msf, section, CodeRange, EntryKind, R2rMethod, RuntimeFunction,
+    method_sig_flags as msf, section, CodeRange, EntryKind, MethodDetails, R2rMethod,
+    RuntimeFunction,
 };
 use crate::addr::Rva;
 use crate::dotnet::bytes::{u32_at, us};
@@ -32,8 +33,6 @@ struct InstanceEntry {
     member_ref: bool,
     rid: u32,
     method_inst: Vec<TypeSig>,
-    runtime_function: u32,
-    has_fixups: bool,
 }
 
 fn parse_instance_entry(data: &[u8], pos: usize) -> Result<InstanceEntry, String> {
@@ -74,14 +73,70 @@ fn parse_instance_entry(data: &[u8], pos: usize) -> Result<InstanceEntry, String
     if flags & msf::CONSTRAINED != 0 {
         r.type_sig(0)?;
     }
-    let (runtime_function, has_fixups) =
-        entry_point(data, pos + r.pos).ok_or("instance entry point cut short")?;
     Ok(InstanceEntry {
         module,
         owner,
         member_ref: flags & msf::MEMBER_REF_TOKEN != 0,
         rid,
         method_inst,
+    })
+}
+
+/// The parts of an INSTANCE_METHOD_ENTRYPOINTS record that listing needs, found without building
+/// type signatures.
+struct InstanceScan {
+    module: u32,
+    member_ref: bool,
+    rid: u32,
+    /// File position of the owner type signature, when present.
+    owner_at: Option<usize>,
+    runtime_function: u32,
+    has_fixups: bool,
+}
+
+fn scan_instance_entry(data: &[u8], pos: usize) -> Result<InstanceScan, String> {
+    let sig = data.get(pos..).ok_or("instance entry outside the image")?;
+    let mut r = SigReader::new(sig);
+    let flags = r.uint()?;
+    let mut module = 0;
+    let mut module_from_context = false;
+    if flags & msf::UPDATE_CONTEXT != 0 {
+        module = r.uint()?;
+        module_from_context = true;
+    }
+    let mut owner_at = None;
+    if flags & msf::OWNER_TYPE != 0 {
+        if !module_from_context && r.peek_byte() == Some(0x3f) {
+            let mut peek = SigReader::new(r.rest());
+            peek.pos = 1;
+            module = peek.uint()?;
+        }
+        owner_at = Some(pos + r.pos);
+        r.skip_type(0)?;
+    }
+    if flags & msf::SLOT_INSTEAD_OF_TOKEN != 0 {
+        return Err("instance entry names its method by slot, which netprobe cannot name".into());
+    }
+    let rid = r.uint()?;
+    if flags & msf::METHOD_INSTANTIATION != 0 {
+        let n = r.uint()?;
+        if us(n) > r.rest().len() {
+            return Err("instantiation count exceeds the entry".into());
+        }
+        for _ in 0..n {
+            r.skip_type(0)?;
+        }
+    }
+    if flags & msf::CONSTRAINED != 0 {
+        r.skip_type(0)?;
+    }
+    let (runtime_function, has_fixups) =
+        entry_point(data, pos + r.pos).ok_or("instance entry point cut short")?;
+    Ok(InstanceScan {
+        module,
+        member_ref: flags & msf::MEMBER_REF_TOKEN != 0,
+        rid,
+        owner_at,
         runtime_function,
         has_fixups,
     })
@@ -173,7 +228,8 @@ impl CodeMap<'_> {
     }
 }
 
-/// Builds the method list of `asm` (see [`Assembly::methods`]).
+/// Builds the method list of `asm` (see [`Assembly::methods`]): names, code ranges and file
+/// offsets only; [`details`] adds the structured pieces for one method.
 pub(crate) fn methods<'a>(
     asm: &'a Assembly,
     r2r: &'a R2rImage,
@@ -196,7 +252,7 @@ pub(crate) fn methods<'a>(
     let instance_entries = match header.section(section::INSTANCE_METHOD_ENTRY_POINTS) {
         Some(s) => instance_entry_positions(pe, data, s)?
             .into_iter()
-            .map(|p| parse_instance_entry(data, p))
+            .map(|p| scan_instance_entry(data, p).map(|e| (p, e)))
             .collect::<Result<Vec<_>, _>>()?,
         None => Vec::new(),
     };
@@ -206,7 +262,7 @@ pub(crate) fn methods<'a>(
             .get_mut(rf as usize)
             .ok_or("method entry point beyond RUNTIME_FUNCTIONS")? = true;
     }
-    for e in &instance_entries {
+    for (_, e) in &instance_entries {
         *is_entry
             .get_mut(e.runtime_function as usize)
             .ok_or("instance entry point beyond RUNTIME_FUNCTIONS")? = true;
@@ -233,86 +289,96 @@ pub(crate) fn methods<'a>(
     };
     let assembly_name = md.assembly_name().unwrap_or("?");
     let mut out = Vec::with_capacity(def_entries.len() + instance_entries.len());
+    let mut owner_name = String::new();
+    let mut owner_rid = u32::MAX;
     let mut scratch = String::new();
 
     for (rid, rf, has_fixups) in def_entries {
         let row = md
             .method_def(rid)
             .ok_or_else(|| format!("MethodDef row {rid} unreadable"))?;
-        let sig = md
-            .method_sig(row.signature)
-            .map_err(|e| format!("MethodDef {rid:#x} signature: {e}"))?;
         let owner = owner_type(&md, rid).unwrap_or(0);
-        let (namespace, type_path) = type_path(&names, owner);
-        scratch.clear();
-        names.type_def_name(owner, '+', &mut scratch);
-        let owner_name = std::mem::take(&mut scratch);
-        let name = method_display(&names, assembly_name, &owner_name, row.name, &sig);
-        scratch = owner_name;
-        let params = param_names(&md, rid, sig.params.len());
+        // Methods come in MethodDef order, so consecutive ones mostly share their owner.
+        if owner != owner_rid {
+            owner_name.clear();
+            names.type_def_name(owner, '+', &mut owner_name);
+            owner_name.push_str("::");
+            owner_rid = owner;
+        }
+        let mut name = String::with_capacity(64 + owner_name.len() + row.name.len());
+        let qualified_len = owner_name.len() + row.name.len();
+        // `Owner::Method` goes in the middle of the signature text.
+        let mut qualified = std::mem::take(&mut scratch);
+        qualified.clear();
+        qualified.push_str(&owner_name);
+        qualified.push_str(row.name);
+        debug_assert_eq!(qualified.len(), qualified_len);
+        names
+            .method_from_sig(
+                &mut SigReader::new(row.signature),
+                &qualified,
+                Some(assembly_name),
+                &mut name,
+                0,
+            )
+            .map_err(|e| format!("MethodDef {rid:#x} signature: {e}"))?;
+        scratch = qualified;
         out.push(finish(
             asm,
             &code,
-            MethodParts {
-                name,
-                namespace,
-                type_path,
-                method_name: row.name.to_string(),
-                signature: sig,
-                param_names: params,
-                method_instantiation: Vec::new(),
-                token: 0x0600_0000 | rid,
-                entry: EntryKind::MethodDef,
-                has_fixups,
-                runtime_function: rf,
-            },
+            name,
+            0x0600_0000 | rid,
+            EntryKind::MethodDef,
+            has_fixups,
+            rf,
+            None,
         )?);
     }
 
-    for e in instance_entries {
-        out.push(instance_method(asm, &names, &code, e)?);
+    for (pos, e) in instance_entries {
+        let (name, token) = instance_name(&names, data, &e, &mut scratch)?;
+        out.push(finish(
+            asm,
+            &code,
+            name,
+            token,
+            EntryKind::Instance,
+            e.has_fixups,
+            e.runtime_function,
+            Some(pos),
+        )?);
     }
     Ok(out)
 }
 
-/// Pieces of a method before its code ranges are attached.
-struct MethodParts {
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    asm: &Assembly,
+    code: &CodeMap<'_>,
     name: String,
-    namespace: String,
-    type_path: Vec<String>,
-    method_name: String,
-    signature: MethodSig,
-    param_names: Vec<String>,
-    method_instantiation: Vec<TypeSig>,
     token: u32,
     entry: EntryKind,
     has_fixups: bool,
     runtime_function: u32,
-}
-
-fn finish(asm: &Assembly, code: &CodeMap<'_>, p: MethodParts) -> Result<R2rMethod, String> {
+    instance_entry: Option<usize>,
+) -> Result<R2rMethod, String> {
     let main = code
-        .range(asm, p.runtime_function)
+        .range(asm, runtime_function)
         .ok_or("entry point beyond RUNTIME_FUNCTIONS")?;
-    let funclets = code.fragments(asm, p.runtime_function);
+    let funclets = code.fragments(asm, runtime_function);
     let total_size = main.size + funclets.iter().map(|f| f.size).sum::<u64>();
     Ok(R2rMethod {
-        name: p.name,
-        namespace: p.namespace,
-        type_path: p.type_path,
-        method_name: p.method_name,
-        signature: p.signature,
-        param_names: p.param_names,
-        method_instantiation: p.method_instantiation,
-        token: p.token,
-        entry: p.entry,
-        has_fixups: p.has_fixups,
-        runtime_function: p.runtime_function,
+        name,
+        token,
+        entry,
+        has_fixups,
+        runtime_function,
         rva: main.rva,
         size: main.size,
         file_offset: main.file_offset,
         funclets,
         total_size,
+        instance_entry,
     })
 }
 
@@ -331,107 +397,160 @@ fn type_path(names: &Names<'_>, rid: u32) -> (String, Vec<String>) {
     (namespace, path)
 }
 
-/// `[instance ]RET [Assembly] Owner::Method(ARGS)`.
-fn method_display(
-    names: &Names<'_>,
-    assembly: &str,
-    owner: &str,
-    method: &str,
-    sig: &MethodSig,
-) -> String {
-    let mut s = String::with_capacity(64);
-    if sig.has_this {
-        s.push_str("instance ");
-    }
-    names.ildasm(&sig.ret, &mut s);
-    s.push_str(" [");
-    s.push_str(assembly);
-    s.push_str("] ");
-    s.push_str(owner);
-    s.push_str("::");
-    s.push_str(method);
-    names.params_text(sig, &mut s);
-    s
+/// What an instance entry's method token names, in the method's own module.
+struct InstanceTarget<'n> {
+    module_names: Names<'n>,
+    method_name: String,
+    sig: MethodSig,
+    owner_rid: u32,
 }
 
-fn instance_method(
-    asm: &Assembly,
-    names: &Names<'_>,
-    code: &CodeMap<'_>,
-    e: InstanceEntry,
-) -> Result<R2rMethod, String> {
-    // Names inside the method's own module (its signature's tokens are that module's).
-    let module_names = names.in_module(e.module);
-    let (method_name, sig, token, owner_rid, param_names) = match &module_names {
-        Some(mn) if !e.member_ref => {
-            let row = mn
-                .md
-                .method_def(e.rid)
-                .ok_or_else(|| format!("instance entry names missing MethodDef {}", e.rid))?;
-            let sig = mn.md.method_sig(row.signature)?;
-            let owner = owner_type(&mn.md, e.rid).unwrap_or(0);
-            let params = param_names(&mn.md, e.rid, sig.params.len());
-            (
-                row.name.to_string(),
-                sig,
-                0x0600_0000 | e.rid,
-                owner,
-                params,
-            )
-        }
-        Some(mn) => {
-            let (_, name, blob) = mn
-                .md
-                .member_ref(e.rid)
-                .ok_or_else(|| format!("instance entry names missing MemberRef {}", e.rid))?;
-            let sig = mn.md.method_sig(blob)?;
-            let n = sig.params.len();
-            (
-                name.to_string(),
-                sig,
-                0x0a00_0000 | e.rid,
-                0,
-                vec![String::new(); n],
-            )
-        }
-        None => {
-            return Err(format!(
-                "instance entry refers to module #{} that netprobe cannot open",
-                e.module
-            ))
-        }
-    };
-    let mn = module_names.unwrap_or(*names);
-    let (namespace, mut path) = type_path(&mn, owner_rid);
+fn instance_target<'n>(names: &Names<'n>, e: &InstanceEntry) -> Result<InstanceTarget<'n>, String> {
+    let mn = names.in_module(e.module).ok_or_else(|| {
+        format!(
+            "instance entry refers to module #{} that netprobe cannot open",
+            e.module
+        )
+    })?;
+    if !e.member_ref {
+        let row = mn
+            .md
+            .method_def(e.rid)
+            .ok_or_else(|| format!("instance entry names missing MethodDef {}", e.rid))?;
+        Ok(InstanceTarget {
+            sig: mn.md.method_sig(row.signature)?,
+            method_name: row.name.to_string(),
+            owner_rid: owner_type(&mn.md, e.rid).unwrap_or(0),
+            module_names: mn,
+        })
+    } else {
+        let (_, name, blob) = mn
+            .md
+            .member_ref(e.rid)
+            .ok_or_else(|| format!("instance entry names missing MemberRef {}", e.rid))?;
+        Ok(InstanceTarget {
+            sig: mn.md.method_sig(blob)?,
+            method_name: name.to_string(),
+            owner_rid: 0,
+            module_names: mn,
+        })
+    }
+}
+
+/// The owner of an instantiation in reflection style (``Dictionary`2[System.__Canon,...]``).
+fn instance_owner(names: &Names<'_>, e: &InstanceEntry, t: &InstanceTarget<'_>) -> String {
     let mut owner = String::new();
     match &e.owner {
         Some(o) => names.reflection(o, &mut owner),
-        None => mn.type_def_name(owner_rid, '+', &mut owner),
+        None => t.module_names.type_def_name(t.owner_rid, '+', &mut owner),
     }
-    if let (Some(last), Some(open)) = (path.last_mut(), owner.rfind('[')) {
-        if e.owner.is_some() && owner.ends_with(']') {
-            last.push_str(&owner[open..]);
+    owner
+}
+
+/// The crossgen-style name of an instantiation, formatted from the signature bytes.
+fn instance_name(
+    names: &Names<'_>,
+    data: &[u8],
+    e: &InstanceScan,
+    owner: &mut String,
+) -> Result<(String, u32), String> {
+    let mn = names.in_module(e.module).ok_or_else(|| {
+        format!(
+            "instance entry refers to module #{} that netprobe cannot open",
+            e.module
+        )
+    })?;
+    let (method_name, sig, token, owner_rid) = if e.member_ref {
+        let (_, name, blob) = mn
+            .md
+            .member_ref(e.rid)
+            .ok_or_else(|| format!("instance entry names missing MemberRef {}", e.rid))?;
+        (name, blob, 0x0a00_0000 | e.rid, 0)
+    } else {
+        let row = mn
+            .md
+            .method_def(e.rid)
+            .ok_or_else(|| format!("instance entry names missing MethodDef {}", e.rid))?;
+        let owner = owner_type(&mn.md, e.rid).unwrap_or(0);
+        (row.name, row.signature, 0x0600_0000 | e.rid, owner)
+    };
+    owner.clear();
+    match e.owner_at {
+        Some(at) => {
+            let mut r = SigReader::new(data.get(at..).unwrap_or(&[]));
+            names.reflection_from_sig(&mut r, owner, 0)?;
+        }
+        None => mn.type_def_name(owner_rid, '+', owner),
+    }
+    owner.push_str("::");
+    owner.push_str(method_name);
+    let assembly = mn.md.assembly_name().unwrap_or("?");
+    let mut name = String::with_capacity(64 + owner.len());
+    mn.method_from_sig(
+        &mut SigReader::new(sig),
+        owner,
+        Some(assembly),
+        &mut name,
+        0,
+    )?;
+    Ok((name, token))
+}
+
+/// The structured description of one listed method (see [`Assembly::details`]).
+pub(crate) fn details<'a>(
+    asm: &'a Assembly,
+    m: &R2rMethod,
+    foreign: Option<&'a dyn ModuleResolver<'a>>,
+) -> Result<MethodDetails, String> {
+    let names = Names {
+        md: asm.metadata(),
+        enclosing: asm.enclosing_types(),
+        foreign,
+    };
+    match m.instance_entry {
+        None => {
+            let rid = m.token & 0x00ff_ffff;
+            let row = names
+                .md
+                .method_def(rid)
+                .ok_or_else(|| format!("MethodDef row {rid} unreadable"))?;
+            let signature = names.md.method_sig(row.signature)?;
+            let owner = owner_type(&names.md, rid).unwrap_or(0);
+            let (namespace, type_path) = type_path(&names, owner);
+            Ok(MethodDetails {
+                namespace,
+                type_path,
+                method_name: row.name.to_string(),
+                param_names: param_names(&names.md, rid, signature.params.len()),
+                signature,
+                method_instantiation: Vec::new(),
+            })
+        }
+        Some(pos) => {
+            let e = parse_instance_entry(asm.bytes(), pos)?;
+            let t = instance_target(&names, &e)?;
+            let (namespace, mut type_path) = type_path(&t.module_names, t.owner_rid);
+            let owner = instance_owner(&names, &e, &t);
+            if let (Some(last), Some(open)) = (type_path.last_mut(), owner.rfind('[')) {
+                if e.owner.is_some() && owner.ends_with(']') {
+                    last.push_str(&owner[open..]);
+                }
+            }
+            let param_names = if e.member_ref {
+                vec![String::new(); t.sig.params.len()]
+            } else {
+                param_names(&t.module_names.md, e.rid, t.sig.params.len())
+            };
+            Ok(MethodDetails {
+                namespace,
+                type_path,
+                method_name: t.method_name,
+                param_names,
+                signature: t.sig,
+                method_instantiation: e.method_inst,
+            })
         }
     }
-    let assembly = mn.md.assembly_name().unwrap_or("?");
-    let name = method_display(&mn, assembly, &owner, &method_name, &sig);
-    finish(
-        asm,
-        code,
-        MethodParts {
-            name,
-            namespace,
-            type_path: path,
-            method_name,
-            signature: sig,
-            param_names,
-            method_instantiation: e.method_inst,
-            token,
-            entry: EntryKind::Instance,
-            has_fixups: e.has_fixups,
-            runtime_function: e.runtime_function,
-        },
-    )
 }
 
 /// Other assemblies of a ReadyToRun version bubble, opened from the directory of the image, so

@@ -99,26 +99,15 @@ pub enum EntryKind {
     Instance,
 }
 
-/// One precompiled method of a ReadyToRun image.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One precompiled method of a ReadyToRun image: what a listing and probe placement need.
+/// [`crate::dotnet::Assembly::details`] adds the structured pieces (namespace, type path,
+/// signature with parameter types, parameter names).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct R2rMethod {
     /// The name as crossgen's map files and the runtime's perf map / jitdump print it:
-    /// `[instance ]RET [Assembly] Namespace.Type::Method(ARGS)`.
+    /// `[instance ]RET [Assembly] Namespace.Type::Method(ARGS)`; instantiations carry their
+    /// owner's type arguments (``Dictionary`2[System.__Canon,System.__Canon]::TryInsert(...)``).
     pub name: String,
-    /// Namespace of the outermost owning type (`System.Threading`); empty for the global one.
-    pub namespace: String,
-    /// Owning type path without namespace, outermost first (`["Interop", "Sys"]`); for an
-    /// instantiation the last element carries its type arguments (``Dictionary`2[System.__Canon,System.__Canon]``).
-    pub type_path: Vec<String>,
-    /// Method name (`Sleep`, `.ctor`, `get_Length`).
-    pub method_name: String,
-    /// The declared signature: `has_this`, return and parameter types (structured, for argument
-    /// decoding with [`crate::dotnet::metadata::TypeSig::arg_kind`]).
-    pub signature: MethodSig,
-    /// Parameter names from the Param table, in order; empty strings where unnamed.
-    pub param_names: Vec<String>,
-    /// For instantiations: the method's own type arguments (generic methods), in ILDASM style.
-    pub method_instantiation: Vec<TypeSig>,
     /// MethodDef token (0x06xxxxxx) of the method in the module that defines it, or the
     /// MemberRef token (0x0axxxxxx) an instantiation refers to.
     pub token: u32,
@@ -139,4 +128,57 @@ pub struct R2rMethod {
     pub funclets: Vec<CodeRange>,
     /// Main body plus every funclet and cold part, in bytes.
     pub total_size: u64,
+    /// For [`EntryKind::Instance`]: file position of the entry's signature (used by `details`).
+    #[serde(skip)]
+    pub instance_entry: Option<usize>,
+}
+
+impl R2rMethod {
+    /// The method name alone (`Sleep`, `.ctor`), sliced from [`R2rMethod::name`].
+    pub fn method_name(&self) -> &str {
+        let head = self.name_head();
+        head.rsplit_once("::").map_or(head, |(_, m)| m)
+    }
+
+    /// The owning type as printed (`System.Threading.Thread`, `Interop+Sys`,
+    /// ``Dictionary`2[System.__Canon,System.__Canon]``), sliced from [`R2rMethod::name`].
+    pub fn type_name(&self) -> &str {
+        let head = self.name_head();
+        let owner = head.rsplit_once("::").map_or("", |(o, _)| o);
+        // After `[Assembly] `: the bracket followed by a space.
+        owner.find("] ").map_or(owner, |i| &owner[i + 2..])
+    }
+
+    /// `Type::Method` without return type, assembly or parameters (what users type).
+    pub fn short_name(&self) -> String {
+        format!("{}::{}", self.type_name(), self.method_name())
+    }
+
+    /// The name up to the parameter list.
+    fn name_head(&self) -> &str {
+        let after = self.name.find("::").unwrap_or(0);
+        match self.name[after..].find('(') {
+            Some(i) => &self.name[..after + i],
+            None => &self.name,
+        }
+    }
+}
+
+/// The structured description of one method, for argument decoding and display.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MethodDetails {
+    /// Namespace of the outermost owning type (`System.Threading`); empty for the global one.
+    pub namespace: String,
+    /// Owning type path without namespace, outermost first (`["Interop", "Sys"]`); for an
+    /// instantiation the last element carries its type arguments.
+    pub type_path: Vec<String>,
+    /// Method name (`Sleep`, `.ctor`, `get_Length`).
+    pub method_name: String,
+    /// The declared signature: `has_this` (then `this` comes first), return and parameter types
+    /// (use [`crate::dotnet::metadata::TypeSig::arg_kind`] to read them).
+    pub signature: MethodSig,
+    /// Parameter names from the Param table, in order; empty strings where unnamed.
+    pub param_names: Vec<String>,
+    /// For generic method instantiations: the method's own type arguments.
+    pub method_instantiation: Vec<TypeSig>,
 }
