@@ -57,7 +57,7 @@ pub enum Error {
     #[error("{} is a PE file without .NET metadata (no CLI header): pass a .NET assembly (.dll) instead", .path.display())]
     NotDotnet { path: PathBuf },
 
-    #[error("{} is a component of the composite ReadyToRun image {composite}: its code lives there, so list or probe {composite} (next to it) instead", .path.display())]
+    #[error("{} is a component of the composite ReadyToRun image {composite}: its code lives there, and netprobe does not resolve composite images yet; publish without -p:PublishReadyToRunComposite=true to get per-assembly ReadyToRun code", .path.display())]
     CompositeComponent { path: PathBuf, composite: String },
 
     #[error("{} is a composite ReadyToRun image of {components} assemblies: netprobe does not resolve composite images yet; list a component assembly's methods from a non-composite build (publish without -p:PublishReadyToRunComposite=true)", .path.display())]

@@ -114,10 +114,7 @@ impl Assembly {
             .and_then(|o| usize::try_from(o.0).ok())
             .ok_or_else(|| bad("metadata outside the file".into()))?;
         let md_len = md.len();
-        let enclosing = enclosing_map(&Metadata {
-            layout: &md_layout,
-            bytes: md,
-        });
+        let enclosing = enclosing_map(&Metadata::new(&md_layout, md));
         let mut asm = Assembly {
             path,
             data,
@@ -193,13 +190,12 @@ impl Assembly {
 
     /// The metadata view (tables and heaps).
     pub fn metadata(&self) -> Metadata<'_> {
-        Metadata {
-            layout: &self.md_layout,
-            bytes: self
-                .data
+        Metadata::new(
+            &self.md_layout,
+            self.data
                 .get(self.md_start..self.md_start + self.md_len)
                 .unwrap_or(&[]),
-        }
+        )
     }
 
     /// Per TypeDef row, the enclosing TypeDef row (0 = top level).

@@ -237,7 +237,7 @@ pub(crate) fn methods<'a>(
 ) -> Result<Vec<R2rMethod>, String> {
     let data = asm.bytes();
     let pe = asm.pe();
-    let md = asm.metadata();
+    let md = asm.metadata().with_validated_strings();
     let names = Names {
         md,
         enclosing: asm.enclosing_types(),
@@ -587,7 +587,7 @@ impl SiblingAssemblies {
                 md.assembly_ref_name(index).map(str::to_string)
             } else {
                 manifest.as_ref().and_then(|(layout, bytes, v63)| {
-                    let m = Metadata { layout, bytes };
+                    let m = Metadata::new(layout, bytes);
                     let rid = if *v63 { index - ilar - 1 } else { index - ilar };
                     m.assembly_ref_name(rid).map(str::to_string)
                 })
