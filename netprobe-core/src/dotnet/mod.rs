@@ -269,11 +269,20 @@ impl Assembly {
     /// generic instantiations of INSTANCE_METHOD_ENTRYPOINTS in table order.
     ///
     /// Returns `Err(Error::IlOnly)` for an IL-only assembly (the message explains JIT and how to
-    /// publish ReadyToRun), `Err(Malformed)` when an entry-point structure is corrupt. Types of
-    /// other assemblies in instantiations are named `[module#N]<token>` (see
-    /// [`Assembly::methods_with`] to resolve them).
+    /// publish ReadyToRun), `Err(Malformed)` when an entry-point structure is corrupt.
+    /// Instantiations may name types or methods of other assemblies of the image's version bubble
+    /// (none in the shared framework's own images); those assemblies are then opened from the
+    /// image's directory ([`r2r::SiblingAssemblies`]); what still cannot be found is named
+    /// `[module#N]<token>`.
     pub fn methods(&self) -> Result<Vec<R2rMethod>> {
-        self.methods_with(None)
+        let methods = self.methods_with(None)?;
+        if !methods.iter().any(|m| m.name.contains("[module#")) {
+            return Ok(methods);
+        }
+        let siblings =
+            r2r::SiblingAssemblies::open(self, r2r::SiblingAssemblies::referenced_modules(self));
+        let resolver = &siblings;
+        self.methods_with(Some(&resolver))
     }
 
     /// [`Assembly::methods`], naming types of other modules of the version bubble through

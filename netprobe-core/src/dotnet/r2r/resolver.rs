@@ -9,9 +9,7 @@
 //!   entry point (the same rule as ILCompiler.Reflection.ReadyToRun's `CountRuntimeFunctions`);
 //!   cold parts come from HOT_COLD_MAP (pairs of cold, hot runtime function indices).
 
-use super::parser::{
-    entry_point, instance_entry_positions, method_def_entry_points, section_file_pos,
-};
+use super::parser::{entry_point, instance_entry_positions, method_def_entry_points};
 use super::types::{
     method_sig_flags as msf, section, CodeRange, EntryKind, MethodDetails, R2rMethod,
     RuntimeFunction,
@@ -454,12 +452,19 @@ fn instance_name(
     e: &InstanceScan,
     owner: &mut String,
 ) -> Result<(String, u32), String> {
-    let mn = names.in_module(e.module).ok_or_else(|| {
-        format!(
-            "instance entry refers to module #{} that netprobe cannot open",
-            e.module
-        )
-    })?;
+    let Some(mn) = names.in_module(e.module) else {
+        // A method of another module of the version bubble that no resolver could open: keep
+        // the entry, named by module and token (see `Assembly::methods`).
+        let table = if e.member_ref {
+            0x0a00_0000
+        } else {
+            0x0600_0000
+        };
+        return Ok((
+            format!("[module#{}]<{:#010x}>", e.module, table | e.rid),
+            table | e.rid,
+        ));
+    };
     let (method_name, sig, token, owner_rid) = if e.member_ref {
         let (_, name, blob) = mn
             .md
@@ -654,11 +659,4 @@ impl<'a> ModuleResolver<'a> for &'a SiblingAssemblies {
             .find(|(i, _, _)| *i == index)
             .map(|(_, a, enc)| (a.metadata(), enc.as_slice()))
     }
-}
-
-/// The file position of a section (re-exported for tests).
-#[allow(dead_code)]
-pub(crate) fn section_pos(asm: &Assembly, kind: u32) -> Option<usize> {
-    let s = asm.r2r()?.header.section(kind)?;
-    section_file_pos(asm.pe(), s)
 }
