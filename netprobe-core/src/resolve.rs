@@ -82,10 +82,22 @@ pub fn resolve_in_process(
     image: Option<&str>,
     pattern: &str,
 ) -> Result<Vec<ProbeTarget>> {
-    let pattern = Pattern::parse(pattern)?;
     let process = Process::open(pid)?;
     let maps = process.maps()?;
-    let images = MappedImage::group(&maps);
+    resolve_in_maps(pid, &maps, |img| open_path(&process, img), image, pattern)
+}
+
+/// [`resolve_in_process`] over a maps listing given by the caller (live or recorded):
+/// `open` says where netprobe opens each mapped file.
+pub fn resolve_in_maps(
+    pid: u32,
+    maps: &[MapsEntry],
+    open: impl Fn(&MappedImage) -> PathBuf,
+    image: Option<&str>,
+    pattern: &str,
+) -> Result<Vec<ProbeTarget>> {
+    let pattern = Pattern::parse(pattern)?;
+    let images = MappedImage::group(maps);
     let (candidates, explicit) = match image {
         Some(spec) => (vec![find_image(pid, &images, spec)?], true),
         None => (
@@ -105,37 +117,14 @@ pub fn resolve_in_process(
                 path: img.path.clone(),
             });
         }
-        let open_path = open_path(&process, img);
+        let open_path = open(img);
         let symbols = match image::load_symbols(&open_path) {
             Ok(s) => s,
             // Searching every mapped file: one unreadable or non-ELF file is no reason to fail.
             Err(_) if !explicit => continue,
             Err(e) => return Err(e),
         };
-        for s in pattern.select(&symbols) {
-            let Some(off) = s.file_offset else { continue };
-            let Some(runtime) = img.runtime_addr_of(off) else {
-                continue;
-            };
-            if let Address::Rva(rva) = s.address {
-                let live = rva_to_file_offset(img, rva).map(|(o, _)| o);
-                if live != Some(off) {
-                    return Err(Error::OffsetMismatch {
-                        name: s.name.clone(),
-                        image: img.path.display().to_string(),
-                        file_offset: off,
-                        live,
-                    });
-                }
-            }
-            targets.push(ProbeTarget {
-                image: img.path.clone(),
-                probe_path: open_path.clone(),
-                file_offset: off,
-                symbol: s.clone(),
-                runtime_addr: Some(runtime),
-            });
-        }
+        targets.extend(place_symbols(img, &open_path, pattern.select(&symbols))?);
         seen.extend(symbols);
     }
     if targets.is_empty() {
@@ -143,6 +132,42 @@ pub fn resolve_in_process(
         return Err(no_match(&pattern, &where_, &seen));
     }
     Ok(targets)
+}
+
+/// Places symbols of one mapped image: each must have a file offset that is mapped executable
+/// (others are left out), and a method known by RVA must land at the same file offset by the PE
+/// formula and by the live maps, else [`Error::OffsetMismatch`].
+pub fn place_symbols<'a>(
+    img: &MappedImage,
+    probe_path: &Path,
+    symbols: impl IntoIterator<Item = &'a Symbol>,
+) -> Result<Vec<ProbeTarget>> {
+    let mut out = Vec::new();
+    for s in symbols {
+        let Some(off) = s.file_offset else { continue };
+        let Some(runtime) = img.runtime_addr_of(off) else {
+            continue;
+        };
+        if let Address::Rva(rva) = s.address {
+            let live = rva_to_file_offset(img, rva).map(|(o, _)| o);
+            if live != Some(off) {
+                return Err(Error::OffsetMismatch {
+                    name: s.name.clone(),
+                    image: img.path.display().to_string(),
+                    file_offset: off,
+                    live,
+                });
+            }
+        }
+        out.push(ProbeTarget {
+            image: img.path.clone(),
+            probe_path: probe_path.to_path_buf(),
+            file_offset: off,
+            symbol: s.clone(),
+            runtime_addr: Some(runtime),
+        });
+    }
+    Ok(out)
 }
 
 /// The path at which netprobe opens (and the kernel finds) a mapped file: through
@@ -232,25 +257,4 @@ fn similar_images(images: &[MappedImage], spec: &str) -> Vec<String> {
     scored.sort();
     scored.dedup_by(|a, b| a.1 == b.1);
     scored.into_iter().take(5).map(|(_, p)| p).collect()
-}
-
-/// One line of a map file placed in a live image by the .NET maps formula (seeds 000/002, with the
-/// image base chosen right): the file offset, or `None` when `image_base + rva` is in no
-/// executable mapping of the image.
-pub fn place_rva_lines<'a>(
-    img: &MappedImage,
-    lines: impl IntoIterator<Item = &'a crate::perfmap::MapLine>,
-) -> Vec<(
-    &'a crate::perfmap::MapLine,
-    Option<(FileOffset, RuntimeAddr)>,
-)> {
-    lines
-        .into_iter()
-        .map(|l| (l, rva_to_file_offset(img, crate::addr::Rva(l.addr))))
-        .collect()
-}
-
-/// The executable mappings of `img`, for messages.
-pub fn describe_exec(img: &MappedImage) -> Vec<&MapsEntry> {
-    img.exec_mappings().collect()
 }
