@@ -57,7 +57,13 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
                 None => write!(out, "{:>9} ", "?")?,
             }
             match s.file_offset {
-                Some(o) => write!(out, "{:>width$}0x{:x}", "", o.0, width = 10 - hex_len(o.0).min(10))?,
+                Some(o) => write!(
+                    out,
+                    "{:>width$}0x{:x}",
+                    "",
+                    o.0,
+                    width = 10 - hex_len(o.0).min(10)
+                )?,
                 None => write!(out, "{:>12}", "-")?,
             }
             writeln!(

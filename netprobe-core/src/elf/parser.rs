@@ -71,7 +71,10 @@ impl<'a> ElfView<'a> {
             }
             let table_len = count.saturating_mul(SectionHeader::size(ctx));
             if (header.e_shoff as usize).saturating_add(table_len) > bytes.len() {
-                return Err(Error::malformed(path, "ELF: section header table beyond the end of the file"));
+                return Err(Error::malformed(
+                    path,
+                    "ELF: section header table beyond the end of the file",
+                ));
             }
             guarded(path, || {
                 SectionHeader::parse(bytes, header.e_shoff as usize, count, ctx)
@@ -199,10 +202,9 @@ impl<'a> Versions<'a> {
         else {
             return Versions::default();
         };
-        let (Some(versym), Some(verdef)) = (
-            view.section_bytes(versym_sh),
-            view.section_bytes(verdef_sh),
-        ) else {
+        let (Some(versym), Some(verdef)) =
+            (view.section_bytes(versym_sh), view.section_bytes(verdef_sh))
+        else {
             return Versions::default();
         };
         let strtab = view
@@ -213,11 +215,19 @@ impl<'a> Versions<'a> {
         let le = view.ctx.le == goblin::container::Endian::Little;
         let u16_at = |b: &[u8], o: usize| -> Option<u16> {
             let s: [u8; 2] = b.get(o..o + 2)?.try_into().ok()?;
-            Some(if le { u16::from_le_bytes(s) } else { u16::from_be_bytes(s) })
+            Some(if le {
+                u16::from_le_bytes(s)
+            } else {
+                u16::from_be_bytes(s)
+            })
         };
         let u32_at = |b: &[u8], o: usize| -> Option<u32> {
             let s: [u8; 4] = b.get(o..o + 4)?.try_into().ok()?;
-            Some(if le { u32::from_le_bytes(s) } else { u32::from_be_bytes(s) })
+            Some(if le {
+                u32::from_le_bytes(s)
+            } else {
+                u32::from_be_bytes(s)
+            })
         };
         // Elf_Verdef: vd_version u16, vd_flags u16, vd_ndx u16, vd_cnt u16, vd_hash u32,
         // vd_aux u32, vd_next u32; Elf_Verdaux: vda_name u32, vda_next u32.
