@@ -16,12 +16,12 @@
 //! ```
 
 pub(crate) mod bytes;
-mod file_bytes;
 pub mod metadata;
 pub mod pe;
 pub mod r2r;
 
 use crate::addr::{FileOffset, Rva};
+use crate::bytes::FileBytes;
 use crate::error::{Error, Result};
 use crate::symbol::{Address, Symbol, SymbolKind, SymbolOrigin, SymbolSource};
 use metadata::{enclosing_map, Metadata, MetadataLayout};
@@ -34,7 +34,7 @@ pub use r2r::types::{CodeRange, EntryKind, MethodDetails, R2rMethod};
 /// A parsed .NET assembly (PE + CLI header + metadata + optional ReadyToRun header).
 pub struct Assembly {
     path: PathBuf,
-    data: file_bytes::FileBytes,
+    data: FileBytes,
     pe: PeImage,
     cli: CliHeader,
     md_start: usize,
@@ -61,9 +61,7 @@ impl Assembly {
     /// [`Assembly::parse`] otherwise.
     pub fn open(path: impl AsRef<Path>) -> Result<Assembly> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let data = file_bytes::FileBytes::open(file).map_err(|e| Error::io(path, e))?;
-        Assembly::parse_bytes(path.to_path_buf(), data)
+        Assembly::from_bytes(path, FileBytes::open(path)?)
     }
 
     /// Parses an assembly from its bytes (`path` is only used in messages).
@@ -80,13 +78,13 @@ impl Assembly {
     ///   [`r2r::parser::MIN_MAJOR`]..=[`r2r::parser::MAX_MAJOR`];
     /// - `Err(Malformed)` when any structure is cut short or inconsistent (never a panic).
     pub fn parse(path: impl AsRef<Path>, data: Vec<u8>) -> Result<Assembly> {
-        Assembly::parse_bytes(
-            path.as_ref().to_path_buf(),
-            file_bytes::FileBytes::Owned(data),
-        )
+        Assembly::from_bytes(path.as_ref(), FileBytes::Owned(data))
     }
 
-    fn parse_bytes(path: PathBuf, data: file_bytes::FileBytes) -> Result<Assembly> {
+    /// [`Assembly::parse`] over bytes already opened (mapped) with [`FileBytes::open`], e.g. by
+    /// `image::load_symbols` after sniffing `MZ`. Same results as [`Assembly::parse`].
+    pub fn from_bytes(path: &Path, data: FileBytes) -> Result<Assembly> {
+        let path = path.to_path_buf();
         let bad = |what: String| Error::malformed(&path, what);
         let pe = match PeImage::parse(&data) {
             Ok(pe) => pe,
