@@ -414,6 +414,10 @@ fn check_live_images(
     info: &[(String, String, u64)],
 ) -> Result<HashMap<String, LiveImage>, String> {
     let maps = maps(pid)?;
+    // The live side of netprobe-core (maps parser + normalize), for the cross-check below.
+    let maps_text = std::fs::read(format!("/proc/{pid}/maps")).map_err(err)?;
+    let entries = netprobe_core::maps::parse_maps(&maps_text).map_err(|e| format!("{e:?}"))?;
+    let mapped = netprobe_core::normalize::MappedImage::group(&entries);
     let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(err)?;
     let mut images = HashMap::new();
     for (path, mvid, base) in info {
@@ -434,8 +438,21 @@ fn check_live_images(
                 "{path}: perfinfo base {base:#x} != maps base {from_maps:#x}"
             ));
         }
+        let live = mapped
+            .iter()
+            .find(|i| i.path == Path::new(path))
+            .ok_or(format!("{path} not grouped from maps"))?;
         let mut buf = [0u8; 16];
         for m in &methods {
+            // Static PE offset == live maps offset (normalize over the exec mapping).
+            let (live_off, live_addr) = netprobe_core::normalize::rva_to_file_offset(live, m.rva)
+                .ok_or(format!("{path}: {} has no live offset", m.name))?;
+            if Some(live_off) != m.file_offset || live_addr.0 != base + m.rva.0 {
+                return Err(format!(
+                    "{path}: {}: static offset {:?} != live {live_off} (addr {live_addr})",
+                    m.name, m.file_offset
+                ));
+            }
             let addr = base + m.rva.0;
             let in_exec = maps.iter().any(|x| {
                 &x.path == path && x.perms.starts_with("r-x") && addr >= x.start && addr < x.end
@@ -458,7 +475,7 @@ fn check_live_images(
             }
         }
         eprintln!(
-            "  {}: base {base:#x} (perfinfo = maps), {} methods: live code at base+RVA == file bytes at file offset",
+            "  {}: base {base:#x} (perfinfo = maps), {} methods: static PE offset == live maps offset, live code at base+RVA == file bytes at file offset",
             Path::new(path).file_name().unwrap_or_default().to_string_lossy(),
             methods.len()
         );
