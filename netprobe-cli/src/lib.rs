@@ -1,12 +1,15 @@
-//! netprobe-cli's library half: probe attachment (tracefs), live sessions and output formats.
-//! `main.rs` only parses arguments and calls into here.
+//! netprobe-cli's library half: the command-line interface (`cli`), the commands (`commands`),
+//! output helpers (`output`, `trace_output`), and the live-tracing backend. `main.rs` only calls
+//! [`cli::main`].
 //!
-//! Layers, bottom up: [`tracefs`] (find/mount, probe lines, instances, ring buffers) →
+//! Tracing layers, bottom up: [`tracefs`] (find/mount, probe lines, instances, ring buffers) →
 //! [`plan`] (functions → kernel probes, and hits back to functions) → [`session`] (one live
 //! recording: create, read, remove) with [`watchdog`] and [`signals`] for cleanup whatever happens →
-//! [`runner`] (event loop) and [`output`] (trace lines, counts, latency) → [`commands`], [`demo`].
+//! [`runner`] (event loop) and [`trace_output`] (trace lines, counts, latency) →
+//! [`commands::live`], [`demo`].
 
 pub mod cleanup;
+pub mod cli;
 pub mod commands;
 pub mod demo;
 pub mod dryrun;
@@ -19,6 +22,7 @@ pub mod session;
 pub mod signals;
 pub mod spec;
 pub mod targets;
+pub mod trace_output;
 pub mod tracefs;
 pub mod watchdog;
 

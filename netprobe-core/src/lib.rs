@@ -15,11 +15,13 @@ pub mod elf;
 pub mod error;
 pub mod formulas;
 pub mod golang;
+pub mod image;
 pub mod maps;
 pub mod matching;
 pub mod normalize;
 pub mod perfmap;
 pub mod process;
+pub mod resolve;
 pub mod symbol;
 
 pub use error::{Error, Result};

@@ -308,7 +308,7 @@ fn managed_keys<'a>(name: &'a str, keys: &mut Vec<Cow<'a, str>>) {
 }
 
 /// Levenshtein distance, O(len(a) * len(b)) time, O(len(b)) space.
-fn edit_distance(a: &str, b: &str) -> usize {
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     let mut cur = vec![0; b.len() + 1];

@@ -5,12 +5,14 @@ use crate::cleanup;
 use crate::dryrun::{self, Mode};
 use crate::error::{Error, Result};
 use crate::launch::{split_command, PausedChild};
-use crate::output::{self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter};
 use crate::plan::{CallingConvention, FunctionPlan, PairingKey, ProbePlan, Returns};
 use crate::runner::{self, Limits, StopReason};
 use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::{self, SignalPipe};
 use crate::spec::{resolve, Location, ProbeSpec, SpecKind, Targeting};
+use crate::trace_output::{
+    self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
+};
 use crate::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::tracefs::Tracefs;
 use crate::watchdog::Watchdog;
@@ -284,7 +286,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         "netprobe: {why} after {:.1}s; probes and instance removed",
         started.elapsed().as_secs_f64()
     );
-    if let Some(w) = output::lost_warning(lost) {
+    if let Some(w) = trace_output::lost_warning(lost) {
         eprintln!("{w}");
         return Ok(3);
     }
