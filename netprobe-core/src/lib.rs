@@ -15,5 +15,6 @@ pub mod error;
 pub mod formulas;
 pub mod golang;
 pub mod symbol;
+pub mod x86;
 
 pub use error::{Error, Result};
