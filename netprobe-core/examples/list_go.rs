@@ -6,6 +6,7 @@
 //! the Go version, module, table layout and where the table was found. With `--probes` each line
 //! also gets the post-prologue entry probe and the RET addresses.
 
+use netprobe_core::bytes::FileBytes;
 use netprobe_core::golang::GoBinary;
 use std::io::Write;
 
@@ -16,10 +17,10 @@ fn main() {
         std::process::exit(2);
     };
     let probes = args.any(|a| a == "--probes");
-    let bytes = match std::fs::read(&path) {
+    let bytes = match FileBytes::open(std::path::Path::new(&path)) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("list_go: {path}: {e}");
+            eprintln!("list_go: {e}");
             std::process::exit(1);
         }
     };
