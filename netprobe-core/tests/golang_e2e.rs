@@ -755,11 +755,7 @@ fn debian_binaries() -> R {
             let elf = Elf::parse(&bytes).map_err(err)?;
             let dynsym = elf_funcs(elf.dynsyms.iter(), &elf.dynstrtab);
             let matched = compare_with_elf_funcs(go, &dynsym, "dynsym")?;
-            let wanted = if bin.ends_with("runc") {
-                1
-            } else {
-                n * 9 / 10
-            };
+            let wanted = if bin.ends_with("runc") { 1 } else { n * 9 / 10 };
             if matched < wanted {
                 return Err(format!("only {matched} of {n} functions are in .dynsym"));
             }

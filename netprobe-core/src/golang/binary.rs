@@ -9,8 +9,12 @@ use crate::elf::LoadSegments;
 use crate::symbol::{Address, Symbol, SymbolKind, SymbolOrigin, SymbolSource};
 use crate::x86;
 use crate::{Error, Result};
-use goblin::elf::section_header::SHT_NOBITS;
+use goblin::container::Ctx;
+use goblin::elf::program_header::ProgramHeader;
+use goblin::elf::reloc::RelocSection;
+use goblin::elf::section_header::{SectionHeader, SHT_NOBITS, SHT_RELA};
 use goblin::elf::Elf;
+use goblin::strtab::Strtab;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -100,11 +104,11 @@ impl<'a> GoBinary<'a> {
         if !bytes.starts_with(b"\x7fELF") {
             return Ok(None);
         }
-        let elf = Elf::parse(bytes).map_err(|e| Error::malformed(path, format!("ELF: {e}")))?;
-        let segments = LoadSegments::from_elf(&elf);
+        let elf = ElfView::parse(bytes).map_err(|e| Error::malformed(path, format!("ELF: {e}")))?;
+        let segments = elf.segments.clone();
 
-        let named = elf.section_headers.iter().find_map(|sh| {
-            let name = elf.shdr_strtab.get_at(sh.sh_name)?;
+        let named = elf.sections.iter().find_map(|sh| {
+            let name = elf.section_name(sh)?;
             (PCLNTAB_SECTIONS.contains(&name) && sh.sh_type != SHT_NOBITS)
                 .then(|| (name.to_string(), sh.sh_offset, sh.sh_size, sh.sh_addr))
         });
@@ -130,8 +134,8 @@ impl<'a> GoBinary<'a> {
         let text_start_from_relocation =
             pclntab.header().text_start_field == Some(0) && pclntab.text_start() != 0;
 
-        let buildinfo_section = elf.section_headers.iter().find_map(|sh| {
-            let name = elf.shdr_strtab.get_at(sh.sh_name)?;
+        let buildinfo_section = elf.sections.iter().find_map(|sh| {
+            let name = elf.section_name(sh)?;
             (name == ".go.buildinfo" && sh.sh_type != SHT_NOBITS)
                 .then_some((sh.sh_offset, sh.sh_size))
         });
@@ -315,7 +319,7 @@ impl SymbolSource for GoBinary<'_> {
 /// table (with that textStart when one was found) and whether a relocation supplied it
 /// (idempotent: a table whose textStart is set is returned as is).
 fn relocated_text_start<'a>(
-    elf: &Elf<'_>,
+    elf: &ElfView<'_>,
     table: Pclntab<'a>,
     table_vaddr: Option<VirtAddr>,
 ) -> (Pclntab<'a>, bool) {
@@ -324,12 +328,7 @@ fn relocated_text_start<'a>(
     }
     let field =
         table_vaddr.and_then(|v| v.0.checked_add(8 + 2 * u64::from(table.header().ptr_size)));
-    let addend = field.and_then(|at| {
-        elf.dynrelas
-            .iter()
-            .find(|r| r.r_offset == at && r.r_type == R_X86_64_RELATIVE)
-            .and_then(|r| r.r_addend)
-    });
+    let addend = field.and_then(|at| elf.relative_addend(at));
     match addend.and_then(|a| u64::try_from(a).ok()) {
         Some(text_start) => (table.with_text_start(text_start), true),
         None => (table, false),
@@ -352,7 +351,7 @@ fn vaddr_of_file_offset(segments: &LoadSegments, off: u64) -> Option<VirtAddr> {
 /// and last entries lie in an executable segment. Returns the table, its file offset and its
 /// link-time address.
 fn scan_for_pclntab<'a>(
-    elf: &Elf<'_>,
+    elf: &ElfView<'_>,
     bytes: &'a [u8],
     segments: &LoadSegments,
 ) -> Option<(Pclntab<'a>, u64, Option<VirtAddr>)> {
@@ -360,7 +359,7 @@ fn scan_for_pclntab<'a>(
         let at = at as u64;
         // The table cannot run past the section (or else the segment, or the file) holding it.
         let end = elf
-            .section_headers
+            .sections
             .iter()
             .filter(|sh| sh.sh_type != SHT_NOBITS && sh.sh_size > 0)
             .find(|sh| at >= sh.sh_offset && at - sh.sh_offset < sh.sh_size)
@@ -394,4 +393,82 @@ fn scan_for_pclntab<'a>(
         }
     }
     None
+}
+
+/// The parts of an ELF file the Go reader needs, parsed without touching the symbol tables (a
+/// full `goblin::elf::Elf::parse` spends most of its time on dockerd's 170k dynamic symbols).
+struct ElfView<'a> {
+    bytes: &'a [u8],
+    ctx: Ctx,
+    segments: LoadSegments,
+    sections: Vec<SectionHeader>,
+    section_names: Option<Strtab<'a>>,
+}
+
+impl<'a> ElfView<'a> {
+    /// Header, program headers, section headers and section names; errors from goblin when any
+    /// of them is cut off or inconsistent.
+    fn parse(bytes: &'a [u8]) -> goblin::error::Result<ElfView<'a>> {
+        let header = Elf::parse_header(bytes)?;
+        let ctx = Ctx::new(header.container()?, header.endianness()?);
+        let program_headers = ProgramHeader::parse(
+            bytes,
+            usize::try_from(header.e_phoff).unwrap_or(usize::MAX),
+            usize::from(header.e_phnum),
+            ctx,
+        )?;
+        let mut elf = Elf::lazy_parse(header)?;
+        elf.program_headers = program_headers;
+        let segments = LoadSegments::from_elf(&elf);
+        let sections = SectionHeader::parse(
+            bytes,
+            usize::try_from(header.e_shoff).unwrap_or(usize::MAX),
+            usize::from(header.e_shnum),
+            ctx,
+        )?;
+        let section_names = sections.get(usize::from(header.e_shstrndx)).and_then(|sh| {
+            Strtab::parse(
+                bytes,
+                usize::try_from(sh.sh_offset).ok()?,
+                usize::try_from(sh.sh_size).ok()?,
+                0,
+            )
+            .ok()
+        });
+        Ok(ElfView {
+            bytes,
+            ctx,
+            segments,
+            sections,
+            section_names,
+        })
+    }
+
+    fn section_name(&self, sh: &SectionHeader) -> Option<&'a str> {
+        self.section_names.as_ref()?.get_at(sh.sh_name)
+    }
+
+    /// The addend of the `R_X86_64_RELATIVE` relocation on the word at `vaddr`, from the RELA
+    /// sections; `None` when there is none.
+    fn relative_addend(&self, vaddr: u64) -> Option<i64> {
+        self.sections
+            .iter()
+            .filter(|sh| sh.sh_type == SHT_RELA)
+            .filter_map(|sh| {
+                RelocSection::parse(
+                    self.bytes,
+                    usize::try_from(sh.sh_offset).ok()?,
+                    usize::try_from(sh.sh_size).ok()?,
+                    true,
+                    self.ctx,
+                )
+                .ok()
+            })
+            .find_map(|relocs| {
+                relocs
+                    .iter()
+                    .find(|r| r.r_offset == vaddr && r.r_type == R_X86_64_RELATIVE)
+                    .and_then(|r| r.r_addend)
+            })
+    }
 }

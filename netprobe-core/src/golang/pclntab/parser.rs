@@ -361,17 +361,19 @@ fn check_order(header_len: u64, offsets: &[u64], len: u64) -> Result<(), Pclntab
 }
 
 /// File positions where a little-endian x86-64 table (quantum 1, pointer size 8) of any known
-/// layout may start: the magic followed by `00 00 01 08`. Candidates only; [`Pclntab::parse`]
-/// decides.
+/// layout may start: a magic followed by `00 00 01 08`. The four magics differ only in their first
+/// byte (`fb`, `fa`, `f0`, `f1`, then `ff ff ff`), so one pass finds the common seven bytes and
+/// checks the byte before. Candidates only; [`Pclntab::parse`] decides.
 pub fn magic_candidates(bytes: &[u8]) -> Vec<usize> {
-    let mut found = Vec::new();
-    for version in PclntabVersion::ALL {
-        let mut pattern = [0u8; 8];
-        pattern[..4].copy_from_slice(&version.magic().to_le_bytes());
-        pattern[6] = 1;
-        pattern[7] = 8;
-        found.extend(memchr::memmem::find_iter(bytes, &pattern));
-    }
-    found.sort_unstable();
-    found
+    const COMMON: [u8; 7] = [0xff, 0xff, 0xff, 0, 0, 1, 8];
+    memchr::memmem::find_iter(bytes, &COMMON)
+        .filter_map(|at| at.checked_sub(1))
+        .filter(|&start| {
+            bytes.get(start).is_some_and(|&b| {
+                PclntabVersion::ALL
+                    .iter()
+                    .any(|v| v.magic().to_le_bytes()[0] == b)
+            })
+        })
+        .collect()
 }
