@@ -808,6 +808,24 @@ fn esbuild_layouts() -> R {
             check_against_addr2line(&path, go, 23)?;
             check_rets_and_prologues(&path, go, &sample(go, 211))
         })?;
+        // Without build info the ABI still follows: from the layout, and for the 1.16 layout
+        // (Go 1.16 stack, 1.17 registers) from where the stack checks read g.
+        let mut bytes = std::fs::read(&path).map_err(err)?;
+        let at = memchr::memmem::find(&bytes, b"\xff Go buildinf:").ok_or("no build info")?;
+        bytes[at] = 0;
+        let go = GoBinary::parse(&path, &bytes)
+            .map_err(err)?
+            .ok_or("not Go")?;
+        if go.version().is_some()
+            || go.abi() != abi
+            || go.version_lower_bound().minor != layout.oldest_go().1
+        {
+            return Err(format!(
+                "{file} without build info: version {:?}, abi {}",
+                go.version(),
+                go.abi()
+            ));
+        }
     }
     Ok(())
 }

@@ -273,6 +273,12 @@ fn short_or_foreign_bytes_are_errors() {
 }
 
 #[test]
+fn a_rust_elf_is_not_a_go_binary() {
+    let exe = std::fs::read("/proc/self/exe").unwrap();
+    assert!(GoBinary::parse("/proc/self/exe", &exe).unwrap().is_none());
+}
+
+#[test]
 fn not_elf_is_not_a_go_binary() {
     assert!(GoBinary::parse("x", b"MZ\x90\0").unwrap().is_none());
     assert!(GoBinary::parse("x", b"").unwrap().is_none());
