@@ -33,6 +33,11 @@ impl Out {
         self.inner.write_all(b"\n")
     }
 
+    /// `write!`/`writeln!` support, without an intermediate `String`.
+    pub fn write_fmt(&mut self, args: std::fmt::Arguments<'_>) -> io::Result<()> {
+        self.inner.write_fmt(args)
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }

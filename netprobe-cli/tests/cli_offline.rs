@@ -169,3 +169,42 @@ fn offsets_live_on_own_process_libc() {
         "{text}"
     );
 }
+
+/// An IL-only assembly is mapped read-only by .NET 8 (recorded): nothing of it is code.
+#[test]
+fn image_without_executable_mapping() {
+    let e = fails(&[
+        "offsets",
+        "1",
+        "sleep.dll",
+        "--maps",
+        recorded("maps/net8-sleep.maps").to_str().unwrap(),
+    ]);
+    assert!(e.contains("has no executable mapping in process 1"), "{e}");
+}
+
+/// Reading another user's process maps needs ptrace access: as root, drop to nobody first.
+#[test]
+fn permission_denied_names_the_fix() {
+    let np = assert_cmd::cargo::cargo_bin("netprobe");
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    let mut cmd = if is_root {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&np);
+        c
+    } else {
+        std::process::Command::new(&np)
+    };
+    let out = cmd.args(["offsets", "1", "libc.so.6"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("permission denied reading /proc/1/maps")
+            && err.contains("run netprobe as root"),
+        "{err}"
+    );
+}

@@ -39,10 +39,7 @@ pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
     let bytes = FileBytes::open(path)?;
     match sniff(&bytes) {
         Some(ImageFormat::Elf) => ElfFile::from_bytes(path, bytes)?.symbols(),
-        Some(ImageFormat::Pe) => Err(Error::Unsupported(format!(
-            "{}: reading .NET ReadyToRun images is not built yet; pass a crossgen map with --map",
-            path.display()
-        ))),
+        Some(ImageFormat::Pe) => crate::dotnet::Assembly::from_bytes(path, bytes)?.symbols(),
         None => Err(Error::NotAnObjectFile {
             path: path.to_path_buf(),
         }),

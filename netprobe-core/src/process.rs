@@ -95,14 +95,22 @@ impl Process {
         self.dir.join("root")
     }
 
-    /// Whether the process sees the same root directory as we do (same device and inode), i.e.
-    /// paths from its maps can be opened as they are. `false` when its root differs (container,
-    /// chroot) or cannot be compared (no permission).
+    /// Whether the process sees files exactly as we do: the same mount namespace
+    /// (`/proc/PID/ns/mnt`, `namespaces(7)`) and the same root directory (device and inode), so
+    /// paths from its maps can be opened as they are. `false` when either differs (container,
+    /// chroot, `unshare -m`) or cannot be compared (no permission): then its files are opened
+    /// through `/proc/PID/root`, which is right in every case. The root directory alone is not
+    /// enough: a process in another mount namespace usually has the same `/` inode but other
+    /// mounts below it.
     pub fn shares_our_root(&self) -> bool {
-        match (std::fs::metadata(self.root()), std::fs::metadata("/")) {
-            (Ok(theirs), Ok(ours)) => theirs.dev() == ours.dev() && theirs.ino() == ours.ino(),
-            _ => false,
-        }
+        let same = |a: std::io::Result<std::fs::Metadata>,
+                    b: std::io::Result<std::fs::Metadata>| {
+            matches!((a, b), (Ok(x), Ok(y)) if x.dev() == y.dev() && x.ino() == y.ino())
+        };
+        same(
+            std::fs::metadata(self.dir.join("ns/mnt")),
+            std::fs::metadata("/proc/self/ns/mnt"),
+        ) && same(std::fs::metadata(self.root()), std::fs::metadata("/"))
     }
 
     /// The path at which *we* open a file that the process knows as `path`: `path` itself when we

@@ -7,6 +7,11 @@ use netprobe_core::symbol::{Symbol, SymbolKind};
 use netprobe_core::{image, Error};
 use std::process::ExitCode;
 
+/// Number of hex digits of `v` (at least 1).
+fn hex_len(v: u64) -> usize {
+    (64 - v.leading_zeros() as usize).div_ceil(4).max(1)
+}
+
 /// The short kind column.
 pub fn kind_label(k: SymbolKind) -> &'static str {
     match k {
@@ -44,16 +49,30 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
             "ADDRESS", "SIZE", "FILE_OFFSET", "KIND", "SOURCE"
         ))?;
         for s in &symbols {
-            out.line(&format!(
-                "{:>18} {:>9} {:>12}  {:<6}  {:<6}  {}",
-                s.address.to_string(),
-                s.size.map_or_else(|| "?".to_string(), |z| z.to_string()),
-                s.file_offset
-                    .map_or_else(|| "-".to_string(), |o| o.to_string()),
+            let addr = s.address.value();
+            // Hex columns padded by hand: `{:>#18x}` pads the digits, not the `0x`.
+            write!(out, "{:>width$}0x{addr:x} ", "", width = 16 - hex_len(addr))?;
+            match s.size {
+                Some(z) => write!(out, "{z:>9} ")?,
+                None => write!(out, "{:>9} ", "?")?,
+            }
+            match s.file_offset {
+                Some(o) => write!(
+                    out,
+                    "{:>width$}0x{:x}",
+                    "",
+                    o.0,
+                    width = 10 - hex_len(o.0).min(10)
+                )?,
+                None => write!(out, "{:>12}", "-")?,
+            }
+            writeln!(
+                out,
+                "  {:<6}  {:<6}  {}",
                 kind_label(s.kind),
                 s.origin.label(),
                 s.name
-            ))?;
+            )?;
         }
     }
     out.flush()?;

@@ -1,7 +1,7 @@
 //! Turning an ELF file's function symbols into [`Symbol`]s with file offsets, and explaining how
 //! an offset comes about.
 
-use super::parser::{functions, parse_elf, RawFunction};
+use super::parser::{parse_elf, ElfView, RawFunction};
 use super::segments::LoadSegments;
 use super::types::{OffsetExplanation, SectionInfo};
 use crate::addr::VirtAddr;
@@ -30,7 +30,7 @@ impl ElfFile {
 
     /// Wraps bytes already read (or mapped); checks them as [`ElfFile::open`] does.
     pub fn from_bytes(path: &Path, bytes: FileBytes) -> Result<ElfFile> {
-        parse_elf(path, &bytes)?;
+        ElfView::parse(path, &bytes)?;
         Ok(ElfFile {
             path: path.to_path_buf(),
             bytes,
@@ -45,29 +45,35 @@ impl ElfFile {
         &self.bytes
     }
 
-    /// The parsed headers (cheap: goblin reads tables lazily).
+    /// The headers, with tables read on demand (cheap).
+    pub fn view(&self) -> Result<ElfView<'_>> {
+        ElfView::parse(&self.path, &self.bytes)
+    }
+
+    /// goblin's full parse of the file (every table; slower than [`ElfFile::view`]).
     pub fn elf(&self) -> Result<Elf<'_>> {
         parse_elf(&self.path, &self.bytes)
     }
 
     /// The `PT_LOAD` segments.
     pub fn segments(&self) -> Result<LoadSegments> {
-        Ok(LoadSegments::from_elf(&self.elf()?))
+        Ok(LoadSegments::from_program_headers(
+            &self.view()?.program_headers,
+        ))
     }
 
     /// Section headers with names (empty when the file has none, e.g. after `strip --strip-all
     /// --remove-section-headers`).
     pub fn sections(&self) -> Result<Vec<SectionInfo>> {
-        let elf = self.elf()?;
-        Ok(sections_of(&elf))
+        Ok(sections_of(&self.view()?))
     }
 
     /// How the file offset of `vaddr` comes about: the segment formula netprobe uses and the
     /// `.text` formula of seed 004, side by side.
     pub fn explain(&self, vaddr: VirtAddr) -> Result<OffsetExplanation> {
-        let elf = self.elf()?;
-        let segments = LoadSegments::from_elf(&elf);
-        let sections = sections_of(&elf);
+        let view = self.view()?;
+        let segments = LoadSegments::from_program_headers(&view.program_headers);
+        let sections = sections_of(&view);
         let segment = segments.executable_containing(vaddr).copied();
         let text = sections.iter().find(|s| s.name == ".text");
         Ok(OffsetExplanation {
@@ -84,11 +90,11 @@ impl ElfFile {
     }
 }
 
-fn sections_of(elf: &Elf<'_>) -> Vec<SectionInfo> {
-    elf.section_headers
+fn sections_of(view: &ElfView<'_>) -> Vec<SectionInfo> {
+    view.section_headers
         .iter()
         .map(|sh| SectionInfo {
-            name: elf.shdr_strtab.get_at(sh.sh_name).unwrap_or("").to_string(),
+            name: view.section_name(sh).unwrap_or("").to_string(),
             addr: sh.sh_addr,
             offset: sh.sh_offset,
             size: sh.sh_size,
@@ -110,9 +116,9 @@ impl SymbolSource for ElfFile {
     /// lacks the function, e.g. in stripped libraries). File offsets come
     /// from the segment formula; `None` for a symbol outside every executable `PT_LOAD`.
     fn symbols(&self) -> Result<Vec<Symbol>> {
-        let elf = self.elf()?;
-        let segments = LoadSegments::from_elf(&elf);
-        let raw = functions(&elf);
+        let view = self.view()?;
+        let segments = LoadSegments::from_program_headers(&view.program_headers);
+        let raw = view.functions(&self.path)?;
         let in_symtab: HashSet<(&str, u64)> = raw
             .iter()
             .filter(|f| f.origin == SymbolOrigin::ElfSymtab)
