@@ -69,6 +69,15 @@ impl CallingConvention {
         "ax"
     }
 
+    /// Integer result registers in order, as fetch-args name them (System V: rax, rdx; Go: the
+    /// argument sequence from rax on).
+    pub fn result_registers(self) -> &'static [&'static str] {
+        match self {
+            CallingConvention::SysV => &["ax", "dx"],
+            CallingConvention::GoRegAbi => self.int_registers(),
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             CallingConvention::SysV => "System V",
@@ -366,7 +375,7 @@ impl ProbePlan {
                 typed_fetch("ret", ret_ty, &["$retval"], true)
             } else {
                 // At a RET instruction the results are in the result registers.
-                let regs = f.convention.int_registers();
+                let regs = f.convention.result_registers();
                 let n = ret_ty.registers();
                 typed_fetch("ret", ret_ty, &regs[..n.min(regs.len())], false)
             };
