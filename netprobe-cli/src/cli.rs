@@ -88,6 +88,11 @@ pub struct LiveArgs {
     /// Per-CPU ring buffer size in KiB (default 8192).
     #[arg(long)]
     pub buffer_kb: Option<u64>,
+    /// .NET, with -c: run the command with DOTNET_TieredCompilation=0 and
+    /// COMPlus_TieredCompilation=0, so its ReadyToRun code is never replaced by JIT code and every
+    /// call hits the probes.
+    #[arg(long)]
+    pub keep_r2r: bool,
 }
 
 impl LiveArgs {
@@ -102,6 +107,7 @@ impl LiveArgs {
             interval,
             dry_run: self.dry_run,
             buffer_kb: self.buffer_kb,
+            keep_r2r: self.keep_r2r,
         }
     }
 }

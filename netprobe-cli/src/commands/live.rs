@@ -4,12 +4,13 @@
 use crate::cleanup;
 use crate::dryrun::{self, Mode};
 use crate::error::{Error, Result};
+use crate::lang::dotnet;
 use crate::launch::{split_command, PausedChild};
 use crate::plan::{CallingConvention, FunctionPlan, PairingKey, ProbePlan, Returns};
 use crate::runner::{self, Limits, StopReason};
 use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::{self, SignalPipe};
-use crate::spec::{resolve, Location, ProbeSpec, SpecKind, Targeting};
+use crate::spec::{Location, ProbeSpec, SpecKind, Targeting};
 use crate::trace_output::{
     self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
 };
@@ -32,6 +33,8 @@ pub struct LiveOptions {
     pub interval: Option<Duration>,
     pub dry_run: bool,
     pub buffer_kb: Option<u64>,
+    /// .NET `-c`: keep ReadyToRun code (no tiered compilation) in the command.
+    pub keep_r2r: bool,
 }
 
 /// The calling convention and pairing for a location, from its symbol's kind.
@@ -47,9 +50,22 @@ fn language_of(loc: &Location) -> (CallingConvention, PairingKey) {
 
 /// Builds the plan of a live command from parsed specs and their locations.
 pub fn build_plan(mode: Mode, resolved: &[(ProbeSpec, Vec<Location>)]) -> Result<ProbePlan> {
+    Ok(plan_functions(mode, resolved)?.0)
+}
+
+/// [`build_plan`], with what the .NET planner found (notes to print, the managed functions).
+pub fn plan_functions(
+    mode: Mode,
+    resolved: &[(ProbeSpec, Vec<Location>)],
+) -> Result<(ProbePlan, dotnet::Planner)> {
     let mut plan = ProbePlan::new(mode == Mode::Trace);
+    let mut managed = dotnet::Planner::new(mode);
     for (spec, locs) in resolved {
         for loc in locs {
+            if dotnet::is_managed(loc) {
+                managed.add(&mut plan, spec, loc)?;
+                continue;
+            }
             let (convention, pairing) = language_of(loc);
             let wants_return = match mode {
                 Mode::Latency => true,
@@ -88,13 +104,14 @@ pub fn build_plan(mode: Mode, resolved: &[(ProbeSpec, Vec<Location>)]) -> Result
             })?;
         }
     }
-    Ok(plan)
+    Ok((plan, managed))
 }
 
 /// Parses and resolves every spec.
 fn resolve_specs(
     specs: &[String],
     targeting: &Targeting,
+    dotnet_command: Option<&dotnet::resolve::DotnetCommand>,
 ) -> Result<Vec<(ProbeSpec, Vec<Location>)>> {
     if specs.is_empty() {
         return Err(Error::usage(
@@ -105,7 +122,7 @@ fn resolve_specs(
         .iter()
         .map(|s| {
             let spec = ProbeSpec::parse(s)?;
-            let locs = resolve(&spec, targeting)?;
+            let locs = dotnet::resolve::resolve(&spec, targeting, dotnet_command)?;
             Ok((spec, locs))
         })
         .collect()
@@ -131,8 +148,17 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         }
         None => Targeting::SystemWide,
     };
-    let resolved = resolve_specs(&o.specs, &targeting)?;
-    let plan = build_plan(mode, &resolved)?;
+    let dotnet_command = dotnet::command_of(argv.as_deref(), &targeting);
+    let resolved = resolve_specs(&o.specs, &targeting, dotnet_command.as_ref())?;
+    let (plan, managed) = plan_functions(mode, &resolved)?;
+    managed.print_notes();
+    let guard = dotnet::preflight(
+        !managed.managed().is_empty(),
+        &targeting,
+        dotnet_command.as_ref(),
+        o.keep_r2r,
+    )?;
+    dotnet::print_guard(&guard);
     let me = std::process::id();
     let name = cleanup::session_name(me);
     if o.dry_run {
@@ -147,7 +173,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     report_stale(&tracefs);
     let signals = SignalPipe::install()?;
     let mut child = match &argv {
-        Some(a) => Some(PausedChild::spawn(a)?),
+        Some(a) => Some(PausedChild::spawn_with_env(a, &guard.child_env)?),
         None => None,
     };
     let pids: Vec<u32> = match &child {
@@ -163,6 +189,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     // they let a buffer fill to a quarter before waking up (the 200 ms poll tick bounds the delay).
     opts.buffer_percent = if mode == Mode::Trace { 0 } else { 25 };
     let mut session = Session::start(&tracefs, &opts, plan)?;
+    let mut stall = dotnet::stall::StallWatch::new(
+        session.plan(),
+        |id| managed.managed().contains(&id),
+        guard.fix.clone(),
+        guard.default_fix.clone(),
+    );
     let format = if o.json { Format::Json } else { Format::Text };
     let stdout = std::io::stdout();
     let start_ns = monotonic_ns();
@@ -207,7 +239,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 &pids,
                 child.as_mut(),
                 limits,
-                &mut printer,
+                &mut dotnet::stall::Watched {
+                    inner: &mut printer,
+                    watch: &mut stall,
+                },
             )?;
             let lost = session.finish(|plan, hit| {
                 if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
@@ -232,7 +267,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 &pids,
                 child.as_mut(),
                 limits,
-                &mut counter,
+                &mut dotnet::stall::Watched {
+                    inner: &mut counter,
+                    watch: &mut stall,
+                },
             )?;
             let plan = session.plan().clone();
             let lost = session.finish(|plan, hit| {
@@ -259,7 +297,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 &pids,
                 child.as_mut(),
                 limits,
-                &mut lat,
+                &mut dotnet::stall::Watched {
+                    inner: &mut lat,
+                    watch: &mut stall,
+                },
             )?;
             let plan = session.plan().clone();
             let lost = session.finish(|plan, hit| {
@@ -358,8 +399,9 @@ pub fn probe_add(
     } else {
         Targeting::Pids(pids.to_vec())
     };
-    let resolved = resolve_specs(specs, &targeting)?;
-    let mut plan = build_plan(Mode::Trace, &resolved)?;
+    let resolved = resolve_specs(specs, &targeting, None)?;
+    let (mut plan, managed) = plan_functions(Mode::Trace, &resolved)?;
+    managed.print_notes();
     plan.record_comm = false;
     for p in &mut plan.probes {
         p.fetchargs.retain(|a| a.name != "np_comm");
