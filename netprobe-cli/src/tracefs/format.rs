@@ -74,6 +74,23 @@ impl EventFormat {
     }
 }
 
+/// Size in bytes of one element of a fetch-arg array type (`u16`, `s32`, `x64`, `char`).
+fn element_size(c_type: &str) -> Option<usize> {
+    let bits = c_type
+        .strip_prefix('u')
+        .or_else(|| c_type.strip_prefix('s'))
+        .or_else(|| c_type.strip_prefix('x'));
+    match bits {
+        Some(b) => b
+            .parse::<usize>()
+            .ok()
+            .filter(|b| b % 8 == 0)
+            .map(|b| b / 8),
+        None if c_type == "char" => Some(1),
+        None => None,
+    }
+}
+
 /// Parses `field:TYPE NAME;\toffset:N;\tsize:N;\tsigned:N;`; `None` if any part is missing.
 fn parse_field(line: &str) -> Option<Field> {
     let mut parts = line.split(';').map(str::trim);
@@ -101,7 +118,14 @@ fn parse_field(line: &str) -> Option<Field> {
         FieldKind::Scalar
     };
     if let Some((base, rest)) = name.split_once('[') {
-        let len: usize = rest.strip_suffix(']')?.parse().ok()?;
+        let count = rest.strip_suffix(']')?;
+        // Kernel 6.18 prints fetch-arg arrays without their length (`u16 this[]; size:128`):
+        // the count is then the size over the element's size.
+        let len: usize = if count.is_empty() {
+            size.checked_div(element_size(&c_type)?)?
+        } else {
+            count.parse().ok()?
+        };
         name = base;
         if kind == FieldKind::Scalar {
             kind = FieldKind::Array { len };
@@ -201,7 +225,11 @@ mod tests {
         let c = f.field("chars").unwrap();
         assert_eq!(c.kind, FieldKind::Array { len: 64 });
         assert_eq!((c.offset, c.size), (32, 128));
+        // As kernel 6.18 prints a fetch-arg array: no count in the brackets.
         assert_eq!(f.field("common_pid").unwrap().offset, 4);
+        let f = EventFormat::parse("name: rep\nID: 9\nformat:\n\tfield:s32 this_len;\toffset:16;\tsize:4;\tsigned:1;\n\tfield:u16 this[];\toffset:20;\tsize:128;\tsigned:0;\n\tfield:u8 b[];\toffset:148;\tsize:64;\tsigned:0;\n").unwrap();
+        assert_eq!(f.field("this").unwrap().kind, FieldKind::Array { len: 64 });
+        assert_eq!(f.field("b").unwrap().kind, FieldKind::Array { len: 64 });
     }
 
     #[test]
