@@ -202,7 +202,10 @@ impl Planner {
             args: arg_requests,
             ret,
             pairing: PairingKey::Thread,
-            symbol: Some(sym.name.clone()),
+            // Event names come from the symbol when there is one; the short name makes readable
+            // ones (`System_String__Replace_string_string__e0`), and perf/bpftrace cannot use
+            // managed names anyway.
+            symbol: None,
         })?;
         if strip_ret {
             for p in plan

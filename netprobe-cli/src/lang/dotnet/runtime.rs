@@ -363,7 +363,9 @@ pub fn guard_messages(subject: &Subject, version: &RuntimeVersion, k: &Knobs) ->
     };
     let how = match subject {
         Subject::Pid(_) => format!("restart the process with {var}=0{also}"),
-        Subject::Command => format!("add --keep-r2r (sets {var}=0{also})"),
+        Subject::Command => {
+            "add --keep-r2r (it sets DOTNET_TieredCompilation=0 and COMPlus_TieredCompilation=0 for the command)".to_string()
+        }
     };
     let why = match &k.tiered.source {
         Source::Default => "tiered compilation on (the default)".to_string(),
