@@ -335,9 +335,9 @@ pub const PERSIST_GROUP: &str = "netprobe_persist";
 
 fn persist_group(group: Option<&str>) -> Result<GroupName> {
     let g = GroupName::new(group.unwrap_or(PERSIST_GROUP))?;
-    if cleanup::session_pid(g.as_str()).is_some() {
+    if cleanup::session_owner(g.as_str()).is_some() {
         return Err(Error::usage(format!(
-            "group {g} looks like a live session's (netprobe_<PID>) and would be removed by `netprobe clean`; pick another name"
+            "group {g} looks like a live session's (netprobe_<PIDNS>_<PID>) and would be removed by `netprobe clean`; pick another name"
         )));
     }
     Ok(g)
