@@ -315,12 +315,28 @@ impl Session {
 
     /// Stops, drains into `sink`, and removes everything. Returns the lost-event count.
     pub fn finish(mut self, sink: impl FnMut(&ProbePlan, Hit)) -> Result<Lost> {
-        self.disable()?;
-        self.read_all()?;
-        self.deliver(None, sink);
-        let lost = self.lost();
+        let lost = self.stop_and_drain(sink)?;
         self.teardown()?;
         Ok(lost)
+    }
+
+    /// Stops recording and delivers every hit still buffered; returns what was lost. The probes
+    /// stay registered (but record nothing) until [`Session::close`] or drop: results can be
+    /// printed before the slow part of the teardown (disabling uprobe events costs the kernel a
+    /// synchronization per event).
+    pub fn stop_and_drain(&mut self, sink: impl FnMut(&ProbePlan, Hit)) -> Result<Lost> {
+        match &self.instance {
+            Some(inst) => inst.set_tracing_on(false)?,
+            None => self.disable()?,
+        }
+        self.read_all()?;
+        self.deliver(None, sink);
+        Ok(self.lost())
+    }
+
+    /// Disables and removes the probes and the instance.
+    pub fn close(mut self) -> Result<()> {
+        self.teardown()
     }
 
     /// Removes probes and instance; idempotent.

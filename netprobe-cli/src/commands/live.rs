@@ -209,7 +209,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 limits,
                 &mut printer,
             )?;
-            let lost = session.finish(|plan, hit| {
+            let lost = session.stop_and_drain(|plan, hit| {
                 if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
                     let _ = runner::Sink::hit(&mut printer, plan, hit);
                 }
@@ -235,7 +235,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 &mut counter,
             )?;
             let plan = session.plan().clone();
-            let lost = session.finish(|plan, hit| {
+            let lost = session.stop_and_drain(|plan, hit| {
                 if reason != StopReason::MaxEvents {
                     let _ = runner::Sink::hit(&mut counter, plan, hit);
                 }
@@ -262,7 +262,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 &mut lat,
             )?;
             let plan = session.plan().clone();
-            let lost = session.finish(|plan, hit| {
+            let lost = session.stop_and_drain(|plan, hit| {
                 if reason != StopReason::MaxEvents {
                     let _ = runner::Sink::hit(&mut lat, plan, hit);
                 }
@@ -274,6 +274,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if let Some(c) = child.as_mut() {
         c.terminate();
     }
+    // Results are out; now the slow part (disabling each uprobe event), then the watchdog.
+    session.close()?;
     watchdog.disarm();
     let why = match reason {
         StopReason::Signal(s) => format!("stopped by {}", signals::name(s)),
