@@ -215,6 +215,54 @@ fn main() {
                 check_hits(&hits, 25, None)
             },
         ),
+        e2e::trial(
+            "raw_array_fetch_args_decode_every_element",
+            NEEDS,
+            move || {
+                // The kernel declares array fields without a length (`u8 w[]; size:5`); each call's
+                // label "lbl-<i>" must come back byte for byte, and as u16 pairs.
+                let _g = shared();
+                let bin = t();
+                let out = Command::new(NP)
+                    .args([
+                        "trace",
+                        "--json",
+                        "-c",
+                        &format!("{bin} now 9"),
+                        &format!("{bin}:np_add w=+0(%dx):u8[5] u=+0(%dx):u16[2]"),
+                    ])
+                    .output()
+                    .map_err(err)?;
+                let hits = json_lines(&out.stdout);
+                if hits.len() != 9 {
+                    return Err(format!(
+                        "{} hits for 9 calls: {}",
+                        hits.len(),
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+                for (i, h) in hits.iter().enumerate() {
+                    let label = format!("lbl-{}", i + 1);
+                    let want: Vec<u64> = label.bytes().map(u64::from).collect();
+                    let got: Vec<u64> =
+                        serde_json::from_value(h["args"]["w"].clone()).map_err(err)?;
+                    if got != want {
+                        return Err(format!("call {}: w = {got:?}, want {want:?}", i + 1));
+                    }
+                    let b = label.as_bytes();
+                    let pairs = vec![
+                        u64::from(u16::from_le_bytes([b[0], b[1]])),
+                        u64::from(u16::from_le_bytes([b[2], b[3]])),
+                    ];
+                    let got: Vec<u64> =
+                        serde_json::from_value(h["args"]["u"].clone()).map_err(err)?;
+                    if got != pairs {
+                        return Err(format!("call {}: u = {got:?}, want {pairs:?}", i + 1));
+                    }
+                }
+                Ok(())
+            },
+        ),
         e2e::trial("count_equals_calls_exactly", NEEDS, move || {
             let _g = shared();
             let bin = t();
