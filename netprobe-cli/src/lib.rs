@@ -16,6 +16,7 @@ pub mod dryrun;
 pub mod error;
 pub mod launch;
 pub mod output;
+pub mod pidns;
 pub mod plan;
 pub mod runner;
 pub mod session;

@@ -263,6 +263,48 @@ fn main() {
                 Ok(())
             },
         ),
+        e2e::trial(
+            "inside_a_pid_namespace_hits_arrive_with_the_namespace_pids",
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::CCompiler,
+                Need::Program("unshare"),
+            ],
+            move || {
+                // A sidecar's situation: netprobe and its target in a pid namespace, where
+                // set_event_pid's kernel (global) pids cannot be named directly.
+                let _g = shared();
+                let bin = t();
+                let out = Command::new("unshare")
+                    .args([
+                        "--pid",
+                        "--fork",
+                        "--mount-proc",
+                        NP,
+                        "trace",
+                        "--json",
+                        "-c",
+                    ])
+                    .arg(format!("{bin} now 7"))
+                    .arg(format!("{bin}:np_add a=s32 b=s64 s=string"))
+                    .arg(format!("r:{bin}:np_add s64"))
+                    .output()
+                    .map_err(err)?;
+                let hits = json_lines(&out.stdout);
+                check_hits(&hits, 7, None).map_err(|e| {
+                    format!("{e}; stderr: {}", String::from_utf8_lossy(&out.stderr))
+                })?;
+                // The ids shown are the namespace's (netprobe is 1 there, its child small).
+                for h in &hits {
+                    let pid = h["pid"].as_u64().ok_or("no pid")?;
+                    if !(2..100).contains(&pid) || h["tid"].as_u64() != Some(pid) {
+                        return Err(format!("namespace ids expected, got {h}"));
+                    }
+                }
+                Ok(())
+            },
+        ),
         e2e::trial("count_equals_calls_exactly", NEEDS, move || {
             let _g = shared();
             let bin = t();

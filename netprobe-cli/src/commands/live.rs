@@ -198,7 +198,11 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 start_ns,
                 max_events: o.max_events,
                 printed: 0,
-                tasks: TaskInfo::new(Some(tracefs.root().to_path_buf())),
+                tasks: {
+                    let mut t = TaskInfo::new(Some(tracefs.root().to_path_buf()));
+                    t.set_translation(session.pid_map().cloned());
+                    t
+                },
             };
             let _ = printer.header();
             let reason = runner::run(
