@@ -29,7 +29,14 @@ fn build_netprobe_release() -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
         .current_dir(fixtures::workspace_root())
-        .args(["build", "--release", "-p", "netprobe-cli", "--bin", "netprobe"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "netprobe-cli",
+            "--bin",
+            "netprobe",
+        ])
         .status()
         .context("running cargo build --release for netprobe")?;
     if !status.success() {

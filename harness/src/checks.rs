@@ -318,7 +318,11 @@ pub struct RunOutput {
 
 /// Runs `prog args` and kills it (SIGINT first, so netprobe cleans up; SIGKILL 5 s later) after
 /// `limit`.
-pub fn run_with_timeout(prog: &Path, args: &[String], limit: Duration) -> Result<RunOutput, String> {
+pub fn run_with_timeout(
+    prog: &Path,
+    args: &[String],
+    limit: Duration,
+) -> Result<RunOutput, String> {
     use std::io::Read;
     let mut child = Command::new(prog)
         .args(args)
@@ -479,8 +483,9 @@ pub fn json_hits(stdout: &str, function: &str) -> Vec<serde_json::Value> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
         .filter(|v| {
             v.as_object().is_some_and(|o| {
-                o.iter()
-                    .any(|(k, val)| k != "args" && val.as_str().is_some_and(|s| s.contains(function)))
+                o.iter().any(|(k, val)| {
+                    k != "args" && val.as_str().is_some_and(|s| s.contains(function))
+                })
             })
         })
         .collect()
@@ -527,7 +532,10 @@ pub fn json_count(stdout: &str, function: &str) -> Option<u64> {
             for item in a {
                 let names = item
                     .as_object()
-                    .map(|o| o.values().any(|s| s.as_str().is_some_and(|s| s.contains(function))))
+                    .map(|o| {
+                        o.values()
+                            .any(|s| s.as_str().is_some_and(|s| s.contains(function)))
+                    })
                     .unwrap_or(false);
                 if names {
                     if let Some(n) = item.get("count").and_then(|n| n.as_u64()) {
@@ -572,11 +580,11 @@ mod tests {
     fn every_hit_needs_the_right_count_and_arguments() {
         let c = check("c-static trace");
         let hit = r#"{"function":"np_harness_add","pid":4,"args":{"a":7,"b":12345}}"#;
-        let five = std::iter::repeat(hit).take(5).collect::<Vec<_>>().join("\n");
+        let five = std::iter::repeat_n(hit, 5).collect::<Vec<_>>().join("\n");
         let r = evaluate(c, &ok_output(&five));
         assert!(r.ok, "{r:?}");
         assert_eq!(r.hits, Some(5));
-        let four = std::iter::repeat(hit).take(4).collect::<Vec<_>>().join("\n");
+        let four = std::iter::repeat_n(hit, 4).collect::<Vec<_>>().join("\n");
         let r = evaluate(c, &ok_output(&four));
         assert!(!r.ok);
         assert_eq!(r.detail, "4 hits, expected 5");
@@ -585,7 +593,7 @@ mod tests {
         assert_eq!(r.detail, "hit 0: argument 1 = 12346, expected 12345");
         // Arrays of arguments and {"value": ..} objects read the same.
         let arr = r#"{"probe":"x:np_harness_add","args":[{"name":"a","value":"7"},{"name":"b","value":12345}]}"#;
-        let five = std::iter::repeat(arr).take(5).collect::<Vec<_>>().join("\n");
+        let five = std::iter::repeat_n(arr, 5).collect::<Vec<_>>().join("\n");
         assert!(evaluate(c, &ok_output(&five)).ok);
     }
 

@@ -20,8 +20,30 @@ pub const SIDECAR_NETPROBE: &str = "/usr/local/bin/netprobe";
 /// Busybox applets linked into the sidecar image: what a person exec'ing into it, or the tests,
 /// use around netprobe.
 const BUSYBOX_APPLETS: &[&str] = &[
-    "sh", "ls", "cat", "mount", "umount", "sleep", "ps", "grep", "head", "tail", "wc", "echo",
-    "test", "readlink", "stat", "env", "true", "false", "kill", "timeout", "id", "uname", "find",
+    "sh",
+    "ls",
+    "cat",
+    "mount",
+    "umount",
+    "sleep",
+    "ps",
+    "grep",
+    "head",
+    "tail",
+    "wc",
+    "echo",
+    "test",
+    "readlink",
+    "stat",
+    "env",
+    "true",
+    "false",
+    "kill",
+    "timeout",
+    "id",
+    "uname",
+    "find",
+    "sha256sum",
 ];
 
 /// The .NET runtime root for a major version (`"8"`, `"3.1"`) in the cache:
@@ -34,7 +56,12 @@ pub fn dotnet_runtime_root(major: &str) -> PathBuf {
 pub fn dotnet_runtime_versions(root: &Path) -> Result<Vec<String>> {
     let dir = root.join("shared/Microsoft.NETCore.App");
     let mut v: Vec<String> = std::fs::read_dir(&dir)
-        .with_context(|| format!("{} (run sample-app/dotnet/fetch-runtimes.sh)", dir.display()))?
+        .with_context(|| {
+            format!(
+                "{} (run sample-app/dotnet/fetch-runtimes.sh)",
+                dir.display()
+            )
+        })?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().is_dir())
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -45,8 +72,8 @@ pub fn dotnet_runtime_versions(root: &Path) -> Result<Vec<String>> {
 
 /// Adds the host's busybox (static) at `/bin/busybox` with `applets` as symlinks in `/bin`.
 pub fn add_busybox(root: &mut Rootfs, applets: &[&str]) -> Result<()> {
-    let busybox = find_program("busybox")
-        .context("busybox is missing: apt-get install busybox-static")?;
+    let busybox =
+        find_program("busybox").context("busybox is missing: apt-get install busybox-static")?;
     if !crate::rootfs::shared_libs(&busybox)?.is_empty() {
         bail!(
             "{} is dynamically linked: install busybox-static",
@@ -113,14 +140,9 @@ pub fn dotnet_changes() -> Vec<String> {
     ]
 }
 
-/// An image root holding the program `binary` at `/app/<file name>` (plus its libraries when it
-/// is dynamically linked; none for a static Go or `-static` C program: a FROM scratch image).
-pub fn program_rootfs(binary: &Path) -> Result<Rootfs> {
-    let name = binary
-        .file_name()
-        .context("program path without a file name")?
-        .to_string_lossy()
-        .into_owned();
+/// An image root holding the program `binary` at `/app/<name>` (plus its libraries when it is
+/// dynamically linked; none for a static Go or `-static` C program: a FROM scratch image).
+pub fn program_rootfs(binary: &Path, name: &str) -> Result<Rootfs> {
     let mut root = Rootfs::new();
     root.elf_with_libs(binary, &format!("/app/{name}"))?;
     root.dir("/tmp", 0o1777)?;

@@ -136,11 +136,11 @@ pub fn fetch(spec: &KernelSpec) -> Result<KernelImage> {
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
     let result = (|| -> Result<()> {
-        run_text(
-            Command::new("apt-get")
-                .current_dir(&tmp)
-                .args(["download", "-q", &format!("{package}={version}")]),
-        )?;
+        run_text(Command::new("apt-get").current_dir(&tmp).args([
+            "download",
+            "-q",
+            &format!("{package}={version}"),
+        ]))?;
         let deb = std::fs::read_dir(&tmp)?
             .filter_map(|e| e.ok())
             .map(|e| e.path())
@@ -214,7 +214,11 @@ poweroff -f
 
 /// Builds the initramfs holding busybox, `netprobe`, the guest agent (`harness`) with their
 /// libraries, and the targets under `/fixtures/`. Returns the archive's bytes.
-pub fn build_initramfs(netprobe: &Path, harness: &Path, targets: &[(String, PathBuf)]) -> Result<Vec<u8>> {
+pub fn build_initramfs(
+    netprobe: &Path,
+    harness: &Path,
+    targets: &[(String, PathBuf)],
+) -> Result<Vec<u8>> {
     let mut root = Rootfs::new();
     root.bytes(INIT, "/init", 0o755)?;
     crate::images::add_busybox(
@@ -262,7 +266,16 @@ pub fn boot(name: &str, image: &KernelImage, initramfs: &Path, limit: Duration) 
         seconds: 0.0,
     };
     let child = Command::new("qemu-system-x86_64")
-        .args(["-accel", "tcg", "-m", "1024", "-smp", "1", "-nographic", "-no-reboot"])
+        .args([
+            "-accel",
+            "tcg",
+            "-m",
+            "1024",
+            "-smp",
+            "1",
+            "-nographic",
+            "-no-reboot",
+        ])
         .args(["-nic", "none", "-monitor", "none", "-serial", "stdio"])
         .arg("-kernel")
         .arg(&image.vmlinuz)
@@ -292,7 +305,11 @@ pub fn boot(name: &str, image: &KernelImage, initramfs: &Path, limit: Duration) 
         let mut lines = Vec::new();
         for line in BufReader::new(stdout).split(b'\n') {
             let Ok(line) = line else { break };
-            lines.push(String::from_utf8_lossy(&line).trim_end_matches('\r').to_string());
+            lines.push(
+                String::from_utf8_lossy(&line)
+                    .trim_end_matches('\r')
+                    .to_string(),
+            );
         }
         lines
     });
@@ -353,12 +370,18 @@ pub fn boot(name: &str, image: &KernelImage, initramfs: &Path, limit: Duration) 
     } else if timed_out {
         CheckResult::failed(
             "boot",
-            format!("no guest output within {} s; console: {tail}", limit.as_secs()),
+            format!(
+                "no guest output within {} s; console: {tail}",
+                limit.as_secs()
+            ),
         )
     } else {
         CheckResult::failed(
             "boot",
-            format!("guest never started the checks; console: {tail} {}", qemu_err.trim()),
+            format!(
+                "guest never started the checks; console: {tail} {}",
+                qemu_err.trim()
+            ),
         )
     };
     row.results.insert(0, boot);
@@ -366,7 +389,10 @@ pub fn boot(name: &str, image: &KernelImage, initramfs: &Path, limit: Duration) 
     for name in expected_columns() {
         if !row.results.iter().any(|r| r.check == name) {
             let why = if timed_out {
-                format!("no result: the guest ran out of time ({} s); console: {tail}", limit.as_secs())
+                format!(
+                    "no result: the guest ran out of time ({} s); console: {tail}",
+                    limit.as_secs()
+                )
             } else {
                 format!("no result from the guest; console: {tail}")
             };
@@ -403,7 +429,8 @@ pub fn run_here(netprobe: &Path, targets: &dyn Fn(&str) -> Option<PathBuf>) -> V
             "no uprobe_events under /sys/kernel/tracing or /sys/kernel/debug/tracing (CONFIG_UPROBE_EVENTS off, or tracefs not mounted)",
         ),
     });
-    let version = checks::run_with_timeout(netprobe, &["--version".into()], Duration::from_secs(30));
+    let version =
+        checks::run_with_timeout(netprobe, &["--version".into()], Duration::from_secs(30));
     results.push(match version {
         Ok(out) if out.code == Some(0) => CheckResult {
             check: "netprobe".into(),
@@ -414,7 +441,11 @@ pub fn run_here(netprobe: &Path, targets: &dyn Fn(&str) -> Option<PathBuf>) -> V
         },
         Ok(out) => CheckResult::failed(
             "netprobe",
-            format!("`netprobe --version` exit {:?}: {}", out.code, out.stderr.trim()),
+            format!(
+                "`netprobe --version` exit {:?}: {}",
+                out.code,
+                out.stderr.trim()
+            ),
         ),
         Err(e) => CheckResult::failed("netprobe", e),
     });

@@ -7,11 +7,14 @@
 //! - [`images`]: the images' contents (.NET app, Go app, sidecar, fixture programs).
 //! - [`checks`]: THE table of kernel-matrix checks and how netprobe's output is judged.
 //! - [`docker_checks`]: the table of Docker checks (sample apps, sidecar and host vantage).
+//! - [`containers`]: the app + sidecar scenario on testcontainers (privileged, else minimal caps).
 //! - [`kernels`], [`matrix`], [`report`]: the kernel matrix and its table.
 
 pub mod binaries;
 pub mod checks;
+pub mod containers;
 pub mod docker;
+pub mod docker_checks;
 pub mod images;
 pub mod kernels;
 pub mod matrix;

@@ -66,7 +66,10 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
             let spec = KERNELS.iter().find(|k| k.name == name).expect("known row");
             let row = match kernels::fetch(spec) {
                 Ok(image) => {
-                    eprintln!("kernels: booting {name} ({} {}) under QEMU/TCG", image.package, image.version);
+                    eprintln!(
+                        "kernels: booting {name} ({} {}) under QEMU/TCG",
+                        image.package, image.version
+                    );
                     kernels::boot(name, &image, &initramfs, opts.boot_limit)
                 }
                 Err(e) => unbootable(name, &format!("{e:#}")),
@@ -111,7 +114,10 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
 }
 
 fn unbootable(name: &str, why: &str) -> KernelRow {
-    let mut results = vec![CheckResult::failed("boot", format!("no kernel image: {why}"))];
+    let mut results = vec![CheckResult::failed(
+        "boot",
+        format!("no kernel image: {why}"),
+    )];
     for col in kernels::expected_columns().into_iter().skip(1) {
         results.push(CheckResult::failed(&col, "kernel did not boot"));
     }

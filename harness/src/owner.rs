@@ -61,7 +61,9 @@ impl Owner {
 
     /// The owner encoded in a container name made by [`Owner::container_name`], if any.
     pub fn of_container(name: &str) -> Option<Owner> {
-        let rest = name.trim_start_matches('/').strip_prefix(CONTAINER_PREFIX)?;
+        let rest = name
+            .trim_start_matches('/')
+            .strip_prefix(CONTAINER_PREFIX)?;
         Owner::parse(rest.split('_').next()?)
     }
 
@@ -96,8 +98,14 @@ mod tests {
     fn names_round_trip_to_their_owner() {
         let me = Owner::current();
         assert!(me.is_alive());
-        assert_eq!(Owner::of_container(&me.container_name("dotnet8_app")), Some(me));
-        assert_eq!(Owner::of_container(&format!("/{}", me.container_name("x"))), Some(me));
+        assert_eq!(
+            Owner::of_container(&me.container_name("dotnet8_app")),
+            Some(me)
+        );
+        assert_eq!(
+            Owner::of_container(&format!("/{}", me.container_name("x"))),
+            Some(me)
+        );
         assert_eq!(Owner::of_image(&me.image_ref("sidecar")), Some(me));
         assert_eq!(Owner::of_container("nptest_tracefs_1-2_x"), None);
         assert_eq!(Owner::of_image("debian:bookworm"), None);

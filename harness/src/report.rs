@@ -141,7 +141,10 @@ mod tests {
         };
         let (text, ok) = render(std::slice::from_ref(&row), Style::Terminal { color: false });
         assert!(!ok);
-        assert!(text.contains("[1] debian-6.1 / tracefs: no uprobe_events"), "{text}");
+        assert!(
+            text.contains("[1] debian-6.1 / tracefs: no uprobe_events"),
+            "{text}"
+        );
         // Every check column is present even without a result.
         for col in expected_columns() {
             assert!(text.lines().next().unwrap().contains(&col));

@@ -53,8 +53,12 @@ impl Rootfs {
 
     /// A folder (parents of every entry are added implicitly with mode 0755).
     pub fn dir(&mut self, dest: &str, mode: u32) -> Result<&mut Rootfs> {
-        self.entries
-            .insert(inner_path(dest)?, Entry::Dir { mode: mode & 0o7777 });
+        self.entries.insert(
+            inner_path(dest)?,
+            Entry::Dir {
+                mode: mode & 0o7777,
+            },
+        );
         Ok(self)
     }
 
@@ -75,7 +79,12 @@ impl Rootfs {
     }
 
     /// A file with the given contents at `dest`.
-    pub fn bytes(&mut self, data: impl Into<Vec<u8>>, dest: &str, mode: u32) -> Result<&mut Rootfs> {
+    pub fn bytes(
+        &mut self,
+        data: impl Into<Vec<u8>>,
+        dest: &str,
+        mode: u32,
+    ) -> Result<&mut Rootfs> {
         self.entries.insert(
             inner_path(dest)?,
             Entry::Bytes {
