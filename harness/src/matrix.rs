@@ -45,6 +45,10 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
             .collect()
     };
     let netprobe = crate::binaries::netprobe_release()?;
+    // Builders name their temporary files by pid: one thread at a time builds within a process
+    // (several test trials may run matrices at once).
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let mut building = Some(BUILDING.lock().unwrap_or_else(|p| p.into_inner()));
     // Targets: built once on the host; a failed build turns its checks red in every row.
     let mut built: BTreeMap<&'static str, PathBuf> = BTreeMap::new();
     let mut build_errors: BTreeMap<&'static str, String> = BTreeMap::new();
@@ -62,6 +66,7 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
     let guest_rows: Vec<&str> = selected.iter().copied().filter(|r| *r != HOST).collect();
     if !guest_rows.is_empty() {
         let initramfs = write_initramfs(&netprobe, &opts.harness, &built)?;
+        building.take();
         for name in guest_rows {
             let spec = KERNELS.iter().find(|k| k.name == name).expect("known row");
             let row = match kernels::fetch(spec) {
@@ -77,6 +82,7 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
             rows.push(row);
         }
     }
+    building.take();
     if selected.contains(&HOST) {
         let started = Instant::now();
         eprintln!("kernels: running the checks on the host kernel");
@@ -152,7 +158,8 @@ fn write_initramfs(
     if !path.exists() {
         let tmp = dir.join(format!(".initramfs-{}.tmp", std::process::id()));
         std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path)?;
+        std::fs::rename(&tmp, &path)
+            .with_context(|| format!("renaming {} into place", tmp.display()))?;
     }
     eprintln!(
         "kernels: initramfs {} ({:.1} MB)",
