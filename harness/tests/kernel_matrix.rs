@@ -33,14 +33,20 @@ fn main() {
         check_needs.push(Need::CCompiler);
         check_needs.push(Need::Go);
         let r = runs.clone();
-        trials.push(e2e::trial(&format!("{row}_boots_and_runs_netprobe"), &needs, move || {
-            assert_columns(&row_run(&r, row)?, PLUMBING)
-        }));
+        trials.push(e2e::trial(
+            &format!("{row}_boots_and_runs_netprobe"),
+            &needs,
+            move || assert_columns(&row_run(&r, row)?, PLUMBING),
+        ));
         let r = runs.clone();
-        trials.push(e2e::trial(&format!("{row}_checks_hit_exactly"), &check_needs, move || {
-            let cols: Vec<&str> = KERNEL_CHECKS.iter().map(|c| c.name).collect();
-            assert_columns(&row_run(&r, row)?, &cols)
-        }));
+        trials.push(e2e::trial(
+            &format!("{row}_checks_hit_exactly"),
+            &check_needs,
+            move || {
+                let cols: Vec<&str> = KERNEL_CHECKS.iter().map(|c| c.name).collect();
+                assert_columns(&row_run(&r, row)?, &cols)
+            },
+        ));
     }
     e2e::run(trials);
 }
@@ -117,6 +123,11 @@ fn assert_columns(row: &KernelRow, cols: &[&str]) -> Result<(), String> {
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(format!("{} ({}): {}", row.name, row.release, failures.join("; ")))
+        Err(format!(
+            "{} ({}): {}",
+            row.name,
+            row.release,
+            failures.join("; ")
+        ))
     }
 }
