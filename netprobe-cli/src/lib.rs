@@ -1,2 +1,6 @@
-//! netprobe-cli's library half: probe attachment (tracefs), live sessions and output formats.
-//! `main.rs` only parses arguments and calls into here.
+//! netprobe-cli's library half: the command-line interface (`cli`), the commands (`commands`),
+//! and output helpers (`output`). `main.rs` only calls [`cli::main`].
+
+pub mod cli;
+pub mod commands;
+pub mod output;

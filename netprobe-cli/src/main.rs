@@ -1,10 +1,5 @@
-use clap::Parser;
+//! The `netprobe` binary: arguments in, exit code out; the work is in the library.
 
-/// Dynamic tracing of .NET and Go programs with uprobes.
-#[derive(Parser, Debug)]
-#[command(name = "netprobe", version, about)]
-struct Cli {}
-
-fn main() {
-    let _cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    netprobe_cli::cli::main()
 }

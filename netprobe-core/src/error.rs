@@ -48,6 +48,14 @@ pub enum Error {
         nearest: Vec<String>,
     },
 
+    #[error("refusing to probe {name} in {image}: the PE headers put it at file offset {file_offset} but the live maps put it at {}; the image may be mapped in an unexpected layout, report this with /proc/PID/maps", .live.map_or_else(|| "no executable mapping".to_string(), |o| o.to_string()))]
+    OffsetMismatch {
+        name: String,
+        image: String,
+        file_offset: crate::addr::FileOffset,
+        live: Option<crate::addr::FileOffset>,
+    },
+
     #[error("invalid pattern '{pattern}': {why}")]
     BadPattern { pattern: String, why: String },
 

@@ -9,11 +9,19 @@
 //! with its source cited.
 
 pub mod addr;
+pub mod bytes;
 pub mod dotnet;
 pub mod elf;
 pub mod error;
 pub mod formulas;
 pub mod golang;
+pub mod image;
+pub mod maps;
+pub mod matching;
+pub mod normalize;
+pub mod perfmap;
+pub mod process;
+pub mod resolve;
 pub mod symbol;
 
 pub use error::{Error, Result};

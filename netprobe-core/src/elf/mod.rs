@@ -1,5 +1,11 @@
-//! ELF: symbol tables (`.symtab`, `.dynsym`) and the loadable segments that place code in the file.
+//! ELF: function symbols (`.symtab`, `.dynsym` with GNU versions, IFUNCs), the loadable segments
+//! that place code in the file, and explanations of how an offset comes about.
 
+pub mod parser;
+pub mod resolver;
 pub mod segments;
+pub mod types;
 
+pub use resolver::ElfFile;
 pub use segments::{LoadSegment, LoadSegments};
+pub use types::{OffsetExplanation, SectionInfo};

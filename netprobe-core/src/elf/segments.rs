@@ -2,7 +2,7 @@
 
 use crate::addr::{FileOffset, VirtAddr};
 use crate::formulas;
-use goblin::elf::program_header::{PF_X, PT_LOAD};
+use goblin::elf::program_header::{ProgramHeader, PF_X, PT_LOAD};
 use goblin::elf::Elf;
 use serde::Serialize;
 
@@ -31,8 +31,13 @@ pub struct LoadSegments(pub Vec<LoadSegment>);
 impl LoadSegments {
     /// Collects the `PT_LOAD` headers of a parsed file.
     pub fn from_elf(elf: &Elf<'_>) -> LoadSegments {
+        LoadSegments::from_program_headers(&elf.program_headers)
+    }
+
+    /// Collects the `PT_LOAD` headers among `headers`.
+    pub fn from_program_headers(headers: &[ProgramHeader]) -> LoadSegments {
         LoadSegments(
-            elf.program_headers
+            headers
                 .iter()
                 .filter(|ph| ph.p_type == PT_LOAD)
                 .map(|ph| LoadSegment {

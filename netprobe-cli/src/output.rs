@@ -1,0 +1,52 @@
+//! Writing results: buffered stdout that treats a closed pipe (`netprobe symbols X | head`) as the
+//! reader being done, not as an error.
+
+use std::io::{self, BufWriter, Stdout, Write};
+
+/// Buffered standard output.
+pub struct Out {
+    inner: BufWriter<Stdout>,
+}
+
+impl Default for Out {
+    fn default() -> Self {
+        Out::new()
+    }
+}
+
+impl Out {
+    pub fn new() -> Out {
+        Out {
+            inner: BufWriter::with_capacity(64 * 1024, io::stdout()),
+        }
+    }
+
+    /// Writes one line (a newline is added).
+    pub fn line(&mut self, s: &str) -> io::Result<()> {
+        self.inner.write_all(s.as_bytes())?;
+        self.inner.write_all(b"\n")
+    }
+
+    /// Writes one JSON value as a line (JSON Lines).
+    pub fn json<T: serde::Serialize>(&mut self, v: &T) -> io::Result<()> {
+        serde_json::to_writer(&mut self.inner, v).map_err(io::Error::other)?;
+        self.inner.write_all(b"\n")
+    }
+
+    /// `write!`/`writeln!` support, without an intermediate `String`.
+    pub fn write_fmt(&mut self, args: std::fmt::Arguments<'_>) -> io::Result<()> {
+        self.inner.write_fmt(args)
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Whether an I/O error means "the reader closed the pipe": then stop quietly with success.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,210 @@
+//! The CLI on files and recorded maps (no root needed): output formats and error messages.
+
+use assert_cmd::Command;
+use fixtures::{recorded, CProgram};
+use std::path::PathBuf;
+
+fn netprobe() -> Command {
+    Command::cargo_bin("netprobe").unwrap()
+}
+
+fn offsets_program() -> PathBuf {
+    CProgram::new("offsets")
+        .flags(&["-O1", "-no-pie", "-Wl,--section-start=.farcode=0x800000"])
+        .build()
+}
+
+/// Runs netprobe expecting failure; returns stderr, checked to be one line without a panic.
+fn fails(args: &[&str]) -> String {
+    let out = netprobe().args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{args:?} should exit 1");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one-line error: {err}");
+    assert!(err.starts_with("netprobe: error: "), "{err}");
+    err
+}
+
+#[test]
+fn offsets_reproduces_seed_001_line_for_line() {
+    let out = netprobe()
+        .args(["offsets", "112", "sample-netcore-app.ni.exe", "--maps"])
+        .arg(recorded("maps/seed000-sample-netcore-app.maps"))
+        .arg("--map")
+        .arg(recorded("mapfiles/seed001-sample-netcore-app.map"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let expected =
+        std::fs::read_to_string(recorded("mapfiles/seed001-calc-offsets.expected")).unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+}
+
+#[test]
+fn offsets_pattern_selects_type_method_without_signature() {
+    let out = netprobe()
+        .args([
+            "offsets",
+            "112",
+            "sample-netcore-app.ni.exe",
+            "EchoProvider::calculateEchoValue",
+            "--maps",
+        ])
+        .arg(recorded("maps/seed000-sample-netcore-app.maps"))
+        .arg("--map")
+        .arg(recorded("mapfiles/seed001-sample-netcore-app.map"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "offset: 1900 : instance string [sample-netcore-app] sample_netcore_app.Providers.EchoProvider::calculateEchoValue(string)\n"
+    );
+}
+
+#[test]
+fn offsets_explain_on_net8_names_the_shared_mapping_trap() {
+    let out = netprobe()
+        .args([
+            "offsets",
+            "1",
+            "System.Private.CoreLib.dll",
+            "--explain",
+            "--json",
+            "--maps",
+        ])
+        .arg(recorded("maps/net8-sleep.maps"))
+        .arg("--map")
+        .arg(recorded("mapfiles/seed000-line.map"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    serde_json::from_str::<serde_json::Value>(stdout.trim()).expect("stdout is JSON only");
+    insta::assert_snapshot!(format!(
+        "stderr:\n{}stdout:\n{stdout}",
+        String::from_utf8(out.stderr).unwrap()
+    ));
+}
+
+#[test]
+fn symbols_table_and_json() {
+    let bin = offsets_program();
+    let out = netprobe()
+        .arg("symbols")
+        .arg(&bin)
+        .arg("np_*")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    insta::with_settings!({filters => vec![(r"0x[0-9a-f]+", "[HEX]"), (r" +[0-9]+ ", " [SIZE] ")]}, {
+        insta::assert_snapshot!(text);
+    });
+    let out = netprobe()
+        .arg("symbols")
+        .arg(&bin)
+        .arg("np_far_function")
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["name"], "np_far_function");
+    assert_eq!(v["address"]["value"], "0x800000");
+    assert_eq!(v["file_offset"], "0x4000");
+    assert_eq!(v["kind"], "function");
+}
+
+#[test]
+fn errors_are_one_line_with_cause_and_fix() {
+    let bin = offsets_program();
+    let bin = bin.to_str().unwrap();
+    let e = fails(&["symbols", bin, "np_text_ad"]);
+    assert!(
+        e.contains("no function matches 'np_text_ad'") && e.contains("nearest: np_text_add"),
+        "{e}"
+    );
+    let e = fails(&["symbols", "/etc/hostname"]);
+    assert!(e.contains("is not an ELF or PE file"), "{e}");
+    let e = fails(&["symbols", "/nonexistent/x"]);
+    assert!(e.contains("/nonexistent/x"), "{e}");
+    let e = fails(&["symbols", bin, "foo["]);
+    assert!(e.contains("unclosed '['"), "{e}");
+    // pid_max is at most 2^22: this pid never exists.
+    let e = fails(&["offsets", "4999999", "libc.so.6"]);
+    assert!(e.contains("no process with pid 4999999"), "{e}");
+    let e = fails(&[
+        "offsets",
+        "1",
+        "System.Privat.CoreLib.dll",
+        "--maps",
+        recorded("maps/net8-sleep.maps").to_str().unwrap(),
+    ]);
+    assert!(
+        e.contains("is not mapped in process 1") && e.contains("System.Private.CoreLib.dll"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let truncated = dir.path().join("truncated");
+    std::fs::write(&truncated, &std::fs::read(bin).unwrap()[..100]).unwrap();
+    let e = fails(&["symbols", truncated.to_str().unwrap()]);
+    assert!(e.contains("truncated or corrupt"), "{e}");
+}
+
+/// The live path: this test's own process maps libc; `offsets` places libc's functions.
+#[test]
+fn offsets_live_on_own_process_libc() {
+    let pid = std::process::id().to_string();
+    let out = netprobe()
+        .args(["offsets", &pid, "c", "malloc"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("offset: ") && text.contains(" : malloc"),
+        "{text}"
+    );
+}
+
+/// An IL-only assembly is mapped read-only by .NET 8 (recorded): nothing of it is code.
+#[test]
+fn image_without_executable_mapping() {
+    let e = fails(&[
+        "offsets",
+        "1",
+        "sleep.dll",
+        "--maps",
+        recorded("maps/net8-sleep.maps").to_str().unwrap(),
+    ]);
+    assert!(e.contains("has no executable mapping in process 1"), "{e}");
+}
+
+/// Reading another user's process maps needs ptrace access: as root, drop to nobody first.
+#[test]
+fn permission_denied_names_the_fix() {
+    let np = assert_cmd::cargo::cargo_bin("netprobe");
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    let mut cmd = if is_root {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&np);
+        c
+    } else {
+        std::process::Command::new(&np)
+    };
+    let out = cmd.args(["offsets", "1", "libc.so.6"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("permission denied reading /proc/1/maps")
+            && err.contains("run netprobe as root"),
+        "{err}"
+    );
+}

@@ -1,0 +1,333 @@
+//! Parsing ELF files: headers with goblin, symbol and string tables read lazily from the bytes.
+//!
+//! goblin's `Elf::parse` splits every string table into a vector and parses relocations up
+//! front; for a 117 MB C++ library that costs more than listing its 36k functions. netprobe
+//! parses only the file header, program headers and section headers with goblin, reads symbol
+//! entries through goblin's lazy `Symtab`, and reads each name straight from its string table
+//! when it needs it. Files without section headers (stripped with `--remove-section-headers`)
+//! fall back to goblin's full parse, which finds `.dynsym` through the dynamic segment.
+//!
+//! Formats: System V gABI ("Symbol Table", "String Table"); GNU symbol versioning
+//! (LSB Core, "Symbol Versioning": `.gnu.version`, `.gnu.version_d`).
+
+use crate::addr::VirtAddr;
+use crate::error::{Error, Result};
+use crate::symbol::{SymbolKind, SymbolOrigin};
+use goblin::container::Ctx;
+use goblin::elf::header::Header;
+use goblin::elf::program_header::ProgramHeader;
+use goblin::elf::section_header::{
+    SectionHeader, SHN_UNDEF, SHT_DYNSYM, SHT_GNU_VERDEF, SHT_GNU_VERSYM, SHT_NOBITS, SHT_SYMTAB,
+};
+use goblin::elf::sym::{Symtab, STT_FUNC, STT_GNU_IFUNC};
+use goblin::elf::Elf;
+use std::path::Path;
+
+/// An ELF file's headers over its bytes; tables are read on demand.
+pub struct ElfView<'a> {
+    pub bytes: &'a [u8],
+    pub header: Header,
+    pub ctx: Ctx,
+    pub program_headers: Vec<ProgramHeader>,
+    pub section_headers: Vec<SectionHeader>,
+}
+
+fn guarded<T>(path: &Path, f: impl FnOnce() -> goblin::error::Result<T>) -> Result<T> {
+    // goblin checks bounds and returns errors; catch_unwind is a second guard so that a parser
+    // bug on hostile input is an error here, never a crash of the tracer.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Error::malformed(path, format!("ELF: {e}"))),
+        Err(_) => Err(Error::malformed(path, "ELF: parser failed on this input")),
+    }
+}
+
+impl<'a> ElfView<'a> {
+    /// Parses the headers. Errors: [`Error::NotAnObjectFile`] without the ELF magic,
+    /// [`Error::Malformed`] when a header is out of bounds or inconsistent.
+    pub fn parse(path: &Path, bytes: &'a [u8]) -> Result<ElfView<'a>> {
+        if bytes.len() < 4 || &bytes[..4] != b"\x7fELF" {
+            return Err(Error::NotAnObjectFile {
+                path: path.to_path_buf(),
+            });
+        }
+        let header = guarded(path, || Elf::parse_header(bytes))?;
+        let container = guarded(path, || header.container())?;
+        let endian = guarded(path, || header.endianness())?;
+        let ctx = Ctx::new(container, endian);
+        let program_headers = guarded(path, || {
+            ProgramHeader::parse(bytes, header.e_phoff as usize, header.e_phnum as usize, ctx)
+        })?;
+        let section_headers = if header.e_shoff == 0 {
+            Vec::new()
+        } else {
+            let mut count = header.e_shnum as usize;
+            if count == 0 {
+                // Extended numbering (gABI): the real count is section 0's sh_size.
+                let first = guarded(path, || {
+                    SectionHeader::parse(bytes, header.e_shoff as usize, 1, ctx)
+                })?;
+                count = first.first().map_or(0, |s| s.sh_size as usize);
+            }
+            let table_len = count.saturating_mul(SectionHeader::size(ctx));
+            if (header.e_shoff as usize).saturating_add(table_len) > bytes.len() {
+                return Err(Error::malformed(
+                    path,
+                    "ELF: section header table beyond the end of the file",
+                ));
+            }
+            guarded(path, || {
+                SectionHeader::parse(bytes, header.e_shoff as usize, count, ctx)
+            })?
+        };
+        Ok(ElfView {
+            bytes,
+            header,
+            ctx,
+            program_headers,
+            section_headers,
+        })
+    }
+
+    /// The contents of a section; `None` for `SHT_NOBITS` or a range outside the file.
+    pub fn section_bytes(&self, sh: &SectionHeader) -> Option<&'a [u8]> {
+        if sh.sh_type == SHT_NOBITS {
+            return None;
+        }
+        let start = usize::try_from(sh.sh_offset).ok()?;
+        let len = usize::try_from(sh.sh_size).ok()?;
+        self.bytes.get(start..start.checked_add(len)?)
+    }
+
+    /// A section's name from the section-name string table; `None` when unreadable.
+    pub fn section_name(&self, sh: &SectionHeader) -> Option<&'a str> {
+        let shstrtab = self.section_headers.get(self.header.e_shstrndx as usize)?;
+        cstr_at(self.section_bytes(shstrtab)?, sh.sh_name)
+    }
+
+    /// Every defined function (`STT_FUNC`) and indirect function (`STT_GNU_IFUNC`) of `.symtab`,
+    /// then of `.dynsym`. Left out: undefined symbols (imports), symbols at address 0, symbols
+    /// whose name is unreadable or empty.
+    pub fn functions(&self, path: &Path) -> Result<Vec<RawFunction>> {
+        if self.section_headers.is_empty() {
+            return functions_via_dynamic(path, self.bytes);
+        }
+        let mut out = Vec::new();
+        for (ty, origin) in [
+            (SHT_SYMTAB, SymbolOrigin::ElfSymtab),
+            (SHT_DYNSYM, SymbolOrigin::ElfDynsym),
+        ] {
+            let Some(sh) = self.section_headers.iter().find(|s| s.sh_type == ty) else {
+                continue;
+            };
+            let Some(strtab) = self
+                .section_headers
+                .get(sh.sh_link as usize)
+                .and_then(|s| self.section_bytes(s))
+            else {
+                continue;
+            };
+            let entsize = goblin::elf::sym::Sym::size(self.ctx.container) as u64;
+            let count = (sh.sh_size / entsize) as usize;
+            let table = guarded(path, || {
+                Symtab::parse(self.bytes, sh.sh_offset as usize, count, self.ctx)
+            })?;
+            let versions = if origin == SymbolOrigin::ElfDynsym {
+                Versions::read(self)
+            } else {
+                Versions::default()
+            };
+            for (idx, sym) in table.iter().enumerate() {
+                let kind = match sym.st_type() {
+                    STT_FUNC => SymbolKind::Function,
+                    STT_GNU_IFUNC => SymbolKind::Ifunc,
+                    _ => continue,
+                };
+                if sym.st_shndx == SHN_UNDEF as usize || sym.st_value == 0 {
+                    continue;
+                }
+                let Some(name) = cstr_at(strtab, sym.st_name).filter(|n| !n.is_empty()) else {
+                    continue;
+                };
+                out.push(RawFunction {
+                    name: versions.decorate(idx, name),
+                    vaddr: VirtAddr(sym.st_value),
+                    size: sym.st_size,
+                    kind,
+                    origin,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The NUL-terminated string at `off` in a string table; `None` when out of bounds,
+/// unterminated, or not UTF-8.
+pub fn cstr_at(table: &[u8], off: usize) -> Option<&str> {
+    let rest = table.get(off..)?;
+    let end = memchr::memchr(0, rest)?;
+    std::str::from_utf8(&rest[..end]).ok()
+}
+
+/// A function symbol as the tables state it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawFunction {
+    /// Name, with `@@VERSION` (default) or `@VERSION` (hidden) appended for versioned `.dynsym`
+    /// definitions, as `nm -D` and `readelf --dyn-syms` print them.
+    pub name: String,
+    pub vaddr: VirtAddr,
+    pub size: u64,
+    pub kind: SymbolKind,
+    pub origin: SymbolOrigin,
+}
+
+const VER_FLG_BASE: u16 = 0x1; // LSB: the version definition of the file itself
+const VERSYM_HIDDEN: u16 = 0x8000; // LSB: the symbol is not the default version
+const VERSYM_VERSION: u16 = 0x7fff;
+
+/// `.gnu.version` entries and the names of the versions `.gnu.version_d` defines, by index.
+#[derive(Default)]
+struct Versions<'a> {
+    versym: &'a [u8],
+    little_endian: bool,
+    names: Vec<Option<&'a str>>,
+}
+
+impl<'a> Versions<'a> {
+    /// Reads the version tables once; empty (no decoration) when absent or unreadable.
+    fn read(view: &ElfView<'a>) -> Versions<'a> {
+        let find = |ty| view.section_headers.iter().find(|s| s.sh_type == ty);
+        let (Some(versym_sh), Some(verdef_sh)) = (find(SHT_GNU_VERSYM), find(SHT_GNU_VERDEF))
+        else {
+            return Versions::default();
+        };
+        let (Some(versym), Some(verdef)) =
+            (view.section_bytes(versym_sh), view.section_bytes(verdef_sh))
+        else {
+            return Versions::default();
+        };
+        let strtab = view
+            .section_headers
+            .get(verdef_sh.sh_link as usize)
+            .and_then(|s| view.section_bytes(s))
+            .unwrap_or(&[]);
+        let le = view.ctx.le == goblin::container::Endian::Little;
+        let u16_at = |b: &[u8], o: usize| -> Option<u16> {
+            let s: [u8; 2] = b.get(o..o + 2)?.try_into().ok()?;
+            Some(if le {
+                u16::from_le_bytes(s)
+            } else {
+                u16::from_be_bytes(s)
+            })
+        };
+        let u32_at = |b: &[u8], o: usize| -> Option<u32> {
+            let s: [u8; 4] = b.get(o..o + 4)?.try_into().ok()?;
+            Some(if le {
+                u32::from_le_bytes(s)
+            } else {
+                u32::from_be_bytes(s)
+            })
+        };
+        // Elf_Verdef: vd_version u16, vd_flags u16, vd_ndx u16, vd_cnt u16, vd_hash u32,
+        // vd_aux u32, vd_next u32; Elf_Verdaux: vda_name u32, vda_next u32.
+        let mut names: Vec<Option<&'a str>> = Vec::new();
+        let mut off = 0usize;
+        for _ in 0..verdef_sh.sh_info.min(0x8000) {
+            let (Some(flags), Some(ndx), Some(aux), Some(next)) = (
+                u16_at(verdef, off + 2),
+                u16_at(verdef, off + 4),
+                u32_at(verdef, off + 12),
+                u32_at(verdef, off + 16),
+            ) else {
+                break;
+            };
+            if flags & VER_FLG_BASE == 0 {
+                if let Some(name_off) = u32_at(verdef, off + aux as usize) {
+                    let idx = usize::from(ndx & VERSYM_VERSION);
+                    if names.len() <= idx {
+                        names.resize(idx + 1, None);
+                    }
+                    names[idx] = cstr_at(strtab, name_off as usize);
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            off = match off.checked_add(next as usize) {
+                Some(o) => o,
+                None => break,
+            };
+        }
+        Versions {
+            versym,
+            little_endian: le,
+            names,
+        }
+    }
+
+    /// `name@@V` / `name@V` for a versioned definition at `.dynsym` index `idx`; `name` as is
+    /// for unversioned symbols, the base version, or unknown versions.
+    fn decorate(&self, idx: usize, name: &str) -> String {
+        let Some(raw) = idx
+            .checked_mul(2)
+            .and_then(|o| self.versym.get(o..o + 2))
+            .and_then(|s| <[u8; 2]>::try_from(s).ok())
+        else {
+            return name.to_string();
+        };
+        let vs = if self.little_endian {
+            u16::from_le_bytes(raw)
+        } else {
+            u16::from_be_bytes(raw)
+        };
+        match self
+            .names
+            .get(usize::from(vs & VERSYM_VERSION))
+            .copied()
+            .flatten()
+        {
+            Some(v) if vs & VERSYM_HIDDEN != 0 => format!("{name}@{v}"),
+            Some(v) => format!("{name}@@{v}"),
+            None => name.to_string(),
+        }
+    }
+}
+
+/// Files without section headers: goblin's full parse finds `.dynsym` through the dynamic
+/// segment (`DT_SYMTAB`, `DT_STRTAB`, hash tables). No versions are decorated.
+fn functions_via_dynamic(path: &Path, bytes: &[u8]) -> Result<Vec<RawFunction>> {
+    let elf = guarded(path, || Elf::parse(bytes))?;
+    let mut out = Vec::new();
+    for sym in elf.dynsyms.iter() {
+        let kind = match sym.st_type() {
+            STT_FUNC => SymbolKind::Function,
+            STT_GNU_IFUNC => SymbolKind::Ifunc,
+            _ => continue,
+        };
+        if sym.st_shndx == SHN_UNDEF as usize || sym.st_value == 0 {
+            continue;
+        }
+        let Some(name) = elf.dynstrtab.get_at(sym.st_name).filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        out.push(RawFunction {
+            name: name.to_string(),
+            vaddr: VirtAddr(sym.st_value),
+            size: sym.st_size,
+            kind,
+            origin: SymbolOrigin::ElfDynsym,
+        });
+    }
+    Ok(out)
+}
+
+/// Parses the whole file with goblin (all tables); for callers that need goblin's `Elf`.
+pub fn parse_elf<'a>(path: &Path, bytes: &'a [u8]) -> Result<Elf<'a>> {
+    if bytes.len() < 4 || &bytes[..4] != b"\x7fELF" {
+        return Err(Error::NotAnObjectFile {
+            path: path.to_path_buf(),
+        });
+    }
+    guarded(path, || Elf::parse(bytes))
+}

@@ -1,0 +1,396 @@
+//! Matching the names users type against symbol names.
+//!
+//! A user types what perf, bpftrace and bcc taught them:
+//! - an exact name: `main`, `np_lib_hello@@NPVER_2`, or the full crossgen-style .NET name;
+//! - a glob (bpftrace `uprobe:BIN:*Echo*`, bcc funccount): `*` any run, `?` one character,
+//!   `[abc]`/`[a-z]`/`[!x]` classes, `\` escapes the next character;
+//! - the short forms of managed and Go names: `Namespace.Type::Method`, `Type::Method` (without
+//!   the signature and the return type), `(*Calc).Add` (a Go method without its package path).
+//!
+//! A pattern that names a symbol exactly, literally, selects only the exact matches even if it
+//! contains glob characters: Go's `net/http.(*conn).serve` and .NET's `string[]` contain `*` and
+//! `[]`, and typing a full name must not select its look-alikes.
+
+use crate::error::{Error, Result};
+use crate::symbol::{Symbol, SymbolKind};
+use std::borrow::Cow;
+
+/// A parsed name pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pattern {
+    text: String,
+    glob: Option<Vec<Token>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Token {
+    Literal(char),
+    AnyOne,
+    AnyRun,
+    Class {
+        negated: bool,
+        items: Vec<(char, char)>,
+    },
+}
+
+impl Pattern {
+    /// Parses `text`. Errors ([`Error::BadPattern`]): empty pattern, unclosed `[`, trailing `\`.
+    pub fn parse(text: &str) -> Result<Pattern> {
+        if text.is_empty() {
+            return Err(bad(
+                text,
+                "empty pattern; give a function name or a glob such as 'main*'",
+            ));
+        }
+        let has_meta = text.chars().any(|c| matches!(c, '*' | '?' | '[' | '\\'));
+        let glob = if has_meta { Some(compile(text)?) } else { None };
+        Ok(Pattern {
+            text: text.to_string(),
+            glob,
+        })
+    }
+
+    /// The text as typed.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the pattern has glob characters.
+    pub fn is_glob(&self) -> bool {
+        self.glob.is_some()
+    }
+
+    /// Whether any of `sym`'s names ([`match_keys`]) equals the pattern literally.
+    pub fn matches_exactly(&self, sym: &Symbol) -> bool {
+        match_keys(&sym.name, sym.kind)
+            .iter()
+            .any(|k| k.as_ref() == self.text)
+    }
+
+    /// Whether any of `sym`'s names matches: exactly, or by the glob.
+    pub fn matches(&self, sym: &Symbol) -> bool {
+        match &self.glob {
+            None => self.matches_exactly(sym),
+            Some(tokens) => match_keys(&sym.name, sym.kind)
+                .iter()
+                .any(|k| k.as_ref() == self.text || glob_match(tokens, k)),
+        }
+    }
+
+    /// The symbols the pattern selects, in input order: the exact matches if there are any,
+    /// otherwise the glob matches. Empty when nothing matches.
+    pub fn select<'a>(&self, symbols: &'a [Symbol]) -> Vec<&'a Symbol> {
+        let exact: Vec<&Symbol> = symbols.iter().filter(|s| self.matches_exactly(s)).collect();
+        if !exact.is_empty() || self.glob.is_none() {
+            return exact;
+        }
+        symbols.iter().filter(|s| self.matches(s)).collect()
+    }
+
+    /// Up to `n` names of `symbols` closest to the pattern, best first, for "did you mean"
+    /// messages: case-insensitive matches first, then the smallest edit distance between the
+    /// pattern's literal text and each symbol's shortest name. Empty when `symbols` is empty.
+    pub fn nearest(&self, symbols: &[Symbol], n: usize) -> Vec<String> {
+        let lower = self.text.to_lowercase();
+        let literal: String = self
+            .text
+            .chars()
+            .filter(|c| !matches!(c, '*' | '?' | '[' | ']' | '\\'))
+            .collect::<String>()
+            .to_lowercase();
+        let folded = Pattern::parse(&lower).ok();
+        let mut scored: Vec<(usize, &str)> = symbols
+            .iter()
+            .map(|s| {
+                let keys = match_keys(&s.name, s.kind);
+                let case_insensitive = folded.as_ref().is_some_and(|p| {
+                    keys.iter().any(|k| {
+                        let k = k.to_lowercase();
+                        k == lower || p.glob.as_ref().is_some_and(|t| glob_match(t, &k))
+                    })
+                });
+                let score = if case_insensitive {
+                    0
+                } else {
+                    1 + keys
+                        .iter()
+                        .map(|k| edit_distance(&literal, &k.to_lowercase()))
+                        .min()
+                        .unwrap_or(usize::MAX - 1)
+                };
+                (score, s.name.as_str())
+            })
+            .collect();
+        scored.sort();
+        let mut out: Vec<String> = Vec::new();
+        for (_, name) in scored {
+            if out.len() == n {
+                break;
+            }
+            if !out.iter().any(|o| o == name) {
+                out.push(name.to_string());
+            }
+        }
+        out
+    }
+}
+
+fn bad(pattern: &str, why: &str) -> Error {
+    Error::BadPattern {
+        pattern: pattern.to_string(),
+        why: why.to_string(),
+    }
+}
+
+fn compile(text: &str) -> Result<Vec<Token>> {
+    let mut out = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => {
+                if out.last() != Some(&Token::AnyRun) {
+                    out.push(Token::AnyRun);
+                }
+            }
+            '?' => out.push(Token::AnyOne),
+            '\\' => match chars.next() {
+                Some(e) => out.push(Token::Literal(e)),
+                None => return Err(bad(text, "trailing '\\' escapes nothing")),
+            },
+            '[' => {
+                let negated = matches!(chars.peek(), Some('!') | Some('^'));
+                if negated {
+                    chars.next();
+                }
+                let mut items = Vec::new();
+                let mut first = true;
+                loop {
+                    let Some(c) = chars.next() else {
+                        return Err(bad(
+                            text,
+                            "unclosed '[' (write '\\[' for a literal bracket)",
+                        ));
+                    };
+                    if c == ']' && !first {
+                        break;
+                    }
+                    first = false;
+                    let lo = if c == '\\' {
+                        chars
+                            .next()
+                            .ok_or_else(|| bad(text, "trailing '\\' escapes nothing"))?
+                    } else {
+                        c
+                    };
+                    let is_range = chars.peek() == Some(&'-')
+                        && chars.clone().nth(1).is_some_and(|n| n != ']');
+                    if is_range {
+                        chars.next();
+                        let hi = chars.next().unwrap_or(lo);
+                        items.push((lo.min(hi), lo.max(hi)));
+                    } else {
+                        items.push((lo, lo));
+                    }
+                }
+                out.push(Token::Class { negated, items });
+            }
+            c => out.push(Token::Literal(c)),
+        }
+    }
+    Ok(out)
+}
+
+fn token_matches(t: &Token, c: char) -> bool {
+    match t {
+        Token::Literal(l) => *l == c,
+        Token::AnyOne => true,
+        Token::AnyRun => true,
+        Token::Class { negated, items } => {
+            items.iter().any(|(lo, hi)| *lo <= c && c <= *hi) != *negated
+        }
+    }
+}
+
+/// Iterative glob matching with single-star backtracking: O(len(pattern) * len(text)) worst
+/// case, no recursion.
+fn glob_match(tokens: &[Token], text: &str) -> bool {
+    let text: Vec<char> = text.chars().collect();
+    let (mut t, mut s) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while s < text.len() {
+        if t < tokens.len() && tokens[t] == Token::AnyRun {
+            star = Some((t, s));
+            t += 1;
+        } else if t < tokens.len() && token_matches(&tokens[t], text[s]) {
+            t += 1;
+            s += 1;
+        } else if let Some((st, ss)) = star {
+            t = st + 1;
+            s = ss + 1;
+            star = Some((st, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    tokens[t..].iter().all(|tok| *tok == Token::AnyRun)
+}
+
+/// The names a symbol answers to, full name first.
+///
+/// - native functions: the name, and without its `@VERSION`/`@@VERSION` suffix;
+/// - managed methods in crossgen's format `[instance] RET [Assembly] NS.Type::Method(ARGS)`:
+///   `NS.Type::Method(ARGS)`, `NS.Type::Method`, `Type::Method(ARGS)`, `Type::Method`, and for a
+///   nested type `NS.Outer+Inner` also `Inner::Method(ARGS)` and `Inner::Method`;
+/// - Go functions: the name, and for methods the name without its package path
+///   (`net/http.(*conn).serve` → `(*conn).serve`), the package ending at the first `.` after the
+///   last `/` as in Go's `debug/gosym` (`Sym.PackageName`).
+pub fn match_keys(name: &str, kind: SymbolKind) -> Vec<Cow<'_, str>> {
+    let mut keys: Vec<Cow<'_, str>> = vec![Cow::Borrowed(name)];
+    match kind {
+        SymbolKind::Function | SymbolKind::Ifunc => {
+            if let Some(at) = name.find('@') {
+                if at > 0 {
+                    keys.push(Cow::Borrowed(&name[..at]));
+                }
+            }
+        }
+        SymbolKind::ManagedMethod => managed_keys(name, &mut keys),
+        SymbolKind::GoFunction => {
+            let path_end = name.rfind('/').map_or(0, |i| i + 1);
+            if let Some(dot) = name[path_end..].find('.') {
+                let rest = &name[path_end + dot + 1..];
+                // A method: Type.Method or (*Type).Method after the package.
+                if rest.contains('.') {
+                    keys.push(Cow::Borrowed(rest));
+                }
+            }
+        }
+    }
+    keys
+}
+
+fn managed_keys<'a>(name: &'a str, keys: &mut Vec<Cow<'a, str>>) {
+    let Some(sep) = name.find("::") else {
+        return;
+    };
+    let type_start = name[..sep].rfind(' ').map_or(0, |i| i + 1);
+    let qualified_with_sig = &name[type_start..];
+    let paren = name[sep..].find('(').map(|p| sep + p);
+    let qualified = match paren {
+        Some(p) => &name[type_start..p],
+        None => qualified_with_sig,
+    };
+    let sig = paren.map_or("", |p| &name[p..]);
+    let type_path = &name[type_start..sep];
+    let method = &qualified[sep - type_start + 2..];
+    if qualified_with_sig != name {
+        keys.push(Cow::Borrowed(qualified_with_sig));
+    }
+    if qualified != qualified_with_sig {
+        keys.push(Cow::Borrowed(qualified));
+    }
+    // Short type: after the namespace (last '.' before any generic arguments).
+    let plain_end = type_path.find('<').unwrap_or(type_path.len());
+    let short_start = type_path[..plain_end].rfind('.').map_or(0, |i| i + 1);
+    let short_type = &type_path[short_start..];
+    let mut push_short = |ty: &str| {
+        if ty != type_path {
+            keys.push(Cow::Owned(format!("{ty}::{method}{sig}")));
+            if !sig.is_empty() {
+                keys.push(Cow::Owned(format!("{ty}::{method}")));
+            }
+        }
+    };
+    push_short(short_type);
+    if let Some(plus) = short_type[..short_type.find('<').unwrap_or(short_type.len())].rfind('+') {
+        push_short(&short_type[plus + 1..]);
+    }
+}
+
+/// Levenshtein distance, O(len(a) * len(b)) time, O(len(b)) space.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_basics() {
+        let m = |p: &str, t: &str| glob_match(&compile(p).unwrap(), t);
+        assert!(m("*", ""));
+        assert!(m("main*", "main_loop"));
+        assert!(!m("main*", "xmain"));
+        assert!(m(
+            "*Echo*::Calc*",
+            "sample.EchoProvider::CalculateEchoValue(string)"
+        ));
+        assert!(m("f?o", "foo"));
+        assert!(m("[a-c]x", "bx"));
+        assert!(!m("[!a-c]x", "bx"));
+        assert!(m("\\*x", "*x"));
+        assert!(!m("\\*x", "ax"));
+        assert!(m("a*b*c", "aXXbYYc"));
+        assert!(!m("a*b*c", "aXXbYY"));
+    }
+
+    #[test]
+    fn bad_patterns() {
+        assert!(Pattern::parse("").is_err());
+        assert!(Pattern::parse("foo[").is_err());
+        assert!(Pattern::parse("foo\\").is_err());
+    }
+
+    #[test]
+    fn managed_keys_of_seed_names() {
+        let k = match_keys(
+            "instance string [sample-netcore-app] sample_netcore_app.Providers.EchoProvider::calculateEchoValue(string)",
+            SymbolKind::ManagedMethod,
+        );
+        let k: Vec<&str> = k.iter().map(|c| c.as_ref()).collect();
+        assert!(
+            k.contains(&"sample_netcore_app.Providers.EchoProvider::calculateEchoValue(string)")
+        );
+        assert!(k.contains(&"sample_netcore_app.Providers.EchoProvider::calculateEchoValue"));
+        assert!(k.contains(&"EchoProvider::calculateEchoValue(string)"));
+        assert!(k.contains(&"EchoProvider::calculateEchoValue"));
+
+        let k = match_keys(
+            "instance class [Microsoft.AspNetCore.Mvc.Core]Microsoft.AspNetCore.Mvc.ActionResult`1<string> [sample-netcore-app] sample_netcore_app.Controllers.EchoController::Get(string)",
+            SymbolKind::ManagedMethod,
+        );
+        assert!(k.iter().any(|c| c == "EchoController::Get"));
+
+        let k = match_keys("void [A] NS.Outer+Inner::Run()", SymbolKind::ManagedMethod);
+        assert!(k.iter().any(|c| c == "Outer+Inner::Run"));
+        assert!(k.iter().any(|c| c == "Inner::Run"));
+    }
+
+    #[test]
+    fn go_keys() {
+        let k = match_keys("net/http.(*conn).serve", SymbolKind::GoFunction);
+        assert!(k.iter().any(|c| c == "(*conn).serve"));
+        let k = match_keys("main.fib", SymbolKind::GoFunction);
+        assert_eq!(k.len(), 1);
+        let k = match_keys("main.(*Calc).Add", SymbolKind::GoFunction);
+        assert!(k.iter().any(|c| c == "(*Calc).Add"));
+    }
+
+    #[test]
+    fn distance() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
+}

@@ -1,0 +1,157 @@
+//! A live process seen through `/proc/PID` (`proc(5)`): its maps, its files (through
+//! `/proc/PID/root`, so a process in a container is read in its own mount namespace), its
+//! environment. Reads only.
+
+use crate::error::{Error, Result};
+use crate::maps::{parse_maps, MapsEntry};
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A process, by pid, under a procfs mount (normally `/proc`).
+#[derive(Clone, Debug)]
+pub struct Process {
+    pid: u32,
+    dir: PathBuf,
+}
+
+impl Process {
+    /// The process `pid` under `/proc`. Returns [`Error::NoSuchProcess`] when `/proc/PID` does not
+    /// exist (not running, or not in this pid namespace).
+    pub fn open(pid: u32) -> Result<Process> {
+        Process::open_in(Path::new("/proc"), pid)
+    }
+
+    /// The process `pid` under another procfs mount (e.g. a container's `/proc`).
+    pub fn open_in(procfs: &Path, pid: u32) -> Result<Process> {
+        let dir = procfs.join(pid.to_string());
+        match std::fs::symlink_metadata(&dir) {
+            Ok(_) => Ok(Process { pid, dir }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::NoSuchProcess { pid }),
+            Err(e) => Err(Error::io(&dir, e)),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// `/proc/PID`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn read(&self, name: &str) -> Result<Vec<u8>> {
+        let path = self.dir.join(name);
+        std::fs::read(&path).map_err(|e| self.classify(&path, e))
+    }
+
+    /// A vanished `/proc/PID/...` entry means the process exited under us.
+    fn classify(&self, path: &Path, e: io::Error) -> Error {
+        if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc_esrch()) {
+            Error::NoSuchProcess { pid: self.pid }
+        } else {
+            Error::io(path, e)
+        }
+    }
+
+    /// Parsed `/proc/PID/maps`. Errors: [`Error::NoSuchProcess`] if it exited,
+    /// [`Error::PermissionDenied`] without ptrace access, [`Error::Malformed`] if unparseable.
+    pub fn maps(&self) -> Result<Vec<MapsEntry>> {
+        let text = self.read("maps")?;
+        parse_maps(&text).map_err(|e| Error::malformed(self.dir.join("maps"), e.to_string()))
+    }
+
+    /// The command name (`/proc/PID/comm`, without the newline).
+    pub fn comm(&self) -> Result<String> {
+        let mut c = String::from_utf8_lossy(&self.read("comm")?).into_owned();
+        while c.ends_with('\n') {
+            c.pop();
+        }
+        Ok(c)
+    }
+
+    /// The environment (`/proc/PID/environ`) as `(name, value)` pairs, in order. Entries without
+    /// `=` are returned with an empty value. Empty when the process is a zombie or a kernel thread.
+    pub fn environ(&self) -> Result<Vec<(OsString, OsString)>> {
+        let raw = self.read("environ")?;
+        Ok(raw
+            .split(|&b| b == 0)
+            .filter(|e| !e.is_empty())
+            .map(|e| match e.iter().position(|&b| b == b'=') {
+                Some(eq) => (
+                    OsString::from_vec(e[..eq].to_vec()),
+                    OsString::from_vec(e[eq + 1..].to_vec()),
+                ),
+                None => (OsString::from_vec(e.to_vec()), OsString::new()),
+            })
+            .collect())
+    }
+
+    /// `/proc/PID/root`: the process's root directory, which opens files in its mount namespace.
+    pub fn root(&self) -> PathBuf {
+        self.dir.join("root")
+    }
+
+    /// Whether the process sees files exactly as we do: the same mount namespace
+    /// (`/proc/PID/ns/mnt`, `namespaces(7)`) and the same root directory (device and inode), so
+    /// paths from its maps can be opened as they are. `false` when either differs (container,
+    /// chroot, `unshare -m`) or cannot be compared (no permission): then its files are opened
+    /// through `/proc/PID/root`, which is right in every case. The root directory alone is not
+    /// enough: a process in another mount namespace usually has the same `/` inode but other
+    /// mounts below it.
+    pub fn shares_our_root(&self) -> bool {
+        let same = |a: std::io::Result<std::fs::Metadata>,
+                    b: std::io::Result<std::fs::Metadata>| {
+            matches!((a, b), (Ok(x), Ok(y)) if x.dev() == y.dev() && x.ino() == y.ino())
+        };
+        same(
+            std::fs::metadata(self.dir.join("ns/mnt")),
+            std::fs::metadata("/proc/self/ns/mnt"),
+        ) && same(std::fs::metadata(self.root()), std::fs::metadata("/"))
+    }
+
+    /// The path at which *we* open a file that the process knows as `path`: `path` itself when we
+    /// share its root, else `/proc/PID/root/<path>` (works for a container's files from the host or
+    /// from a sidecar in its pid namespace; `../shared/ENVIRONMENT.md`, Docker).
+    pub fn host_path(&self, path: &Path) -> PathBuf {
+        if self.shares_our_root() {
+            path.to_path_buf()
+        } else {
+            let rel = path.strip_prefix("/").unwrap_or(path);
+            self.root().join(rel)
+        }
+    }
+
+    /// `/proc/PID/map_files/START-END`: a link to the file behind one mapping that opens even when
+    /// the file was deleted or replaced after it was mapped (`proc(5)`, map_files; needs
+    /// CAP_SYS_ADMIN).
+    pub fn map_file(&self, start: u64, end: u64) -> PathBuf {
+        self.dir
+            .join("map_files")
+            .join(format!("{start:x}-{end:x}"))
+    }
+
+    /// The thread ids (`/proc/PID/task/*`) at this moment.
+    pub fn threads(&self) -> Result<Vec<u32>> {
+        let dir = self.dir.join("task");
+        let rd = std::fs::read_dir(&dir).map_err(|e| self.classify(&dir, e))?;
+        let mut tids: Vec<u32> = rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                std::str::from_utf8(e.file_name().as_bytes())
+                    .ok()?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        tids.sort_unstable();
+        Ok(tids)
+    }
+}
+
+fn libc_esrch() -> i32 {
+    3 // ESRCH on Linux (asm-generic/errno-base.h)
+}

@@ -1,0 +1,260 @@
+//! Resolution: from what a user types (an image and a name pattern, in a file or a live process)
+//! to where each probe goes ([`ProbeTarget`]).
+
+use crate::addr::{FileOffset, RuntimeAddr};
+use crate::error::{Error, Result};
+use crate::image;
+use crate::maps::MapsEntry;
+use crate::matching::Pattern;
+use crate::normalize::{rva_to_file_offset, MappedImage};
+use crate::process::Process;
+use crate::symbol::{Address, Symbol};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Where one probe goes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProbeTarget {
+    /// The file as the target process (or the user) names it.
+    #[serde(serialize_with = "ser_path")]
+    pub image: PathBuf,
+    /// The path to write into `uprobe_events`: the same file, opened from netprobe's own mount
+    /// namespace (`/proc/PID/root/...` for a process in a container, `/proc/PID/map_files/...` for
+    /// a file deleted since it was mapped).
+    #[serde(serialize_with = "ser_path")]
+    pub probe_path: PathBuf,
+    pub file_offset: FileOffset,
+    pub symbol: Symbol,
+    /// Where the code is in the process (live resolution only).
+    pub runtime_addr: Option<RuntimeAddr>,
+}
+
+fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
+}
+
+/// The functions of the file at `path` that `pattern` selects (exact matches if any, else glob
+/// matches; see [`Pattern::select`]). Symbols without a file offset are left out.
+///
+/// Errors: [`Error::NoMatch`] with the nearest names when nothing matches; the file's own errors
+/// ([`Error::NotAnObjectFile`], [`Error::Malformed`], I/O).
+pub fn resolve_file(path: &Path, pattern: &str) -> Result<Vec<ProbeTarget>> {
+    let pattern = Pattern::parse(pattern)?;
+    let symbols = image::load_symbols(path)?;
+    let targets: Vec<ProbeTarget> = pattern
+        .select(&symbols)
+        .into_iter()
+        .filter_map(|s| {
+            Some(ProbeTarget {
+                image: path.to_path_buf(),
+                probe_path: path.to_path_buf(),
+                file_offset: s.file_offset?,
+                symbol: s.clone(),
+                runtime_addr: None,
+            })
+        })
+        .collect();
+    if targets.is_empty() {
+        return Err(no_match(&pattern, &path.display().to_string(), &symbols));
+    }
+    Ok(targets)
+}
+
+fn no_match(pattern: &Pattern, image: &str, symbols: &[Symbol]) -> Error {
+    Error::NoMatch {
+        pattern: pattern.as_str().to_string(),
+        image: image.to_string(),
+        nearest: pattern.nearest(symbols, 5),
+    }
+}
+
+/// The functions `pattern` selects in process `pid`: in the mapped file `image` names, or, when
+/// `image` is `None`, in every file the process maps executable. Each target is checked against
+/// the live maps: its file offset must be mapped executable (else it is left out), and a method
+/// known by RVA must land at the same file offset by the PE formula and by the live maps (else
+/// [`Error::OffsetMismatch`]: no probe is placed on a disagreement).
+///
+/// Errors: [`Error::NoSuchProcess`], [`Error::PermissionDenied`], [`Error::ImageNotMapped`] (with
+/// similar mapped names), [`Error::AmbiguousImage`], [`Error::NoExecutableMapping`],
+/// [`Error::NoMatch`] (with the nearest names), and the image's own errors when `image` is given.
+pub fn resolve_in_process(
+    pid: u32,
+    image: Option<&str>,
+    pattern: &str,
+) -> Result<Vec<ProbeTarget>> {
+    let process = Process::open(pid)?;
+    let maps = process.maps()?;
+    resolve_in_maps(pid, &maps, |img| open_path(&process, img), image, pattern)
+}
+
+/// [`resolve_in_process`] over a maps listing given by the caller (live or recorded):
+/// `open` says where netprobe opens each mapped file.
+pub fn resolve_in_maps(
+    pid: u32,
+    maps: &[MapsEntry],
+    open: impl Fn(&MappedImage) -> PathBuf,
+    image: Option<&str>,
+    pattern: &str,
+) -> Result<Vec<ProbeTarget>> {
+    let pattern = Pattern::parse(pattern)?;
+    let images = MappedImage::group(maps);
+    let (candidates, explicit) = match image {
+        Some(spec) => (vec![find_image(pid, &images, spec)?], true),
+        None => (
+            images
+                .iter()
+                .filter(|i| i.exec_mappings().next().is_some())
+                .collect(),
+            false,
+        ),
+    };
+    let mut targets = Vec::new();
+    let mut seen: Vec<Symbol> = Vec::new();
+    for img in candidates {
+        if img.exec_mappings().next().is_none() {
+            return Err(Error::NoExecutableMapping {
+                pid,
+                path: img.path.clone(),
+            });
+        }
+        let open_path = open(img);
+        let symbols = match image::load_symbols(&open_path) {
+            Ok(s) => s,
+            // Searching every mapped file: one unreadable or non-ELF file is no reason to fail.
+            Err(_) if !explicit => continue,
+            Err(e) => return Err(e),
+        };
+        targets.extend(place_symbols(img, &open_path, pattern.select(&symbols))?);
+        seen.extend(symbols);
+    }
+    if targets.is_empty() {
+        let where_ = image.map_or_else(|| format!("process {pid}"), str::to_string);
+        return Err(no_match(&pattern, &where_, &seen));
+    }
+    Ok(targets)
+}
+
+/// Places symbols of one mapped image: each must have a file offset that is mapped executable
+/// (others are left out), and a method known by RVA must land at the same file offset by the PE
+/// formula and by the live maps, else [`Error::OffsetMismatch`].
+pub fn place_symbols<'a>(
+    img: &MappedImage,
+    probe_path: &Path,
+    symbols: impl IntoIterator<Item = &'a Symbol>,
+) -> Result<Vec<ProbeTarget>> {
+    let mut out = Vec::new();
+    for s in symbols {
+        let Some(off) = s.file_offset else { continue };
+        let Some(runtime) = img.runtime_addr_of(off) else {
+            continue;
+        };
+        if let Address::Rva(rva) = s.address {
+            let live = rva_to_file_offset(img, rva).map(|(o, _)| o);
+            if live != Some(off) {
+                return Err(Error::OffsetMismatch {
+                    name: s.name.clone(),
+                    image: img.path.display().to_string(),
+                    file_offset: off,
+                    live,
+                });
+            }
+        }
+        out.push(ProbeTarget {
+            image: img.path.clone(),
+            probe_path: probe_path.to_path_buf(),
+            file_offset: off,
+            symbol: s.clone(),
+            runtime_addr: Some(runtime),
+        });
+    }
+    Ok(out)
+}
+
+/// The path at which netprobe opens (and the kernel finds) a mapped file: through
+/// `/proc/PID/map_files/` when the file was deleted since it was mapped (the path no longer names
+/// it), else through the process's root (containers).
+pub fn open_path(process: &Process, img: &MappedImage) -> PathBuf {
+    if img.deleted {
+        if let Some(m) = img.mappings.first() {
+            return process.map_file(m.start, m.end);
+        }
+    }
+    process.host_path(&img.path)
+}
+
+/// The mapped file that `spec` names: a full path (as the process sees it, or through
+/// `/proc/PID/root`), a file name (`libc.so.6`, `System.Console.dll`), or a short library name as
+/// bcc takes it (`c` for `libc.so.6`, `System.Console` for `System.Console.dll`).
+///
+/// Errors: [`Error::ImageNotMapped`] with up to five similar mapped names;
+/// [`Error::AmbiguousImage`] when several files match equally well.
+pub fn find_image<'a>(pid: u32, images: &'a [MappedImage], spec: &str) -> Result<&'a MappedImage> {
+    let root_prefix = format!("/proc/{pid}/root");
+    let spec_path = spec.strip_prefix(&root_prefix).unwrap_or(spec);
+    let name_of = |img: &MappedImage| {
+        img.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    // Ranked tiers: the first tier with any match decides.
+    let tiers: [&dyn Fn(&MappedImage) -> bool; 3] = [
+        &|img| img.path == Path::new(spec_path),
+        &|img| !spec.contains('/') && name_of(img) == spec,
+        &|img| {
+            let n = name_of(img);
+            !spec.contains('/')
+                && (n == format!("{spec}.dll")
+                    || n == format!("{spec}.exe")
+                    || n == format!("lib{spec}.so")
+                    || n.starts_with(&format!("lib{spec}.so."))
+                    || n.starts_with(&format!("{spec}.so.")))
+        },
+    ];
+    for tier in tiers {
+        let hits: Vec<&MappedImage> = images.iter().filter(|i| tier(i)).collect();
+        match hits.len() {
+            0 => continue,
+            1 => return Ok(hits[0]),
+            _ => {
+                return Err(Error::AmbiguousImage {
+                    pid,
+                    image: spec.to_string(),
+                    candidates: hits.iter().map(|i| i.path.display().to_string()).collect(),
+                })
+            }
+        }
+    }
+    Err(Error::ImageNotMapped {
+        pid,
+        image: spec.to_string(),
+        similar: similar_images(images, spec),
+    })
+}
+
+fn similar_images(images: &[MappedImage], spec: &str) -> Vec<String> {
+    let want = Path::new(spec)
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let stem = want.split('.').next().unwrap_or(&want).to_string();
+    let mut scored: Vec<(usize, String)> = images
+        .iter()
+        .map(|i| {
+            let name = i
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().to_lowercase())
+                .unwrap_or_default();
+            let score = if !stem.is_empty() && name.contains(&stem) {
+                0
+            } else {
+                1 + crate::matching::edit_distance(&want, &name)
+            };
+            (score, i.path.display().to_string())
+        })
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().take(5).map(|(_, p)| p).collect()
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs everything netprobe's tests need on a fresh Debian bookworm x86_64 machine, as root:
+# Debian packages, tracefs, and the project's own downloads (into $NETPROBE_CACHE, default
+# ~/.cache/netprobe). Idempotent: a second run finds everything present and changes nothing.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+log() { printf 'install-prereqs: %s\n' "$*" >&2; }
+
+if [ "$(id -u)" -ne 0 ]; then
+  log "must run as root (apt-get, mounting tracefs, Docker, uprobes): sudo $0"
+  exit 1
+fi
+
+# Debian packages. Each line: the command or file that proves it is there, and the package.
+need_pkgs=()
+want() { if ! command -v "$1" >/dev/null 2>&1 && [ ! -e "$1" ]; then need_pkgs+=("$2"); fi; }
+want cc gcc
+want make make
+want objdump binutils
+want go golang-go
+want mcs mono-mcs
+want python3 python3
+want pip3 python3-pip
+want unzip unzip
+want busybox busybox-static
+want qemu-system-x86_64 qemu-system-x86
+want /usr/bin/docker docker.io
+want perf linux-perf
+want bpftrace bpftrace
+want funccount-bpfcc bpfcc-tools
+want hyperfine hyperfine
+want curl curl
+want cpio cpio
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "apt-get install ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+# tracefs: uprobes are placed through it (kernel Documentation/trace/uprobetracer.rst).
+if [ ! -e /sys/kernel/tracing/uprobe_events ] && [ ! -e /sys/kernel/debug/tracing/uprobe_events ]; then
+  log "mounting tracefs at /sys/kernel/tracing"
+  mount -t tracefs nodev /sys/kernel/tracing
+fi
+
+# Project downloads and services. Each script is idempotent and says what it does.
+for step in "$root/sample-app/dotnet/fetch-runtimes.sh" "$root/scripts/docker-up.sh"; do
+  if [ -x "$step" ]; then
+    log "running ${step#"$root"/}"
+    "$step" >&2
+  fi
+done
+log "all prerequisites present"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The project's test command (README, second line; .ci/run calls it): installs every missing
+# prerequisite, then builds and runs every check: formatting, clippy, and all tests, end-to-end
+# ones included. Run as root on a Debian bookworm x86_64 machine. Under CI=true an end-to-end test
+# whose prerequisite is missing fails instead of being skipped.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+start=$(date +%s)
+
+"$root/scripts/install-prereqs.sh"
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test --workspace"
+cargo test --workspace --locked --no-fail-fast
+
+# Nothing of netprobe's may stay registered (DEVELOPERS.md): check the kernel after the run.
+tr=/sys/kernel/tracing
+[ -e $tr/uprobe_events ] || tr=/sys/kernel/debug/tracing
+if grep -E '^[pr]:(netprobe|nptest)' "$tr/uprobe_events"; then
+  echo "FAIL: probes of netprobe or its tests are still registered (above)" >&2
+  exit 1
+fi
+if ls "$tr/instances" 2>/dev/null | grep -E '^(netprobe|nptest)'; then
+  echo "FAIL: tracefs instances of netprobe or its tests are still there (above)" >&2
+  exit 1
+fi
+echo "scripts/test.sh: all checks passed in $(( $(date +%s) - start ))s"
