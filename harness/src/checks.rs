@@ -93,6 +93,9 @@ pub enum Reading {
     JsonCounts,
     /// Only the exit status says whether it worked; no hit number.
     ExitStatus,
+    /// `offsets --json` lines (`{"name":..,"offset":"0x.."}`): the offset netprobe gives for
+    /// every function in `offsets_of` must equal the one binutils gives ([`crate::oracle`]).
+    JsonOffsets,
 }
 
 /// One end-to-end check of the kernel matrix.
@@ -106,8 +109,12 @@ pub struct KernelCheck {
     pub subcommand: &'static str,
     /// The traced program, if any.
     pub target: Option<Target>,
-    /// netprobe's arguments; `{target}` is replaced by the target's path on the system under test.
+    /// netprobe's arguments; `{target}` is replaced by the target's path on the system under
+    /// test, `{target_name}` by its file name, `{pid}` by the pid of the background target.
     pub args: &'static [&'static str],
+    /// When set, the target is started first with these arguments and runs in the background
+    /// while netprobe runs (killed afterwards); `{pid}` in `args` is its pid.
+    pub background: Option<&'static [&'static str]>,
     /// How hits are read from the output.
     pub reading: Reading,
     /// The function whose hits are counted (substring of the name netprobe prints).
@@ -118,6 +125,8 @@ pub struct KernelCheck {
     pub arg_values: &'static [(&'static str, &'static str)],
     /// Time limit for the whole netprobe run.
     pub timeout_secs: u64,
+    /// Functions whose offsets [`Reading::JsonOffsets`] compares.
+    pub offsets_of: &'static [&'static str],
 }
 
 const C_STATIC: Target = Target::C {
@@ -150,6 +159,48 @@ pub const KERNEL_CHECKS: &[KernelCheck] = &[
         hits: None,
         arg_values: &[],
         timeout_secs: 120,
+        background: None,
+        offsets_of: &[],
+    },
+    KernelCheck {
+        name: "c-pie offsets",
+        what: "static-pie C running (ASLR): `offsets PID` equals nm + readelf",
+        subcommand: "offsets",
+        target: Some(C_STATIC_PIE),
+        args: &[
+            "offsets",
+            "{pid}",
+            "{target_name}",
+            "np_harness_*",
+            "--json",
+        ],
+        background: Some(&["--on-signal", "1", "2", "3"]),
+        reading: Reading::JsonOffsets,
+        function: "",
+        hits: None,
+        arg_values: &[],
+        timeout_secs: 60,
+        offsets_of: &["np_harness_add", "np_harness_other"],
+    },
+    KernelCheck {
+        name: "go offsets",
+        what: "static Go running: `offsets PID` equals nm + readelf",
+        subcommand: "offsets",
+        target: Some(GO_STATIC),
+        args: &[
+            "offsets",
+            "{pid}",
+            "{target_name}",
+            "main.npHarnessAdd",
+            "--json",
+        ],
+        background: Some(&["--on-signal", "1", "2", "3"]),
+        reading: Reading::JsonOffsets,
+        function: "",
+        hits: None,
+        arg_values: &[],
+        timeout_secs: 60,
+        offsets_of: &["main.npHarnessAdd"],
     },
     KernelCheck {
         name: "c-static trace",
@@ -168,6 +219,8 @@ pub const KERNEL_CHECKS: &[KernelCheck] = &[
         hits: Some(5),
         arg_values: &[("0", "7"), ("1", "12345")],
         timeout_secs: 120,
+        background: None,
+        offsets_of: &[],
     },
     KernelCheck {
         name: "c-pie trace",
@@ -186,6 +239,8 @@ pub const KERNEL_CHECKS: &[KernelCheck] = &[
         hits: Some(6),
         arg_values: &[("0", "-3"), ("1", "99")],
         timeout_secs: 120,
+        background: None,
+        offsets_of: &[],
     },
     KernelCheck {
         name: "c-section count",
@@ -204,6 +259,8 @@ pub const KERNEL_CHECKS: &[KernelCheck] = &[
         hits: Some(9),
         arg_values: &[],
         timeout_secs: 120,
+        background: None,
+        offsets_of: &[],
     },
     KernelCheck {
         name: "go trace",
@@ -222,6 +279,8 @@ pub const KERNEL_CHECKS: &[KernelCheck] = &[
         hits: Some(4),
         arg_values: &[("0", "21"), ("1", "34")],
         timeout_secs: 120,
+        background: None,
+        offsets_of: &[],
     },
 ];
 
@@ -266,8 +325,38 @@ impl CheckResult {
     }
 }
 
+/// Expected values per check computed on the host with tools netprobe did not write
+/// (check name → function → file offset), shipped to the guest as `/fixtures/expected.json`.
+pub type Expected = std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>;
+
+/// The [`Expected`] values of every [`Reading::JsonOffsets`] check, from binutils on the host.
+/// A check whose expectation cannot be computed is left out (it then fails with that reason).
+pub fn expected_values(targets: &dyn Fn(&str) -> Option<PathBuf>) -> Expected {
+    let mut expected = Expected::new();
+    for c in KERNEL_CHECKS {
+        if c.reading != Reading::JsonOffsets {
+            continue;
+        }
+        let Some(path) = c.target.and_then(|t| targets(t.key())) else {
+            continue;
+        };
+        match crate::oracle::elf_offsets(&path, c.offsets_of) {
+            Ok(o) => {
+                expected.insert(c.name.to_string(), o);
+            }
+            Err(e) => eprintln!("harness: no expected offsets for {}: {e:#}", c.name),
+        }
+    }
+    expected
+}
+
 /// Runs `check` with `netprobe` on this system; `target` is the traced program's path here.
-pub fn run_check(netprobe: &Path, check: &KernelCheck, target: Option<&Path>) -> CheckResult {
+pub fn run_check(
+    netprobe: &Path,
+    check: &KernelCheck,
+    target: Option<&Path>,
+    expected: &Expected,
+) -> CheckResult {
     let subcommands = crate::binaries::subcommands(netprobe);
     if !crate::binaries::has_subcommand(netprobe, check.subcommand) {
         return CheckResult::failed(
@@ -283,24 +372,159 @@ pub fn run_check(netprobe: &Path, check: &KernelCheck, target: Option<&Path>) ->
             ),
         );
     }
-    let target_str = target.map(|t| t.to_string_lossy().into_owned());
+    // A background target runs while netprobe looks at it, and is killed afterwards.
+    let mut background = None;
+    if let (Some(bg_args), Some(t)) = (check.background, target) {
+        match Background::start(t, bg_args) {
+            Ok(b) => background = Some(b),
+            Err(e) => return CheckResult::failed(check.name, e),
+        }
+    }
+    let target_path = target.map(|t| t.to_string_lossy().into_owned());
+    let target_name = target
+        .and_then(|t| t.file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    let pid = background.as_ref().map(|b| b.pid().to_string());
     let args: Vec<String> = check
         .args
         .iter()
-        .map(|a| match &target_str {
-            Some(t) => a.replace("{target}", t),
-            None => a.to_string(),
+        .map(|a| {
+            let mut a = a.to_string();
+            if let Some(p) = &target_path {
+                a = a.replace("{target}", p);
+            }
+            if let Some(n) = &target_name {
+                a = a.replace("{target_name}", n);
+            }
+            if let Some(p) = &pid {
+                a = a.replace("{pid}", p);
+            }
+            a
         })
         .collect();
     let started = Instant::now();
-    let out = match run_with_timeout(netprobe, &args, Duration::from_secs(check.timeout_secs)) {
+    let out = run_with_timeout(netprobe, &args, Duration::from_secs(check.timeout_secs));
+    let seconds = started.elapsed().as_secs_f64();
+    drop(background);
+    let out = match out {
         Ok(out) => out,
         Err(e) => return CheckResult::failed(check.name, e),
     };
-    let seconds = started.elapsed().as_secs_f64();
-    let mut result = evaluate(check, &out);
+    let mut result = if check.reading == Reading::JsonOffsets {
+        match expected.get(check.name) {
+            Some(want) => evaluate_offsets(check, &out, want),
+            None => CheckResult::failed(
+                check.name,
+                "no expected offsets (nm/readelf on the host could not compute them)",
+            ),
+        }
+    } else {
+        evaluate(check, &out)
+    };
     result.seconds = seconds;
     result
+}
+
+/// A target running in the background; killed (SIGKILL) and reaped on drop.
+struct Background {
+    child: std::process::Child,
+}
+
+impl Background {
+    /// Starts `program args` and waits until its own code is mapped (exec done).
+    fn start(program: &Path, args: &[&str]) -> Result<Background, String> {
+        let child = Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", program.display()))?;
+        let b = Background { child };
+        let name = program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let maps =
+                std::fs::read_to_string(format!("/proc/{}/maps", b.pid())).unwrap_or_default();
+            if maps.lines().any(|l| l.ends_with(&name)) {
+                return Ok(b);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("{} never mapped its own file", program.display()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Judges `offsets --json` output against offsets from binutils.
+pub fn evaluate_offsets(
+    check: &KernelCheck,
+    out: &RunOutput,
+    want: &std::collections::BTreeMap<String, u64>,
+) -> CheckResult {
+    if out.code != Some(0) {
+        return CheckResult::failed(
+            check.name,
+            format!("exit {:?}: {}", out.code, last_line(&out.stderr)),
+        );
+    }
+    let mut got = std::collections::BTreeMap::new();
+    for v in out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+    {
+        let (Some(name), Some(off)) = (
+            v.get("name").and_then(|n| n.as_str()),
+            v.get("offset").and_then(|o| o.as_str()),
+        ) else {
+            continue;
+        };
+        if let Ok(off) = u64::from_str_radix(off.trim_start_matches("0x"), 16) {
+            got.insert(name.to_string(), off);
+        }
+    }
+    for (name, want) in want {
+        match got.get(name) {
+            Some(g) if g == want => {}
+            Some(g) => {
+                return CheckResult::failed(
+                    check.name,
+                    format!("{name}: netprobe says {g:#x}, nm+readelf say {want:#x}"),
+                )
+            }
+            None => {
+                return CheckResult::failed(
+                    check.name,
+                    format!(
+                        "{name} missing from netprobe's output: {}",
+                        last_line(&out.stdout)
+                    ),
+                )
+            }
+        }
+    }
+    CheckResult {
+        check: check.name.into(),
+        ok: true,
+        hits: None,
+        detail: format!("{} offsets equal nm+readelf", want.len()),
+        seconds: 0.0,
+    }
 }
 
 /// What a finished (or killed) netprobe run left.
@@ -411,6 +635,7 @@ pub fn evaluate(check: &KernelCheck, out: &RunOutput) -> CheckResult {
         ));
     }
     match check.reading {
+        Reading::JsonOffsets => fail("offsets are judged by evaluate_offsets".into()),
         Reading::ExitStatus => CheckResult {
             check: check.name.into(),
             ok: true,

@@ -94,6 +94,8 @@ const FIXTURE_EXPECT: KernelCheck = KernelCheck {
     hits: Some(6),
     arg_values: &[("0", "7"), ("1", "12345")],
     timeout_secs: 90,
+    background: None,
+    offsets_of: &[],
 };
 
 /// Every Docker check, in order.

@@ -218,8 +218,14 @@ pub fn build_initramfs(
     netprobe: &Path,
     harness: &Path,
     targets: &[(String, PathBuf)],
+    expected: &checks::Expected,
 ) -> Result<Vec<u8>> {
     let mut root = Rootfs::new();
+    root.bytes(
+        serde_json::to_vec(expected)?,
+        "/fixtures/expected.json",
+        0o644,
+    )?;
     root.bytes(INIT, "/init", 0o755)?;
     crate::images::add_busybox(
         &mut root,
@@ -411,7 +417,11 @@ pub fn expected_columns() -> Vec<String> {
 
 /// Runs every check on the running kernel (the guest agent's body, and the host row).
 /// `targets` maps a target key to its path here.
-pub fn run_here(netprobe: &Path, targets: &dyn Fn(&str) -> Option<PathBuf>) -> Vec<CheckResult> {
+pub fn run_here(
+    netprobe: &Path,
+    targets: &dyn Fn(&str) -> Option<PathBuf>,
+    expected: &checks::Expected,
+) -> Vec<CheckResult> {
     let mut results = Vec::new();
     let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
         .iter()
@@ -463,7 +473,12 @@ pub fn run_here(netprobe: &Path, targets: &dyn Fn(&str) -> Option<PathBuf>) -> V
                 }
             },
         };
-        results.push(checks::run_check(netprobe, check, target.as_deref()));
+        results.push(checks::run_check(
+            netprobe,
+            check,
+            target.as_deref(),
+            expected,
+        ));
     }
     results
 }

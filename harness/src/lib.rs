@@ -18,6 +18,7 @@ pub mod docker_checks;
 pub mod images;
 pub mod kernels;
 pub mod matrix;
+pub mod oracle;
 pub mod owner;
 pub mod report;
 pub mod rootfs;

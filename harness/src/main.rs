@@ -116,10 +116,19 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Guest { netprobe, fixtures } => {
-            let results = kernels::run_here(&netprobe, &|key| {
-                let p = fixtures.join(key);
-                p.is_file().then_some(p)
-            });
+            // Expected values computed on the host (the guest has no binutils).
+            let expected: harness::checks::Expected = std::fs::read(fixtures.join("expected.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            let results = kernels::run_here(
+                &netprobe,
+                &|key| {
+                    let p = fixtures.join(key);
+                    p.is_file().then_some(p)
+                },
+                &expected,
+            );
             for r in results {
                 match serde_json::to_string(&r) {
                     Ok(json) => println!("{}{json}", kernels::RESULT_PREFIX),

@@ -62,10 +62,11 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
             }
         }
     }
+    let expected = checks::expected_values(&|key| built.get(key).cloned());
     let mut rows = Vec::new();
     let guest_rows: Vec<&str> = selected.iter().copied().filter(|r| *r != HOST).collect();
     if !guest_rows.is_empty() {
-        let initramfs = write_initramfs(&netprobe, &opts.harness, &built)?;
+        let initramfs = write_initramfs(&netprobe, &opts.harness, &built, &expected)?;
         building.take();
         for name in guest_rows {
             let spec = KERNELS.iter().find(|k| k.name == name).expect("known row");
@@ -97,7 +98,11 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
             detail: "host kernel (not booted)".into(),
             seconds: 0.0,
         }];
-        results.extend(kernels::run_here(&netprobe, &|key| built.get(key).cloned()));
+        results.extend(kernels::run_here(
+            &netprobe,
+            &|key| built.get(key).cloned(),
+            &expected,
+        ));
         rows.push(KernelRow {
             name: HOST.into(),
             release,
@@ -140,12 +145,13 @@ fn write_initramfs(
     netprobe: &Path,
     harness: &Path,
     built: &BTreeMap<&'static str, PathBuf>,
+    expected: &checks::Expected,
 ) -> Result<PathBuf> {
     let targets: Vec<(String, PathBuf)> = built
         .iter()
         .map(|(k, p)| (k.to_string(), p.clone()))
         .collect();
-    let bytes = kernels::build_initramfs(netprobe, harness, &targets)?;
+    let bytes = kernels::build_initramfs(netprobe, harness, &targets, expected)?;
     let dir = fixtures::build::target_dir().join("harness-kernels");
     std::fs::create_dir_all(&dir)?;
     use sha2::Digest;

@@ -211,6 +211,21 @@ fn sidecar_plumbing() -> TrialResult {
                 "netprobe --version in the sidecar said {version:?}"
             ));
         }
+        // netprobe in the sidecar resolves the app's function through /proc/1/root and the app's
+        // maps, to the offset binutils gives for the file.
+        let want = harness::oracle::elf_offsets(&bin, &["np_harness_add"]).map_err(e2e::err)?
+            ["np_harness_add"];
+        let side_json = side
+            .exec_ok(&[
+                "netprobe",
+                "offsets",
+                "1",
+                "harness_calls",
+                "np_harness_add",
+                "--json",
+            ])
+            .map_err(e2e::err)?;
+        check_offset("sidecar", &side_json, want)?;
         // A signal from the sidecar reaches the app.
         side.exec_ok(&["kill", "-USR1", "1"]).map_err(e2e::err)?;
         app.wait_for_output("round 1 done", Duration::from_secs(20))
@@ -224,10 +239,49 @@ fn sidecar_plumbing() -> TrialResult {
                 host_view.display()
             ));
         }
+        // netprobe on the host resolves the same function through the container's host pid.
+        let netprobe = harness::binaries::netprobe_release().map_err(|e| format!("{e:#}"))?;
+        let pid_arg = host_pid.to_string();
+        let out = std::process::Command::new(&netprobe)
+            .args([
+                "offsets",
+                &pid_arg,
+                "harness_calls",
+                "np_harness_add",
+                "--json",
+            ])
+            .output()
+            .map_err(e2e::err)?;
+        if !out.status.success() {
+            return Err(format!(
+                "netprobe offsets from the host failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        check_offset("host", &String::from_utf8_lossy(&out.stdout), want)?;
         drop(side);
         drop(app);
     }
     assert_nothing_left(owner, prefix)
+}
+
+/// The `offset` of `np_harness_add` in `netprobe offsets --json` output equals `want`.
+fn check_offset(vantage: &str, json_lines: &str, want: u64) -> TrialResult {
+    let got = json_lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["name"] == "np_harness_add")
+        .and_then(|v| v["offset"].as_str().map(str::to_string))
+        .ok_or_else(|| {
+            format!("{vantage}: no np_harness_add in netprobe's output: {json_lines}")
+        })?;
+    if got != format!("{want:#x}") {
+        return Err(format!(
+            "{vantage}: netprobe says np_harness_add is at {got}, nm+readelf say {want:#x}"
+        ));
+    }
+    eprintln!("{vantage}: netprobe offsets np_harness_add = {got} (nm+readelf agree)");
+    Ok(())
 }
 
 /// harness/docker/netprobe-sidecar.Dockerfile builds (with BASE set to a local glibc + busybox
