@@ -66,8 +66,9 @@ pub struct DockerCheck {
     pub app: App,
     /// Where netprobe runs.
     pub vantage: Vantage,
-    /// netprobe's arguments: `{pid}` is the app's pid as the vantage sees it, `{root}` is
-    /// `/proc/{pid}/root` (the app's file system seen from the vantage).
+    /// netprobe's arguments: `{pid}` is the app's pid as the vantage sees it, `{app}` the app's
+    /// program path inside its container (as `/proc/{pid}/maps` shows it: netprobe reaches the
+    /// file itself through `/proc/{pid}/root`), `{root}` is `/proc/{pid}/root`.
     pub args: &'static [&'static str],
     /// What the test does meanwhile.
     pub drive: Drive,
@@ -92,7 +93,7 @@ const FIXTURE_EXPECT: KernelCheck = KernelCheck {
     function: "np_harness_add",
     // FIXTURE.count calls per round, 2 rounds.
     hits: Some(6),
-    arg_values: &[("0", "7"), ("1", "12345")],
+    arg_values: &[("a", "7"), ("b", "12345")],
     timeout_secs: 90,
     background: None,
     offsets_of: &[],
@@ -102,7 +103,7 @@ const FIXTURE_EXPECT: KernelCheck = KernelCheck {
 pub const DOCKER_CHECKS: &[DockerCheck] = &[
     DockerCheck {
         name: "fixture_sidecar_trace",
-        what: "static C app; netprobe in the sidecar traces it by pid through /proc/1/root",
+        what: "static C app; netprobe in the sidecar traces it by pid (pid 1, its files via /proc/1/root)",
         app: FIXTURE,
         vantage: Vantage::Sidecar,
         args: &[
@@ -114,7 +115,7 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
             "6",
             "--duration",
             "60",
-            "{root}/app/harness_calls:np_harness_add",
+            "{app}:np_harness_add a=s64 b=s64",
         ],
         drive: Drive::Signal { rounds: 2 },
         expect: FIXTURE_EXPECT,
@@ -133,7 +134,7 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
             "6",
             "--duration",
             "60",
-            "{root}/app/harness_calls:np_harness_add",
+            "{app}:np_harness_add a=s64 b=s64",
         ],
         drive: Drive::Signal { rounds: 2 },
         expect: FIXTURE_EXPECT,

@@ -151,9 +151,22 @@ fn write_initramfs(
         .iter()
         .map(|(k, p)| (k.to_string(), p.clone()))
         .collect();
-    let bytes = kernels::build_initramfs(netprobe, harness, &targets, expected)?;
     let dir = fixtures::build::target_dir().join("harness-kernels");
     std::fs::create_dir_all(&dir)?;
+    // A debug build of the guest agent carries ~100 MB of debug info: ship it stripped.
+    let stripped = dir.join(format!("harness-guest-{}", std::process::id()));
+    let harness = match std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(harness)
+        .status()
+    {
+        Ok(s) if s.success() => stripped.as_path(),
+        _ => harness,
+    };
+    let bytes = kernels::build_initramfs(netprobe, harness, &targets, expected);
+    let _ = std::fs::remove_file(&stripped);
+    let bytes = bytes?;
     use sha2::Digest;
     let hash: String = sha2::Sha256::digest(&bytes)
         .iter()

@@ -443,7 +443,7 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
         };
         let root = format!("/proc/{pid}/root");
         argv_prefix.extend(check.args.iter().map(|a| {
-            a.replace("{root}/app/harness_calls", &format!("{root}{app_file}"))
+            a.replace("{app}", &app_file)
                 .replace("{root}", &root)
                 .replace("{pid}", &pid.to_string())
         }));
@@ -451,7 +451,23 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
         let tracer =
             std::thread::spawn(move || checks::run_with_timeout(&program, &argv_prefix, limit));
         // Ready when netprobe's probe on the app's (uniquely named) file is in uprobe_events.
-        wait_probe_present(&app_file, Duration::from_secs(30))?;
+        if let Err(e) = wait_probe_present(&app_file, Duration::from_secs(30), &tracer) {
+            let said = if tracer.is_finished() {
+                match tracer.join() {
+                    Ok(Ok(out)) => format!(
+                        "netprobe exited {:?}: {}{}",
+                        out.code,
+                        out.stdout.trim(),
+                        out.stderr.trim()
+                    ),
+                    Ok(Err(e)) => e,
+                    Err(_) => "the tracer thread panicked".into(),
+                }
+            } else {
+                "netprobe is still running".into()
+            };
+            return Err(format!("{e}; {said}"));
+        }
         std::thread::sleep(Duration::from_millis(500));
         match check.drive {
             Drive::Signal { rounds } => {
@@ -525,10 +541,14 @@ fn probes_on(file: &str) -> Vec<String> {
         .collect()
 }
 
-fn wait_probe_present(file: &str, limit: Duration) -> TrialResult {
+fn wait_probe_present<T>(
+    file: &str,
+    limit: Duration,
+    tracer: &std::thread::JoinHandle<T>,
+) -> TrialResult {
     let deadline = Instant::now() + limit;
     while probes_on(file).is_empty() {
-        if Instant::now() >= deadline {
+        if Instant::now() >= deadline || tracer.is_finished() {
             return Err(format!(
                 "netprobe placed no probe on {file} within {} s",
                 limit.as_secs()
