@@ -732,8 +732,9 @@ pub fn arg_value(hit: &serde_json::Value, arg: &str) -> Option<String> {
         _ => return None,
     };
     let v = match v {
-        // An argument given as {"name": .., "value": ..}.
-        serde_json::Value::Object(o) => o.get("value")?,
+        // A decoded string is {"length": .., "text": .., "truncated": ..}; a named value
+        // {"name": .., "value": ..}.
+        serde_json::Value::Object(o) => o.get("text").or_else(|| o.get("value"))?,
         other => other,
     };
     Some(match v {

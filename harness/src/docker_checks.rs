@@ -20,13 +20,21 @@ pub enum App {
         /// Second argument of every call.
         b: i64,
     },
-    /// The sample .NET app (`sample-app/dotnet/`) on the .NET runtime of this major version.
+    /// The sample .NET app (`sample-app/dotnet/`, built with `run.sh --build-only`) on the .NET
+    /// runtime of this major version, at `/app/sample-netcore-app.dll`, tiering off (every call
+    /// of a ReadyToRun method hits).
     Dotnet {
         /// `"8"` or `"3.1"` (a root under `$NETPROBE_CACHE/dotnet/`).
         major: &'static str,
+        /// The app's arguments (mode and options); `{port}` is a free port.
+        args: &'static [&'static str],
     },
-    /// The Go sample app (`sample-app/go/`), static.
-    GoSample,
+    /// The Go sample app (`sample-app/go/build.sh`'s `sampleapp-default`, static) at
+    /// `/app/sampleapp`.
+    GoSample {
+        /// The app's arguments; `{port}` is a free port.
+        args: &'static [&'static str],
+    },
 }
 
 /// Where netprobe runs.
@@ -46,13 +54,18 @@ pub enum Drive {
         /// Signals sent.
         rounds: u32,
     },
-    /// `GET path` on the app this many times.
+    /// `GET path` on the app this many times (after `warmup`, sent before netprobe starts, e.g.
+    /// to make the app load the assembly that holds the probed method).
     Http {
         /// Request path.
         path: &'static str,
         /// Requests sent.
         times: u32,
+        /// A request sent once before tracing starts, if any.
+        warmup: Option<&'static str>,
     },
+    /// Nothing: the app makes its calls by itself once its start delay is over.
+    AppDriven,
 }
 
 /// One Docker check.
@@ -72,6 +85,11 @@ pub struct DockerCheck {
     pub args: &'static [&'static str],
     /// What the test does meanwhile.
     pub drive: Drive,
+    /// Text the app prints on stdout when it is ready.
+    pub ready: &'static str,
+    /// A string every uprobe_events line of this check's probes holds and no other test's does
+    /// (readiness, and "no probe left behind").
+    pub probe_marker: &'static str,
     /// The expectations, judged like a kernel check (subcommand, reading, function, hits,
     /// arguments, time limit; `args`/`target` of it are unused).
     pub expect: KernelCheck,
@@ -99,6 +117,42 @@ const FIXTURE_EXPECT: KernelCheck = KernelCheck {
     offsets_of: &[],
 };
 
+/// Expectations shared by the trace rows (each row sets function, hits and arguments).
+const TRACE_EXPECT: KernelCheck = KernelCheck {
+    name: "docker",
+    what: "",
+    subcommand: "trace",
+    target: None,
+    args: &[],
+    reading: Reading::JsonHits,
+    function: "",
+    hits: None,
+    arg_values: &[],
+    timeout_secs: 90,
+    background: None,
+    offsets_of: &[],
+};
+
+/// The Go sample service on the test's port.
+const GO_SERVE: App = App::GoSample {
+    args: &["serve", "-addr", "127.0.0.1:{port}"],
+};
+/// The .NET sample service on the test's port (`serve` mode of sample-app/dotnet).
+const DOTNET_SERVE: &[&str] = &["serve", "--port", "{port}"];
+/// The .NET sample's sleep mode: after 6 s (netprobe attaches meanwhile), 5 calls of
+/// Thread.Sleep(7) through a delegate (a direct call is inlined on 3.1: 0 hits).
+const DOTNET_SLEEP: &[&str] = &[
+    "sleep",
+    "--count",
+    "5",
+    "--ms",
+    "7",
+    "--call",
+    "delegate",
+    "--delay-ms",
+    "6000",
+];
+
 /// Every Docker check, in order.
 pub const DOCKER_CHECKS: &[DockerCheck] = &[
     DockerCheck {
@@ -118,6 +172,8 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
             "{app}:np_harness_add a=s64 b=s64",
         ],
         drive: Drive::Signal { rounds: 2 },
+        ready: "ready pid=",
+        probe_marker: "/app/harness_calls_",
         expect: FIXTURE_EXPECT,
     },
     DockerCheck {
@@ -137,6 +193,122 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
             "{app}:np_harness_add a=s64 b=s64",
         ],
         drive: Drive::Signal { rounds: 2 },
+        ready: "ready pid=",
+        probe_marker: "/app/harness_calls_",
         expect: FIXTURE_EXPECT,
+    },
+    DockerCheck {
+        name: "go_echo_sidecar",
+        what: "Go sample app; sidecar traces main.Echo(string) while the host sends GET /echo",
+        app: GO_SERVE,
+        vantage: Vantage::Sidecar,
+        args: &[
+            "trace", "--json", "-p", "{pid}", "--max-events", "3", "--duration", "60",
+            "{app}:main.Echo msg=gostring",
+        ],
+        drive: Drive::Http { path: "/echo?msg=netprobe-harness", times: 3, warmup: None },
+        ready: "listening on",
+        probe_marker: "/app/sampleapp",
+        expect: KernelCheck {
+            function: "main.Echo",
+            hits: Some(3),
+            arg_values: &[("msg", "netprobe-harness")],
+            ..TRACE_EXPECT
+        },
+    },
+    DockerCheck {
+        name: "go_fib_host",
+        what: "Go sample app; the host traces main.Fib(int) while it sends GET /fib",
+        app: GO_SERVE,
+        vantage: Vantage::Host,
+        args: &[
+            "trace", "--json", "-p", "{pid}", "--max-events", "4", "--duration", "60",
+            "{app}:main.Fib n=s64",
+        ],
+        drive: Drive::Http { path: "/fib?n=23", times: 4, warmup: None },
+        ready: "listening on",
+        probe_marker: "/app/sampleapp",
+        expect: KernelCheck {
+            function: "main.Fib",
+            hits: Some(4),
+            arg_values: &[("n", "23")],
+            ..TRACE_EXPECT
+        },
+    },
+    DockerCheck {
+        name: "dotnet8_echo_sidecar",
+        what: ".NET 8 sample app; sidecar traces Uri::UnescapeDataString(string) (R2R, called once per GET /echo with the value)",
+        app: App::Dotnet { major: "8", args: DOTNET_SERVE },
+        vantage: Vantage::Sidecar,
+        args: &[
+            "trace", "--json", "-p", "{pid}", "--max-events", "3", "--duration", "60",
+            "System.Private.Uri.dll:System.Uri::UnescapeDataString s=utf16",
+        ],
+        drive: Drive::Http { path: "/echo/netprobe-harness", times: 3, warmup: Some("/echo/warmup") },
+        ready: "listening",
+        probe_marker: "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.",
+        expect: KernelCheck {
+            function: "UnescapeDataString",
+            hits: Some(3),
+            arg_values: &[("s", "netprobe-harness")],
+            ..TRACE_EXPECT
+        },
+    },
+    DockerCheck {
+        name: "dotnet8_sleep_host",
+        what: ".NET 8 sample app (sleep mode); the host traces Thread::Sleep(int32): 5 calls of 7 ms",
+        app: App::Dotnet { major: "8", args: DOTNET_SLEEP },
+        vantage: Vantage::Host,
+        args: &[
+            "trace", "--json", "-p", "{pid}", "--max-events", "5", "--duration", "60",
+            "System.Private.CoreLib.dll:System.Threading.Thread::Sleep ms=s32",
+        ],
+        drive: Drive::AppDriven,
+        ready: "pid=",
+        probe_marker: "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.",
+        expect: KernelCheck {
+            function: "Sleep",
+            hits: Some(5),
+            arg_values: &[("ms", "7")],
+            ..TRACE_EXPECT
+        },
+    },
+    DockerCheck {
+        name: "dotnet31_echo_host",
+        what: ".NET Core 3.1 sample app; the host traces Uri::UnescapeDataString(string) while it sends GET /echo",
+        app: App::Dotnet { major: "3.1", args: DOTNET_SERVE },
+        vantage: Vantage::Host,
+        args: &[
+            "trace", "--json", "-p", "{pid}", "--max-events", "3", "--duration", "60",
+            "System.Private.Uri.dll:System.Uri::UnescapeDataString s=utf16",
+        ],
+        drive: Drive::Http { path: "/echo/netprobe-harness", times: 3, warmup: Some("/echo/warmup") },
+        ready: "listening",
+        probe_marker: "/usr/share/dotnet/shared/Microsoft.NETCore.App/3.",
+        expect: KernelCheck {
+            function: "UnescapeDataString",
+            hits: Some(3),
+            arg_values: &[("s", "netprobe-harness")],
+            ..TRACE_EXPECT
+        },
+    },
+    DockerCheck {
+        name: "dotnet31_sleep_sidecar",
+        what: ".NET Core 3.1 sample app (sleep mode, via delegate: a direct call is inlined on 3.1); sidecar traces Thread::Sleep(int32)",
+        app: App::Dotnet { major: "3.1", args: DOTNET_SLEEP },
+        vantage: Vantage::Sidecar,
+        args: &[
+            "trace", "--json", "-p", "{pid}", "--max-events", "5", "--duration", "60",
+            "System.Private.CoreLib.dll:System.Threading.Thread::Sleep ms=s32",
+        ],
+        drive: Drive::AppDriven,
+        ready: "pid=",
+        probe_marker: "/usr/share/dotnet/shared/Microsoft.NETCore.App/3.",
+        expect: KernelCheck {
+            function: "Sleep",
+            hits: Some(5),
+            arg_values: &[("ms", "7")],
+            ..TRACE_EXPECT
+        },
     },
 ];

@@ -47,12 +47,20 @@ fn main() {
             Need::Check(netprobe_builds),
         ];
         needs.extend(subcommand_need(check.expect.subcommand));
+        let root = fixtures::workspace_root();
         match check.app {
             App::CFixture { .. } => needs.push(Need::CCompiler),
-            App::Dotnet { major } => needs.push(Need::Path(
-                images::dotnet_runtime_root(major).join("dotnet"),
-            )),
-            App::GoSample => needs.push(Need::Go),
+            App::Dotnet { major, .. } => {
+                needs.push(Need::Path(
+                    images::dotnet_runtime_root(major).join("dotnet"),
+                ));
+                needs.push(Need::Path(root.join("sample-app/dotnet/run.sh")));
+                needs.push(Need::Program("mcs"));
+            }
+            App::GoSample { .. } => {
+                needs.push(Need::Go);
+                needs.push(Need::Path(root.join("sample-app/go/build.sh")));
+            }
         }
         trials.push(e2e::trial(check.name, &needs, move || {
             with_sweep(|| run_docker_check(check))
@@ -372,11 +380,19 @@ fn dotnet_runtime_image(major: &str) -> TrialResult {
 
 /// Runs one row of the Docker check table.
 fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
+    // One hit trial at a time: the .NET rows share probed files (CoreLib of one runtime), and a
+    // probe of one trial would otherwise look like another's readiness or leftover.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let owner = Owner::current();
     let prefix = check.name.replace('_', "-");
     let result = (|| -> TrialResult {
         let netprobe_host = harness::binaries::netprobe_release().map_err(|e| format!("{e:#}"))?;
-        let (app_image, launch_argv, app_file) = match check.app {
+        let port = containers::free_port().map_err(e2e::err)?.to_string();
+        let with_port = |args: &[&str]| -> Vec<String> {
+            args.iter().map(|a| a.replace("{port}", &port)).collect()
+        };
+        let (app_image, launch_argv, app_file, env) = match check.app {
             App::CFixture { count, a, b } => {
                 // A file name unique to the check: its own inode, so concurrent checks never
                 // share a probed file, and its probes are recognisable in uprobe_events.
@@ -391,13 +407,39 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
                     a.to_string(),
                     b.to_string(),
                 ];
-                (image, argv, format!("/app/{file}"))
+                (image, argv, format!("/app/{file}"), vec![])
             }
-            App::Dotnet { .. } | App::GoSample => {
-                return Err(format!(
-                    "the {:?} app is not wired into the harness yet: its sample app has not landed on this branch",
-                    check.app
-                ))
+            App::Dotnet { major, args } => {
+                let app_dir = dotnet_sample_app(major)?;
+                let runtime = images::dotnet_runtime_root(major);
+                let root = images::dotnet_rootfs(&runtime, Some(&app_dir)).map_err(e2e::err)?;
+                let image = docker::import(
+                    &root,
+                    &owner.image_ref(&format!("{prefix}-app")),
+                    &images::dotnet_changes(),
+                )
+                .map_err(e2e::err)?;
+                let mut argv = vec![
+                    format!("{}/dotnet", images::DOTNET_ROOT),
+                    "/app/sample-netcore-app.dll".to_string(),
+                ];
+                argv.extend(with_port(args));
+                // Tiering off: ReadyToRun code is never replaced, every call hits (3.1 reads
+                // only COMPlus_, 8 both; shared/ENVIRONMENT.md).
+                let env = vec![
+                    ("COMPlus_TieredCompilation".to_string(), "0".to_string()),
+                    ("DOTNET_TieredCompilation".to_string(), "0".to_string()),
+                ];
+                (image, argv, "/app/sample-netcore-app.dll".to_string(), env)
+            }
+            App::GoSample { args } => {
+                let bin = go_sample_app()?;
+                let root = images::program_rootfs(&bin, "sampleapp").map_err(e2e::err)?;
+                let image = docker::import(&root, &owner.image_ref(&format!("{prefix}-app")), &[])
+                    .map_err(e2e::err)?;
+                let mut argv = vec!["/app/sampleapp".to_string()];
+                argv.extend(with_port(args));
+                (image, argv, "/app/sampleapp".to_string(), vec![])
             }
         };
         let app = containers::start_app(
@@ -406,8 +448,8 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
                 role: &format!("{}_app", check.name),
                 image: &app_image,
                 argv: launch_argv,
-                env: vec![],
-                ready_stdout: Some("ready pid=".into()),
+                env,
+                ready_stdout: Some(check.ready.into()),
             },
         )
         .map_err(|e| format!("{e:#}"))?;
@@ -441,6 +483,13 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
                 )
             }
         };
+        if let Drive::Http {
+            warmup: Some(path), ..
+        } = check.drive
+        {
+            let port: u16 = port.parse().map_err(e2e::err)?;
+            containers::wait_http(port, path, Duration::from_secs(30)).map_err(e2e::err)?;
+        }
         let root = format!("/proc/{pid}/root");
         argv_prefix.extend(check.args.iter().map(|a| {
             a.replace("{app}", &app_file)
@@ -451,7 +500,7 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
         let tracer =
             std::thread::spawn(move || checks::run_with_timeout(&program, &argv_prefix, limit));
         // Ready when netprobe's probe on the app's (uniquely named) file is in uprobe_events.
-        if let Err(e) = wait_probe_present(&app_file, Duration::from_secs(30), &tracer) {
+        if let Err(e) = wait_probe_present(check.probe_marker, Duration::from_secs(30), &tracer) {
             let said = if tracer.is_finished() {
                 match tracer.join() {
                     Ok(Ok(out)) => format!(
@@ -490,9 +539,16 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
                         .map_err(e2e::err)?;
                 }
             }
-            Drive::Http { path, times } => {
-                return Err(format!("HTTP drive ({times} x {path}) needs an HTTP app"));
+            Drive::Http { path, times, .. } => {
+                let port: u16 = port.parse().map_err(e2e::err)?;
+                for _ in 0..times {
+                    let (status, body) = containers::http_get(port, path).map_err(e2e::err)?;
+                    if status != 200 {
+                        return Err(format!("GET {path}: {status} {body}"));
+                    }
+                }
             }
+            Drive::AppDriven => {}
         }
         let out: RunOutput = tracer
             .join()
@@ -508,7 +564,7 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
         drop(sidecar);
         drop(app);
         // No probe of ours may outlive netprobe.
-        let left = probes_on(&app_file);
+        let left = probes_on(check.probe_marker);
         if !left.is_empty() {
             return Err(format!("netprobe left probes behind: {left:?}"));
         }
@@ -520,6 +576,51 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
     })();
     let clean = assert_nothing_left(owner, &prefix).and(assert_nothing_left(owner, check.name));
     result.and(clean)
+}
+
+/// Builds the .NET sample app for `major` with its own script; returns the folder holding
+/// `sample-netcore-app.dll` and its runtimeconfig.json.
+fn dotnet_sample_app(major: &str) -> Result<PathBuf, String> {
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILD.lock().unwrap_or_else(|p| p.into_inner());
+    let script = fixtures::workspace_root().join("sample-app/dotnet/run.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .args(["--runtime", major, "--build-only"])
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} --build-only failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let dll = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    dll.parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| format!("run.sh printed no dll path: {dll:?}"))
+}
+
+/// Builds the Go sample app with its own script; returns the static `sampleapp-default`.
+fn go_sample_app() -> Result<PathBuf, String> {
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILD.lock().unwrap_or_else(|p| p.into_inner());
+    let out_dir = fixtures::build::target_dir().join("harness-go-sample");
+    let script = fixtures::workspace_root().join("sample-app/go/build.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(&out_dir)
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(out_dir.join("sampleapp-default"))
 }
 
 fn uprobe_events() -> String {
