@@ -33,6 +33,9 @@ want funccount-bpfcc bpfcc-tools
 want hyperfine hyperfine
 want curl curl
 want cpio cpio
+want npm npm
+want unshare util-linux
+want setpriv util-linux
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "apt-get install ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -47,7 +50,8 @@ if [ ! -e /sys/kernel/tracing/uprobe_events ] && [ ! -e /sys/kernel/debug/tracin
 fi
 
 # Project downloads and services. Each script is idempotent and says what it does.
-for step in "$root/sample-app/dotnet/fetch-runtimes.sh" "$root/scripts/docker-up.sh"; do
+for step in "$root/sample-app/dotnet/fetch-runtimes.sh" "$root/scripts/fetch-go-binaries.sh" \
+  "$root/scripts/docker-up.sh"; do
   if [ -x "$step" ]; then
     log "running ${step#"$root"/}"
     "$step" >&2

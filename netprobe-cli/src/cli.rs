@@ -2,9 +2,18 @@
 //! `netprobe: error: <cause>: <fix>`, with exit status 1; usage errors exit with 2 (clap).
 
 use crate::commands;
+use crate::commands::live::{self, parse_duration, LiveOptions};
+use crate::dryrun::Mode;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+/// A tracing command's result as the dispatcher's: exit codes pass through (3 = hits were lost).
+fn tracing(r: crate::Result<i32>) -> anyhow::Result<ExitCode> {
+    r.map(|code| ExitCode::from(code.clamp(0, 255) as u8))
+        .map_err(anyhow::Error::from)
+}
 
 /// Dynamic tracing of .NET and Go programs with uprobes: finds where in which file a function's
 /// code is, places the probes, shows the calls, and cleans up.
@@ -22,6 +31,105 @@ pub enum Command {
     /// Print the uprobe offset of each method of an image mapped in a process
     /// (what seed 001's calc-offsets.py prints, right on .NET 8 too).
     Offsets(OffsetsArgs),
+    /// Print one line per hit: time, pid/tid, command, function, arguments or return value.
+    Trace(LiveArgs),
+    /// Count calls per function (like bcc funccount).
+    Count {
+        #[command(flatten)]
+        live: LiveArgs,
+        /// Print (and reset) the counts every interval instead of once at the end.
+        #[arg(long, value_parser = parse_duration)]
+        interval: Option<Duration>,
+    },
+    /// Time calls per function: log2 histogram and p50/p90/p99/max (like bcc funclatency).
+    Latency(LiveArgs),
+    /// Persistent probes for perf and bpftrace (they stay until `probe remove`).
+    Probe {
+        #[command(subcommand)]
+        action: ProbeAction,
+    },
+    /// Remove probes and instances left by netprobe processes that no longer run.
+    Clean,
+    /// Trace a known function of netprobe itself end to end and explain each step (needs root).
+    Demo,
+    /// (internal) the demo's target process.
+    #[command(hide = true, name = "demo-target")]
+    DemoTarget {
+        #[arg(long, default_value_t = crate::demo::DEMO_CALLS)]
+        calls: i32,
+    },
+}
+
+/// Where and how long to trace (shared by trace, count, latency).
+#[derive(clap::Args, Debug)]
+pub struct LiveArgs {
+    /// Probe specs: [p:|r:][IMAGE:]PATTERN|IMAGE:0xOFFSET [ARG...], e.g. './app:add s32 s32',
+    /// 'r:./app:add s32', 'libc.so.6:puts string' (grammar: netprobe_cli::spec).
+    #[arg(required = true)]
+    pub probes: Vec<String>,
+    /// Trace this process (repeatable); patterns without IMAGE search its mapped files.
+    #[arg(short = 'p', long = "pid")]
+    pub pids: Vec<u32>,
+    /// Start this command (split like a shell does) and trace it from its first instruction.
+    #[arg(short = 'c', long = "command")]
+    pub command: Option<String>,
+    /// Print JSON lines instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Stop after this long (e.g. 10s, 500ms, 2m).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Stop after this many events (trace: hits; count: calls; latency: completed calls).
+    #[arg(long)]
+    pub max_events: Option<u64>,
+    /// Print the uprobe_events lines, perf probe commands and a bpftrace program; place nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Per-CPU ring buffer size in KiB (default 8192).
+    #[arg(long)]
+    pub buffer_kb: Option<u64>,
+}
+
+impl LiveArgs {
+    fn options(self, interval: Option<Duration>) -> LiveOptions {
+        LiveOptions {
+            specs: self.probes,
+            pids: self.pids,
+            command: self.command,
+            json: self.json,
+            duration: self.duration,
+            max_events: self.max_events,
+            interval,
+            dry_run: self.dry_run,
+            buffer_kb: self.buffer_kb,
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProbeAction {
+    /// Add probes (entry, or return for r: specs) to a group (default netprobe_persist).
+    Add {
+        #[arg(required = true)]
+        probes: Vec<String>,
+        #[arg(short = 'p', long = "pid")]
+        pids: Vec<u32>,
+        #[arg(long)]
+        group: Option<String>,
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// List netprobe's probes (or one group's).
+    List {
+        #[arg(long)]
+        group: Option<String>,
+    },
+    /// Remove the named events of a group, or all of it when none are named.
+    Remove {
+        #[arg(long)]
+        group: Option<String>,
+        events: Vec<String>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -64,6 +172,29 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Symbols(a) => commands::symbols::run(&a),
         Command::Offsets(a) => commands::offsets::run(&a),
+        Command::Trace(l) => tracing(live::run_live(Mode::Trace, &l.options(None))),
+        Command::Count { live: l, interval } => {
+            tracing(live::run_live(Mode::Count, &l.options(interval)))
+        }
+        Command::Latency(l) => tracing(live::run_live(Mode::Latency, &l.options(None))),
+        Command::Probe { action } => {
+            let mut out = std::io::stdout();
+            tracing(match action {
+                ProbeAction::Add {
+                    probes,
+                    pids,
+                    group,
+                    dry_run,
+                } => live::probe_add(&probes, &pids, group.as_deref(), dry_run, &mut out),
+                ProbeAction::List { group } => live::probe_list(group.as_deref(), &mut out),
+                ProbeAction::Remove { group, events } => {
+                    live::probe_remove(group.as_deref(), &events, &mut out)
+                }
+            })
+        }
+        Command::Clean => tracing(live::clean(&mut std::io::stdout())),
+        Command::Demo => tracing(crate::demo::run(&mut std::io::stdout())),
+        Command::DemoTarget { calls } => Ok(ExitCode::from(crate::demo::demo_target(calls) as u8)),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,29 @@
 //! netprobe-cli's library half: the command-line interface (`cli`), the commands (`commands`),
-//! and output helpers (`output`). `main.rs` only calls [`cli::main`].
+//! output helpers (`output`, `trace_output`), and the live-tracing backend. `main.rs` only calls
+//! [`cli::main`].
+//!
+//! Tracing layers, bottom up: [`tracefs`] (find/mount, probe lines, instances, ring buffers) →
+//! [`plan`] (functions → kernel probes, and hits back to functions) → [`session`] (one live
+//! recording: create, read, remove) with [`watchdog`] and [`signals`] for cleanup whatever happens →
+//! [`runner`] (event loop) and [`trace_output`] (trace lines, counts, latency) →
+//! [`commands::live`], [`demo`].
 
+pub mod cleanup;
 pub mod cli;
 pub mod commands;
+pub mod demo;
+pub mod dryrun;
+pub mod error;
+pub mod launch;
 pub mod output;
+pub mod plan;
+pub mod runner;
+pub mod session;
+pub mod signals;
+pub mod spec;
+pub mod targets;
+pub mod trace_output;
+pub mod tracefs;
+pub mod watchdog;
+
+pub use error::{Error, Result};

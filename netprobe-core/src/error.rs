@@ -59,6 +59,25 @@ pub enum Error {
     #[error("invalid pattern '{pattern}': {why}")]
     BadPattern { pattern: String, why: String },
 
+    #[error("{} is IL-only (no ReadyToRun code): its methods are JIT-compiled at run time, so uprobes cannot probe them; rebuild it with `dotnet publish -p:PublishReadyToRun=true` (or probe framework methods, which are precompiled)", .path.display())]
+    IlOnly { path: PathBuf },
+
+    #[error("{} is a PE file without .NET metadata (no CLI header): pass a .NET assembly (.dll) instead", .path.display())]
+    NotDotnet { path: PathBuf },
+
+    #[error("{} is a component of the composite ReadyToRun image {composite}: its code lives there, and netprobe does not resolve composite images yet; publish without -p:PublishReadyToRunComposite=true to get per-assembly ReadyToRun code", .path.display())]
+    CompositeComponent { path: PathBuf, composite: String },
+
+    #[error("{} is a composite ReadyToRun image of {components} assemblies: netprobe does not resolve composite images yet; list a component assembly's methods from a non-composite build (publish without -p:PublishReadyToRunComposite=true)", .path.display())]
+    CompositeImage { path: PathBuf, components: u32 },
+
+    #[error("{} has ReadyToRun format {major}.{minor}, which netprobe does not know: use a netprobe release that supports this .NET version", .path.display())]
+    UnsupportedR2rVersion {
+        path: PathBuf,
+        major: u16,
+        minor: u16,
+    },
+
     #[error("{0}")]
     Unsupported(String),
 

@@ -31,18 +31,38 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
 }
 
 /// Every probe-able function or method of the file at `path`, from the best sources for its
-/// format: ELF `.symtab`/`.dynsym`; PE: the ReadyToRun header.
+/// format:
+/// - ELF: `.symtab`/`.dynsym`; for a Go binary the pclntab's functions first (they exist even when
+///   the file is stripped, and carry Go's own names, `·` included), then the ELF functions at
+///   addresses the pclntab does not name (cgo's C code);
+/// - PE: the ReadyToRun header.
 ///
 /// Errors: [`Error::NotAnObjectFile`], [`Error::Malformed`], I/O errors naming the path, and for
-/// PE files the .NET-specific errors (IL-only assembly: not probe-able).
+/// PE files the .NET-specific errors (IL-only assembly: not probe-able). A Go table that cannot be
+/// read leaves the ELF tables as the only source.
 pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
     let bytes = FileBytes::open(path)?;
     match sniff(&bytes) {
-        Some(ImageFormat::Elf) => ElfFile::from_bytes(path, bytes)?.symbols(),
-        Some(ImageFormat::Pe) => Err(Error::Unsupported(format!(
-            "{}: reading .NET ReadyToRun images is not built yet; pass a crossgen map with --map",
-            path.display()
-        ))),
+        Some(ImageFormat::Elf) => {
+            let go = match crate::golang::GoBinary::parse(path, &bytes) {
+                Ok(Some(bin)) => bin.symbols().ok(),
+                Ok(None) | Err(_) => None,
+            };
+            let elf = ElfFile::from_bytes(path, bytes)?.symbols()?;
+            Ok(match go {
+                None => elf,
+                Some(mut go) => {
+                    let entries: std::collections::HashSet<u64> =
+                        go.iter().map(|s| s.address.value()).collect();
+                    go.extend(
+                        elf.into_iter()
+                            .filter(|s| !entries.contains(&s.address.value())),
+                    );
+                    go
+                }
+            })
+        }
+        Some(ImageFormat::Pe) => crate::dotnet::Assembly::from_bytes(path, bytes)?.symbols(),
         None => Err(Error::NotAnObjectFile {
             path: path.to_path_buf(),
         }),

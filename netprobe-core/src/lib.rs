@@ -23,5 +23,6 @@ pub mod perfmap;
 pub mod process;
 pub mod resolve;
 pub mod symbol;
+pub mod x86;
 
 pub use error::{Error, Result};

@@ -256,6 +256,11 @@ pub fn match_keys(name: &str, kind: SymbolKind) -> Vec<Cow<'_, str>> {
         }
         SymbolKind::ManagedMethod => managed_keys(name, &mut keys),
         SymbolKind::GoFunction => {
+            // The pclntab writes `·` where the ELF tables and users write `.`
+            // (`type..eq.net.dialResult·1`).
+            if name.contains('·') {
+                keys.push(Cow::Owned(name.replace('·', ".")));
+            }
             let path_end = name.rfind('/').map_or(0, |i| i + 1);
             if let Some(dot) = name[path_end..].find('.') {
                 let rest = &name[path_end + dot + 1..];
@@ -384,6 +389,8 @@ mod tests {
         assert!(k.iter().any(|c| c == "(*conn).serve"));
         let k = match_keys("main.fib", SymbolKind::GoFunction);
         assert_eq!(k.len(), 1);
+        let k = match_keys("type..eq.net.dialResult·1", SymbolKind::GoFunction);
+        assert!(k.iter().any(|c| c == "type..eq.net.dialResult.1"));
         let k = match_keys("main.(*Calc).Add", SymbolKind::GoFunction);
         assert!(k.iter().any(|c| c == "(*Calc).Add"));
     }

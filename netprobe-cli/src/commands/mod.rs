@@ -1,4 +1,5 @@
 //! One module per subcommand.
 
+pub mod live;
 pub mod offsets;
 pub mod symbols;

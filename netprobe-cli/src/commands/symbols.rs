@@ -45,7 +45,7 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
         }
     } else {
         out.line(&format!(
-            "{:>18} {:>9} {:>12}  {:<6}  {:<6}  NAME",
+            "{:>18} {:>9} {:>12}  {:<6}  {:<9}  NAME",
             "ADDRESS", "SIZE", "FILE_OFFSET", "KIND", "SOURCE"
         ))?;
         for s in &symbols {
@@ -68,7 +68,7 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
             }
             writeln!(
                 out,
-                "  {:<6}  {:<6}  {}",
+                "  {:<6}  {:<9}  {}",
                 kind_label(s.kind),
                 s.origin.label(),
                 s.name

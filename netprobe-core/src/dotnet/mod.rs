@@ -1,1 +1,388 @@
-//! .NET ReadyToRun images and ECMA-335 metadata (issue 4).
+//! .NET assemblies: ReadyToRun (precompiled) code and ECMA-335 metadata (issue 4).
+//!
+//! [`Assembly::open`] reads a `.dll`; [`Assembly::r2r`] says whether it holds precompiled code
+//! (`None` = IL-only, JIT-compiled at run time, not probe-able); [`Assembly::methods`] lists every
+//! precompiled method with its crossgen-style name, structured signature, RVA, size, funclets
+//! and file offset; [`Assembly::rva_to_file_offset`] and [`Assembly::sections`] let live-process
+//! code cross-check a static offset against `/proc/PID/maps`.
+//!
+//! ```no_run
+//! use netprobe_core::dotnet::Assembly;
+//! let asm = Assembly::open("System.Private.CoreLib.dll")?;
+//! for m in asm.methods()? {
+//!     println!("{} {:#x} {} {}", m.rva, m.size, m.file_offset.map_or(0, |o| o.0), m.name);
+//! }
+//! # Ok::<(), netprobe_core::Error>(())
+//! ```
+
+pub(crate) mod bytes;
+pub mod metadata;
+pub mod pe;
+pub mod r2r;
+
+use crate::addr::{FileOffset, Rva};
+use crate::bytes::FileBytes;
+use crate::error::{Error, Result};
+use crate::symbol::{Address, Symbol, SymbolKind, SymbolOrigin, SymbolSource};
+use metadata::{enclosing_map, Metadata, MetadataLayout};
+use pe::{CliHeader, PeImage, PeSection};
+use r2r::types::{flags, section, R2rHeader, RuntimeFunction};
+use std::path::{Path, PathBuf};
+
+pub use r2r::types::{CodeRange, EntryKind, MethodDetails, R2rMethod};
+
+/// A parsed .NET assembly (PE + CLI header + metadata + optional ReadyToRun header).
+pub struct Assembly {
+    path: PathBuf,
+    data: FileBytes,
+    pe: PeImage,
+    cli: CliHeader,
+    md_start: usize,
+    md_len: usize,
+    md_layout: MetadataLayout,
+    enclosing: Vec<u32>,
+    r2r: Option<R2rImage>,
+}
+
+/// The ReadyToRun part of an assembly.
+#[derive(Clone, Debug)]
+pub struct R2rImage {
+    pub header: R2rHeader,
+    /// RUNTIME_FUNCTIONS: every code block (method bodies, funclets, cold parts), sorted by RVA.
+    pub runtime_functions: Vec<RuntimeFunction>,
+    /// COMPILER_IDENTIFIER (e.g. `Crossgen2 8.0.424.16909`); `None` when absent.
+    pub compiler: Option<String>,
+}
+
+impl Assembly {
+    /// Reads and parses the assembly at `path`.
+    ///
+    /// Returns `Err(Error::Io/PermissionDenied)` when the file cannot be read, and the errors of
+    /// [`Assembly::parse`] otherwise.
+    pub fn open(path: impl AsRef<Path>) -> Result<Assembly> {
+        let path = path.as_ref();
+        Assembly::from_bytes(path, FileBytes::open(path)?)
+    }
+
+    /// Parses an assembly from its bytes (`path` is only used in messages).
+    ///
+    /// Returns:
+    /// - `Ok` for a .NET assembly, whether ReadyToRun ([`Assembly::r2r`] is `Some`) or IL-only
+    ///   (`None`);
+    /// - `Err(NotAnObjectFile)` when the bytes are not a PE file;
+    /// - `Err(NotDotnet)` for a PE file without a CLI header;
+    /// - `Err(CompositeComponent)` for a component assembly whose code lives in a composite
+    ///   ReadyToRun image (the message names that image);
+    /// - `Err(CompositeImage)` for a composite image itself (not resolved yet);
+    /// - `Err(UnsupportedR2rVersion)` for a ReadyToRun major version outside
+    ///   [`r2r::parser::MIN_MAJOR`]..=[`r2r::parser::MAX_MAJOR`];
+    /// - `Err(Malformed)` when any structure is cut short or inconsistent (never a panic).
+    pub fn parse(path: impl AsRef<Path>, data: Vec<u8>) -> Result<Assembly> {
+        Assembly::from_bytes(path.as_ref(), FileBytes::Owned(data))
+    }
+
+    /// [`Assembly::parse`] over bytes already opened (mapped) with [`FileBytes::open`], e.g. by
+    /// `image::load_symbols` after sniffing `MZ`. Same results as [`Assembly::parse`].
+    pub fn from_bytes(path: &Path, data: FileBytes) -> Result<Assembly> {
+        let path = path.to_path_buf();
+        let bad = |what: String| Error::malformed(&path, what);
+        let pe = match PeImage::parse(&data) {
+            Ok(pe) => pe,
+            Err(e) if e == "not a PE file" => return Err(Error::NotAnObjectFile { path }),
+            Err(e) => return Err(bad(e)),
+        };
+        let Some(cli) = CliHeader::parse(&pe, &data).map_err(bad)? else {
+            // A composite image has no CLI metadata of its own but exports RTR_HEADER
+            // (readytorun-format.md, "PE Headers and CLI Headers").
+            if let Some(rva) = pe.export_rva(&data, "RTR_HEADER") {
+                let header = r2r::parser::parse_header(&pe, &data, rva).map_err(bad)?;
+                let components = header
+                    .section(section::COMPONENT_ASSEMBLIES)
+                    .map_or(0, |s| s.size / 16);
+                return Err(Error::CompositeImage { path, components });
+            }
+            return Err(Error::NotDotnet { path });
+        };
+        let md = pe
+            .bytes_at(&data, cli.metadata.rva, cli.metadata.size)
+            .ok_or_else(|| bad("metadata outside the file".into()))?;
+        let md_layout = MetadataLayout::parse(md).map_err(bad)?;
+        let md_start = pe
+            .rva_to_file_offset(Rva(cli.metadata.rva.into()))
+            .and_then(|o| usize::try_from(o.0).ok())
+            .ok_or_else(|| bad("metadata outside the file".into()))?;
+        let md_len = md.len();
+        let enclosing = enclosing_map(&Metadata::new(&md_layout, md));
+        let mut asm = Assembly {
+            path,
+            data,
+            pe,
+            cli,
+            md_start,
+            md_len,
+            md_layout,
+            enclosing,
+            r2r: None,
+        };
+        asm.r2r = asm.parse_r2r()?;
+        Ok(asm)
+    }
+
+    fn parse_r2r(&self) -> Result<Option<R2rImage>> {
+        let mnh = self.cli.managed_native_header;
+        // readytorun-format.md: a ReadyToRun image sets COMIMAGE_FLAGS_IL_LIBRARY and points
+        // ManagedNativeHeader at READYTORUN_HEADER.
+        if mnh.is_empty() || self.cli.flags & 0x4 == 0 {
+            return Ok(None);
+        }
+        let bad = |what: String| Error::malformed(&self.path, what);
+        let header = r2r::parser::parse_header(&self.pe, &self.data, mnh.rva).map_err(bad)?;
+        if header.flags & flags::COMPONENT != 0 {
+            let composite = header
+                .section(section::OWNER_COMPOSITE_EXECUTABLE)
+                .and_then(|s| self.pe.bytes_at(&self.data, s.rva, s.size))
+                .map(|b| {
+                    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                    String::from_utf8_lossy(&b[..end]).into_owned()
+                })
+                .unwrap_or_else(|| "(unnamed composite image)".into());
+            return Err(Error::CompositeComponent {
+                path: self.path.clone(),
+                composite,
+            });
+        }
+        if !(r2r::parser::MIN_MAJOR..=r2r::parser::MAX_MAJOR).contains(&header.major_version) {
+            return Err(Error::UnsupportedR2rVersion {
+                path: self.path.clone(),
+                major: header.major_version,
+                minor: header.minor_version,
+            });
+        }
+        let runtime_functions = match header.section(section::RUNTIME_FUNCTIONS) {
+            Some(s) => r2r::parser::runtime_functions(&self.pe, &self.data, s).map_err(bad)?,
+            None => Vec::new(),
+        };
+        let compiler = header
+            .section(section::COMPILER_IDENTIFIER)
+            .and_then(|s| self.pe.bytes_at(&self.data, s.rva, s.size))
+            .map(|b| {
+                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                String::from_utf8_lossy(&b[..end]).into_owned()
+            });
+        Ok(Some(R2rImage {
+            header,
+            runtime_functions,
+            compiler,
+        }))
+    }
+
+    /// The file this assembly was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The metadata view (tables and heaps).
+    pub fn metadata(&self) -> Metadata<'_> {
+        Metadata::new(
+            &self.md_layout,
+            self.data
+                .get(self.md_start..self.md_start + self.md_len)
+                .unwrap_or(&[]),
+        )
+    }
+
+    /// Per TypeDef row, the enclosing TypeDef row (0 = top level).
+    pub fn enclosing_types(&self) -> &[u32] {
+        &self.enclosing
+    }
+
+    /// The assembly's simple name (`System.Private.CoreLib`); `None` for a bare module.
+    pub fn name(&self) -> Option<&str> {
+        self.metadata().assembly_name()
+    }
+
+    /// The module version id as the runtime prints it in `/tmp/perfinfo-PID.map`
+    /// (`c3aba5b9-2a5c-43a1-a419-3ca08b6eaaff`, without braces); `None` when absent.
+    pub fn mvid(&self) -> Option<String> {
+        let g = self.metadata().mvid()?;
+        let d1 = u32::from_le_bytes([g[0], g[1], g[2], g[3]]);
+        let d2 = u16::from_le_bytes([g[4], g[5]]);
+        let d3 = u16::from_le_bytes([g[6], g[7]]);
+        Some(format!(
+            "{d1:08x}-{d2:04x}-{d3:04x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+            g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15]
+        ))
+    }
+
+    /// The PE headers (machine, target OS, preferred image base, data directories).
+    pub fn pe(&self) -> &PeImage {
+        &self.pe
+    }
+
+    /// The PE section table: what the loader maps where (compare with `/proc/PID/maps`).
+    pub fn sections(&self) -> &[PeSection] {
+        &self.pe.sections
+    }
+
+    /// The file offset of `rva` via [`crate::formulas::pe_section`] over the section that holds
+    /// it; `None` when no section holds it in the file.
+    pub fn rva_to_file_offset(&self, rva: Rva) -> Option<FileOffset> {
+        self.pe.rva_to_file_offset(rva)
+    }
+
+    /// Size in bytes of the IL body of MethodDef `token` (0x06xxxxxx or a bare row number), from
+    /// its method header (ECMA-335 II.25.4: tiny header = 1 byte with the size in the upper 6
+    /// bits; fat header = 12 bytes with the size at +4). The JIT never inlines a callee whose IL
+    /// exceeds 100 bytes (unless marked AggressiveInlining), while calls to tiny methods (16 bytes
+    /// or less) are usually inlined and then never hit a probe. `None` for abstract/extern
+    /// methods (no IL) or an unreadable header.
+    pub fn il_code_size(&self, token: u32) -> Option<u32> {
+        let row = self.metadata().method_def(token & 0x00ff_ffff)?;
+        if row.rva == 0 {
+            return None;
+        }
+        let first = *self.pe.bytes_at(&self.data, row.rva, 1)?.first()?;
+        match first & 3 {
+            2 => Some(u32::from(first >> 2)),
+            3 => {
+                let fat = self.pe.bytes_at(&self.data, row.rva, 12)?;
+                bytes::u32_at(fat, 4)
+            }
+            _ => None,
+        }
+    }
+
+    /// The ReadyToRun header and code table; `None` for an IL-only assembly (no precompiled code:
+    /// methods are JIT-compiled at run time and cannot be probed).
+    pub fn r2r(&self) -> Option<&R2rImage> {
+        self.r2r.as_ref()
+    }
+
+    /// Every precompiled method: first the METHODDEF_ENTRYPOINTS ones in MethodDef order, then the
+    /// generic instantiations of INSTANCE_METHOD_ENTRYPOINTS in table order.
+    ///
+    /// Returns `Err(Error::IlOnly)` for an IL-only assembly (the message explains JIT and how to
+    /// publish ReadyToRun), `Err(Malformed)` when an entry-point structure is corrupt.
+    /// Instantiations may name types or methods of other assemblies of the image's version bubble
+    /// (none in the shared framework's own images); those assemblies are then opened from the
+    /// image's directory ([`r2r::SiblingAssemblies`]); what still cannot be found is named
+    /// `[module#N]<token>`.
+    pub fn methods(&self) -> Result<Vec<R2rMethod>> {
+        let methods = self.methods_with(None)?;
+        if !methods.iter().any(|m| m.name.contains("[module#")) {
+            return Ok(methods);
+        }
+        let siblings =
+            r2r::SiblingAssemblies::open(self, r2r::SiblingAssemblies::referenced_modules(self));
+        let resolver = &siblings;
+        self.methods_with(Some(&resolver))
+    }
+
+    /// [`Assembly::methods`], naming types of other modules of the version bubble through
+    /// `foreign` (see [`r2r::SiblingAssemblies`]).
+    pub fn methods_with<'a>(
+        &'a self,
+        foreign: Option<&'a dyn metadata::ModuleResolver<'a>>,
+    ) -> Result<Vec<R2rMethod>> {
+        let Some(r2r) = &self.r2r else {
+            return Err(Error::IlOnly {
+                path: self.path.clone(),
+            });
+        };
+        r2r::resolver::methods(self, r2r, foreign).map_err(|e| Error::malformed(&self.path, e))
+    }
+}
+
+impl Assembly {
+    /// Namespace, type path, method name, structured signature (parameter types, `has_this`)
+    /// and parameter names of a method from [`Assembly::methods`] of this assembly.
+    /// `Err(Malformed)` when its metadata row or signature cannot be read (or `m` comes from
+    /// another assembly).
+    pub fn details(&self, m: &R2rMethod) -> Result<MethodDetails> {
+        self.details_with(m, None)
+    }
+
+    /// `t` as the runtime prints it in method names (ILDASM style: `int32`, `string`,
+    /// `class [System.Runtime]System.IO.TextWriter`, `valuetype Interop/Error`, `!0`, `uint8&`),
+    /// for a type from a signature of this assembly's metadata (e.g. [`MethodDetails::signature`]).
+    /// Tokens that do not resolve print as `?`.
+    pub fn type_text(&self, t: &metadata::TypeSig) -> String {
+        let names = metadata::Names {
+            md: self.metadata(),
+            enclosing: &self.enclosing,
+            foreign: None,
+        };
+        let mut s = String::new();
+        names.ildasm(t, &mut s);
+        s
+    }
+
+    /// [`Assembly::details`] with a resolver for other modules (see [`Assembly::methods_with`]).
+    pub fn details_with<'a>(
+        &'a self,
+        m: &R2rMethod,
+        foreign: Option<&'a dyn metadata::ModuleResolver<'a>>,
+    ) -> Result<MethodDetails> {
+        r2r::resolver::details(self, m, foreign).map_err(|e| Error::malformed(&self.path, e))
+    }
+}
+
+impl SymbolSource for Assembly {
+    /// Every precompiled method as a [`Symbol`] (`ManagedMethod`, origin `ReadyToRun`, address =
+    /// RVA, size = main body plus funclets, file offset of the entry point). `Err(IlOnly)` for an
+    /// IL-only assembly.
+    fn symbols(&self) -> Result<Vec<Symbol>> {
+        Ok(self
+            .methods()?
+            .into_iter()
+            .map(|m| Symbol {
+                name: m.name,
+                kind: SymbolKind::ManagedMethod,
+                origin: SymbolOrigin::ReadyToRun,
+                address: Address::Rva(m.rva),
+                size: Some(m.total_size),
+                file_offset: m.file_offset,
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Arbitrary bytes, with or without PE magic, never panic the parser.
+        #[test]
+        fn arbitrary_bytes_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..2048), magic in any::<bool>(), lfanew in 0u32..512) {
+            if magic && bytes.len() >= 0x40 {
+                bytes[0] = b'M';
+                bytes[1] = b'Z';
+                bytes[0x3c..0x40].copy_from_slice(&lfanew.to_le_bytes());
+                let at = lfanew as usize;
+                if bytes.len() >= at + 4 {
+                    bytes[at..at + 4].copy_from_slice(b"PE\0\0");
+                }
+            }
+            if let Ok(a) = Assembly::parse("fuzz.dll", bytes) {
+                let _ = a.methods();
+                let _ = a.name();
+                let _ = a.mvid();
+            }
+        }
+    }
+
+    #[test]
+    fn not_a_pe_file_is_named() {
+        let e = Assembly::parse("x.dll", b"\x7fELF....".to_vec())
+            .err()
+            .unwrap();
+        assert!(matches!(e, Error::NotAnObjectFile { .. }), "{e}");
+    }
+}

@@ -1,1 +1,19 @@
-//! Go: the `.gopclntab` function table and `.go.buildinfo` (issue 5).
+//! Go: the `.gopclntab` function table, `.go.buildinfo`, the calling conventions, and the
+//! stack-check prologue (issue 5).
+//!
+//! [`GoBinary`] is the entry point: it finds the function table in an ELF file (by section name,
+//! or by its magic where external linking folded it into `.data.rel.ro`), reads the Go version
+//! and module from `.go.buildinfo`, and yields [`crate::symbol::Symbol`]s and probe points.
+
+pub mod abi;
+mod binary;
+pub mod buildinfo;
+pub mod pclntab;
+pub mod prologue;
+pub(crate) mod read;
+
+pub use abi::{abi_for, GoAbi, Reg, WordLocation};
+pub use binary::{GoBinary, PclntabLocation, ProbePoint, ProbePoints};
+pub use buildinfo::{BuildInfo, GoVersion};
+pub use pclntab::{GoFunction, Pclntab, PclntabVersion};
+pub use prologue::{GSource, StackCheck};

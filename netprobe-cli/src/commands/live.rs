@@ -1,0 +1,480 @@
+//! The commands: `trace`, `count`, `latency` (live sessions), `probe add|list|remove`
+//! (persistent probes), `clean`.
+
+use crate::cleanup;
+use crate::dryrun::{self, Mode};
+use crate::error::{Error, Result};
+use crate::launch::{split_command, PausedChild};
+use crate::plan::{CallingConvention, FunctionPlan, PairingKey, ProbePlan, Returns};
+use crate::runner::{self, Limits, StopReason};
+use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
+use crate::signals::{self, SignalPipe};
+use crate::spec::{resolve, Location, ProbeSpec, SpecKind, Targeting};
+use crate::trace_output::{
+    self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
+};
+use crate::tracefs::probe::{self, GroupName, ProbeLine};
+use crate::tracefs::Tracefs;
+use crate::watchdog::Watchdog;
+use netprobe_core::symbol::SymbolKind;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// Options every live command shares.
+#[derive(Clone, Debug, Default)]
+pub struct LiveOptions {
+    pub specs: Vec<String>,
+    pub pids: Vec<u32>,
+    pub command: Option<String>,
+    pub json: bool,
+    pub duration: Option<Duration>,
+    pub max_events: Option<u64>,
+    pub interval: Option<Duration>,
+    pub dry_run: bool,
+    pub buffer_kb: Option<u64>,
+}
+
+/// The calling convention and pairing for a location, from its symbol's kind.
+fn language_of(loc: &Location) -> (CallingConvention, PairingKey) {
+    match loc.kind() {
+        Some(SymbolKind::GoFunction) => (
+            CallingConvention::GoRegAbi,
+            PairingKey::Register("r14".into()),
+        ),
+        _ => (CallingConvention::SysV, PairingKey::Thread),
+    }
+}
+
+/// Builds the plan of a live command from parsed specs and their locations.
+pub fn build_plan(mode: Mode, resolved: &[(ProbeSpec, Vec<Location>)]) -> Result<ProbePlan> {
+    let mut plan = ProbePlan::new(mode == Mode::Trace);
+    for (spec, locs) in resolved {
+        for loc in locs {
+            let (convention, pairing) = language_of(loc);
+            let wants_return = match mode {
+                Mode::Latency => true,
+                _ => spec.kind == SpecKind::Return,
+            };
+            if wants_return && convention == CallingConvention::GoRegAbi {
+                return Err(Error::BadSpec {
+                    spec: spec.text.clone(),
+                    why: "return probes on Go functions need one probe per RET instruction (a uretprobe crashes Go programs whose stack grows); not wired in yet".into(),
+                });
+            }
+            let entry = match mode {
+                Mode::Latency => true,
+                _ => spec.kind == SpecKind::Entry,
+            };
+            plan.add_function(FunctionPlan {
+                name: loc.name.clone(),
+                image: loc.image.clone(),
+                probe_path: loc.probe_path.clone(),
+                function_offset: loc.file_offset,
+                entry_offsets: if entry { vec![loc.file_offset] } else { vec![] },
+                returns: if wants_return {
+                    Returns::UretProbe
+                } else {
+                    Returns::None
+                },
+                convention,
+                args: if mode == Mode::Trace {
+                    spec.args.clone()
+                } else {
+                    vec![]
+                },
+                ret: spec.ret,
+                pairing,
+                symbol: loc.symbol.as_ref().map(|s| s.name.clone()),
+            })?;
+        }
+    }
+    Ok(plan)
+}
+
+/// Parses and resolves every spec.
+fn resolve_specs(
+    specs: &[String],
+    targeting: &Targeting,
+) -> Result<Vec<(ProbeSpec, Vec<Location>)>> {
+    if specs.is_empty() {
+        return Err(Error::usage(
+            "no probe given: name a function, e.g. `netprobe trace -p PID libc.so.6:malloc`",
+        ));
+    }
+    specs
+        .iter()
+        .map(|s| {
+            let spec = ProbeSpec::parse(s)?;
+            let locs = resolve(&spec, targeting)?;
+            Ok((spec, locs))
+        })
+        .collect()
+}
+
+/// Runs a live command (`trace`, `count`, `latency`); returns the process exit code.
+pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
+    if o.command.is_some() && !o.pids.is_empty() {
+        return Err(Error::usage("use either -p or -c, not both"));
+    }
+    let argv = o.command.as_deref().map(split_command).transpose()?;
+    let targeting = match &argv {
+        Some(a) => Targeting::Command {
+            exe: crate::launch::find_program(&a[0])?,
+        },
+        None if !o.pids.is_empty() => {
+            for &p in &o.pids {
+                if !std::path::Path::new(&format!("/proc/{p}")).exists() {
+                    return Err(netprobe_core::Error::NoSuchProcess { pid: p }.into());
+                }
+            }
+            Targeting::Pids(o.pids.clone())
+        }
+        None => Targeting::SystemWide,
+    };
+    let resolved = resolve_specs(&o.specs, &targeting)?;
+    let plan = build_plan(mode, &resolved)?;
+    let me = std::process::id();
+    let name = cleanup::session_name(me);
+    if o.dry_run {
+        print!(
+            "{}",
+            dryrun::render(&plan, &name, &o.pids, o.command.as_deref(), mode)
+        );
+        return Ok(0);
+    }
+    let tracefs = Tracefs::open()?;
+    let watchdog = Watchdog::arm(&tracefs, &name)?;
+    report_stale(&tracefs);
+    let signals = SignalPipe::install()?;
+    let mut child = match &argv {
+        Some(a) => Some(PausedChild::spawn(a)?),
+        None => None,
+    };
+    let pids: Vec<u32> = match &child {
+        Some(c) => vec![c.pid()],
+        None => o.pids.clone(),
+    };
+    let mut opts = SessionOptions::new(name);
+    opts.pids = (!pids.is_empty()).then(|| pids.clone());
+    if let Some(kb) = o.buffer_kb {
+        opts.buffer_kb = kb;
+    }
+    // trace prints each hit as it comes (wake on any data); count and latency only aggregate, so
+    // they let a buffer fill to a quarter before waking up (the 200 ms poll tick bounds the delay).
+    opts.buffer_percent = if mode == Mode::Trace { 0 } else { 25 };
+    let mut session = Session::start(&tracefs, &opts, plan)?;
+    let format = if o.json { Format::Json } else { Format::Text };
+    let stdout = std::io::stdout();
+    let start_ns = monotonic_ns();
+    let started = Instant::now();
+    eprintln!(
+        "netprobe: {} probe(s) on {} function(s){}; Ctrl-C to stop",
+        session.probes().len(),
+        session.plan().functions.len(),
+        if pids.is_empty() {
+            ", every process".to_string()
+        } else {
+            format!(
+                ", pid {}",
+                pids.iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        }
+    );
+    if let Some(c) = child.as_mut() {
+        c.release()?;
+    }
+    let limits = Limits {
+        duration: o.duration,
+        interval: o.interval,
+    };
+    let (reason, lost) = match mode {
+        Mode::Trace => {
+            let mut printer = TracePrinter {
+                out: stdout.lock(),
+                format,
+                start_ns,
+                max_events: o.max_events,
+                printed: 0,
+                tasks: TaskInfo::new(Some(tracefs.root().to_path_buf())),
+            };
+            let _ = printer.header();
+            let reason = runner::run(
+                &mut session,
+                &signals,
+                &pids,
+                child.as_mut(),
+                limits,
+                &mut printer,
+            )?;
+            let lost = session.finish(|plan, hit| {
+                if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
+                    let _ = runner::Sink::hit(&mut printer, plan, hit);
+                }
+            })?;
+            (reason, lost)
+        }
+        Mode::Count => {
+            let mut counter = IntervalCounter {
+                counter: Counter {
+                    max_events: o.max_events,
+                    ..Counter::default()
+                },
+                out: stdout.lock(),
+                format,
+                last_tick: Instant::now(),
+            };
+            let reason = runner::run(
+                &mut session,
+                &signals,
+                &pids,
+                child.as_mut(),
+                limits,
+                &mut counter,
+            )?;
+            let plan = session.plan().clone();
+            let lost = session.finish(|plan, hit| {
+                if reason != StopReason::MaxEvents {
+                    let _ = runner::Sink::hit(&mut counter, plan, hit);
+                }
+            })?;
+            if o.interval.is_none() || counter.counter.total > 0 {
+                let elapsed = counter.last_tick.elapsed().as_secs_f64();
+                let _ = counter
+                    .counter
+                    .report(&plan, format, lost, elapsed, &mut counter.out);
+            }
+            (reason, lost)
+        }
+        Mode::Latency | Mode::Persist => {
+            let mut lat = Latency {
+                max_events: o.max_events,
+                ..Latency::default()
+            };
+            let reason = runner::run(
+                &mut session,
+                &signals,
+                &pids,
+                child.as_mut(),
+                limits,
+                &mut lat,
+            )?;
+            let plan = session.plan().clone();
+            let lost = session.finish(|plan, hit| {
+                if reason != StopReason::MaxEvents {
+                    let _ = runner::Sink::hit(&mut lat, plan, hit);
+                }
+            })?;
+            let _ = lat.report(&plan, format, lost, &mut stdout.lock());
+            (reason, lost)
+        }
+    };
+    if let Some(c) = child.as_mut() {
+        c.terminate();
+    }
+    watchdog.disarm();
+    let why = match reason {
+        StopReason::Signal(s) => format!("stopped by {}", signals::name(s)),
+        StopReason::Duration => "duration reached".into(),
+        StopReason::MaxEvents => "event limit reached".into(),
+        StopReason::TargetsExited => "target exited".into(),
+        StopReason::OutputClosed => "output closed".into(),
+    };
+    eprintln!(
+        "netprobe: {why} after {:.1}s; probes and instance removed",
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(w) = trace_output::lost_warning(lost) {
+        eprintln!("{w}");
+        return Ok(3);
+    }
+    Ok(0)
+}
+
+/// Removes stale sessions, saying so on stderr; failures are reported, not fatal.
+fn report_stale(tracefs: &Tracefs) {
+    match cleanup::clean_stale(tracefs) {
+        Ok(removed) => {
+            for (name, r) in removed {
+                eprintln!(
+                    "netprobe: removed {} probe(s){} left by dead session {name}",
+                    r.events.len(),
+                    if r.instance { " and its instance" } else { "" }
+                );
+            }
+        }
+        Err(e) => eprintln!("netprobe: warning: could not remove a stale session: {e}"),
+    }
+}
+
+/// `netprobe clean`: removes what dead netprobe processes left. Prints what went.
+pub fn clean(out: &mut dyn Write) -> Result<i32> {
+    let tracefs = Tracefs::open()?;
+    let removed = cleanup::clean_stale(&tracefs)?;
+    if removed.is_empty() {
+        let _ = writeln!(
+            out,
+            "nothing to clean: no probes or instances of dead netprobe processes"
+        );
+    }
+    for (name, r) in removed {
+        let _ = writeln!(
+            out,
+            "removed {name}: {} probe(s){}",
+            r.events.len(),
+            if r.instance { ", instance" } else { "" }
+        );
+    }
+    Ok(0)
+}
+
+/// Default group of persistent probes.
+pub const PERSIST_GROUP: &str = "netprobe_persist";
+
+fn persist_group(group: Option<&str>) -> Result<GroupName> {
+    let g = GroupName::new(group.unwrap_or(PERSIST_GROUP))?;
+    if cleanup::session_pid(g.as_str()).is_some() {
+        return Err(Error::usage(format!(
+            "group {g} looks like a live session's (netprobe_<PID>) and would be removed by `netprobe clean`; pick another name"
+        )));
+    }
+    Ok(g)
+}
+
+/// `netprobe probe add`: persistent probes (entry, or return for `r:` specs) that stay until
+/// `probe remove`, for perf (`perf record -e GROUP:EVENT`) or bpftrace (`tracepoint:GROUP:EVENT`).
+pub fn probe_add(
+    specs: &[String],
+    pids: &[u32],
+    group: Option<&str>,
+    dry_run: bool,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    let group = persist_group(group)?;
+    let targeting = if pids.is_empty() {
+        Targeting::SystemWide
+    } else {
+        Targeting::Pids(pids.to_vec())
+    };
+    let resolved = resolve_specs(specs, &targeting)?;
+    let mut plan = build_plan(Mode::Trace, &resolved)?;
+    plan.record_comm = false;
+    for p in &mut plan.probes {
+        p.fetchargs.retain(|a| a.name != "np_comm");
+        p.comm_field = None;
+    }
+    if dry_run {
+        let _ = write!(
+            out,
+            "{}",
+            dryrun::render(&plan, &group, pids, None, Mode::Persist)
+        );
+        return Ok(0);
+    }
+    let tracefs = Tracefs::open()?;
+    let defs = probe_defs(&plan, &group)?;
+    let lines: Vec<ProbeLine> = defs.iter().cloned().map(ProbeLine::Add).collect();
+    probe::append_lines(&tracefs, &lines)?;
+    for d in &defs {
+        let _ = writeln!(out, "added {}:{}  ({d})", group, d.event());
+    }
+    let _ = writeln!(
+        out,
+        "use with: perf record -e '{group}:*' -a   |   bpftrace -e 'tracepoint:{group}:* {{ @[probe] = count(); }}'   |   remove with: netprobe probe remove --group {group}"
+    );
+    Ok(0)
+}
+
+/// `netprobe probe list`: probes of a group (default: every netprobe group).
+pub fn probe_list(group: Option<&str>, out: &mut dyn Write) -> Result<i32> {
+    let tracefs = Tracefs::open()?;
+    for p in probe::list_all(&tracefs)? {
+        let ours = match group {
+            Some(g) => p.group == g,
+            None => p.group.starts_with("netprobe_"),
+        };
+        if ours {
+            let _ = writeln!(out, "{}:{}/{} {}", p.kind, p.group, p.event, p.location);
+        }
+    }
+    Ok(0)
+}
+
+/// `netprobe probe remove`: removes the named events (or all) of a persistent group.
+pub fn probe_remove(group: Option<&str>, events: &[String], out: &mut dyn Write) -> Result<i32> {
+    let group = persist_group(group)?;
+    let tracefs = Tracefs::open()?;
+    let present = probe::list_events(&tracefs, &group)?;
+    let chosen: Vec<_> = if events.is_empty() {
+        present
+    } else {
+        let mut v = Vec::new();
+        for e in events {
+            match present.iter().find(|p| p.as_str() == e) {
+                Some(p) => v.push(p.clone()),
+                None => {
+                    return Err(Error::usage(format!(
+                        "no probe {group}:{e}; see `netprobe probe list --group {group}`"
+                    )))
+                }
+            }
+        }
+        v
+    };
+    let lines: Vec<ProbeLine> = chosen
+        .iter()
+        .map(|e| ProbeLine::Remove {
+            group: group.clone(),
+            event: e.clone(),
+        })
+        .collect();
+    probe::append_lines(&tracefs, &lines)?;
+    for e in &chosen {
+        let _ = writeln!(out, "removed {group}:{e}");
+    }
+    if chosen.is_empty() {
+        let _ = writeln!(out, "no probes in group {group}");
+    }
+    Ok(0)
+}
+
+/// Parses durations like `10s`, `500ms`, `2m`, `1.5s`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (e.g. 10s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "ms" => v / 1e3,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("unknown unit '{unit}' in '{s}' (use ms, s, m, h)")),
+    };
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!("'{s}' must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("x").is_err());
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("5y").is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! `--dry-run`: what netprobe would do, as `uprobe_events` lines, `perf probe` commands and a
+//! bpftrace program, so the same probes can be placed by hand or by other tools.
+
+use crate::plan::{ArgRequest, ArgType, Decode, ProbeKind, ProbePlan, Role};
+use crate::session::{event_name, probe_defs};
+use crate::tracefs::probe::{FetchType, GroupName};
+use netprobe_core::elf::LoadSegments;
+use std::fmt::Write;
+use std::path::Path;
+
+/// What the live command does with hits (decides the bpftrace program's body).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Trace,
+    Count,
+    Latency,
+    /// Persistent probes: no program, only the probes.
+    Persist,
+}
+
+/// The link-time virtual address of file offset `off` in the ELF file `path` (inverse of the
+/// segment formula over the PT_LOAD holding it); `None` if not ELF or not in a segment.
+fn vaddr_of(path: &Path, off: u64) -> Option<u64> {
+    let bytes = std::fs::read(path).ok()?;
+    let elf = goblin::elf::Elf::parse(&bytes).ok()?;
+    let segs = LoadSegments::from_elf(&elf);
+    let s = segs
+        .0
+        .iter()
+        .find(|s| off >= s.offset && off - s.offset < s.filesz)?;
+    Some(off - s.offset + s.vaddr)
+}
+
+/// A symbol name perf and bpftrace accept as is.
+fn plain_symbol(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+}
+
+/// perf probe's and bpftrace's location for a probe: `SYMBOL`, `SYMBOL+0xDELTA`, or `0xVADDR`.
+fn location(plan: &ProbePlan, i: usize) -> (String, bool) {
+    let p = &plan.probes[i];
+    let f = plan.function(p.function);
+    if let Some(sym) = f.symbol.as_deref().filter(|s| plain_symbol(s)) {
+        let delta = p.offset.0.wrapping_sub(f.function_offset.0);
+        if delta == 0 {
+            return (sym.to_string(), true);
+        }
+        if p.offset.0 > f.function_offset.0 {
+            return (format!("{sym}+{delta:#x}"), false);
+        }
+    }
+    match vaddr_of(&p.path, p.offset.0) {
+        Some(v) => (format!("{v:#x}"), false),
+        None => (format!("{:#x}", p.offset.0), false),
+    }
+}
+
+/// The dry-run text for a plan.
+pub fn render(
+    plan: &ProbePlan,
+    group: &GroupName,
+    pids: &[u32],
+    command: Option<&str>,
+    mode: Mode,
+) -> String {
+    let mut s = String::new();
+    let defs = match probe_defs(plan, group) {
+        Ok(d) => d,
+        Err(e) => return format!("# cannot build the probes: {e}\n"),
+    };
+    let tracefs = "/sys/kernel/tracing";
+    let _ = writeln!(
+        s,
+        "# 1. The lines netprobe appends to {tracefs}/uprobe_events (group {group}):"
+    );
+    for d in &defs {
+        let _ = writeln!(s, "echo '{d}' >> {tracefs}/uprobe_events");
+    }
+    let _ = writeln!(s, "# remove them with:");
+    for d in &defs {
+        let _ = writeln!(s, "echo '{}' >> {tracefs}/uprobe_events", d.removal());
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "# 2. The same probes with perf:");
+    for (i, d) in defs.iter().enumerate() {
+        let p = &plan.probes[i];
+        let (loc, _) = location(plan, i);
+        let ret = if p.kind == ProbeKind::UretProbe {
+            "%return"
+        } else {
+            ""
+        };
+        // perf records the command name itself.
+        let args: Vec<String> = d
+            .args()
+            .iter()
+            .filter(|a| a.expr != "$comm")
+            .map(|a| a.render())
+            .collect();
+        let _ = writeln!(
+            s,
+            "perf probe -x {} -a '{}:{}={loc}{ret}{}{}'",
+            d.path().as_str(),
+            group,
+            d.event(),
+            if args.is_empty() { "" } else { " " },
+            args.join(" ")
+        );
+    }
+    if mode != Mode::Persist {
+        // perf names return probes EVENT__return, hence the wildcard.
+        let target = match (command, pids.is_empty()) {
+            (Some(c), _) => format!("-- {c}"),
+            (None, true) => "-a".to_string(),
+            (None, false) => format!(
+                "-p {}",
+                pids.iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        };
+        let _ = writeln!(s, "perf record -e '{group}:*' {target} && perf script");
+        let _ = writeln!(s, "perf probe -d '{group}:*'");
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "# 3. A bpftrace program doing the same:");
+    match command {
+        Some(c) => {
+            let _ = writeln!(s, "bpftrace -c '{c}' -e '");
+        }
+        None => {
+            let _ = writeln!(s, "bpftrace -e '");
+        }
+    }
+    let filter = if command.is_some() {
+        " /pid == cpid/".to_string()
+    } else if pids.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " /{}/",
+            pids.iter()
+                .map(|p| format!("pid == {p}"))
+                .collect::<Vec<_>>()
+                .join(" || ")
+        )
+    };
+    for i in 0..plan.probes.len() {
+        let p = &plan.probes[i];
+        let f = plan.function(p.function);
+        let (loc, _) = location(plan, i);
+        let kind = match p.kind {
+            ProbeKind::Entry => "uprobe",
+            ProbeKind::UretProbe => "uretprobe",
+        };
+        let name = event_name(plan, i)
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let body = match (mode, p.role) {
+            (Mode::Count, _) | (Mode::Persist, _) => format!("@calls[\"{}\"] = count();", f.name),
+            (Mode::Latency, Role::Entry) => format!("@start{i}[{}] = nsecs;", pair_expr(plan, i)),
+            (Mode::Latency, Role::Return) => {
+                let entry = plan
+                    .probes
+                    .iter()
+                    .position(|q| q.function == p.function && q.role == Role::Entry)
+                    .unwrap_or(i);
+                let key = pair_expr(plan, i);
+                format!(
+                    "if (@start{entry}[{key}]) {{ @ns[\"{}\"] = hist(nsecs - @start{entry}[{key}]); delete(@start{entry}[{key}]); }}",
+                    f.name
+                )
+            }
+            (Mode::Trace, _) => trace_printf(plan, i),
+        };
+        let _ = writeln!(s, "  // {name}");
+        let _ = writeln!(
+            s,
+            "  {kind}:{}:{loc}{filter} {{ {body} }}",
+            p.path.display()
+        );
+    }
+    let _ = writeln!(s, "'");
+    s
+}
+
+fn pair_expr(plan: &ProbePlan, i: usize) -> String {
+    match &plan.probes[i].pair_field {
+        Some(_) => match &plan.function(plan.probes[i].function).pairing {
+            crate::plan::PairingKey::Register(r) => format!("reg(\"{r}\")"),
+            crate::plan::PairingKey::Thread => "tid".into(),
+        },
+        None => "tid".into(),
+    }
+}
+
+/// A bpftrace expression for a register-based fetch-arg expression (`%di` → `reg("di")`,
+/// `+8(%di)` → `*(reg("di") + 8)`), typed; `None` when not translatable.
+fn bpf_value(expr: &str, ty: FetchType) -> Option<(String, &'static str)> {
+    let cast = |v: String| -> (String, &'static str) {
+        match ty {
+            FetchType::S8 => (format!("(int8){v}"), "%d"),
+            FetchType::S16 => (format!("(int16){v}"), "%d"),
+            FetchType::S32 => (format!("(int32){v}"), "%d"),
+            FetchType::S64 => (format!("(int64){v}"), "%lld"),
+            FetchType::U8 => (format!("(uint8){v}"), "%u"),
+            FetchType::U16 => (format!("(uint16){v}"), "%u"),
+            FetchType::U32 => (format!("(uint32){v}"), "%u"),
+            FetchType::U64 => (format!("(uint64){v}"), "%llu"),
+            FetchType::X8 | FetchType::X16 | FetchType::X32 | FetchType::X64 => (v, "0x%lx"),
+            FetchType::String => (format!("str({v})"), "\"%s\""),
+            FetchType::Array { .. } => (v, "%p"),
+        }
+    };
+    if expr == "$retval" {
+        return Some(cast("retval".into()));
+    }
+    if let Some(r) = expr.strip_prefix('%') {
+        return Some(cast(format!("reg(\"{r}\")")));
+    }
+    // +OFF(%reg)
+    let inner = expr.strip_prefix('+')?;
+    let (off, rest) = inner.split_once('(')?;
+    let reg = rest.strip_suffix(')')?.strip_prefix('%')?;
+    let off: i64 = off.parse().ok()?;
+    let addr = format!("reg(\"{reg}\") + {off}");
+    Some(match ty {
+        FetchType::String => (format!("str({addr})"), "\"%s\""),
+        FetchType::S32 => (format!("*(int32 *)({addr})"), "%d"),
+        FetchType::U32 => (format!("*(uint32 *)({addr})"), "%u"),
+        FetchType::S64 => (format!("*(int64 *)({addr})"), "%lld"),
+        _ => (format!("*(uint64 *)({addr})"), "0x%lx"),
+    })
+}
+
+fn trace_printf(plan: &ProbePlan, i: usize) -> String {
+    let p = &plan.probes[i];
+    let f = plan.function(p.function);
+    let mut fmt_parts = Vec::new();
+    let mut vals = Vec::new();
+    let mut notes = Vec::new();
+    for a in &p.args {
+        let fetch = |field: &str| p.fetchargs.iter().find(|x| x.name == field);
+        match &a.decode {
+            Decode::Int { field, .. } | Decode::CString { field } => {
+                if let Some(fa) = fetch(field) {
+                    match bpf_value(&fa.expr, fa.ty) {
+                        Some((v, f)) => {
+                            fmt_parts.push(format!("{}={f}", a.name));
+                            vals.push(v);
+                        }
+                        None => notes.push(format!("{}: {} not translated", a.name, fa.render())),
+                    }
+                }
+            }
+            Decode::Utf16 { len_field, .. } | Decode::GoString { len_field, .. } => {
+                if let Some(fa) = fetch(len_field) {
+                    if let Some((v, f)) = bpf_value(&fa.expr, fa.ty) {
+                        fmt_parts.push(format!("{}_len={f}", a.name));
+                        vals.push(v);
+                    }
+                }
+                notes.push(format!(
+                    "{}: string text is not decoded by this program",
+                    a.name
+                ));
+            }
+        }
+    }
+    let arrow = match p.role {
+        Role::Entry => format!("-> {}({})", f.name, fmt_parts.join(", ")),
+        Role::Return => format!("<- {} {}", f.name, fmt_parts.join(" ")),
+    };
+    let arrow = arrow.replace('"', "\\\"");
+    let mut body = format!("printf(\"%d/%d %s {arrow}\\n\", pid, tid, comm");
+    for v in vals {
+        body.push_str(", ");
+        body.push_str(&v);
+    }
+    body.push_str(");");
+    if !notes.is_empty() {
+        body.push_str(&format!(" /* {} */", notes.join("; ")));
+    }
+    body
+}
+
+/// The argument list as users wrote it (for the demo's explanations).
+pub fn describe_args(reqs: &[ArgRequest]) -> String {
+    reqs.iter()
+        .map(|r| match r {
+            ArgRequest::Positional { name, ty } => {
+                format!(
+                    "{}{}",
+                    name.as_deref().map(|n| format!("{n}=")).unwrap_or_default(),
+                    ArgType::label(*ty)
+                )
+            }
+            ArgRequest::Raw { name, expr, ty } => format!("{name}={expr}:{}", ty.kernel_name()),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -1,0 +1,95 @@
+//! Errors of the tracing half. Like the core's, every message is one line naming the cause and the
+//! fix, because `main` prints it as is (`netprobe: error: <message>`) and exits non-zero.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Result alias for netprobe-cli.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while placing probes, recording and reading hits, or cleaning up.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{what} needs root: run netprobe with sudo (uprobes need CAP_SYS_ADMIN)")]
+    NotRoot { what: String },
+
+    #[error("tracefs is not mounted and could not be mounted ({why}): run `mount -t tracefs nodev /sys/kernel/tracing` as root")]
+    TracefsMissing { why: String },
+
+    #[error("this kernel has no uprobe support ({} is missing): use a kernel built with CONFIG_UPROBE_EVENTS=y", .path.display())]
+    NoUprobeSupport { path: PathBuf },
+
+    /// A value refused before it reaches `uprobe_events` (see `tracefs::probe` for each rule).
+    #[error("refusing {what} {value:?}: {why}")]
+    InvalidProbe {
+        what: &'static str,
+        value: String,
+        why: String,
+    },
+
+    /// The kernel refused a line written to `uprobe_events`.
+    #[error("the kernel refused probe `{line}`: {reason}")]
+    ProbeRejected { line: String, reason: String },
+
+    /// Enabling a created probe failed (the offset is accepted at creation and checked here).
+    #[error("enabling probe {event} ({location}) failed: {reason}")]
+    EnableFailed {
+        event: String,
+        location: String,
+        reason: String,
+    },
+
+    #[error("{} is busy ({why}): {fix}", .path.display())]
+    Busy {
+        path: PathBuf,
+        why: String,
+        fix: String,
+    },
+
+    #[error("invalid probe spec '{spec}': {why}")]
+    BadSpec { spec: String, why: String },
+
+    #[error("{0}")]
+    Usage(String),
+
+    #[error("ring buffer page is malformed ({0}): this is a netprobe bug or an unsupported kernel; please report it")]
+    BadPage(String),
+
+    #[error("{} : {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error(transparent)]
+    Core(#[from] netprobe_core::Error),
+}
+
+impl Error {
+    /// An I/O error on `path`; `EACCES`/`EPERM` become [`Error::NotRoot`] when not running as root.
+    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
+        let path = path.into();
+        if matches!(
+            source.raw_os_error(),
+            Some(libc::EACCES) | Some(libc::EPERM)
+        ) && !is_root()
+        {
+            return Error::NotRoot {
+                what: format!("writing {}", path.display()),
+            };
+        }
+        Error::Io { path, source }
+    }
+
+    /// A usage error (bad combination of options).
+    pub fn usage(msg: impl Into<String>) -> Error {
+        Error::Usage(msg.into())
+    }
+}
+
+/// Whether the effective user is root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -1,0 +1,913 @@
+//! Probe plans: the language-agnostic model between "which functions, which arguments" and the
+//! kernel probes that observe them.
+//!
+//! A *traced function* may need several kernel probes: a C function has one entry uprobe and one
+//! uretprobe; a Go function has an entry probe after its stack-check prologue and one plain uprobe
+//! per RET instruction (a uretprobe crashes Go programs whose stack grows,
+//! `../shared/ENVIRONMENT.md`); a .NET method has an entry probe whose fetch-args decode `this` and
+//! string fields. Each [`KernelProbe`] says which function it belongs to and in which [`Role`], so
+//! every recorded hit decodes back to "function F, entry/return, these argument values".
+//!
+//! Build plans with [`ProbePlan::add_function`] from a [`FunctionPlan`]; the session turns each
+//! `KernelProbe` into a `uprobe_events` line and decodes records with [`ProbePlan::decode`].
+
+use crate::error::{Error, Result};
+use crate::tracefs::format::{EventFormat, Field, FieldKind};
+use crate::tracefs::probe::{ArrayElem, FetchArg, FetchType};
+use netprobe_core::addr::FileOffset;
+use serde::Serialize;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Index of a traced function in its plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct FunctionId(pub u32);
+
+/// Whether a probe observes a function's entry or its return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Entry,
+    Return,
+}
+
+/// How the kernel places a probe: a plain uprobe on an instruction, or a uretprobe (entry
+/// breakpoint that hijacks the return address and fires on return).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeKind {
+    Entry,
+    UretProbe,
+}
+
+/// Where integer arguments arrive, by position (x86_64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallingConvention {
+    /// System V AMD64 (C, C++, Rust `extern "C"`, and .NET managed code on Linux, where `this`
+    /// comes first): rdi, rsi, rdx, rcx, r8, r9; result in rax.
+    SysV,
+    /// Go's register ABI (Go 1.17+, `ABIInternal`): rax, rbx, rcx, rdi, rsi, r8, r9, r10, r11;
+    /// results from rax on; the current goroutine in r14.
+    GoRegAbi,
+}
+
+impl CallingConvention {
+    /// Integer argument registers in order, as uprobe fetch-args name them (`%di`).
+    pub fn int_registers(self) -> &'static [&'static str] {
+        match self {
+            CallingConvention::SysV => &["di", "si", "dx", "cx", "r8", "r9"],
+            CallingConvention::GoRegAbi => {
+                &["ax", "bx", "cx", "di", "si", "r8", "r9", "r10", "r11"]
+            }
+        }
+    }
+
+    /// The register holding the (first) integer result.
+    pub fn return_register(self) -> &'static str {
+        "ax"
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            CallingConvention::SysV => "System V",
+            CallingConvention::GoRegAbi => "Go register ABI",
+        }
+    }
+}
+
+/// The type of a logical argument (what users write after an argument's name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgType {
+    /// An integer: `u8`..`u64`, `s8`..`s64`, `x8`..`x64` (hex).
+    Int(FetchType),
+    /// A NUL-terminated C string the register points to (`+0(%di):string`).
+    CString,
+    /// A .NET `System.String` the register points to: int32 length at +8, UTF-16 chars from +12
+    /// (`../shared/ENVIRONMENT.md`); the first 64 chars are fetched (kernel array limit).
+    DotnetString,
+    /// A Go string passed in two registers (pointer, length); the first 64 bytes are fetched.
+    GoString,
+}
+
+impl ArgType {
+    /// Parses a type as users write it: kernel integer types, `string`/`str`, `utf16`/`dotnet`,
+    /// `gostring`.
+    pub fn parse(s: &str) -> Option<ArgType> {
+        match s {
+            "string" | "str" | "cstring" => Some(ArgType::CString),
+            "utf16" | "dotnet_string" | "dnstring" => Some(ArgType::DotnetString),
+            "gostring" | "go_string" => Some(ArgType::GoString),
+            _ => match FetchType::parse(s)? {
+                FetchType::String | FetchType::Array { .. } => None,
+                t => Some(ArgType::Int(t)),
+            },
+        }
+    }
+
+    /// How many argument registers the type takes.
+    fn registers(self) -> usize {
+        match self {
+            ArgType::GoString => 2,
+            _ => 1,
+        }
+    }
+
+    pub fn label(self) -> String {
+        match self {
+            ArgType::Int(t) => t.kernel_name(),
+            ArgType::CString => "string".into(),
+            ArgType::DotnetString => "utf16".into(),
+            ArgType::GoString => "gostring".into(),
+        }
+    }
+}
+
+/// An argument the user asked for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ArgRequest {
+    /// The next argument(s) by position in the calling convention, with a type and an optional name
+    /// (default `arg0`, `arg1`, ... by position).
+    Positional { name: Option<String>, ty: ArgType },
+    /// A raw kernel fetch-arg expression (`+8(%si)`, `%r14`, `+0(+8(%di))`), typed.
+    Raw {
+        name: String,
+        expr: String,
+        ty: FetchType,
+    },
+}
+
+/// How a function's return is observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Returns {
+    /// Not at all.
+    None,
+    /// A uretprobe at the function's entry offset (C, .NET).
+    UretProbe,
+    /// Plain uprobes at each RET instruction (Go), reading the result register.
+    Instructions(Vec<FileOffset>),
+}
+
+/// What makes an entry and a return "the same call", for latency.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairingKey {
+    /// The thread id (C, .NET: a call starts and ends on one thread).
+    Thread,
+    /// A register fetched at entry and return, e.g. `r14` (the goroutine pointer in Go's register
+    /// ABI: goroutines migrate between threads, so the tid would mis-pair).
+    Register(String),
+}
+
+/// Everything needed to trace one function. The lead builds this from a resolved target plus the
+/// language's rules (prologue skip, RET offsets, calling convention).
+#[derive(Clone, Debug)]
+pub struct FunctionPlan {
+    /// Display name (the symbol name).
+    pub name: String,
+    /// The image as the target sees it (for messages).
+    pub image: PathBuf,
+    /// The path written into `uprobe_events` (e.g. through `/proc/PID/root`).
+    pub probe_path: PathBuf,
+    /// File offset of the function's first instruction (what a uretprobe needs).
+    pub function_offset: FileOffset,
+    /// Where entry probes go: usually `[function_offset]`; Go: after the stack-check prologue;
+    /// empty for a return-only probe.
+    pub entry_offsets: Vec<FileOffset>,
+    pub returns: Returns,
+    pub convention: CallingConvention,
+    pub args: Vec<ArgRequest>,
+    /// Type of the return value (for return probes); `None` = `x64`.
+    pub ret: Option<ArgType>,
+    pub pairing: PairingKey,
+    /// The symbol the function came from, when known (dry-run uses its name for perf/bpftrace).
+    pub symbol: Option<String>,
+}
+
+/// A function in a plan, with its decoded argument layout.
+#[derive(Clone, Debug, Serialize)]
+pub struct TracedFunction {
+    pub id: FunctionId,
+    pub name: String,
+    pub image: PathBuf,
+    pub probe_path: PathBuf,
+    pub function_offset: FileOffset,
+    pub convention: CallingConvention,
+    pub pairing: PairingKey,
+    pub symbol: Option<String>,
+    /// Argument names and types, as users asked for them (for headers, dry-run).
+    #[serde(skip)]
+    pub arg_requests: Vec<ArgRequest>,
+    #[serde(skip)]
+    pub ret: Option<ArgType>,
+}
+
+/// One logical value decoded from one or more fetch-args of a record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decode {
+    /// An integer field.
+    Int { field: String, ty: FetchType },
+    /// A `string` field.
+    CString { field: String },
+    /// Length field (s32) + `u16[N]` chars field.
+    Utf16 {
+        len_field: String,
+        chars_field: String,
+    },
+    /// `u8[N]` bytes field + length field.
+    GoString {
+        bytes_field: String,
+        len_field: String,
+    },
+}
+
+/// A named value of a probe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogicalArg {
+    pub name: String,
+    pub decode: Decode,
+}
+
+/// One kernel probe of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelProbe {
+    pub path: PathBuf,
+    pub offset: FileOffset,
+    pub kind: ProbeKind,
+    pub fetchargs: Vec<FetchArg>,
+    pub function: FunctionId,
+    pub role: Role,
+    /// How to turn this probe's fields back into named values.
+    pub args: Vec<LogicalArg>,
+    /// Field holding the pairing key, when pairing by register.
+    pub pair_field: Option<String>,
+    /// Field holding `$comm`, when recorded.
+    pub comm_field: Option<String>,
+}
+
+/// Functions and the kernel probes that observe them.
+#[derive(Clone, Debug, Default)]
+pub struct ProbePlan {
+    pub functions: Vec<TracedFunction>,
+    pub probes: Vec<KernelProbe>,
+    /// Record the task's command name (`$comm`) with every hit.
+    pub record_comm: bool,
+}
+
+const COMM_FIELD: &str = "np_comm";
+const PAIR_FIELD: &str = "np_pair";
+
+impl ProbePlan {
+    pub fn new(record_comm: bool) -> ProbePlan {
+        ProbePlan {
+            record_comm,
+            ..ProbePlan::default()
+        }
+    }
+
+    /// Adds a function and its probes. Errors: more positional arguments than the convention has
+    /// registers, duplicate names, or a function with neither entry nor return probes.
+    pub fn add_function(&mut self, f: FunctionPlan) -> Result<FunctionId> {
+        let id = FunctionId(self.functions.len() as u32);
+        let bad = |why: String| Error::BadSpec {
+            spec: f.name.clone(),
+            why,
+        };
+        if f.entry_offsets.is_empty() && f.returns == Returns::None {
+            return Err(bad("nothing to probe: no entry and no return".into()));
+        }
+        // Entry fetch-args.
+        let regs = f.convention.int_registers();
+        let mut next_reg = 0usize;
+        let mut entry_args = Vec::new();
+        let mut entry_fetch = Vec::new();
+        for (pos, req) in f.args.iter().enumerate() {
+            match req {
+                ArgRequest::Positional { name, ty } => {
+                    let name = name.clone().unwrap_or_else(|| format!("arg{pos}"));
+                    let need = ty.registers();
+                    let Some(rs) = regs.get(next_reg..next_reg + need) else {
+                        return Err(bad(format!(
+                            "argument {name} needs register {} but the {} convention passes only {} integer arguments in registers; use a raw fetch-arg (NAME=EXPR:TYPE) for stack arguments",
+                            next_reg + need,
+                            f.convention.label(),
+                            regs.len()
+                        )));
+                    };
+                    next_reg += need;
+                    let (decode, fetch) = typed_fetch(&name, *ty, rs, false);
+                    entry_args.push(LogicalArg { name, decode });
+                    entry_fetch.extend(fetch);
+                }
+                ArgRequest::Raw { name, expr, ty } => {
+                    let decode = match ty {
+                        FetchType::String => Decode::CString {
+                            field: name.clone(),
+                        },
+                        _ => Decode::Int {
+                            field: name.clone(),
+                            ty: *ty,
+                        },
+                    };
+                    entry_args.push(LogicalArg {
+                        name: name.clone(),
+                        decode,
+                    });
+                    entry_fetch.push(FetchArg::new(name.clone(), expr.clone(), *ty));
+                }
+            }
+        }
+        for (i, a) in entry_args.iter().enumerate() {
+            if entry_args[..i].iter().any(|b| b.name == a.name) {
+                return Err(bad(format!("argument name {} is used twice", a.name)));
+            }
+        }
+        let extras = |fetch: &mut Vec<FetchArg>| {
+            let mut pair_field = None;
+            if let PairingKey::Register(r) = &f.pairing {
+                fetch.push(FetchArg::new(PAIR_FIELD, format!("%{r}"), FetchType::X64));
+                pair_field = Some(PAIR_FIELD.to_string());
+            }
+            let mut comm_field = None;
+            if self.record_comm {
+                fetch.push(FetchArg::new(COMM_FIELD, "$comm", FetchType::String));
+                comm_field = Some(COMM_FIELD.to_string());
+            }
+            (pair_field, comm_field)
+        };
+        let mut probes = Vec::new();
+        for off in &f.entry_offsets {
+            let mut fetch = entry_fetch.clone();
+            let (pair_field, comm_field) = extras(&mut fetch);
+            probes.push(KernelProbe {
+                path: f.probe_path.clone(),
+                offset: *off,
+                kind: ProbeKind::Entry,
+                fetchargs: fetch,
+                function: id,
+                role: Role::Entry,
+                args: entry_args.clone(),
+                pair_field,
+                comm_field,
+            });
+        }
+        let ret_ty = f.ret.unwrap_or(ArgType::Int(FetchType::X64));
+        let ret_rets: Vec<(ProbeKind, FileOffset, &str)> = match &f.returns {
+            Returns::None => vec![],
+            Returns::UretProbe => vec![(ProbeKind::UretProbe, f.function_offset, "$retval")],
+            Returns::Instructions(offs) => offs
+                .iter()
+                .map(|o| (ProbeKind::Entry, *o, f.convention.return_register()))
+                .collect(),
+        };
+        for (kind, off, src) in ret_rets {
+            let (decode, mut fetch) = if src == "$retval" {
+                typed_fetch("ret", ret_ty, &["$retval"], true)
+            } else {
+                // At a RET instruction the results are in the result registers.
+                let regs = f.convention.int_registers();
+                let n = ret_ty.registers();
+                typed_fetch("ret", ret_ty, &regs[..n.min(regs.len())], false)
+            };
+            let (pair_field, comm_field) = extras(&mut fetch);
+            probes.push(KernelProbe {
+                path: f.probe_path.clone(),
+                offset: off,
+                kind,
+                fetchargs: fetch,
+                function: id,
+                role: Role::Return,
+                args: vec![LogicalArg {
+                    name: "ret".into(),
+                    decode,
+                }],
+                pair_field,
+                comm_field,
+            });
+        }
+        self.functions.push(TracedFunction {
+            id,
+            name: f.name,
+            image: f.image,
+            probe_path: f.probe_path,
+            function_offset: f.function_offset,
+            convention: f.convention,
+            pairing: f.pairing,
+            symbol: f.symbol,
+            arg_requests: f.args,
+            ret: f.ret,
+        });
+        self.probes.extend(probes);
+        Ok(id)
+    }
+
+    pub fn function(&self, id: FunctionId) -> &TracedFunction {
+        &self.functions[id.0 as usize]
+    }
+
+    /// Decodes one record of probe `probe` (whose event format is `format`) into a hit.
+    /// `None` when the record is too short for the common header (never a panic).
+    pub fn decode(&self, probe: usize, format: &EventFormat, ts: u64, data: &[u8]) -> Option<Hit> {
+        let kp = self.probes.get(probe)?;
+        let tid = read_field_int(format.field("common_pid")?, data)? as u32;
+        let mut args = Vec::with_capacity(kp.args.len());
+        for a in &kp.args {
+            args.push((a.name.clone(), decode_arg(&a.decode, format, data)));
+        }
+        let pair_key = match &kp.pair_field {
+            Some(f) => format
+                .field(f)
+                .and_then(|f| read_field_int(f, data))
+                .unwrap_or(0),
+            None => tid as u64,
+        };
+        let comm = kp.comm_field.as_ref().and_then(|f| {
+            let field = format.field(f)?;
+            match read_data_loc(field, data)? {
+                [] => None,
+                bytes => Some(c_string(bytes).0),
+            }
+        });
+        Some(Hit {
+            ts_ns: ts,
+            tid,
+            probe,
+            function: kp.function,
+            role: kp.role,
+            args,
+            pair_key,
+            comm,
+        })
+    }
+}
+
+/// The fetch-args for a typed value in `regs` (or `$retval`), and how to decode them.
+fn typed_fetch(name: &str, ty: ArgType, regs: &[&str], is_retval: bool) -> (Decode, Vec<FetchArg>) {
+    let reg = |i: usize| {
+        let r = regs.get(i).copied().unwrap_or("ax");
+        if is_retval {
+            r.to_string()
+        } else {
+            format!("%{r}")
+        }
+    };
+    match ty {
+        ArgType::Int(t) => (
+            Decode::Int {
+                field: name.to_string(),
+                ty: t,
+            },
+            vec![FetchArg::new(name, reg(0), t)],
+        ),
+        ArgType::CString => (
+            Decode::CString {
+                field: name.to_string(),
+            },
+            vec![FetchArg::new(
+                name,
+                format!("+0({})", reg(0)),
+                FetchType::String,
+            )],
+        ),
+        ArgType::DotnetString => {
+            let len_field = format!("{name}_len");
+            (
+                Decode::Utf16 {
+                    len_field: len_field.clone(),
+                    chars_field: name.to_string(),
+                },
+                vec![
+                    FetchArg::new(len_field, format!("+8({})", reg(0)), FetchType::S32),
+                    FetchArg::new(
+                        name,
+                        format!("+12({})", reg(0)),
+                        FetchType::Array {
+                            elem: ArrayElem::U16,
+                            len: 64,
+                        },
+                    ),
+                ],
+            )
+        }
+        ArgType::GoString => {
+            let len_field = format!("{name}_len");
+            (
+                Decode::GoString {
+                    bytes_field: name.to_string(),
+                    len_field: len_field.clone(),
+                },
+                vec![
+                    FetchArg::new(
+                        name,
+                        format!("+0({})", reg(0)),
+                        FetchType::Array {
+                            elem: ArrayElem::U8,
+                            len: 64,
+                        },
+                    ),
+                    FetchArg::new(len_field, reg(1), FetchType::S64),
+                ],
+            )
+        }
+    }
+}
+
+/// A decoded hit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// CLOCK_MONOTONIC nanoseconds (the instance's `mono` trace clock).
+    pub ts_ns: u64,
+    /// The thread that hit the probe (`common_pid` is the kernel's task pid, i.e. the tid).
+    pub tid: u32,
+    /// Index into [`ProbePlan::probes`].
+    pub probe: usize,
+    pub function: FunctionId,
+    pub role: Role,
+    pub args: Vec<(String, Value)>,
+    /// The latency pairing key: the tid, or the fetched register.
+    pub pair_key: u64,
+    pub comm: Option<String>,
+}
+
+/// A decoded argument value.
+///
+/// JSON: integers as numbers, hex values as `"0x..."` strings, strings as strings (a cut string
+/// as `{"text": ..., "truncated": true, "length": N}`), a fault as `null`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    Signed(i64),
+    Unsigned(u64),
+    /// Printed as `0x...`.
+    Hex(u64),
+    /// A string; `truncated` when only its first part was fetched (kernel array limit of 64).
+    Str {
+        text: String,
+        truncated: bool,
+        /// The full length as the object says (.NET/Go strings), when known.
+        length: Option<i64>,
+    },
+    /// The kernel could not read the memory (bad pointer, paged out), or the field is missing.
+    Fault,
+}
+
+impl Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Value::Signed(v) => s.serialize_i64(*v),
+            Value::Unsigned(v) => s.serialize_u64(*v),
+            Value::Hex(v) => s.serialize_str(&format!("{v:#x}")),
+            Value::Str {
+                text,
+                truncated: false,
+                ..
+            } => s.serialize_str(text),
+            Value::Str { text, length, .. } => {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("text", text)?;
+                m.serialize_entry("truncated", &true)?;
+                m.serialize_entry("length", length)?;
+                m.end()
+            }
+            Value::Fault => s.serialize_none(),
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Signed(v) => write!(f, "{v}"),
+            Value::Unsigned(v) => write!(f, "{v}"),
+            Value::Hex(v) => write!(f, "{v:#x}"),
+            Value::Str {
+                text,
+                truncated,
+                length,
+            } => {
+                write!(f, "{text:?}")?;
+                if *truncated {
+                    match length {
+                        Some(n) => write!(f, "...(cut at 64 of {n})")?,
+                        None => write!(f, "...(cut)")?,
+                    }
+                }
+                Ok(())
+            }
+            Value::Fault => write!(f, "(fault)"),
+        }
+    }
+}
+
+fn read_le(data: &[u8], offset: usize, size: usize) -> Option<u64> {
+    let b = data.get(offset..offset.checked_add(size)?)?;
+    let mut buf = [0u8; 8];
+    buf.get_mut(..size)?.copy_from_slice(b);
+    Some(u64::from_le_bytes(buf))
+}
+
+/// An integer field's raw value (zero-extended).
+fn read_field_int(field: &Field, data: &[u8]) -> Option<u64> {
+    if !(1..=8).contains(&field.size) {
+        return None;
+    }
+    read_le(data, field.offset, field.size)
+}
+
+/// The bytes a `__data_loc`/`__rel_loc` field points to.
+fn read_data_loc<'a>(field: &Field, data: &'a [u8]) -> Option<&'a [u8]> {
+    let word = read_le(data, field.offset, 4)? as u32;
+    let len = (word >> 16) as usize;
+    let mut off = (word & 0xffff) as usize;
+    if field.kind == FieldKind::RelLoc {
+        off = off.checked_add(field.offset + 4)?;
+    }
+    data.get(off..off.checked_add(len)?)
+}
+
+/// Text of a C string field (up to the first NUL), lossily decoded; and whether a NUL was found.
+fn c_string(bytes: &[u8]) -> (String, bool) {
+    match bytes.iter().position(|&b| b == 0) {
+        Some(n) => (String::from_utf8_lossy(&bytes[..n]).into_owned(), true),
+        None => (String::from_utf8_lossy(bytes).into_owned(), false),
+    }
+}
+
+fn int_value(raw: u64, ty: FetchType) -> Value {
+    let sign = |bits: u32| {
+        let shift = 64 - bits;
+        Value::Signed(((raw << shift) as i64) >> shift)
+    };
+    match ty {
+        FetchType::S8 => sign(8),
+        FetchType::S16 => sign(16),
+        FetchType::S32 => sign(32),
+        FetchType::S64 => sign(64),
+        t if t.is_hex() => Value::Hex(raw),
+        _ => Value::Unsigned(raw),
+    }
+}
+
+fn decode_arg(d: &Decode, format: &EventFormat, data: &[u8]) -> Value {
+    match d {
+        Decode::Int { field, ty } => format
+            .field(field)
+            .and_then(|f| read_field_int(f, data))
+            .map(|raw| int_value(raw, *ty))
+            .unwrap_or(Value::Fault),
+        Decode::CString { field } => match format.field(field).and_then(|f| read_data_loc(f, data))
+        {
+            // The kernel stores a zero-length string when it could not read the memory.
+            None | Some([]) => Value::Fault,
+            Some(bytes) => Value::Str {
+                text: c_string(bytes).0,
+                truncated: false,
+                length: None,
+            },
+        },
+        Decode::Utf16 {
+            len_field,
+            chars_field,
+        } => {
+            let len = format
+                .field(len_field)
+                .and_then(|f| read_field_int(f, data))
+                .map(|raw| raw as u32 as i32);
+            let chars = format.field(chars_field).and_then(|f| {
+                let FieldKind::Array { len } = f.kind else {
+                    return None;
+                };
+                let b = data.get(f.offset..f.offset.checked_add(len.checked_mul(2)?)?)?;
+                Some(
+                    b.chunks_exact(2)
+                        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                        .collect::<Vec<u16>>(),
+                )
+            });
+            match (len, chars) {
+                (Some(n), Some(units)) if n >= 0 => {
+                    let take = (n as usize).min(units.len());
+                    Value::Str {
+                        text: String::from_utf16_lossy(&units[..take]),
+                        truncated: (n as usize) > units.len(),
+                        length: Some(n as i64),
+                    }
+                }
+                _ => Value::Fault,
+            }
+        }
+        Decode::GoString {
+            bytes_field,
+            len_field,
+        } => {
+            let len = format
+                .field(len_field)
+                .and_then(|f| read_field_int(f, data))
+                .map(|raw| raw as i64);
+            let bytes = format.field(bytes_field).and_then(|f| {
+                let FieldKind::Array { len } = f.kind else {
+                    return None;
+                };
+                data.get(f.offset..f.offset.checked_add(len)?)
+            });
+            match (len, bytes) {
+                (Some(n), Some(b)) if n >= 0 => {
+                    let take = (n as usize).min(b.len());
+                    Value::Str {
+                        text: String::from_utf8_lossy(&b[..take]).into_owned(),
+                        truncated: (n as usize) > b.len(),
+                        length: Some(n),
+                    }
+                }
+                _ => Value::Fault,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c_function(args: Vec<ArgRequest>, returns: Returns) -> FunctionPlan {
+        FunctionPlan {
+            name: "add".into(),
+            image: "/bin/x".into(),
+            probe_path: "/bin/x".into(),
+            function_offset: FileOffset(0x1139),
+            entry_offsets: vec![FileOffset(0x1139)],
+            returns,
+            convention: CallingConvention::SysV,
+            args,
+            ret: Some(ArgType::Int(FetchType::S32)),
+            pairing: PairingKey::Thread,
+            symbol: Some("add".into()),
+        }
+    }
+
+    fn pos(name: &str, ty: ArgType) -> ArgRequest {
+        ArgRequest::Positional {
+            name: Some(name.into()),
+            ty,
+        }
+    }
+
+    #[test]
+    fn c_function_gets_entry_and_uretprobe() {
+        let mut plan = ProbePlan::new(true);
+        plan.add_function(c_function(
+            vec![
+                pos("a", ArgType::Int(FetchType::S32)),
+                pos("b", ArgType::Int(FetchType::X64)),
+                pos("s", ArgType::CString),
+            ],
+            Returns::UretProbe,
+        ))
+        .unwrap();
+        assert_eq!(plan.probes.len(), 2);
+        let e = &plan.probes[0];
+        let rendered: Vec<String> = e.fetchargs.iter().map(|a| a.render()).collect();
+        assert_eq!(
+            rendered,
+            [
+                "a=%di:s32",
+                "b=%si:x64",
+                "s=+0(%dx):string",
+                "np_comm=$comm:string"
+            ]
+        );
+        let r = &plan.probes[1];
+        assert_eq!(r.kind, ProbeKind::UretProbe);
+        assert_eq!(r.role, Role::Return);
+        assert_eq!(r.fetchargs[0].render(), "ret=$retval:s32");
+    }
+
+    #[test]
+    fn go_function_gets_ret_instruction_probes_and_goroutine_pairing() {
+        let mut plan = ProbePlan::new(false);
+        plan.add_function(FunctionPlan {
+            name: "main.add".into(),
+            image: "/bin/g".into(),
+            probe_path: "/bin/g".into(),
+            function_offset: FileOffset(0x100),
+            entry_offsets: vec![FileOffset(0x10a)],
+            returns: Returns::Instructions(vec![FileOffset(0x130), FileOffset(0x150)]),
+            convention: CallingConvention::GoRegAbi,
+            args: vec![
+                pos("a", ArgType::Int(FetchType::S64)),
+                pos("s", ArgType::GoString),
+                pos("b", ArgType::Int(FetchType::S64)),
+            ],
+            ret: Some(ArgType::Int(FetchType::S64)),
+            pairing: PairingKey::Register("r14".into()),
+            symbol: None,
+        })
+        .unwrap();
+        assert_eq!(plan.probes.len(), 3);
+        let r: Vec<String> = plan.probes[0]
+            .fetchargs
+            .iter()
+            .map(|a| a.render())
+            .collect();
+        assert_eq!(
+            r,
+            [
+                "a=%ax:s64",
+                "s=+0(%bx):u8[64]",
+                "s_len=%cx:s64",
+                "b=%di:s64",
+                "np_pair=%r14:x64"
+            ]
+        );
+        for p in &plan.probes[1..] {
+            assert_eq!(p.kind, ProbeKind::Entry);
+            assert_eq!(p.role, Role::Return);
+            assert_eq!(p.fetchargs[0].render(), "ret=%ax:s64");
+        }
+    }
+
+    #[test]
+    fn too_many_register_args_is_an_error() {
+        let mut plan = ProbePlan::new(false);
+        let args = (0..7)
+            .map(|_| ArgRequest::Positional {
+                name: None,
+                ty: ArgType::Int(FetchType::U64),
+            })
+            .collect();
+        assert!(plan.add_function(c_function(args, Returns::None)).is_err());
+    }
+
+    /// A record laid out as the kernel formats the probe's fields.
+    #[test]
+    fn decodes_records() {
+        let mut plan = ProbePlan::new(false);
+        plan.add_function(c_function(
+            vec![
+                pos("a", ArgType::Int(FetchType::S32)),
+                pos("b", ArgType::Int(FetchType::X64)),
+                pos("s", ArgType::CString),
+                pos("name", ArgType::DotnetString),
+            ],
+            Returns::None,
+        ))
+        .unwrap();
+        let fmt = EventFormat::parse("name: add\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;\n\tfield:u64 b;\toffset:20;\tsize:8;\tsigned:0;\n\tfield:__data_loc char[] s;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:s32 name_len;\toffset:32;\tsize:4;\tsigned:1;\n\tfield:u16 name[64];\toffset:36;\tsize:128;\tsigned:0;\n").unwrap();
+        let mut rec = vec![0u8; 164];
+        rec[0..2].copy_from_slice(&7u16.to_le_bytes());
+        rec[4..8].copy_from_slice(&4242i32.to_le_bytes());
+        rec[16..20].copy_from_slice(&(-5i32).to_le_bytes());
+        rec[20..28].copy_from_slice(&0xabcu64.to_le_bytes());
+        rec[32..36].copy_from_slice(&70i32.to_le_bytes());
+        for (i, c) in "héllo"
+            .encode_utf16()
+            .chain(std::iter::repeat(b'x' as u16))
+            .take(64)
+            .enumerate()
+        {
+            rec[36 + 2 * i..38 + 2 * i].copy_from_slice(&c.to_le_bytes());
+        }
+        let s_off = rec.len() as u32;
+        rec.extend_from_slice(b"hey\0");
+        rec[28..32].copy_from_slice(&((4u32 << 16) | s_off).to_le_bytes());
+        let hit = plan.decode(0, &fmt, 99, &rec).unwrap();
+        assert_eq!(hit.tid, 4242);
+        assert_eq!(hit.pair_key, 4242);
+        assert_eq!(hit.args[0].1, Value::Signed(-5));
+        assert_eq!(hit.args[1].1, Value::Hex(0xabc));
+        assert_eq!(hit.args[2].1.to_string(), "\"hey\"");
+        match &hit.args[3].1 {
+            Value::Str {
+                text,
+                truncated,
+                length,
+            } => {
+                assert!(text.starts_with("héllo"));
+                assert_eq!(text.chars().count(), 64);
+                assert!(*truncated);
+                assert_eq!(*length, Some(70));
+            }
+            v => panic!("{v:?}"),
+        }
+        // A zero-length string is the kernel's fault marker.
+        rec[28..32].copy_from_slice(&(s_off).to_le_bytes());
+        assert_eq!(
+            plan.decode(0, &fmt, 99, &rec).unwrap().args[2].1,
+            Value::Fault
+        );
+        // Short records decode what is there and never panic.
+        for n in 0..rec.len() {
+            let _ = plan.decode(0, &fmt, 0, &rec[..n]);
+        }
+    }
+
+    #[test]
+    fn arg_types_parse() {
+        assert_eq!(ArgType::parse("s32"), Some(ArgType::Int(FetchType::S32)));
+        assert_eq!(ArgType::parse("string"), Some(ArgType::CString));
+        assert_eq!(ArgType::parse("utf16"), Some(ArgType::DotnetString));
+        assert_eq!(ArgType::parse("u16[4]"), None);
+        assert_eq!(ArgType::parse("nope"), None);
+    }
+}

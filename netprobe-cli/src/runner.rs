@@ -1,0 +1,160 @@
+//! The event loop of a session: poll the per-CPU buffers, the signal pipe and the targets' pidfds;
+//! hand hits to a sink; stop on a signal, the duration, the event limit, the targets' exit or a
+//! closed output.
+
+use crate::error::{Error, Result};
+use crate::launch::PausedChild;
+use crate::plan::{Hit, ProbePlan};
+use crate::session::{Lost, Session};
+use crate::signals::SignalPipe;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// What a sink wants after a hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// The event limit is reached.
+    Enough,
+    /// The output is gone (EPIPE: `netprobe trace ... | head`).
+    OutputClosed,
+}
+
+/// Receives hits, and interval ticks.
+pub trait Sink {
+    fn hit(&mut self, plan: &ProbePlan, hit: Hit) -> Flow;
+    /// Called every `interval` with the lost count so far.
+    fn tick(&mut self, _plan: &ProbePlan, _lost: Lost) -> Flow {
+        Flow::Continue
+    }
+}
+
+/// Why the loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    Signal(i32),
+    Duration,
+    MaxEvents,
+    TargetsExited,
+    OutputClosed,
+}
+
+/// When to stop, besides signals.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Limits {
+    pub duration: Option<Duration>,
+    pub interval: Option<Duration>,
+}
+
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: plain syscall; returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Runs until a stop condition; the session is still live afterwards (call `finish`).
+pub fn run(
+    session: &mut Session,
+    signals: &SignalPipe,
+    targets: &[u32],
+    mut child: Option<&mut PausedChild>,
+    limits: Limits,
+    sink: &mut dyn Sink,
+) -> Result<StopReason> {
+    let start = Instant::now();
+    let deadline = limits.duration.map(|d| start + d);
+    let mut next_tick = limits.interval.map(|i| start + i);
+    // Targets are watched through pidfds; a pid without one (old kernel) is checked in /proc.
+    let mut watched: Vec<(u32, Option<OwnedFd>, bool)> =
+        targets.iter().map(|&p| (p, pidfd_open(p), false)).collect();
+    let mut flow = Flow::Continue;
+    loop {
+        if let Some(sig) = signals.received() {
+            return Ok(StopReason::Signal(sig));
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(StopReason::Duration);
+        }
+        let mut timeout = Duration::from_millis(200);
+        if let Some(d) = deadline {
+            timeout = timeout.min(d.saturating_duration_since(now));
+        }
+        if let Some(t) = next_tick {
+            timeout = timeout.min(t.saturating_duration_since(now));
+        }
+        let mut fds: Vec<libc::pollfd> = vec![libc::pollfd {
+            fd: signals.fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        fds.extend(session.reader_fds().iter().map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+        let first_pidfd = fds.len();
+        for (_, pfd, _) in &watched {
+            fds.push(libc::pollfd {
+                fd: pfd.as_ref().map_or(-1, |f| f.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // SAFETY: fds is a valid array of pollfd for the call's duration.
+        let rc = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                timeout.as_millis().max(1) as libc::c_int,
+            )
+        };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(Error::io("poll", e));
+            }
+        }
+        session.drain(|plan, hit| {
+            if flow == Flow::Continue {
+                flow = sink.hit(plan, hit);
+            }
+        })?;
+        match flow {
+            Flow::Continue => {}
+            Flow::Enough => return Ok(StopReason::MaxEvents),
+            Flow::OutputClosed => return Ok(StopReason::OutputClosed),
+        }
+        if let Some(t) = next_tick {
+            if Instant::now() >= t {
+                let lost = session.lost();
+                match sink.tick(session.plan(), lost) {
+                    Flow::Continue => {}
+                    Flow::Enough => return Ok(StopReason::MaxEvents),
+                    Flow::OutputClosed => return Ok(StopReason::OutputClosed),
+                }
+                next_tick = Some(t + limits.interval.unwrap_or(Duration::from_secs(1)));
+            }
+        }
+        if !watched.is_empty() {
+            for (i, (pid, pfd, exited)) in watched.iter_mut().enumerate() {
+                let gone = match pfd {
+                    Some(_) => fds[first_pidfd + i].revents & libc::POLLIN != 0,
+                    None => !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+                };
+                if gone {
+                    *exited = true;
+                }
+            }
+            if let Some(c) = child.as_deref_mut() {
+                // Reap our own child so it does not linger as a zombie.
+                if watched.iter().all(|w| w.2) {
+                    c.try_wait();
+                }
+            }
+            if watched.iter().all(|w| w.2) {
+                return Ok(StopReason::TargetsExited);
+            }
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Output formats: dry-run (uprobe_events lines, perf probe, bpftrace) through the real binary, and
+//! trace/count/latency rendering of decoded hits. Snapshots filter paths, pids and offsets.
+
+use assert_cmd::Command;
+use netprobe_cli::plan::{
+    ArgRequest, ArgType, CallingConvention, FunctionPlan, Hit, PairingKey, ProbePlan, Returns,
+    Role, Value,
+};
+use netprobe_cli::runner::Sink;
+use netprobe_cli::session::Lost;
+use netprobe_cli::trace_output::{Counter, Format, Latency, TaskInfo, TracePrinter};
+use netprobe_cli::tracefs::probe::FetchType;
+use netprobe_core::addr::FileOffset;
+
+/// Built once per test process: the fixture builder names its temporary file by pid, so two test
+/// threads building the same fixture at once would collide.
+fn tracee() -> String {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        fixtures::CProgram::new("tracee")
+            .flags(&["-O2"])
+            .build()
+            .display()
+            .to_string()
+    })
+    .clone()
+}
+
+fn filters(bin: &str) -> Vec<(String, String)> {
+    vec![
+        (regex_escape(bin), "[TRACEE]".into()),
+        (r"netprobe_\d+".into(), "netprobe_[PID]".into()),
+        (r":0x[0-9a-f]+".into(), ":[OFFSET]".into()),
+        // The fixture's file name carries a content hash.
+        (r"tracee[-_][0-9a-f]{16}".into(), "tracee-[HASH]".into()),
+    ]
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
+fn dry_run(args: &[&str]) -> String {
+    let out = Command::cargo_bin("netprobe")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+macro_rules! snap {
+    ($name:expr, $bin:expr, $value:expr) => {{
+        let f = filters($bin);
+        let refs: Vec<(&str, &str)> = f.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        insta::with_settings!({filters => refs}, {
+            insta::assert_snapshot!($name, $value);
+        });
+    }};
+}
+
+#[test]
+fn dry_run_trace_with_command() {
+    let bin = tracee();
+    let cmd = format!("{bin} now 3");
+    let out = dry_run(&[
+        "trace",
+        "--dry-run",
+        "-c",
+        &cmd,
+        &format!("{bin}:np_add a=s32 b=x64 s=string"),
+        &format!("r:{bin}:np_add s64"),
+    ]);
+    snap!("dry_run_trace_with_command", &bin, out);
+}
+
+#[test]
+fn dry_run_count_system_wide() {
+    let bin = tracee();
+    let out = dry_run(&["count", "--dry-run", &format!("{bin}:np_*")]);
+    snap!("dry_run_count_system_wide", &bin, out);
+}
+
+#[test]
+fn dry_run_latency_with_pid() {
+    let bin = tracee();
+    let out = dry_run(&[
+        "latency",
+        "--dry-run",
+        "-c",
+        &format!("{bin} now 1"),
+        &format!("{bin}:np_add"),
+    ]);
+    snap!("dry_run_latency_with_command", &bin, out);
+}
+
+#[test]
+fn dry_run_persistent_probe() {
+    let bin = tracee();
+    let out = dry_run(&[
+        "probe",
+        "add",
+        "--dry-run",
+        "--group",
+        "mygroup",
+        &format!("{bin}:np_add a=s32 len=+8(%si):s32"),
+        &format!("{bin}:0x10"),
+    ]);
+    snap!("dry_run_persistent_probe", &bin, out);
+}
+
+/// A plan with one C function (entry args + return) and hits for it.
+fn sample() -> (ProbePlan, Vec<Hit>) {
+    let mut plan = ProbePlan::new(true);
+    plan.add_function(FunctionPlan {
+        name: "np_add".into(),
+        image: "/bin/tracee".into(),
+        probe_path: "/bin/tracee".into(),
+        function_offset: FileOffset(0x13d0),
+        entry_offsets: vec![FileOffset(0x13d0)],
+        returns: Returns::UretProbe,
+        convention: CallingConvention::SysV,
+        args: vec![
+            ArgRequest::Positional {
+                name: Some("a".into()),
+                ty: ArgType::Int(FetchType::S32),
+            },
+            ArgRequest::Positional {
+                name: Some("b".into()),
+                ty: ArgType::Int(FetchType::X64),
+            },
+            ArgRequest::Positional {
+                name: Some("s".into()),
+                ty: ArgType::CString,
+            },
+            ArgRequest::Positional {
+                name: Some("name".into()),
+                ty: ArgType::DotnetString,
+            },
+        ],
+        ret: Some(ArgType::Int(FetchType::S64)),
+        pairing: PairingKey::Thread,
+        symbol: Some("np_add".into()),
+    })
+    .unwrap();
+    let mut hits = Vec::new();
+    for i in 1..=3u64 {
+        let t0 = 1_000_000_000 + i * 10_000;
+        hits.push(Hit {
+            ts_ns: t0,
+            tid: 4242,
+            probe: 0,
+            function: plan.functions[0].id,
+            role: Role::Entry,
+            args: vec![
+                ("a".into(), Value::Signed(i as i64 - 3)),
+                ("b".into(), Value::Hex(i * 0x10)),
+                (
+                    "s".into(),
+                    Value::Str {
+                        text: format!("lbl-{i}"),
+                        truncated: false,
+                        length: None,
+                    },
+                ),
+                (
+                    "name".into(),
+                    if i == 3 {
+                        Value::Fault
+                    } else {
+                        Value::Str {
+                            text: "x".repeat(64),
+                            truncated: true,
+                            length: Some(100),
+                        }
+                    },
+                ),
+            ],
+            pair_key: 4242,
+            comm: Some("tracee".into()),
+        });
+        hits.push(Hit {
+            ts_ns: t0 + 512 * i,
+            tid: 4242,
+            probe: 1,
+            function: plan.functions[0].id,
+            role: Role::Return,
+            args: vec![("ret".into(), Value::Signed(i as i64 * 100))],
+            pair_key: 4242,
+            comm: Some("tracee".into()),
+        });
+    }
+    (plan, hits)
+}
+
+fn printed(format: Format) -> String {
+    let (plan, hits) = sample();
+    let mut p = TracePrinter {
+        out: Vec::new(),
+        format,
+        start_ns: 1_000_000_000,
+        max_events: None,
+        printed: 0,
+        tasks: TaskInfo::new(None),
+    };
+    p.header().unwrap();
+    for h in hits {
+        p.hit(&plan, h);
+    }
+    // tid 4242 may or may not exist on the machine: the pid column is filtered.
+    String::from_utf8(p.out).unwrap()
+}
+
+#[test]
+fn trace_text_and_json() {
+    let pid_filter = vec![
+        (r"\b\d+/4242", "[PID]/4242"),
+        (r#""pid":(null|\d+)"#, r#""pid":[PID]"#),
+        (r"\?/4242", "[PID]/4242"),
+    ];
+    insta::with_settings!({filters => pid_filter}, {
+        insta::assert_snapshot!("trace_text", printed(Format::Text));
+        insta::assert_snapshot!("trace_json", printed(Format::Json));
+    });
+}
+
+#[test]
+fn count_and_latency_reports() {
+    let (plan, hits) = sample();
+    let mut c = Counter::default();
+    let mut l = Latency::default();
+    for h in hits {
+        c.hit(&plan, h.clone());
+        l.hit(&plan, h);
+    }
+    let mut out = Vec::new();
+    c.report(&plan, Format::Text, Lost::default(), 1.0, &mut out)
+        .unwrap();
+    c.report(&plan, Format::Json, Lost::default(), 1.0, &mut out)
+        .unwrap();
+    c.report(
+        &plan,
+        Format::Text,
+        Lost {
+            counted: 7,
+            unknown_amount: false,
+        },
+        1.0,
+        &mut out,
+    )
+    .unwrap();
+    l.report(&plan, Format::Text, Lost::default(), &mut out)
+        .unwrap();
+    l.report(&plan, Format::Json, Lost::default(), &mut out)
+        .unwrap();
+    insta::assert_snapshot!("count_and_latency", String::from_utf8(out).unwrap());
+}

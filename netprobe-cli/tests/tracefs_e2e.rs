@@ -1,0 +1,575 @@
+//! End-to-end tests of live tracing on real uprobes (root, tracefs, a C compiler).
+//!
+//! Every assertion is about real kernel hits on `fixtures/c/tracee.c`, whose call i is
+//! `np_add(i - 3, i * 100000000000, "lbl-<i>") = a + b + strlen(s)`.
+
+use fixtures::e2e::{self, err, Need};
+use serde_json::Value as Json;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NP: &str = env!("CARGO_BIN_EXE_netprobe");
+const TRACEFS: &str = "/sys/kernel/tracing";
+const NEEDS: &[Need] = &[Need::Root, Need::Tracefs, Need::CCompiler];
+
+/// Built once, before the trials run in parallel threads (the fixture builder names its
+/// temporary file by pid, so concurrent builds in one process would collide).
+fn tracee() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| fixtures::CProgram::new("tracee").flags(&["-O2"]).build())
+        .clone()
+}
+
+fn expected(i: i64) -> (i64, i64, String, i64) {
+    let s = format!("lbl-{i}");
+    let (a, b) = (i - 3, i * 100_000_000_000);
+    (a, b, s.clone(), a + b + s.len() as i64)
+}
+
+/// Every netprobe start removes stale sessions; the trial that leaves one behind on purpose runs
+/// alone (write lock), the others together (read lock).
+static START_LOCK: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    START_LOCK.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn json_lines(out: &[u8]) -> Vec<Json> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("valid JSON line"))
+        .collect()
+}
+
+/// Checks the JSON hits of `n` calls made by `pid`: entries and returns, in order, exact values.
+fn check_hits(hits: &[Json], n: i64, pid: Option<u64>) -> Result<(), String> {
+    let entries: Vec<&Json> = hits.iter().filter(|h| h["event"] == "entry").collect();
+    let returns: Vec<&Json> = hits.iter().filter(|h| h["event"] == "return").collect();
+    if entries.len() as i64 != n || returns.len() as i64 != n {
+        return Err(format!(
+            "expected {n} entries and returns, got {} and {}: {hits:?}",
+            entries.len(),
+            returns.len()
+        ));
+    }
+    for i in 1..=n {
+        let (a, b, s, r) = expected(i);
+        let e = entries[(i - 1) as usize];
+        let ret = returns[(i - 1) as usize];
+        if e["args"]["a"] != a || e["args"]["b"] != b || e["args"]["s"] != s.as_str() {
+            return Err(format!("call {i}: expected ({a}, {b}, {s}), got {e}"));
+        }
+        if ret["retval"] != r {
+            return Err(format!("call {i}: expected return {r}, got {ret}"));
+        }
+        if let Some(p) = pid {
+            if e["pid"] != p || ret["pid"] != p {
+                return Err(format!("call {i}: expected pid {p}, got {e}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn our_leftovers(pid: u32) -> (bool, bool) {
+    let group = format!("netprobe_{pid}/");
+    let events = std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).unwrap_or_default();
+    let probes = events.lines().any(|l| l.contains(&format!(":{group}")));
+    let inst = Path::new(&format!("{TRACEFS}/instances/netprobe_{pid}")).exists();
+    (probes, inst)
+}
+
+fn wait_gone(pid: u32, within: Duration) -> Result<(), String> {
+    let end = Instant::now() + within;
+    loop {
+        let (p, i) = our_leftovers(pid);
+        if !p && !i {
+            return Ok(());
+        }
+        if Instant::now() > end {
+            return Err(format!(
+                "session netprobe_{pid} left behind: probes={p} instance={i}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A tracee in `stdin` mode: running, waiting for "go".
+struct Waiting {
+    child: Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Waiting {
+    fn start(n: u32) -> Waiting {
+        let mut child = Command::new(tracee())
+            .args(["stdin", &n.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start tracee");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert!(line.starts_with("ready"), "{line}");
+        Waiting { child, out }
+    }
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    fn go(&mut self) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "done");
+    }
+    fn finish(mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `netprobe ARGS` and waits for its "probe(s) on" line on stderr (probes are live).
+fn start_netprobe(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
+    let mut child = Command::new(NP)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start netprobe");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let mut all = String::new();
+        let mut r = BufReader::new(stderr);
+        let mut line = String::new();
+        let mut sent = false;
+        while r.read_line(&mut line).unwrap_or(0) > 0 {
+            if !sent && (line.contains("probe(s) on") || line.contains("error")) {
+                let _ = tx.send(());
+                sent = true;
+            }
+            all.push_str(&line);
+            line.clear();
+        }
+        if !sent {
+            let _ = tx.send(());
+        }
+        all
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("netprobe started");
+    (child, h)
+}
+
+fn signal(pid: u32, sig: i32) {
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+fn main() {
+    if e2e::unmet(&[Need::CCompiler]).is_none() {
+        tracee();
+    }
+    let t = || tracee().display().to_string();
+    e2e::run(vec![
+        e2e::trial(
+            "trace_c_sees_every_call_with_exact_args_and_returns_from_the_first",
+            NEEDS,
+            move || {
+                let _g = shared();
+                let bin = t();
+                let out = Command::new(NP)
+                    .args([
+                        "trace",
+                        "--json",
+                        "-c",
+                        &format!("{bin} now 25"),
+                        &format!("{bin}:np_add a=s32 b=s64 s=string"),
+                        &format!("r:{bin}:np_add s64"),
+                    ])
+                    .output()
+                    .map_err(err)?;
+                if !out.status.success() {
+                    return Err(format!(
+                        "netprobe failed: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+                let hits = json_lines(&out.stdout);
+                // -c: the first call (i = 1, a = -2) is there, so tracing started before the command ran.
+                check_hits(&hits, 25, None)
+            },
+        ),
+        e2e::trial("count_equals_calls_exactly", NEEDS, move || {
+            let _g = shared();
+            let bin = t();
+            let out = Command::new(NP)
+                .args([
+                    "count",
+                    "--json",
+                    "-c",
+                    &format!("{bin} now 5000"),
+                    &format!("{bin}:np_add"),
+                ])
+                .output()
+                .map_err(err)?;
+            let lines = json_lines(&out.stdout);
+            let last = lines.last().ok_or("no output")?;
+            if last["counts"]["np_add"] != 5000 || last["complete"] != true {
+                return Err(format!(
+                    "{last}; stderr {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            Ok(())
+        }),
+        e2e::trial("latency_pairs_every_call", NEEDS, move || {
+            let _g = shared();
+            let bin = t();
+            let out = Command::new(NP)
+                .args([
+                    "latency",
+                    "--json",
+                    "-c",
+                    &format!("{bin} now 300"),
+                    &format!("{bin}:np_add"),
+                ])
+                .output()
+                .map_err(err)?;
+            let lines = json_lines(&out.stdout);
+            let f = lines.first().ok_or("no output")?;
+            if f["count"] != 300 || f["p50_ns"].as_u64().unwrap_or(0) == 0 {
+                return Err(format!("{f}"));
+            }
+            let bucket_sum: u64 = f["buckets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["count"].as_u64().unwrap())
+                .sum();
+            if bucket_sum != 300 {
+                return Err(format!("buckets sum to {bucket_sum}"));
+            }
+            Ok(())
+        }),
+        e2e::trial("pid_filter_sees_only_that_process", NEEDS, move || {
+            let _g = shared();
+            let bin = t();
+            let mut mine = Waiting::start(40);
+            let mut other = Waiting::start(40);
+            let pid = mine.pid().to_string();
+            let (np, errs) = start_netprobe(&[
+                "trace",
+                "--json",
+                "-p",
+                &pid,
+                &format!("{bin}:np_add a=s32 b=s64 s=string"),
+                &format!("r:{bin}:np_add s64"),
+            ]);
+            other.go();
+            mine.go();
+            other.finish();
+            mine.finish(); // target exits: netprobe stops by itself
+            let out = np.wait_with_output().map_err(err)?;
+            let stderr = errs.join().unwrap();
+            if !out.status.success() {
+                return Err(stderr);
+            }
+            check_hits(&json_lines(&out.stdout), 40, Some(pid.parse().unwrap()))?;
+            if !stderr.contains("target exited") {
+                return Err(format!("expected a stop on target exit: {stderr}"));
+            }
+            Ok(())
+        }),
+        e2e::trial(
+            "two_sessions_on_one_function_see_only_their_own_hits",
+            NEEDS,
+            move || {
+                let _g = shared();
+                let bin = t();
+                let mut a = Waiting::start(30);
+                let mut b = Waiting::start(17);
+                let spec = [
+                    format!("{bin}:np_add a=s32 b=s64 s=string"),
+                    format!("r:{bin}:np_add s64"),
+                ];
+                let (na, ea) = start_netprobe(&[
+                    "trace",
+                    "--json",
+                    "-p",
+                    &a.pid().to_string(),
+                    &spec[0],
+                    &spec[1],
+                ]);
+                let (nb, eb) = start_netprobe(&[
+                    "trace",
+                    "--json",
+                    "-p",
+                    &b.pid().to_string(),
+                    &spec[0],
+                    &spec[1],
+                ]);
+                a.go();
+                b.go();
+                let (pa, pb) = (a.pid() as u64, b.pid() as u64);
+                a.finish();
+                b.finish();
+                let oa = na.wait_with_output().map_err(err)?;
+                let ob = nb.wait_with_output().map_err(err)?;
+                let (ea, eb) = (ea.join().unwrap(), eb.join().unwrap());
+                check_hits(&json_lines(&oa.stdout), 30, Some(pa))
+                    .map_err(|e| format!("{e}; {ea}"))?;
+                check_hits(&json_lines(&ob.stdout), 17, Some(pb)).map_err(|e| format!("{e}; {eb}"))
+            },
+        ),
+        e2e::trial("text_output_and_max_events", NEEDS, move || {
+            let _g = shared();
+            let bin = t();
+            let out = Command::new(NP)
+                .args([
+                    "trace",
+                    "--max-events",
+                    "3",
+                    "-c",
+                    &format!("{bin} now 10"),
+                    &format!("{bin}:np_add a=s32 b=x64 s=string"),
+                ])
+                .output()
+                .map_err(err)?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let lines: Vec<&str> = text.lines().skip(1).collect();
+            if lines.len() != 3
+                || !lines[0].contains("-> np_add(a=-2, b=0x174876e800, s=\"lbl-1\")")
+            {
+                return Err(text.into_owned());
+            }
+            Ok(())
+        }),
+        e2e::trial("cleanup_after_sigint_sigterm_sighup", NEEDS, move || {
+            let _g = shared();
+            let bin = t();
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                let w = Waiting::start(1);
+                let (np, errs) = start_netprobe(&[
+                    "trace",
+                    "-p",
+                    &w.pid().to_string(),
+                    &format!("{bin}:np_add s32"),
+                ]);
+                let pid = np.id();
+                if our_leftovers(pid) != (true, true) {
+                    return Err(format!("session of {pid} not visible while running"));
+                }
+                signal(pid, sig);
+                let out = np.wait_with_output().map_err(err)?;
+                let stderr = errs.join().unwrap();
+                w.finish();
+                if !out.status.success() || !stderr.contains("stopped by") {
+                    return Err(format!("signal {sig}: {:?} {stderr}", out.status));
+                }
+                wait_gone(pid, Duration::from_millis(1))?;
+            }
+            Ok(())
+        }),
+        e2e::trial(
+            "cleanup_after_sigkill_by_watchdog_clean_and_next_start",
+            NEEDS,
+            move || {
+                let _g = START_LOCK.write().unwrap_or_else(|e| e.into_inner());
+                let bin = t();
+                // A probe of somebody else's group must survive all of this.
+                let foreign = format!("p:nptest_tracefs_foreign/np_add {bin}:0x0");
+                let off = {
+                    let out = Command::new("nm").arg(&bin).output().map_err(err)?;
+                    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                    let line = text
+                        .lines()
+                        .find(|l| l.ends_with(" np_add"))
+                        .ok_or("nm: no np_add")?
+                        .to_string();
+                    u64::from_str_radix(line.split(' ').next().unwrap(), 16).map_err(err)?
+                };
+                let _ = off;
+                let foreign = foreign.replace(":0x0", &format!(":{:#x}", off));
+                append(&foreign)?;
+                let result = (|| {
+                    // 1. SIGKILL: the watchdog removes the session.
+                    let w = Waiting::start(1);
+                    let (np, _e) = start_netprobe(&[
+                        "trace",
+                        "-p",
+                        &w.pid().to_string(),
+                        &format!("{bin}:np_add"),
+                    ]);
+                    let pid = np.id();
+                    signal(pid, libc::SIGKILL);
+                    let _ = np.wait_with_output();
+                    wait_gone(pid, Duration::from_secs(6))?;
+                    // 2. SIGKILL of the watchdog and then netprobe: `netprobe clean` removes it.
+                    let (np, _e) = start_netprobe(&[
+                        "trace",
+                        "-p",
+                        &w.pid().to_string(),
+                        &format!("{bin}:np_add"),
+                    ]);
+                    let pid = np.id();
+                    kill_watchdog(pid)?;
+                    signal(pid, libc::SIGKILL);
+                    let _ = np.wait_with_output();
+                    std::thread::sleep(Duration::from_millis(300));
+                    if our_leftovers(pid) == (false, false) {
+                        return Err(
+                            "nothing left after killing netprobe and its watchdog: test is void"
+                                .into(),
+                        );
+                    }
+                    let out = Command::new(NP).arg("clean").output().map_err(err)?;
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    if !text.contains(&format!("removed netprobe_{pid}")) {
+                        return Err(format!("clean: {text}"));
+                    }
+                    wait_gone(pid, Duration::from_millis(1))?;
+                    // 3. Same, and the next netprobe start removes it.
+                    let (np, _e) = start_netprobe(&[
+                        "trace",
+                        "-p",
+                        &w.pid().to_string(),
+                        &format!("{bin}:np_add"),
+                    ]);
+                    let pid = np.id();
+                    kill_watchdog(pid)?;
+                    signal(pid, libc::SIGKILL);
+                    let _ = np.wait_with_output();
+                    std::thread::sleep(Duration::from_millis(300));
+                    let out = Command::new(NP)
+                        .args([
+                            "count",
+                            "--duration",
+                            "300ms",
+                            "-c",
+                            &format!("{bin} now 1"),
+                            &format!("{bin}:np_add"),
+                        ])
+                        .output()
+                        .map_err(err)?;
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    if !stderr.contains(&format!("dead session netprobe_{pid}")) {
+                        return Err(format!(
+                            "next start did not report the stale session: {stderr}"
+                        ));
+                    }
+                    wait_gone(pid, Duration::from_millis(1))?;
+                    w.finish();
+                    let events =
+                        std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).map_err(err)?;
+                    if !events.contains("nptest_tracefs_foreign/np_add") {
+                        return Err("the foreign probe was removed".into());
+                    }
+                    Ok(())
+                })();
+                let _ = append("-:nptest_tracefs_foreign/np_add");
+                result
+            },
+        ),
+        e2e::trial("errors_are_one_line_and_leave_nothing", NEEDS, move || {
+            let _g = shared();
+            let bin = t();
+            for (args, needle) in [
+                (
+                    vec![
+                        "trace".to_string(),
+                        "-p".into(),
+                        "999999999".into(),
+                        "np_add".into(),
+                    ],
+                    "no process with pid",
+                ),
+                (
+                    vec!["trace".to_string(), format!("{bin}:no_such_fn")],
+                    "no function matches",
+                ),
+                (
+                    vec!["trace".to_string(), format!("{bin}:np_add bogus")],
+                    "unknown argument type",
+                ),
+                (
+                    vec!["trace".to_string(), format!("{bin}:np_add a=%zz:s32")],
+                    "Invalid register name",
+                ),
+            ] {
+                let out = Command::new(NP).args(&args).output().map_err(err)?;
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                let err_lines: Vec<&str> = stderr
+                    .lines()
+                    .filter(|l| l.starts_with("netprobe: error"))
+                    .collect();
+                if out.status.code() != Some(1)
+                    || err_lines.len() != 1
+                    || !err_lines[0].contains(needle)
+                    || stderr.contains("panicked")
+                {
+                    return Err(format!("{args:?}: {:?} {stderr}", out.status));
+                }
+            }
+            // Other trials run concurrently: only sessions of netprobe processes that are gone count.
+            let events =
+                std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).map_err(err)?;
+            for l in events.lines() {
+                let Some(g) = l
+                    .split(['/', ' '])
+                    .next()
+                    .and_then(|h| h.split_once(':'))
+                    .map(|x| x.1)
+                else {
+                    continue;
+                };
+                if let Some(pid) = g
+                    .strip_prefix("netprobe_")
+                    .and_then(|p| p.parse::<u32>().ok())
+                {
+                    if !Path::new(&format!("/proc/{pid}")).exists() {
+                        return Err(format!("probe of a dead netprobe left: {l}"));
+                    }
+                }
+            }
+            Ok(())
+        }),
+    ]);
+}
+
+fn append(line: &str) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(format!("{TRACEFS}/uprobe_events"))
+        .map_err(err)?;
+    f.write_all(format!("{line}\n").as_bytes()).map_err(err)
+}
+
+/// SIGKILLs the watchdog child of netprobe `pid` (found in /proc/PID/task/*/children).
+fn kill_watchdog(pid: u32) -> Result<(), String> {
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).map_err(err)?;
+    let mut found = false;
+    for c in children.split_whitespace() {
+        let c: u32 = c.parse().map_err(err)?;
+        let comm = std::fs::read_to_string(format!("/proc/{c}/comm")).unwrap_or_default();
+        if comm.starts_with("netprobe") {
+            signal(c, libc::SIGKILL);
+            found = true;
+        }
+    }
+    if found {
+        std::thread::sleep(Duration::from_millis(100));
+        Ok(())
+    } else {
+        Err(format!("no watchdog child of {pid}: {children}"))
+    }
+}

@@ -1,0 +1,662 @@
+//! Turns a ReadyToRun image's entry points into named methods with code ranges and file offsets.
+//!
+//! - METHODDEF_ENTRYPOINTS: MethodDef row -> RUNTIME_FUNCTIONS index (readytorun-format.md).
+//! - INSTANCE_METHOD_ENTRYPOINTS: a method signature (flags, owner type, token, instantiation)
+//!   followed by the same entry-point record (ILCompiler.Reflection.ReadyToRun's reader reads it
+//!   in this order: flags, module if UpdateContext, owner type, token, method instantiation,
+//!   constrained type, entry point).
+//! - A method's funclets are the RUNTIME_FUNCTIONS that follow its main body up to the next
+//!   entry point (the same rule as ILCompiler.Reflection.ReadyToRun's `CountRuntimeFunctions`);
+//!   cold parts come from HOT_COLD_MAP (pairs of cold, hot runtime function indices).
+
+use super::parser::{entry_point, instance_entry_positions, method_def_entry_points};
+use super::types::{
+    method_sig_flags as msf, section, CodeRange, EntryKind, MethodDetails, R2rMethod,
+    RuntimeFunction,
+};
+use crate::addr::Rva;
+use crate::dotnet::bytes::{u32_at, us};
+use crate::dotnet::metadata::{
+    table, Metadata, MetadataLayout, MethodSig, ModuleResolver, Names, SigReader, TypeSig,
+};
+use crate::dotnet::{Assembly, R2rImage};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// One decoded INSTANCE_METHOD_ENTRYPOINTS record.
+struct InstanceEntry {
+    /// Module whose metadata the method token refers to (0 = this image).
+    module: u32,
+    owner: Option<TypeSig>,
+    member_ref: bool,
+    rid: u32,
+    method_inst: Vec<TypeSig>,
+}
+
+fn parse_instance_entry(data: &[u8], pos: usize) -> Result<InstanceEntry, String> {
+    let sig = data.get(pos..).ok_or("instance entry outside the image")?;
+    let mut r = SigReader::new(sig);
+    let flags = r.uint()?;
+    let mut module = 0;
+    let mut module_from_context = false;
+    if flags & msf::UPDATE_CONTEXT != 0 {
+        module = r.uint()?;
+        module_from_context = true;
+    }
+    let mut owner = None;
+    if flags & msf::OWNER_TYPE != 0 {
+        // The owner's module override, when it has one, is also the method token's module.
+        let rest = r.rest();
+        if !module_from_context && rest.first() == Some(&0x3f) {
+            let mut peek = SigReader::new(rest);
+            peek.pos = 1;
+            module = peek.uint()?;
+        }
+        owner = Some(r.type_sig(0)?);
+    }
+    if flags & msf::SLOT_INSTEAD_OF_TOKEN != 0 {
+        return Err("instance entry names its method by slot, which netprobe cannot name".into());
+    }
+    let rid = r.uint()?;
+    let mut method_inst = Vec::new();
+    if flags & msf::METHOD_INSTANTIATION != 0 {
+        let n = r.uint()?;
+        if us(n) > r.rest().len() {
+            return Err("instantiation count exceeds the entry".into());
+        }
+        for _ in 0..n {
+            method_inst.push(r.type_sig(0)?);
+        }
+    }
+    if flags & msf::CONSTRAINED != 0 {
+        r.type_sig(0)?;
+    }
+    Ok(InstanceEntry {
+        module,
+        owner,
+        member_ref: flags & msf::MEMBER_REF_TOKEN != 0,
+        rid,
+        method_inst,
+    })
+}
+
+/// The parts of an INSTANCE_METHOD_ENTRYPOINTS record that listing needs, found without building
+/// type signatures.
+struct InstanceScan {
+    module: u32,
+    member_ref: bool,
+    rid: u32,
+    /// File position of the owner type signature, when present.
+    owner_at: Option<usize>,
+    runtime_function: u32,
+    has_fixups: bool,
+}
+
+fn scan_instance_entry(data: &[u8], pos: usize) -> Result<InstanceScan, String> {
+    let sig = data.get(pos..).ok_or("instance entry outside the image")?;
+    let mut r = SigReader::new(sig);
+    let flags = r.uint()?;
+    let mut module = 0;
+    let mut module_from_context = false;
+    if flags & msf::UPDATE_CONTEXT != 0 {
+        module = r.uint()?;
+        module_from_context = true;
+    }
+    let mut owner_at = None;
+    if flags & msf::OWNER_TYPE != 0 {
+        if !module_from_context && r.peek_byte() == Some(0x3f) {
+            let mut peek = SigReader::new(r.rest());
+            peek.pos = 1;
+            module = peek.uint()?;
+        }
+        owner_at = Some(pos + r.pos);
+        r.skip_type(0)?;
+    }
+    if flags & msf::SLOT_INSTEAD_OF_TOKEN != 0 {
+        return Err("instance entry names its method by slot, which netprobe cannot name".into());
+    }
+    let rid = r.uint()?;
+    if flags & msf::METHOD_INSTANTIATION != 0 {
+        let n = r.uint()?;
+        if us(n) > r.rest().len() {
+            return Err("instantiation count exceeds the entry".into());
+        }
+        for _ in 0..n {
+            r.skip_type(0)?;
+        }
+    }
+    if flags & msf::CONSTRAINED != 0 {
+        r.skip_type(0)?;
+    }
+    let (runtime_function, has_fixups) =
+        entry_point(data, pos + r.pos).ok_or("instance entry point cut short")?;
+    Ok(InstanceScan {
+        module,
+        member_ref: flags & msf::MEMBER_REF_TOKEN != 0,
+        rid,
+        owner_at,
+        runtime_function,
+        has_fixups,
+    })
+}
+
+/// The TypeDef that owns MethodDef `rid`: the last TypeDef whose `MethodList` starts at or
+/// before `rid` (ECMA-335 II.22.37: a type's methods run up to the next type's list).
+fn owner_type(md: &Metadata<'_>, rid: u32) -> Option<u32> {
+    let n = md.rows(table::TYPE_DEF);
+    let (mut lo, mut hi) = (1u32, n);
+    let mut best = None;
+    while lo <= hi {
+        let mid = lo + (hi - lo) / 2;
+        let start = md.type_def_method_list(mid)?;
+        if start <= rid {
+            best = Some(mid);
+            lo = mid + 1;
+        } else {
+            if mid == 0 {
+                break;
+            }
+            hi = mid - 1;
+        }
+    }
+    best
+}
+
+/// Parameter names of MethodDef `rid`, in parameter order (Param rows with sequence 1..).
+fn param_names(md: &Metadata<'_>, rid: u32, n_params: usize) -> Vec<String> {
+    let mut names = vec![String::new(); n_params];
+    let Some(row) = md.method_def(rid) else {
+        return names;
+    };
+    let end = if rid < md.rows(table::METHOD_DEF) {
+        md.method_def(rid + 1)
+            .map_or(row.param_list, |r| r.param_list)
+    } else {
+        md.rows(table::PARAM) + 1
+    };
+    for p in row.param_list..end.min(row.param_list.saturating_add(256)) {
+        if let Some((seq, name)) = md.param(p) {
+            if let Some(slot) = usize::from(seq)
+                .checked_sub(1)
+                .and_then(|i| names.get_mut(i))
+            {
+                *slot = name.to_string();
+            }
+        }
+    }
+    names
+}
+
+/// Code ranges of every method, given its main body's runtime function index.
+struct CodeMap<'a> {
+    functions: &'a [RuntimeFunction],
+    is_entry: Vec<bool>,
+    /// hot runtime function index -> cold runtime function index
+    cold_of: Vec<(u32, u32)>,
+}
+
+impl CodeMap<'_> {
+    fn range(&self, asm: &Assembly, i: u32) -> Option<CodeRange> {
+        let f = self.functions.get(i as usize)?;
+        Some(CodeRange {
+            rva: Rva(f.begin.into()),
+            size: u64::from(f.end.saturating_sub(f.begin)),
+            file_offset: asm.rva_to_file_offset(Rva(f.begin.into())),
+        })
+    }
+
+    /// Runtime functions after `start` up to the next entry point.
+    fn followers(&self, start: u32) -> impl Iterator<Item = u32> + '_ {
+        ((start as usize + 1)..self.functions.len())
+            .take_while(|&j| !self.is_entry[j])
+            .map(|j| j as u32)
+    }
+
+    fn fragments(&self, asm: &Assembly, main: u32) -> Vec<CodeRange> {
+        let mut out: Vec<CodeRange> = self
+            .followers(main)
+            .filter_map(|j| self.range(asm, j))
+            .collect();
+        if let Ok(k) = self.cold_of.binary_search_by_key(&main, |&(hot, _)| hot) {
+            let cold = self.cold_of[k].1;
+            out.extend(self.range(asm, cold));
+            out.extend(self.followers(cold).filter_map(|j| self.range(asm, j)));
+        }
+        out
+    }
+}
+
+/// Builds the method list of `asm` (see [`Assembly::methods`]): names, code ranges and file
+/// offsets only; [`details`] adds the structured pieces for one method.
+pub(crate) fn methods<'a>(
+    asm: &'a Assembly,
+    r2r: &'a R2rImage,
+    foreign: Option<&'a dyn ModuleResolver<'a>>,
+) -> Result<Vec<R2rMethod>, String> {
+    let data = asm.bytes();
+    let pe = asm.pe();
+    let md = asm.metadata().with_validated_strings();
+    let names = Names {
+        md,
+        enclosing: asm.enclosing_types(),
+        foreign,
+    };
+    let header = &r2r.header;
+    let n_functions = r2r.runtime_functions.len();
+    let def_entries = match header.section(section::METHOD_DEF_ENTRY_POINTS) {
+        Some(s) => method_def_entry_points(pe, data, s)?,
+        None => Vec::new(),
+    };
+    let instance_entries = match header.section(section::INSTANCE_METHOD_ENTRY_POINTS) {
+        Some(s) => instance_entry_positions(pe, data, s)?
+            .into_iter()
+            .map(|p| scan_instance_entry(data, p).map(|e| (p, e)))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
+    let mut is_entry = vec![false; n_functions];
+    for &(_, rf, _) in &def_entries {
+        *is_entry
+            .get_mut(rf as usize)
+            .ok_or("method entry point beyond RUNTIME_FUNCTIONS")? = true;
+    }
+    for (_, e) in &instance_entries {
+        *is_entry
+            .get_mut(e.runtime_function as usize)
+            .ok_or("instance entry point beyond RUNTIME_FUNCTIONS")? = true;
+    }
+    let mut cold_of = Vec::new();
+    if let Some(s) = header.section(section::HOT_COLD_MAP) {
+        let raw = pe
+            .bytes_at(data, s.rva, s.size)
+            .ok_or("HOT_COLD_MAP outside the file")?;
+        for pair in raw.chunks_exact(8) {
+            let cold = u32_at(pair, 0).unwrap_or(0);
+            let hot = u32_at(pair, 4).unwrap_or(0);
+            if let Some(slot) = is_entry.get_mut(cold as usize) {
+                *slot = true;
+                cold_of.push((hot, cold));
+            }
+        }
+        cold_of.sort_unstable();
+    }
+    let code = CodeMap {
+        functions: &r2r.runtime_functions,
+        is_entry,
+        cold_of,
+    };
+    let assembly_name = md.assembly_name().unwrap_or("?");
+    let mut out = Vec::with_capacity(def_entries.len() + instance_entries.len());
+    let mut owner_name = String::new();
+    let mut owner_rid = u32::MAX;
+    let mut scratch = String::new();
+
+    for (rid, rf, has_fixups) in def_entries {
+        let row = md
+            .method_def(rid)
+            .ok_or_else(|| format!("MethodDef row {rid} unreadable"))?;
+        let owner = owner_type(&md, rid).unwrap_or(0);
+        // Methods come in MethodDef order, so consecutive ones mostly share their owner.
+        if owner != owner_rid {
+            owner_name.clear();
+            names.type_def_name(owner, '+', &mut owner_name);
+            owner_name.push_str("::");
+            owner_rid = owner;
+        }
+        let mut name = String::with_capacity(64 + owner_name.len() + row.name.len());
+        let qualified_len = owner_name.len() + row.name.len();
+        // `Owner::Method` goes in the middle of the signature text.
+        let mut qualified = std::mem::take(&mut scratch);
+        qualified.clear();
+        qualified.push_str(&owner_name);
+        qualified.push_str(row.name);
+        debug_assert_eq!(qualified.len(), qualified_len);
+        names
+            .method_from_sig(
+                &mut SigReader::new(row.signature),
+                &qualified,
+                Some(assembly_name),
+                &mut name,
+                0,
+            )
+            .map_err(|e| format!("MethodDef {rid:#x} signature: {e}"))?;
+        scratch = qualified;
+        out.push(finish(
+            asm,
+            &code,
+            name,
+            0x0600_0000 | rid,
+            EntryKind::MethodDef,
+            has_fixups,
+            rf,
+            None,
+        )?);
+    }
+
+    for (pos, e) in instance_entries {
+        let (name, token) = instance_name(&names, data, &e, &mut scratch)?;
+        out.push(finish(
+            asm,
+            &code,
+            name,
+            token,
+            EntryKind::Instance,
+            e.has_fixups,
+            e.runtime_function,
+            Some(pos),
+        )?);
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    asm: &Assembly,
+    code: &CodeMap<'_>,
+    name: String,
+    token: u32,
+    entry: EntryKind,
+    has_fixups: bool,
+    runtime_function: u32,
+    instance_entry: Option<usize>,
+) -> Result<R2rMethod, String> {
+    let main = code
+        .range(asm, runtime_function)
+        .ok_or("entry point beyond RUNTIME_FUNCTIONS")?;
+    let funclets = code.fragments(asm, runtime_function);
+    let total_size = main.size + funclets.iter().map(|f| f.size).sum::<u64>();
+    Ok(R2rMethod {
+        name,
+        token,
+        entry,
+        has_fixups,
+        runtime_function,
+        rva: main.rva,
+        size: main.size,
+        file_offset: main.file_offset,
+        funclets,
+        total_size,
+        instance_entry,
+    })
+}
+
+/// Namespace of the outermost type and the nesting path of TypeDef `rid`.
+fn type_path(names: &Names<'_>, rid: u32) -> (String, Vec<String>) {
+    let mut path = Vec::new();
+    let mut cur = rid;
+    let mut namespace = String::new();
+    while cur != 0 && path.len() < 64 {
+        let (_, name, ns) = names.md.type_def(cur).unwrap_or((0, "?", ""));
+        path.push(name.to_string());
+        namespace = ns.to_string();
+        cur = names.enclosing.get(cur as usize).copied().unwrap_or(0);
+    }
+    path.reverse();
+    (namespace, path)
+}
+
+/// What an instance entry's method token names, in the method's own module.
+struct InstanceTarget<'n> {
+    module_names: Names<'n>,
+    method_name: String,
+    sig: MethodSig,
+    owner_rid: u32,
+}
+
+fn instance_target<'n>(names: &Names<'n>, e: &InstanceEntry) -> Result<InstanceTarget<'n>, String> {
+    let mn = names.in_module(e.module).ok_or_else(|| {
+        format!(
+            "instance entry refers to module #{} that netprobe cannot open",
+            e.module
+        )
+    })?;
+    if !e.member_ref {
+        let row = mn
+            .md
+            .method_def(e.rid)
+            .ok_or_else(|| format!("instance entry names missing MethodDef {}", e.rid))?;
+        Ok(InstanceTarget {
+            sig: mn.md.method_sig(row.signature)?,
+            method_name: row.name.to_string(),
+            owner_rid: owner_type(&mn.md, e.rid).unwrap_or(0),
+            module_names: mn,
+        })
+    } else {
+        let (_, name, blob) = mn
+            .md
+            .member_ref(e.rid)
+            .ok_or_else(|| format!("instance entry names missing MemberRef {}", e.rid))?;
+        Ok(InstanceTarget {
+            sig: mn.md.method_sig(blob)?,
+            method_name: name.to_string(),
+            owner_rid: 0,
+            module_names: mn,
+        })
+    }
+}
+
+/// The owner of an instantiation in reflection style (``Dictionary`2[System.__Canon,...]``).
+fn instance_owner(names: &Names<'_>, e: &InstanceEntry, t: &InstanceTarget<'_>) -> String {
+    let mut owner = String::new();
+    match &e.owner {
+        Some(o) => names.reflection(o, &mut owner),
+        None => t.module_names.type_def_name(t.owner_rid, '+', &mut owner),
+    }
+    owner
+}
+
+/// The crossgen-style name of an instantiation, formatted from the signature bytes.
+fn instance_name(
+    names: &Names<'_>,
+    data: &[u8],
+    e: &InstanceScan,
+    owner: &mut String,
+) -> Result<(String, u32), String> {
+    let Some(mn) = names.in_module(e.module) else {
+        // A method of another module of the version bubble that no resolver could open: keep
+        // the entry, named by module and token (see `Assembly::methods`).
+        let table = if e.member_ref {
+            0x0a00_0000
+        } else {
+            0x0600_0000
+        };
+        return Ok((
+            format!("[module#{}]<{:#010x}>", e.module, table | e.rid),
+            table | e.rid,
+        ));
+    };
+    let (method_name, sig, token, owner_rid) = if e.member_ref {
+        let (_, name, blob) = mn
+            .md
+            .member_ref(e.rid)
+            .ok_or_else(|| format!("instance entry names missing MemberRef {}", e.rid))?;
+        (name, blob, 0x0a00_0000 | e.rid, 0)
+    } else {
+        let row = mn
+            .md
+            .method_def(e.rid)
+            .ok_or_else(|| format!("instance entry names missing MethodDef {}", e.rid))?;
+        let owner = owner_type(&mn.md, e.rid).unwrap_or(0);
+        (row.name, row.signature, 0x0600_0000 | e.rid, owner)
+    };
+    owner.clear();
+    match e.owner_at {
+        Some(at) => {
+            let mut r = SigReader::new(data.get(at..).unwrap_or(&[]));
+            names.reflection_from_sig(&mut r, owner, 0)?;
+        }
+        None => mn.type_def_name(owner_rid, '+', owner),
+    }
+    owner.push_str("::");
+    owner.push_str(method_name);
+    let assembly = mn.md.assembly_name().unwrap_or("?");
+    let mut name = String::with_capacity(64 + owner.len());
+    mn.method_from_sig(
+        &mut SigReader::new(sig),
+        owner,
+        Some(assembly),
+        &mut name,
+        0,
+    )?;
+    Ok((name, token))
+}
+
+/// The structured description of one listed method (see [`Assembly::details`]).
+pub(crate) fn details<'a>(
+    asm: &'a Assembly,
+    m: &R2rMethod,
+    foreign: Option<&'a dyn ModuleResolver<'a>>,
+) -> Result<MethodDetails, String> {
+    let names = Names {
+        md: asm.metadata(),
+        enclosing: asm.enclosing_types(),
+        foreign,
+    };
+    match m.instance_entry {
+        None => {
+            let rid = m.token & 0x00ff_ffff;
+            let row = names
+                .md
+                .method_def(rid)
+                .ok_or_else(|| format!("MethodDef row {rid} unreadable"))?;
+            let signature = names.md.method_sig(row.signature)?;
+            let owner = owner_type(&names.md, rid).unwrap_or(0);
+            let (namespace, type_path) = type_path(&names, owner);
+            Ok(MethodDetails {
+                namespace,
+                type_path,
+                method_name: row.name.to_string(),
+                param_names: param_names(&names.md, rid, signature.params.len()),
+                signature,
+                method_instantiation: Vec::new(),
+            })
+        }
+        Some(pos) => {
+            let e = parse_instance_entry(asm.bytes(), pos)?;
+            let t = instance_target(&names, &e)?;
+            let (namespace, mut type_path) = type_path(&t.module_names, t.owner_rid);
+            let owner = instance_owner(&names, &e, &t);
+            if let (Some(last), Some(open)) = (type_path.last_mut(), owner.rfind('[')) {
+                if e.owner.is_some() && owner.ends_with(']') {
+                    last.push_str(&owner[open..]);
+                }
+            }
+            let param_names = if e.member_ref {
+                vec![String::new(); t.sig.params.len()]
+            } else {
+                param_names(&t.module_names.md, e.rid, t.sig.params.len())
+            };
+            Ok(MethodDetails {
+                namespace,
+                type_path,
+                method_name: t.method_name,
+                param_names,
+                signature: t.sig,
+                method_instantiation: e.method_inst,
+            })
+        }
+    }
+}
+
+/// Other assemblies of a ReadyToRun version bubble, opened from the directory of the image, so
+/// that instantiations over their types get real names (see [`Assembly::methods_with`]).
+///
+/// Module override indices follow readytorun-format.md "ManifestMetadata": 1..=ILAR are the
+/// image's own AssemblyRef rows; above that, the R2R manifest metadata's AssemblyRefs (from
+/// format 6.3 on, ILAR+1 is the manifest itself and ILAR+2 its first AssemblyRef).
+pub struct SiblingAssemblies {
+    modules: Vec<(u32, Assembly, Vec<u32>)>,
+}
+
+impl SiblingAssemblies {
+    /// Opens, for each module index in `indices`, `<dir of asm>/<AssemblyRef name>.dll` when it
+    /// exists and parses; indices that name no readable file stay unresolved (their types print
+    /// as `[module#N]<token>`).
+    pub fn open(asm: &Assembly, indices: impl IntoIterator<Item = u32>) -> SiblingAssemblies {
+        let dir = asm.path().parent().unwrap_or(Path::new("."));
+        let md = asm.metadata();
+        let ilar = md.rows(table::ASSEMBLY_REF);
+        let manifest = asm.r2r().and_then(|r| {
+            let s = r.header.section(section::MANIFEST_METADATA)?;
+            let bytes = asm.pe().bytes_at(asm.bytes(), s.rva, s.size)?;
+            let layout = MetadataLayout::parse(bytes).ok()?;
+            let v63 = (r.header.major_version, r.header.minor_version) >= (6, 3);
+            Some((layout, bytes, v63))
+        });
+        let mut modules = Vec::new();
+        let unique: BTreeSet<u32> = indices.into_iter().collect();
+        for index in unique {
+            let name = if index == 0 {
+                None
+            } else if index <= ilar {
+                md.assembly_ref_name(index).map(str::to_string)
+            } else {
+                manifest.as_ref().and_then(|(layout, bytes, v63)| {
+                    let m = Metadata::new(layout, bytes);
+                    let rid = if *v63 { index - ilar - 1 } else { index - ilar };
+                    m.assembly_ref_name(rid).map(str::to_string)
+                })
+            };
+            let Some(name) = name else { continue };
+            if let Ok(other) = Assembly::open(dir.join(format!("{name}.dll"))) {
+                let enclosing = other.enclosing_types().to_vec();
+                modules.push((index, other, enclosing));
+            }
+        }
+        SiblingAssemblies { modules }
+    }
+
+    /// Module indices referenced by `asm`'s instantiations (in type arguments or as the method's
+    /// module); empty when every instantiation is local.
+    pub fn referenced_modules(asm: &Assembly) -> BTreeSet<u32> {
+        let mut set = BTreeSet::new();
+        let Some(r2r) = asm.r2r() else { return set };
+        let Some(s) = r2r.header.section(section::INSTANCE_METHOD_ENTRY_POINTS) else {
+            return set;
+        };
+        let Ok(positions) = instance_entry_positions(asm.pe(), asm.bytes(), s) else {
+            return set;
+        };
+        for p in positions {
+            if let Ok(e) = parse_instance_entry(asm.bytes(), p) {
+                set.insert(e.module);
+                if let Some(o) = &e.owner {
+                    collect_modules(o, &mut set);
+                }
+                for t in &e.method_inst {
+                    collect_modules(t, &mut set);
+                }
+            }
+        }
+        set.remove(&0);
+        set
+    }
+}
+
+fn collect_modules(t: &TypeSig, set: &mut BTreeSet<u32>) {
+    match t {
+        TypeSig::Class { ty } | TypeSig::ValueType { ty } => {
+            set.insert(ty.module);
+        }
+        TypeSig::GenericInst { generic, args, .. } => {
+            set.insert(generic.module);
+            for a in args {
+                collect_modules(a, set);
+            }
+        }
+        TypeSig::Ptr { to } | TypeSig::ByRef { to } => collect_modules(to, set),
+        TypeSig::SzArray { of } | TypeSig::Array { of, .. } => collect_modules(of, set),
+        TypeSig::Modified { inner, .. } | TypeSig::Pinned { inner } => collect_modules(inner, set),
+        _ => {}
+    }
+}
+
+impl<'a> ModuleResolver<'a> for &'a SiblingAssemblies {
+    fn module(&self, index: u32) -> Option<(Metadata<'a>, &'a [u32])> {
+        let s: &'a SiblingAssemblies = self;
+        s.modules
+            .iter()
+            .find(|(i, _, _)| *i == index)
+            .map(|(_, a, enc)| (a.metadata(), enc.as_slice()))
+    }
+}

@@ -1,0 +1,474 @@
+//! [`GoBinary`]: one Go ELF executable, its function table, build info and probe points.
+
+use super::abi::{abi_for, GoAbi};
+use super::buildinfo::{BuildInfo, GoVersion};
+use super::pclntab::{magic_candidates, GoFunction, Pclntab, PclntabResolver, PclntabVersion};
+use super::prologue::{self, GSource, StackCheck};
+use crate::addr::{FileOffset, VirtAddr};
+use crate::elf::LoadSegments;
+use crate::symbol::{Address, Symbol, SymbolKind, SymbolOrigin, SymbolSource};
+use crate::x86;
+use crate::{Error, Result};
+use goblin::container::Ctx;
+use goblin::elf::program_header::ProgramHeader;
+use goblin::elf::reloc::RelocSection;
+use goblin::elf::section_header::{SectionHeader, SHT_NOBITS, SHT_RELA};
+use goblin::elf::Elf;
+use goblin::strtab::Strtab;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// `R_X86_64_RELATIVE` (System V x86-64 psABI, table "Relocation Types"): `B + A`.
+const R_X86_64_RELATIVE: u32 = 8;
+
+/// Section names under which the Go linker writes the function table: `.gopclntab` in
+/// executables, `.data.rel.ro.gopclntab` in internally linked PIEs (it must be relocated there).
+/// Externally linked PIEs have neither: the system linker merges it into `.data.rel.ro`.
+const PCLNTAB_SECTIONS: [&str; 2] = [".gopclntab", ".data.rel.ro.gopclntab"];
+
+/// Where the function table was found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PclntabLocation {
+    /// The section it is, or `None` when it was found by scanning for its magic.
+    pub section: Option<String>,
+    /// File offset of its first byte.
+    pub file_offset: FileOffset,
+    /// Link-time address of its first byte; `None` when no loadable segment holds it.
+    pub vaddr: Option<VirtAddr>,
+    /// The address 1.18+ entries are offsets from (`textStart`); 0 before 1.18.
+    pub text_start: u64,
+    /// Whether `text_start` came from a dynamic relocation because the header field in the file
+    /// was left zero for the loader.
+    pub text_start_from_relocation: bool,
+}
+
+/// A probe point: an address in the file's link-time address space and where it is in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ProbePoint {
+    pub vaddr: VirtAddr,
+    /// `None` when no executable `PT_LOAD` holds the address.
+    pub file_offset: Option<FileOffset>,
+}
+
+/// Where to probe one Go function.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProbePoints {
+    /// The function's first byte.
+    pub entry: ProbePoint,
+    /// Where an entry probe counts each call once: after the stack-check prologue, or the entry
+    /// when the function has none (see [`prologue`]).
+    pub entry_probe: ProbePoint,
+    /// The recognised stack check, if any.
+    pub stack_check: Option<StackCheck>,
+    /// Every RET of the function: return probes without uretprobes (which crash Go programs whose
+    /// stacks move; `../shared/ENVIRONMENT.md`).
+    pub rets: Vec<ProbePoint>,
+    /// Direct jumps out of the function (tail calls): returns through them pass no RET here.
+    pub tail_jumps: Vec<VirtAddr>,
+    /// Bytes decoded: the function's code length.
+    pub code_size: u64,
+}
+
+/// A Go executable: its function table, build info and segments, borrowing the file's bytes.
+pub struct GoBinary<'a> {
+    path: PathBuf,
+    bytes: &'a [u8],
+    segments: LoadSegments,
+    pclntab: Pclntab<'a>,
+    location: PclntabLocation,
+    buildinfo: Option<BuildInfo>,
+    resolver: OnceLock<PclntabResolver<'a>>,
+}
+
+impl std::fmt::Debug for GoBinary<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GoBinary")
+            .field("path", &self.path)
+            .field("location", &self.location)
+            .field("version", &self.pclntab.version())
+            .field("functions", &self.pclntab.len())
+            .field("buildinfo", &self.buildinfo)
+            .finish()
+    }
+}
+
+impl<'a> GoBinary<'a> {
+    /// Reads the Go facts of the ELF file `bytes` (read from `path`, which is used in messages).
+    ///
+    /// Returns `Ok(None)` when the file is not ELF or is ELF without a Go function table (not a
+    /// Go binary); `Err(Malformed)` when the ELF headers are corrupt or a section named as the
+    /// table holds no valid table.
+    pub fn parse(path: impl AsRef<Path>, bytes: &'a [u8]) -> Result<Option<GoBinary<'a>>> {
+        let path = path.as_ref();
+        if !bytes.starts_with(b"\x7fELF") {
+            return Ok(None);
+        }
+        let elf = ElfView::parse(bytes).map_err(|e| Error::malformed(path, format!("ELF: {e}")))?;
+        let segments = elf.segments.clone();
+
+        let named = elf.sections.iter().find_map(|sh| {
+            let name = elf.section_name(sh)?;
+            (PCLNTAB_SECTIONS.contains(&name) && sh.sh_type != SHT_NOBITS)
+                .then(|| (name.to_string(), sh.sh_offset, sh.sh_size, sh.sh_addr))
+        });
+        let (pclntab, section, file_offset, vaddr) = match named {
+            Some((name, off, size, addr)) => {
+                let data = crate::golang::read::bytes(bytes, off, size).ok_or_else(|| {
+                    Error::malformed(
+                        path,
+                        format!("section {name} runs past the end of the file"),
+                    )
+                })?;
+                let table = Pclntab::parse(data)
+                    .map_err(|e| Error::malformed(path, format!("section {name}: {e}")))?;
+                (table, Some(name), off, Some(VirtAddr(addr)))
+            }
+            None => match scan_for_pclntab(&elf, bytes, &segments) {
+                Some((table, off, vaddr)) => (table, None, off, vaddr),
+                None => return Ok(None),
+            },
+        };
+
+        let (pclntab, _) = relocated_text_start(&elf, pclntab, vaddr);
+        let text_start_from_relocation =
+            pclntab.header().text_start_field == Some(0) && pclntab.text_start() != 0;
+
+        let buildinfo_section = elf.sections.iter().find_map(|sh| {
+            let name = elf.section_name(sh)?;
+            (name == ".go.buildinfo" && sh.sh_type != SHT_NOBITS)
+                .then_some((sh.sh_offset, sh.sh_size))
+        });
+        let buildinfo = BuildInfo::locate(bytes, buildinfo_section)
+            .and_then(|blob| BuildInfo::parse(blob, bytes, &segments));
+
+        let location = PclntabLocation {
+            section,
+            file_offset: FileOffset(file_offset),
+            vaddr,
+            text_start: pclntab.text_start(),
+            text_start_from_relocation,
+        };
+        Ok(Some(GoBinary {
+            path: path.to_path_buf(),
+            bytes,
+            segments,
+            pclntab,
+            location,
+            buildinfo,
+            resolver: OnceLock::new(),
+        }))
+    }
+
+    /// The path the binary was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The Go release that built the binary, from `.go.buildinfo`; `None` when that is absent
+    /// (Go before 1.13, or removed) or names no `goX.Y`.
+    pub fn version(&self) -> Option<GoVersion> {
+        self.buildinfo.as_ref().and_then(BuildInfo::version)
+    }
+
+    /// The oldest Go release that writes this binary's table layout: a lower bound on the
+    /// compiler version that holds even without build info.
+    pub fn version_lower_bound(&self) -> GoVersion {
+        let (major, minor) = self.pclntab.version().oldest_go();
+        GoVersion::new(major, minor, 0)
+    }
+
+    /// The main module's path (`mod` line of the build info), e.g.
+    /// `netprobe.example/sampleapp`; `None` without module info.
+    pub fn module_path(&self) -> Option<&str> {
+        self.buildinfo.as_ref()?.main_module.as_deref()
+    }
+
+    /// The build info, when the binary has it.
+    pub fn build_info(&self) -> Option<&BuildInfo> {
+        self.buildinfo.as_ref()
+    }
+
+    /// The function table.
+    pub fn pclntab(&self) -> &Pclntab<'a> {
+        &self.pclntab
+    }
+
+    /// Where the function table was found.
+    pub fn pclntab_location(&self) -> &PclntabLocation {
+        &self.location
+    }
+
+    /// The file's loadable segments.
+    pub fn segments(&self) -> &LoadSegments {
+        &self.segments
+    }
+
+    /// Every function of the table, sorted by entry.
+    pub fn functions(&self) -> impl Iterator<Item = GoFunction<'a>> + '_ {
+        self.pclntab.functions()
+    }
+
+    fn resolver(&self) -> &PclntabResolver<'a> {
+        self.resolver
+            .get_or_init(|| PclntabResolver::new(self.pclntab.clone()))
+    }
+
+    /// Functions named exactly `name` as the table spells it (`main.(*Calc).Add`,
+    /// `net/http.(*conn).serve`); usually one, empty when there is none.
+    pub fn functions_named(&self, name: &str) -> Vec<GoFunction<'a>> {
+        self.resolver().by_name(name)
+    }
+
+    /// The function whose `[entry, end)` holds `addr`; `None` outside the table.
+    pub fn function_at(&self, addr: VirtAddr) -> Option<GoFunction<'a>> {
+        self.resolver().at(addr)
+    }
+
+    /// The calling convention: from the build info's version when known (register ABI since
+    /// 1.17); else from the table layout (1.18+ register, 1.2 stack); for the 1.16 layout, which
+    /// Go 1.16 (stack) and 1.17 (register) share, from where the stack checks of the first
+    /// functions read g: R14 under the register ABI, thread-local storage before it.
+    pub fn abi(&self) -> GoAbi {
+        if let Some(v) = self.version() {
+            return abi_for(&v);
+        }
+        match self.pclntab.version() {
+            PclntabVersion::Go12 => GoAbi::Stack,
+            PclntabVersion::Go118 | PclntabVersion::Go120 => GoAbi::Register,
+            PclntabVersion::Go116 => {
+                let (mut r14, mut tls) = (0, 0);
+                for f in self.functions().take(400) {
+                    match self
+                        .code(&f)
+                        .and_then(|c| prologue::stack_check(c, f.entry))
+                    {
+                        Some(c) if c.g_source == GSource::R14 => r14 += 1,
+                        Some(_) => tls += 1,
+                        None => {}
+                    }
+                }
+                if r14 > tls {
+                    GoAbi::Register
+                } else {
+                    GoAbi::Stack
+                }
+            }
+        }
+    }
+
+    /// The bytes of `f`'s code (`[entry, entry + size)`), cut at the end of the executable
+    /// segment that holds the entry; `None` when no executable segment holds it.
+    pub fn code(&self, f: &GoFunction<'_>) -> Option<&'a [u8]> {
+        let seg = self.segments.executable_containing(f.entry)?;
+        let start = self.segments.code_file_offset(f.entry)?.0;
+        let in_segment = seg
+            .vaddr
+            .saturating_add(seg.filesz)
+            .saturating_sub(f.entry.0);
+        crate::golang::read::bytes(self.bytes, start, f.size().min(in_segment))
+    }
+
+    fn point(&self, vaddr: VirtAddr) -> ProbePoint {
+        ProbePoint {
+            vaddr,
+            file_offset: self.segments.code_file_offset(vaddr),
+        }
+    }
+
+    /// Where to probe `f`: the entry, the post-prologue entry probe, every RET. `None` when its
+    /// code is not in the file (no executable segment holds it).
+    pub fn probe_points(&self, f: &GoFunction<'_>) -> Option<ProbePoints> {
+        let code = self.code(f)?;
+        let stack_check = prologue::stack_check(code, f.entry);
+        let scan = x86::scan(code, f.entry);
+        Some(ProbePoints {
+            entry: self.point(f.entry),
+            entry_probe: self.point(stack_check.map_or(f.entry, |c| c.after)),
+            stack_check,
+            rets: scan.rets.into_iter().map(|r| self.point(r)).collect(),
+            tail_jumps: scan.tail_jumps,
+            code_size: code.len() as u64,
+        })
+    }
+
+    /// `f` as a [`Symbol`] (kind GoFunction, origin GoPclntab, size = code length).
+    pub fn symbol(&self, f: &GoFunction<'_>) -> Symbol {
+        Symbol {
+            name: f.name.to_string(),
+            kind: SymbolKind::GoFunction,
+            origin: SymbolOrigin::GoPclntab,
+            address: Address::Virt(f.entry),
+            size: Some(f.size()),
+            file_offset: self.segments.code_file_offset(f.entry),
+        }
+    }
+}
+
+impl SymbolSource for GoBinary<'_> {
+    /// Every function of the table, sorted by entry.
+    fn symbols(&self) -> Result<Vec<Symbol>> {
+        Ok(self.functions().map(|f| self.symbol(&f)).collect())
+    }
+}
+
+/// 1.18+: entries are offsets from textStart, a pointer the loader relocates in a PIE. Linkers
+/// write the link-time value into the file as well (GNU ld and Go's linker both do: checked on
+/// dockerd and the sample PIEs); when a file holds 0 there, the value is the addend of the
+/// `R_X86_64_RELATIVE` relocation on that word (`table_vaddr + 8 + 2 * ptrsize`). Returns the
+/// table (with that textStart when one was found) and whether a relocation supplied it
+/// (idempotent: a table whose textStart is set is returned as is).
+fn relocated_text_start<'a>(
+    elf: &ElfView<'_>,
+    table: Pclntab<'a>,
+    table_vaddr: Option<VirtAddr>,
+) -> (Pclntab<'a>, bool) {
+    if !table.version().entries_are_text_offsets() || table.text_start() != 0 {
+        return (table, false);
+    }
+    let field =
+        table_vaddr.and_then(|v| v.0.checked_add(8 + 2 * u64::from(table.header().ptr_size)));
+    let addend = field.and_then(|at| elf.relative_addend(at));
+    match addend.and_then(|a| u64::try_from(a).ok()) {
+        Some(text_start) => (table.with_text_start(text_start), true),
+        None => (table, false),
+    }
+}
+
+/// The link-time address of file offset `off`, over whichever `PT_LOAD` holds it.
+fn vaddr_of_file_offset(segments: &LoadSegments, off: u64) -> Option<VirtAddr> {
+    segments
+        .0
+        .iter()
+        .find(|s| off >= s.offset && off - s.offset < s.filesz)
+        .and_then(|s| s.vaddr.checked_add(off - s.offset))
+        .map(VirtAddr)
+}
+
+/// Finds a table by its magic when no section is named for it (externally linked PIE: inside
+/// `.data.rel.ro`; files without section headers: anywhere). A candidate counts when it parses
+/// (header sane, offsets in bounds, entries sorted, records repeating their entries) and its first
+/// and last entries lie in an executable segment. Returns the table, its file offset and its
+/// link-time address.
+fn scan_for_pclntab<'a>(
+    elf: &ElfView<'_>,
+    bytes: &'a [u8],
+    segments: &LoadSegments,
+) -> Option<(Pclntab<'a>, u64, Option<VirtAddr>)> {
+    for at in magic_candidates(bytes) {
+        let at = at as u64;
+        // The table cannot run past the section (or else the segment, or the file) holding it.
+        let end = elf
+            .sections
+            .iter()
+            .filter(|sh| sh.sh_type != SHT_NOBITS && sh.sh_size > 0)
+            .find(|sh| at >= sh.sh_offset && at - sh.sh_offset < sh.sh_size)
+            .map(|sh| sh.sh_offset.saturating_add(sh.sh_size))
+            .or_else(|| {
+                segments
+                    .0
+                    .iter()
+                    .find(|s| at >= s.offset && at - s.offset < s.filesz)
+                    .map(|s| s.offset.saturating_add(s.filesz))
+            })
+            .unwrap_or(bytes.len() as u64);
+        let Some(data) = crate::golang::read::bytes(bytes, at, end.saturating_sub(at)) else {
+            continue;
+        };
+        let Ok(table) = Pclntab::parse(data) else {
+            continue;
+        };
+        let vaddr = vaddr_of_file_offset(segments, at);
+        let (table, _) = relocated_text_start(elf, table, vaddr);
+        let first = table.entry(0);
+        let last = table
+            .header()
+            .nfunc
+            .checked_sub(1)
+            .and_then(|i| table.entry(i));
+        let in_code =
+            |a: Option<VirtAddr>| a.is_some_and(|a| segments.executable_containing(a).is_some());
+        if in_code(first) && in_code(last) {
+            return Some((table, at, vaddr));
+        }
+    }
+    None
+}
+
+/// The parts of an ELF file the Go reader needs, parsed without touching the symbol tables (a
+/// full `goblin::elf::Elf::parse` spends most of its time on dockerd's 170k dynamic symbols).
+struct ElfView<'a> {
+    bytes: &'a [u8],
+    ctx: Ctx,
+    segments: LoadSegments,
+    sections: Vec<SectionHeader>,
+    section_names: Option<Strtab<'a>>,
+}
+
+impl<'a> ElfView<'a> {
+    /// Header, program headers, section headers and section names; errors from goblin when any
+    /// of them is cut off or inconsistent.
+    fn parse(bytes: &'a [u8]) -> goblin::error::Result<ElfView<'a>> {
+        let header = Elf::parse_header(bytes)?;
+        let ctx = Ctx::new(header.container()?, header.endianness()?);
+        let program_headers = ProgramHeader::parse(
+            bytes,
+            usize::try_from(header.e_phoff).unwrap_or(usize::MAX),
+            usize::from(header.e_phnum),
+            ctx,
+        )?;
+        let mut elf = Elf::lazy_parse(header)?;
+        elf.program_headers = program_headers;
+        let segments = LoadSegments::from_elf(&elf);
+        let sections = SectionHeader::parse(
+            bytes,
+            usize::try_from(header.e_shoff).unwrap_or(usize::MAX),
+            usize::from(header.e_shnum),
+            ctx,
+        )?;
+        let section_names = sections.get(usize::from(header.e_shstrndx)).and_then(|sh| {
+            Strtab::parse(
+                bytes,
+                usize::try_from(sh.sh_offset).ok()?,
+                usize::try_from(sh.sh_size).ok()?,
+                0,
+            )
+            .ok()
+        });
+        Ok(ElfView {
+            bytes,
+            ctx,
+            segments,
+            sections,
+            section_names,
+        })
+    }
+
+    fn section_name(&self, sh: &SectionHeader) -> Option<&'a str> {
+        self.section_names.as_ref()?.get_at(sh.sh_name)
+    }
+
+    /// The addend of the `R_X86_64_RELATIVE` relocation on the word at `vaddr`, from the RELA
+    /// sections; `None` when there is none.
+    fn relative_addend(&self, vaddr: u64) -> Option<i64> {
+        self.sections
+            .iter()
+            .filter(|sh| sh.sh_type == SHT_RELA)
+            .filter_map(|sh| {
+                RelocSection::parse(
+                    self.bytes,
+                    usize::try_from(sh.sh_offset).ok()?,
+                    usize::try_from(sh.sh_size).ok()?,
+                    true,
+                    self.ctx,
+                )
+                .ok()
+            })
+            .find_map(|relocs| {
+                relocs
+                    .iter()
+                    .find(|r| r.r_offset == vaddr && r.r_type == R_X86_64_RELATIVE)
+                    .and_then(|r| r.r_addend)
+            })
+    }
+}

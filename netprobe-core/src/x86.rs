@@ -1,0 +1,112 @@
+//! x86-64 code facts that probe placement needs, decoded with iced-x86.
+//!
+//! Linear sweep over exactly one function's bytes `[entry, entry + code.len())`. That is sound for
+//! compiler output that keeps no data inside functions (Go on amd64 puts jump tables in
+//! `.rodata`; GCC/Clang do too) as long as the range ends where the code ends: callers pass the
+//! function's *code* length (for Go, from the pcsp table), not the distance to the next
+//! function, whose tail is alignment padding (INT3 for Go, NOPs or zeros elsewhere). Bytes that do
+//! not decode are counted and stepped over; nothing here can panic on arbitrary bytes.
+
+use crate::addr::VirtAddr;
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
+use serde::Serialize;
+
+/// What a sweep over one function found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CodeScan {
+    /// Address of every `RET` (`C3`, `C2 iw`) in the function, ascending. A uprobe on each one
+    /// replaces a uretprobe: it fires on every return path with the return value in RAX.
+    pub rets: Vec<VirtAddr>,
+    /// Direct `JMP`s whose target lies outside the function: tail calls (Go emits them in
+    /// wrappers). A return through one of them passes no RET of this function.
+    pub tail_jumps: Vec<VirtAddr>,
+    /// Instructions that failed to decode (0 for real code).
+    pub invalid: usize,
+}
+
+/// Decodes `code` (the bytes of one function whose first byte is at `entry`) and lists its RETs
+/// and tail jumps. Every address reported lies in `[entry, entry + code.len())` with the whole
+/// instruction inside it.
+pub fn scan(code: &[u8], entry: VirtAddr) -> CodeScan {
+    let end = entry.0.saturating_add(code.len() as u64);
+    let mut out = CodeScan::default();
+    for instr in instructions(code, entry) {
+        if instr.is_invalid() {
+            out.invalid += 1;
+            continue;
+        }
+        match instr.mnemonic() {
+            Mnemonic::Ret => out.rets.push(VirtAddr(instr.ip())),
+            Mnemonic::Jmp if instr.flow_control() == FlowControl::UnconditionalBranch => {
+                let target = instr.near_branch_target();
+                if target < entry.0 || target >= end {
+                    out.tail_jumps.push(VirtAddr(instr.ip()));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Addresses of every RET in the function (see [`scan`]).
+pub fn ret_addresses(code: &[u8], entry: VirtAddr) -> Vec<VirtAddr> {
+    scan(code, entry).rets
+}
+
+/// The instructions of `code` decoded from `entry` on, in 64-bit mode. Undecodable bytes come out
+/// as invalid instructions; the iterator stops at the end of `code` (an instruction cut off by the
+/// end is invalid, never read past it).
+pub fn instructions(code: &[u8], entry: VirtAddr) -> impl Iterator<Item = Instruction> + '_ {
+    let mut decoder = Decoder::with_ip(64, code, entry.0, DecoderOptions::NONE);
+    std::iter::from_fn(move || {
+        if !decoder.can_decode() {
+            return None;
+        }
+        let mut instr = Instruction::default();
+        decoder.decode_out(&mut instr);
+        Some(instr)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_every_ret_and_skips_padding() {
+        // xor eax,eax; test rdi,rdi; je +1; ret; mov eax,1; ret 8
+        let code = [
+            0x31, 0xc0, 0x48, 0x85, 0xff, 0x74, 0x01, 0xc3, 0xb8, 0x01, 0x00, 0x00, 0x00, 0xc2,
+            0x08, 0x00,
+        ];
+        let s = scan(&code, VirtAddr(0x1000));
+        assert_eq!(s.rets, vec![VirtAddr(0x1007), VirtAddr(0x100d)]);
+        assert_eq!(s.invalid, 0);
+        assert!(s.tail_jumps.is_empty());
+    }
+
+    #[test]
+    fn a_c3_inside_an_immediate_is_not_a_ret() {
+        // mov eax, 0xc3c3c3c3; ret
+        let code = [0xb8, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3];
+        assert_eq!(ret_addresses(&code, VirtAddr(0x10)), vec![VirtAddr(0x15)]);
+    }
+
+    #[test]
+    fn jump_out_of_the_function_is_a_tail_jump() {
+        // jmp rel32 to far away
+        let code = [0xe9, 0x00, 0x10, 0x00, 0x00];
+        let s = scan(&code, VirtAddr(0x1000));
+        assert_eq!(s.tail_jumps, vec![VirtAddr(0x1000)]);
+        assert!(s.rets.is_empty());
+    }
+
+    #[test]
+    fn cut_off_instruction_is_invalid_not_read_past() {
+        // mov eax, imm32 with only two immediate bytes present
+        let s = scan(&[0xb8, 0x01, 0x02], VirtAddr(0));
+        assert!(s.rets.is_empty());
+        assert_eq!(s.invalid, 1);
+    }
+}

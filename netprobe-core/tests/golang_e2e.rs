@@ -1,0 +1,831 @@
+//! End-to-end checks of the Go readers on real binaries, against tools we did not write:
+//! `.symtab` (read with goblin), `go tool nm`, `go tool addr2line` (Go's own pclntab reader),
+//! `go version -m`, `objdump -d`, and the `.text` section formula.
+//!
+//! Binaries: the sample app in all six variants (built by `sample-app/go/build.sh`), Debian's
+//! stripped dockerd/containerd/runc, and esbuild builds by Go 1.15/1.16/1.17/1.20 fetched by
+//! `scripts/fetch-go-binaries.sh` (one per pclntab layout; all stripped).
+
+use fixtures::e2e::{self, err, Need};
+use fixtures::go::{sample_app_variants, third_party_go_dir, SAMPLE_VARIANTS, THIRD_PARTY_GO};
+use goblin::elf::sym::STT_FUNC;
+use goblin::elf::Elf;
+use netprobe_core::addr::VirtAddr;
+use netprobe_core::golang::{GSource, GoAbi, GoBinary, GoFunction, PclntabVersion};
+use netprobe_core::symbol::{Address, SymbolKind, SymbolOrigin, SymbolSource};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+type R = Result<(), String>;
+
+const DEBIAN_GO: [&str; 3] = ["/usr/sbin/dockerd", "/usr/bin/containerd", "/usr/sbin/runc"];
+
+fn main() {
+    let build = || vec![Need::Go, Need::CCompiler];
+    let with = |extra: &[Need]| {
+        let mut v = build();
+        v.extend_from_slice(extra);
+        v
+    };
+    let mut debian = vec![Need::Go, Need::Program("objcopy"), Need::Program("objdump")];
+    debian.extend(DEBIAN_GO.iter().map(|p| Need::Path(p.into())));
+    let mut esbuild = vec![Need::Go, Need::Program("objdump")];
+    esbuild.extend(
+        THIRD_PARTY_GO
+            .iter()
+            .map(|(f, _)| Need::Path(third_party_go_dir().join(f))),
+    );
+    e2e::run(vec![
+        e2e::trial("sample_variants_agree_with_symtab", &build(), || {
+            each_variant(check_against_symtab)
+        }),
+        e2e::trial("sample_variants_agree_with_go_tool_nm", &build(), || {
+            each_variant(check_against_go_tool_nm)
+        }),
+        e2e::trial(
+            "sample_variants_agree_with_go_tool_addr2line",
+            &with(&[Need::Program("objcopy")]),
+            || each_variant(|p, b| check_against_addr2line(p, b, 7)),
+        ),
+        e2e::trial(
+            "extlink_pie_table_found_by_magic",
+            &build(),
+            extlink_pie_found_by_magic,
+        ),
+        e2e::trial("sample_version_and_module", &build(), || {
+            each_variant(check_version_and_module)
+        }),
+        e2e::trial("sample_file_offsets_match_text_section", &build(), || {
+            each_variant(|p, b| check_file_offsets(p, b, 1))
+        }),
+        e2e::trial(
+            "sample_rets_and_prologues_match_objdump",
+            &with(&[Need::Program("objdump")]),
+            sample_rets_and_prologues,
+        ),
+        e2e::trial(
+            "sample_main_functions_snapshot",
+            &build(),
+            sample_main_snapshot,
+        ),
+        e2e::trial("mutated_sample_never_panics", &build(), mutated_sample),
+        e2e::trial("debian_stripped_go_binaries", &debian, debian_binaries),
+        e2e::trial("esbuild_every_pclntab_layout", &esbuild, esbuild_layouts),
+    ]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+fn each_variant(check: impl Fn(&Path, &GoBinary<'_>) -> R) -> R {
+    let dir = sample_app_variants();
+    for v in SAMPLE_VARIANTS {
+        let path = dir.join(v);
+        let bytes = std::fs::read(&path).map_err(err)?;
+        let bin = GoBinary::parse(&path, &bytes)
+            .map_err(err)?
+            .ok_or_else(|| format!("{v}: not recognised as a Go binary"))?;
+        check(&path, &bin).map_err(|e| format!("{v}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn with_binary(path: &Path, check: impl FnOnce(&GoBinary<'_>) -> R) -> R {
+    let bytes = std::fs::read(path).map_err(err)?;
+    let bin = GoBinary::parse(path, &bytes)
+        .map_err(err)?
+        .ok_or_else(|| format!("{}: not recognised as a Go binary", path.display()))?;
+    check(&bin).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Whether a `.symtab`/`go tool nm` name is the pclntab's name for the same function: equal, or
+/// the ELF symbol of an assembly function (`NAME.abi0`), or equal once every bracketed group is
+/// written `[...]`, as the pclntab writes type parameters and array lengths
+/// (`(*nistCurve[go.shape.*uint8_0]).Params`, `type..eq.[5]internal/cpu.option`).
+fn same_go_name(pcln: &str, sym: &str) -> bool {
+    if pcln == sym || sym.strip_suffix(".abi0") == Some(pcln) {
+        return true;
+    }
+    let mut normalized = String::with_capacity(sym.len());
+    let mut depth = 0usize;
+    for c in sym.chars() {
+        match c {
+            '[' => {
+                if depth == 0 {
+                    normalized.push_str("[...]");
+                }
+                depth += 1;
+            }
+            ']' if depth > 0 => depth -= 1,
+            _ if depth > 0 => {}
+            _ => normalized.push(c),
+        }
+    }
+    // The ELF symbol table writes the middle dot of compiler-generated names as `.`
+    // (`type..eq.net.dialResult·1` in the pclntab is `type..eq.net.dialResult.1` there).
+    let pcln = pcln.replace('·', ".");
+    normalized == pcln || normalized.strip_suffix(".abi0") == Some(pcln.as_str())
+}
+
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Function names `go tool addr2line` gives for `addrs`, in order.
+fn addr2line(bin: &Path, addrs: &[u64]) -> Result<Vec<String>, String> {
+    let mut child = Command::new("go")
+        .args(["tool", "addr2line"])
+        .arg(bin)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(err)?;
+    let input: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().map_err(err)?;
+    let _ = writer.join();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<String> = text.lines().step_by(2).map(str::to_string).collect();
+    if names.len() != addrs.len() {
+        return Err(format!(
+            "go tool addr2line answered {} of {} addresses: {}",
+            names.len(),
+            addrs.len(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(names)
+}
+
+/// A copy of `bin` in `dir` that Go 1.19's `go tool addr2line` reads right. It finds the table
+/// only in a section named `.gopclntab` (it reads nothing from internally linked PIEs, whose
+/// section is `.data.rel.ro.gopclntab`, nor from externally linked PIEs, which have none), it
+/// takes 1.18+ entries relative to the `runtime.text` symbol or else to the start of `.text`
+/// (wrong by the C code in front under external linking: it names dockerd's first function
+/// `internal/cpu.processOptions`), and it does not know the 1.20 magic. So the copy gets a
+/// `.gopclntab` section with the bytes we located, a `runtime.text` symbol at the header's
+/// textStart when it has none, and the 1.20 magic rewritten to 1.18's (`debug/gosym` reads
+/// `ver118` and `ver120` alike for names, entries and lines). Entries and textStart themselves
+/// are checked without Go's reader: against `.symtab`, and by objdump showing each sampled
+/// function's morestack block jump back to the entry we report.
+fn go_readable_copy(bin: &Path, go: &GoBinary<'_>, dir: &Path) -> Result<PathBuf, String> {
+    let loc = go.pclntab_location();
+    let needs_section = loc.section.as_deref() != Some(".gopclntab");
+    let needs_magic = go.pclntab().version() == PclntabVersion::Go120;
+    let mut bytes = std::fs::read(bin).map_err(err)?;
+    let needs_text_symbol = go.pclntab().version().entries_are_text_offsets() && {
+        let elf = Elf::parse(&bytes).map_err(err)?;
+        !elf.syms
+            .iter()
+            .any(|s| elf.strtab.get_at(s.st_name) == Some("runtime.text"))
+    };
+    if !needs_section && !needs_magic && !needs_text_symbol {
+        return Ok(bin.to_path_buf());
+    }
+    let start = loc.file_offset.0 as usize;
+    let table_len = go.pclntab().data().len();
+    if needs_magic {
+        bytes[start..start + 4].copy_from_slice(&PclntabVersion::Go118.magic().to_le_bytes());
+    }
+    let name = bin.file_name().ok_or("no file name")?;
+    let out = dir.join(name);
+    let src = dir.join("src.bin");
+    std::fs::write(&src, &bytes).map_err(err)?;
+    let mut objcopy = Command::new("objcopy");
+    if needs_section {
+        let table = dir.join("pclntab.bin");
+        std::fs::write(&table, &bytes[start..start + table_len]).map_err(err)?;
+        objcopy.arg(format!("--add-section=.gopclntab={}", table.display()));
+    }
+    if needs_text_symbol {
+        objcopy.arg(format!("--add-symbol=runtime.text={:#x}", loc.text_start));
+    }
+    run(objcopy.arg(&src).arg(&out))?;
+    Ok(out)
+}
+
+/// Every `step`-th function plus every `main.` one, with a non-empty body.
+fn sample<'a>(go: &GoBinary<'a>, step: usize) -> Vec<GoFunction<'a>> {
+    go.functions()
+        .enumerate()
+        .filter(|(i, f)| (i % step == 0 || f.name.starts_with("main.")) && f.size() > 0)
+        .map(|(_, f)| f)
+        .collect()
+}
+
+/// `(address, instruction text)` of `objdump -d -M intel` over `[start, stop)`.
+fn objdump(bin: &Path, start: u64, stop: u64) -> Result<Vec<(u64, String)>, String> {
+    let text = run(Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn", "-M", "intel", "-w"])
+        .arg(format!("--start-address={start:#x}"))
+        .arg(format!("--stop-address={stop:#x}"))
+        .arg(bin))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let (addr, rest) = l.trim_start().split_once(":\t")?;
+            let addr = u64::from_str_radix(addr, 16).ok()?;
+            Some((addr, rest.trim().to_string()))
+        })
+        .collect())
+}
+
+/// The post-prologue point as objdump's decoding shows it: after the first `jbe` that follows an
+/// access to the stack guard `[G+0x10]` (G = r14, or a register loaded through `fs:`), before
+/// anything moves RSP, calls or returns; the entry when there is none.
+fn objdump_prologue_end(lines: &[(u64, String)], entry: u64) -> u64 {
+    let mut g_regs = vec!["r14".to_string()];
+    let mut guard = false;
+    for (i, (_, text)) in lines.iter().take(10).enumerate() {
+        let mnemonic = text.split_whitespace().next().unwrap_or("");
+        let operands = text.split_whitespace().nth(1).unwrap_or("");
+        if mnemonic == "push"
+            || mnemonic == "call"
+            || mnemonic == "ret"
+            || mnemonic == "jmp"
+            || (mnemonic == "sub" && operands.starts_with("rsp,"))
+        {
+            break;
+        }
+        if text.contains("fs:") && mnemonic == "mov" {
+            if let Some(dst) = operands.split(',').next() {
+                g_regs.push(dst.to_string());
+            }
+        }
+        if g_regs
+            .iter()
+            .any(|g| text.contains(&format!("[{g}+0x10]")) || text.contains(&format!("[{g}+0x18]")))
+        {
+            guard = true;
+        }
+        if mnemonic == "jbe" && guard {
+            return lines.get(i + 1).map_or(entry, |(a, _)| *a);
+        }
+    }
+    entry
+}
+
+// ---------------------------------------------------------------------------------------------
+// checks
+
+/// Every pclntab function is a `.symtab` FUNC symbol with the same entry, the same size, and the
+/// same name; every FUNC symbol inside the Go text range is a pclntab function. Stripped variants
+/// have no `.symtab`: nothing to compare (the addr2line check covers them).
+fn check_against_symtab(path: &Path, go: &GoBinary<'_>) -> R {
+    let bytes = std::fs::read(path).map_err(err)?;
+    let elf = Elf::parse(&bytes).map_err(err)?;
+    if elf.syms.is_empty() {
+        return Ok(());
+    }
+    let table = elf_funcs(elf.syms.iter(), &elf.strtab);
+    let matched = compare_with_elf_funcs(go, &table, "symtab")?;
+    let n = go.functions().count();
+    if matched != n || n < 1000 {
+        return Err(format!("{matched} of {n} functions have a symtab symbol"));
+    }
+    Ok(())
+}
+
+/// FUNC symbols by address: `(name, size)` for each.
+fn elf_funcs<'a>(
+    syms: impl Iterator<Item = goblin::elf::Sym>,
+    strtab: &goblin::strtab::Strtab<'a>,
+) -> HashMap<u64, Vec<(String, u64)>> {
+    let mut by_addr: HashMap<u64, Vec<(String, u64)>> = HashMap::new();
+    for s in syms.filter(|s| s.st_type() == STT_FUNC) {
+        let name = strtab.get_at(s.st_name).unwrap_or("").to_string();
+        by_addr
+            .entry(s.st_value)
+            .or_default()
+            .push((name, s.st_size));
+    }
+    by_addr
+}
+
+/// Each pclntab function that has a FUNC symbol at its entry agrees with it on name and size, and
+/// every sized FUNC symbol inside the Go text range is a pclntab function. Returns how many
+/// pclntab functions had a symbol.
+fn compare_with_elf_funcs(
+    go: &GoBinary<'_>,
+    by_addr: &HashMap<u64, Vec<(String, u64)>>,
+    table: &str,
+) -> Result<usize, String> {
+    let mut matched = 0;
+    for f in go.functions() {
+        let Some(syms) = by_addr.get(&f.entry.0) else {
+            continue;
+        };
+        matched += 1;
+        // The dynamic symbol table names compiler-generated type functions by a hash
+        // (`type..eq.internal/cpu.option` is `type..TcEUsQoV` in dockerd's .dynsym).
+        let hashed_type = |name: &str| {
+            table == "dynsym" && f.name.starts_with("type..") && name.starts_with("type..")
+        };
+        if !syms
+            .iter()
+            .any(|(name, _)| same_go_name(&f.name, name) || hashed_type(name))
+        {
+            return Err(format!(
+                "{} at {:#x}: {table} names it {syms:?}",
+                f.name, f.entry.0
+            ));
+        }
+        if !syms.iter().any(|(_, size)| *size == f.size()) {
+            return Err(format!(
+                "{} at {:#x}: size {:#x}, {table} says {syms:?}",
+                f.name,
+                f.entry.0,
+                f.size()
+            ));
+        }
+    }
+    let first = go.pclntab().entry(0).ok_or("no first entry")?.0;
+    let end = go.pclntab().end_of_text().ok_or("no end")?.0;
+    let entries: std::collections::HashSet<u64> = go.functions().map(|f| f.entry.0).collect();
+    for (addr, syms) in by_addr {
+        if (first..end).contains(addr)
+            && syms.iter().any(|(_, s)| *s > 0)
+            && !entries.contains(addr)
+        {
+            return Err(format!(
+                "{table} FUNC {syms:?} at {addr:#x} is not in the pclntab"
+            ));
+        }
+    }
+    Ok(matched)
+}
+
+/// On builds with a symbol table, `go tool nm`'s text symbols name every pclntab entry.
+fn check_against_go_tool_nm(path: &Path, go: &GoBinary<'_>) -> R {
+    let out = Command::new("go")
+        .args(["tool", "nm"])
+        .arg(path)
+        .output()
+        .map_err(err)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || stdout.trim().is_empty() {
+        // Stripped: go tool nm says "no symbols" (ENVIRONMENT.md); that is what the variant tests.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return if path.to_string_lossy().contains("stripped") && stderr.contains("no symbols") {
+            Ok(())
+        } else {
+            Err(format!("go tool nm failed: {stderr}"))
+        };
+    }
+    let mut by_addr: HashMap<u64, Vec<String>> = HashMap::new();
+    for line in stdout.lines() {
+        let mut parts = line.trim_start().splitn(3, ' ');
+        let (Some(addr), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if kind == "T" || kind == "t" {
+            if let Ok(a) = u64::from_str_radix(addr, 16) {
+                by_addr.entry(a).or_default().push(name.to_string());
+            }
+        }
+    }
+    for f in go.functions() {
+        let names = by_addr.get(&f.entry.0).ok_or_else(|| {
+            format!(
+                "{} at {:#x}: go tool nm has no text symbol there",
+                f.name, f.entry.0
+            )
+        })?;
+        if !names.iter().any(|n| same_go_name(&f.name, n)) {
+            return Err(format!(
+                "{} at {:#x}: go tool nm says {names:?}",
+                f.name, f.entry.0
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Go's own reader maps each sampled function's entry and last code byte to the same name.
+fn check_against_addr2line(path: &Path, go: &GoBinary<'_>, step: usize) -> R {
+    let dir = tempfile::tempdir().map_err(err)?;
+    let readable = go_readable_copy(path, go, dir.path())?;
+    let funcs = sample(go, step);
+    let mut addrs = Vec::new();
+    for f in &funcs {
+        addrs.push(f.entry.0);
+        addrs.push(f.code_end().0 - 1);
+    }
+    let names = addr2line(&readable, &addrs)?;
+    for (i, f) in funcs.iter().enumerate() {
+        for (what, got) in [("entry", &names[2 * i]), ("last byte", &names[2 * i + 1])] {
+            if got != &f.name {
+                return Err(format!(
+                    "{} ({what} of {:#x}..{:#x}): go tool addr2line says {got}",
+                    f.name,
+                    f.entry.0,
+                    f.code_end().0
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The externally linked PIE has no pclntab section; the table is found by its magic inside
+/// `.data.rel.ro`, and its textStart is `runtime.text`, not the start of `.text`.
+fn extlink_pie_found_by_magic() -> R {
+    let path = sample_app_variants().join("sampleapp-extlink-pie");
+    let bytes = std::fs::read(&path).map_err(err)?;
+    let elf = Elf::parse(&bytes).map_err(err)?;
+    let section = |name: &str| {
+        elf.section_headers
+            .iter()
+            .find(|sh| elf.shdr_strtab.get_at(sh.sh_name) == Some(name))
+    };
+    if section(".gopclntab").is_some() || section(".data.rel.ro.gopclntab").is_some() {
+        return Err(
+            "the externally linked PIE has a pclntab section; the test lost its point".into(),
+        );
+    }
+    let relro = section(".data.rel.ro").ok_or("no .data.rel.ro")?;
+    let text = section(".text").ok_or("no .text")?;
+    let runtime_text = elf
+        .syms
+        .iter()
+        .find(|s| elf.strtab.get_at(s.st_name) == Some("runtime.text"))
+        .ok_or("no runtime.text symbol")?
+        .st_value;
+    let go = GoBinary::parse(&path, &bytes)
+        .map_err(err)?
+        .ok_or("not found")?;
+    let loc = go.pclntab_location();
+    if loc.section.is_some() {
+        return Err(format!("found in a section? {loc:?}"));
+    }
+    let at = loc.file_offset.0;
+    if !(relro.sh_offset..relro.sh_offset + relro.sh_size).contains(&at) {
+        return Err(format!("table at {at:#x} is outside .data.rel.ro"));
+    }
+    if loc.text_start != runtime_text || loc.text_start == text.sh_addr {
+        return Err(format!(
+            "textStart {:#x}: runtime.text is {runtime_text:#x}, .text starts at {:#x}",
+            loc.text_start, text.sh_addr
+        ));
+    }
+    if go.functions_named("main.(*Calc).Add").len() != 1 {
+        return Err("main.(*Calc).Add not found".into());
+    }
+    Ok(())
+}
+
+/// Version and module from `.go.buildinfo` equal what `go version -m` prints.
+fn check_version_and_module(path: &Path, go: &GoBinary<'_>) -> R {
+    let text = run(Command::new("go").args(["version", "-m"]).arg(path))?;
+    let mut lines = text.lines();
+    let first = lines.next().ok_or("empty go version output")?;
+    let version = first.rsplit(' ').next().ok_or("no version")?;
+    let got = go.version().ok_or("no version found")?;
+    if got.raw != version {
+        return Err(format!("version {got} vs go version's {version}"));
+    }
+    let module = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("mod\t"))
+        .and_then(|l| l.split('\t').next());
+    if go.module_path() != module || module != Some("netprobe.example/sampleapp") {
+        return Err(format!(
+            "module {:?} vs go version -m's {module:?}",
+            go.module_path()
+        ));
+    }
+    if go.abi() != GoAbi::Register {
+        return Err("Go 1.19 must use the register ABI".into());
+    }
+    Ok(())
+}
+
+/// For code in `.text`, every file offset equals the section formula
+/// `entry - sh_addr + sh_offset` (an independent route: section headers, not `PT_LOAD`), and the
+/// Symbol the source yields carries it.
+fn check_file_offsets(path: &Path, go: &GoBinary<'_>, step: usize) -> R {
+    let bytes = std::fs::read(path).map_err(err)?;
+    let elf = Elf::parse(&bytes).map_err(err)?;
+    let text = elf
+        .section_headers
+        .iter()
+        .find(|sh| elf.shdr_strtab.get_at(sh.sh_name) == Some(".text"))
+        .ok_or("no .text")?;
+    let symbols = go.symbols().map_err(err)?;
+    let mut checked = 0;
+    for (i, (f, s)) in go.functions().zip(&symbols).enumerate() {
+        if i % step != 0 {
+            continue;
+        }
+        if s.kind != SymbolKind::GoFunction
+            || s.origin != SymbolOrigin::GoPclntab
+            || s.address != Address::Virt(f.entry)
+            || s.name != f.name
+        {
+            return Err(format!("symbol {s:?} does not describe {f:?}"));
+        }
+        if !(text.sh_addr..text.sh_addr + text.sh_size).contains(&f.entry.0) {
+            continue;
+        }
+        let expected = f.entry.0 - text.sh_addr + text.sh_offset;
+        if s.file_offset.map(|o| o.0) != Some(expected) {
+            return Err(format!(
+                "{} at {:#x}: file offset {:?}, .text formula says {expected:#x}",
+                f.name, f.entry.0, s.file_offset
+            ));
+        }
+        checked += 1;
+    }
+    if checked == 0 {
+        return Err("no function checked".into());
+    }
+    Ok(())
+}
+
+/// RET addresses and the post-prologue point of every `main.` function and a sample of others
+/// equal what objdump's disassembly shows, in every variant; plus the facts the sample app was
+/// written for.
+fn sample_rets_and_prologues() -> R {
+    each_variant(|path, go| {
+        check_rets_and_prologues(path, go, &sample(go, 61))?;
+        let one = |name: &str| {
+            go.functions_named(name)
+                .into_iter()
+                .next()
+                .ok_or_else(|| format!("{name} missing"))
+        };
+        let classify = go.probe_points(&one("main.Classify")?).ok_or("no code")?;
+        if classify.rets.len() != 4 {
+            return Err(format!(
+                "main.Classify has {} RETs, wanted 4",
+                classify.rets.len()
+            ));
+        }
+        for (name, with_check) in [
+            ("main.BigFrame", true),
+            ("main.Recurse", true),
+            ("main.workload", true),
+            ("main.Add3", false),
+            ("main.(*Calc).Add", false),
+        ] {
+            let p = go.probe_points(&one(name)?).ok_or("no code")?;
+            if p.stack_check.is_some() != with_check {
+                return Err(format!("{name}: stack check {:?}", p.stack_check));
+            }
+            if let Some(c) = p.stack_check {
+                if c.g_source != GSource::R14 || p.entry_probe.vaddr == p.entry.vaddr {
+                    return Err(format!("{name}: {c:?}"));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+fn check_rets_and_prologues(path: &Path, go: &GoBinary<'_>, funcs: &[GoFunction<'_>]) -> R {
+    for f in funcs {
+        let lines = objdump(path, f.entry.0, f.code_end().0)?;
+        let p = go
+            .probe_points(f)
+            .ok_or_else(|| format!("{}: no code", f.name))?;
+        let ours: Vec<u64> = p.rets.iter().map(|r| r.vaddr.0).collect();
+        let theirs: Vec<u64> = lines
+            .iter()
+            .filter(|(_, t)| t.split_whitespace().next() == Some("ret"))
+            .map(|(a, _)| *a)
+            .collect();
+        if ours != theirs {
+            return Err(format!(
+                "{}: RETs {ours:x?}, objdump shows {theirs:x?}",
+                f.name
+            ));
+        }
+        let expected = objdump_prologue_end(&lines, f.entry.0);
+        if p.entry_probe.vaddr.0 != expected {
+            return Err(format!(
+                "{}: entry probe {:#x}, objdump's prologue ends at {expected:#x}: {:?}",
+                f.name,
+                p.entry_probe.vaddr.0,
+                &lines[..lines.len().min(8)]
+            ));
+        }
+        if let Some(check) = p.stack_check {
+            // `jmp 4632a0 <runtime.call2097152.abi0>`, or `jmp 0x401000` without symbols.
+            let entry = format!("{:x}", f.entry.0);
+            let jumps_back = lines.iter().any(|(a, t)| {
+                let mut words = t.split_whitespace();
+                *a >= check.morestack_block.0
+                    && words.next() == Some("jmp")
+                    && words.next().map(|w| w.trim_start_matches("0x")) == Some(entry.as_str())
+            });
+            if !jumps_back {
+                return Err(format!(
+                    "{}: morestack block does not jump back to the entry",
+                    f.name
+                ));
+            }
+        }
+        if p.entry_probe.file_offset.is_none() || p.rets.iter().any(|r| r.file_offset.is_none()) {
+            return Err(format!("{}: a probe point has no file offset", f.name));
+        }
+    }
+    Ok(())
+}
+
+/// The sample app's own functions in the default variant: entry, size, file offset, the probe
+/// point after the prologue, RETs. Stable for one Go release (the build is reproducible).
+fn sample_main_snapshot() -> R {
+    let path = sample_app_variants().join("sampleapp-default");
+    with_binary(&path, |go| {
+        let version = go.version().ok_or("no version")?;
+        let rows: Vec<serde_json::Value> = go
+            .functions()
+            .filter(|f| f.name.starts_with("main."))
+            .map(|f| {
+                let p = go.probe_points(&f);
+                serde_json::json!({
+                    "name": f.name,
+                    "entry": f.entry,
+                    "size": f.size(),
+                    "file_offset": go.segments().code_file_offset(f.entry),
+                    "entry_probe": p.as_ref().map(|p| p.entry_probe.vaddr),
+                    "stack_check": p.as_ref().and_then(|p| p.stack_check.map(|c| c.g_source)),
+                    "rets": p.as_ref().map(|p| p.rets.iter().map(|r| r.vaddr).collect::<Vec<_>>()),
+                })
+            })
+            .collect();
+        let snapshot = format!("sample_main_functions_{}", version.raw.replace('.', "_"));
+        let result = std::panic::catch_unwind(|| {
+            insta::assert_json_snapshot!(snapshot, rows);
+        });
+        result.map_err(|_| {
+            "snapshot differs (see the diff above; review with cargo insta review)".to_string()
+        })
+    })
+}
+
+/// Random byte flips inside the table and the ELF headers of a real binary never panic the
+/// reader, the function iterator or probe-point decoding (deterministic xorshift, 300 rounds).
+fn mutated_sample() -> R {
+    let path = sample_app_variants().join("sampleapp-stripped");
+    let original = std::fs::read(&path).map_err(err)?;
+    let loc = GoBinary::parse(&path, &original)
+        .map_err(err)?
+        .ok_or("not Go")?
+        .pclntab_location()
+        .clone();
+    let table_at = loc.file_offset.0 as usize;
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut parsed = 0;
+    for _ in 0..300 {
+        let mut bytes = original.clone();
+        for _ in 0..(1 + next() % 16) {
+            let r = next();
+            let at = match r % 4 {
+                0 => (next() % 4096) as usize,               // ELF/program headers
+                1 => table_at + (next() % 128) as usize,     // table header
+                _ => table_at + (next() % 0x40000) as usize, // functab, records, names
+            };
+            if let Some(b) = bytes.get_mut(at) {
+                *b = next() as u8;
+            }
+        }
+        if let Ok(Some(go)) = GoBinary::parse(&path, &bytes) {
+            parsed += 1;
+            for (i, f) in go.functions().enumerate() {
+                if i % 50 == 0 {
+                    let _ = go.probe_points(&f);
+                }
+            }
+            let _ = go.functions_named("main.main");
+            let _ = go.function_at(VirtAddr(0x40_1000));
+            let _ = go.abi();
+        }
+    }
+    if parsed == 0 {
+        return Err("no mutated binary parsed at all; the test checked nothing".into());
+    }
+    Ok(())
+}
+
+/// Debian's stripped dockerd, containerd and runc: functions listed from the pclntab (dockerd's is
+/// found by magic: externally linked PIE), names and extents as Go's addr2line reads them, file
+/// offsets by the .text formula, RETs and prologues as objdump shows them.
+fn debian_binaries() -> R {
+    for bin in DEBIAN_GO {
+        let path = Path::new(bin);
+        with_binary(path, |go| {
+            let text = run(Command::new("go").arg("version").arg(path))?;
+            let version = go.version().ok_or("no version")?;
+            if !text.trim().ends_with(&version.raw) {
+                return Err(format!("version {version} vs `go version`: {text}"));
+            }
+            let n = go.functions().count();
+            if n < 5000 {
+                return Err(format!("only {n} functions"));
+            }
+            let serves_http = bin.ends_with("dockerd") || bin.ends_with("containerd");
+            if serves_http && go.functions_named("net/http.(*conn).serve").len() != 1 {
+                return Err("net/http.(*conn).serve not listed".into());
+            }
+            if bin.ends_with("dockerd") && go.pclntab_location().section.is_some() {
+                return Err("dockerd's table should have been found by magic".into());
+            }
+            // Debian links dockerd and containerd with every Go symbol exported: their .dynsym
+            // is a second, independent listing (runc exports only a few Go functions).
+            let bytes = std::fs::read(path).map_err(err)?;
+            let elf = Elf::parse(&bytes).map_err(err)?;
+            let dynsym = elf_funcs(elf.dynsyms.iter(), &elf.dynstrtab);
+            let matched = compare_with_elf_funcs(go, &dynsym, "dynsym")?;
+            let wanted = if bin.ends_with("runc") { 1 } else { n * 9 / 10 };
+            if matched < wanted {
+                return Err(format!("only {matched} of {n} functions are in .dynsym"));
+            }
+            check_against_addr2line(path, go, 97)?;
+            check_file_offsets(path, go, 13)?;
+            check_rets_and_prologues(path, go, &sample(go, 1499))
+        })?;
+    }
+    Ok(())
+}
+
+/// esbuild by Go 1.15 (1.2 layout), 1.16 and 1.17 (1.16 layout; stack vs register ABI) and 1.20
+/// (1.20 layout): version, layout, ABI, names/extents vs addr2line, RETs/prologues vs objdump.
+fn esbuild_layouts() -> R {
+    let expected = [
+        (PclntabVersion::Go12, GoAbi::Stack, GSource::Tls),
+        (PclntabVersion::Go116, GoAbi::Stack, GSource::Tls),
+        (PclntabVersion::Go116, GoAbi::Register, GSource::R14),
+        (PclntabVersion::Go120, GoAbi::Register, GSource::R14),
+    ];
+    for ((file, go_version), (layout, abi, g)) in THIRD_PARTY_GO.iter().zip(expected) {
+        let path = third_party_go_dir().join(file);
+        with_binary(&path, |go| {
+            let version = go.version().ok_or("no version")?;
+            if version.raw != *go_version {
+                return Err(format!("version {version}, expected {go_version}"));
+            }
+            if go.pclntab().version() != layout || go.abi() != abi {
+                return Err(format!(
+                    "layout {} abi {}",
+                    go.pclntab().version(),
+                    go.abi()
+                ));
+            }
+            if go.module_path() != Some("github.com/evanw/esbuild") {
+                return Err(format!("module {:?}", go.module_path()));
+            }
+            let main = go
+                .functions_named("main.main")
+                .into_iter()
+                .next()
+                .ok_or("no main.main")?;
+            let check = go
+                .probe_points(&main)
+                .and_then(|p| p.stack_check)
+                .ok_or("main.main has no stack check")?;
+            if check.g_source != g {
+                return Err(format!("main.main reads g from {:?}", check.g_source));
+            }
+            check_against_addr2line(&path, go, 23)?;
+            check_rets_and_prologues(&path, go, &sample(go, 211))
+        })?;
+        // Without build info the ABI still follows: from the layout, and for the 1.16 layout
+        // (Go 1.16 stack, 1.17 registers) from where the stack checks read g.
+        let mut bytes = std::fs::read(&path).map_err(err)?;
+        let at = memchr::memmem::find(&bytes, b"\xff Go buildinf:").ok_or("no build info")?;
+        bytes[at] = 0;
+        let go = GoBinary::parse(&path, &bytes)
+            .map_err(err)?
+            .ok_or("not Go")?;
+        if go.version().is_some()
+            || go.abi() != abi
+            || go.version_lower_bound().minor != layout.oldest_go().1
+        {
+            return Err(format!(
+                "{file} without build info: version {:?}, abi {}",
+                go.version(),
+                go.abi()
+            ));
+        }
+    }
+    Ok(())
+}

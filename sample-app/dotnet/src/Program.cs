@@ -1,0 +1,258 @@
+// The .NET sample service of netprobe (after joe-elliott/sample-netcore-app, the app of seeds 000
+// and 001): an HTTP service with Echo and Fibonacci providers, plus modes that call precompiled
+// (ReadyToRun) framework methods a known number of times with known arguments, for tracing tests.
+//
+// Builds with Debian's mcs (`mcs -out:sample-netcore-app.dll src/*.cs`, IL only: the app's own
+// methods are JIT-compiled, the framework's are R2R) and with the .NET SDK
+// (`dotnet publish -c Release -p:PublishReadyToRun=true`, app methods R2R too). See README.md.
+using System;
+using System.IO;
+using System.Net;
+using System.Net.Sockets;
+using System.Reflection;
+using System.Text;
+using System.Threading;
+using sample_netcore_app.Providers;
+
+namespace sample_netcore_app
+{
+    public class Program
+    {
+        const string Usage =
+@"usage: sample-netcore-app MODE [options]
+modes:
+  serve    [--port 8080] [--max-requests N]
+           HTTP/1.1 on 127.0.0.1: GET /echo/{value}, GET /fibonacci/{n}, GET /health
+  sleep    [--count 10] [--ms 100] [--call direct|delegate|reflection]
+           calls System.Threading.Thread.Sleep(int32) --count times with --ms
+  strings  [--count 10] [--call direct|delegate|reflection] [--value S]...
+           calls System.String.Replace(string,string) on each value (default: an ASCII,
+           a non-ASCII and a 100-char string): this = value, oldValue = ""needle"", newValue = value
+  echo     VALUE...   calls EchoProvider.calculateEchoValue(string) once per value
+  fib      N...       calls FibonacciProvider.calculateFibonacciValue(int32) once per value
+common options:
+  --wait          print READY and wait for a line on stdin before starting (attach tracers first)
+  --delay-ms N    sleep N ms before starting (no stdin needed)
+Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact arguments.";
+
+        public static int Main(string[] args)
+        {
+            if (args.Length == 0 || args[0] == "-h" || args[0] == "--help")
+            {
+                Console.WriteLine(Usage);
+                return args.Length == 0 ? 2 : 0;
+            }
+            var opts = new Options(args);
+            Console.WriteLine("pid=" + System.Diagnostics.Process.GetCurrentProcess().Id + " mode=" + opts.Mode +
+                              " runtime=" + Environment.Version);
+            if (opts.Wait)
+            {
+                Console.WriteLine("READY");
+                Console.Out.Flush();
+                Console.In.ReadLine();
+            }
+            if (opts.DelayMs > 0) Thread.Sleep(opts.DelayMs);
+            switch (opts.Mode)
+            {
+                case "serve": return new Server(new EchoProvider(), new FibonacciProvider()).Run(opts.Port, opts.MaxRequests);
+                case "sleep": return SleepMode(opts);
+                case "strings": return StringsMode(opts);
+                case "echo":
+                    foreach (var v in opts.Values) Console.WriteLine("echo " + new EchoProvider().calculateEchoValue(v));
+                    return 0;
+                case "fib":
+                    foreach (var v in opts.Values)
+                        Console.WriteLine("fib " + v + " = " + new FibonacciProvider().calculateFibonacciValue(int.Parse(v)));
+                    return 0;
+                default:
+                    Console.Error.WriteLine("unknown mode '" + opts.Mode + "'\n" + Usage);
+                    return 2;
+            }
+        }
+
+        // Thread.Sleep(int32) is tiny (IL 7 bytes on 3.1, 19 on 8): a direct call from JIT-compiled
+        // code may be inlined, and an inlined call never hits a probe. `delegate` and `reflection`
+        // call the precompiled entry point itself.
+        static int SleepMode(Options o)
+        {
+            Action<int> viaDelegate = Thread.Sleep;
+            MethodInfo viaReflection = typeof(Thread).GetMethod("Sleep", new[] { typeof(int) });
+            for (int i = 0; i < o.Count; i++)
+            {
+                Console.WriteLine("call " + (i + 1) + "/" + o.Count + " Thread.Sleep(" + o.Ms + ") via " + o.Call);
+                switch (o.Call)
+                {
+                    case "direct": Thread.Sleep(o.Ms); break;
+                    case "delegate": viaDelegate(o.Ms); break;
+                    default: viaReflection.Invoke(null, new object[] { o.Ms }); break;
+                }
+            }
+            Console.WriteLine("done calls=" + o.Count);
+            return 0;
+        }
+
+        // String.Replace(string,string) has 239 (3.1) / 353 (8) bytes of IL: the JIT never inlines
+        // a callee over 100 bytes, so every call runs the precompiled code.
+        static int StringsMode(Options o)
+        {
+            var values = o.Values.Count > 0 ? o.Values.ToArray() : new[]
+            {
+                "hello netprobe",
+                "héllo wörld ✓ 日本語 Ünïcödé",
+                new string('x', 90) + "0123456789",
+            };
+            Func<string, string, string> viaDelegate = (s, n) => s.Replace("needle", n);
+            MethodInfo replace = typeof(string).GetMethod("Replace", new[] { typeof(string), typeof(string) });
+            int calls = 0;
+            for (int i = 0; i < o.Count; i++)
+            {
+                foreach (var v in values)
+                {
+                    string r;
+                    switch (o.Call)
+                    {
+                        case "direct": r = v.Replace("needle", v); break;
+                        case "delegate": r = viaDelegate(v, v); break;
+                        default: r = (string)replace.Invoke(v, new object[] { "needle", v }); break;
+                    }
+                    calls++;
+                    Console.WriteLine("call " + calls + " String.Replace this=" + Quote(v) + " oldValue=\"needle\" newValue=" +
+                                      Quote(v) + " len=" + v.Length + " result_len=" + r.Length);
+                }
+            }
+            Console.WriteLine("done calls=" + calls);
+            return 0;
+        }
+
+        // Escapes without String.Replace, so that only the calls the mode announces hit a probe
+        // on Replace.
+        static string Quote(string s)
+        {
+            var sb = new StringBuilder("\"");
+            foreach (char c in s)
+            {
+                if (c == '\\' || c == '"') sb.Append('\\');
+                sb.Append(c);
+            }
+            return sb.Append('"').ToString();
+        }
+    }
+
+    class Options
+    {
+        public string Mode = "";
+        public int Port = 8080, MaxRequests = -1, Count = 10, Ms = 100, DelayMs = 0;
+        public string Call = "delegate";
+        public bool Wait;
+        public System.Collections.Generic.List<string> Values = new System.Collections.Generic.List<string>();
+
+        public Options(string[] args)
+        {
+            Mode = args[0];
+            for (int i = 1; i < args.Length; i++)
+            {
+                string a = args[i];
+                Func<string> next = () =>
+                {
+                    if (i + 1 >= args.Length) throw new ArgumentException(a + " needs a value");
+                    return args[++i];
+                };
+                switch (a)
+                {
+                    case "--port": Port = int.Parse(next()); break;
+                    case "--max-requests": MaxRequests = int.Parse(next()); break;
+                    case "--count": Count = int.Parse(next()); break;
+                    case "--ms": Ms = int.Parse(next()); break;
+                    case "--delay-ms": DelayMs = int.Parse(next()); break;
+                    case "--call":
+                        Call = next();
+                        if (Call != "direct" && Call != "delegate" && Call != "reflection")
+                            throw new ArgumentException("--call must be direct, delegate or reflection");
+                        break;
+                    case "--value": Values.Add(next()); break;
+                    case "--wait": Wait = true; break;
+                    default: Values.Add(a); break;
+                }
+            }
+        }
+    }
+
+    /// A minimal HTTP/1.1 server over TcpListener (no ASP.NET here): one request per connection.
+    class Server
+    {
+        readonly IEchoProvider echo;
+        readonly IFibonacciProvider fib;
+
+        public Server(IEchoProvider echo, IFibonacciProvider fib)
+        {
+            this.echo = echo;
+            this.fib = fib;
+        }
+
+        public int Run(int port, int maxRequests)
+        {
+            var listener = new TcpListener(IPAddress.Loopback, port);
+            listener.Start();
+            Console.WriteLine("listening on http://127.0.0.1:" + ((IPEndPoint)listener.LocalEndpoint).Port + "/");
+            Console.Out.Flush();
+            for (int served = 0; maxRequests < 0 || served < maxRequests; served++)
+            {
+                using (var client = listener.AcceptTcpClient())
+                using (var stream = client.GetStream())
+                {
+                    Handle(stream);
+                }
+            }
+            listener.Stop();
+            return 0;
+        }
+
+        void Handle(Stream stream)
+        {
+            var reader = new StreamReader(stream, Encoding.ASCII);
+            string requestLine = reader.ReadLine() ?? "";
+            while (!string.IsNullOrEmpty(reader.ReadLine())) { }
+            string[] parts = requestLine.Split(' ');
+            int status = 200;
+            string body;
+            if (parts.Length < 2 || parts[0] != "GET")
+            {
+                status = 405;
+                body = "only GET is supported\n";
+            }
+            else
+            {
+                string path = parts[1];
+                if (path.StartsWith("/echo/"))
+                    body = echo.calculateEchoValue(Uri.UnescapeDataString(path.Substring(6))) + "\n";
+                else if (path.StartsWith("/fibonacci/"))
+                {
+                    int n;
+                    if (int.TryParse(path.Substring(11), out n) && n >= 0)
+                        body = fib.calculateFibonacciValue(n) + "\n";
+                    else
+                    {
+                        status = 400;
+                        body = "fibonacci needs a non-negative integer\n";
+                    }
+                }
+                else if (path == "/health")
+                    body = "ok\n";
+                else
+                {
+                    status = 404;
+                    body = "endpoints: /echo/{value} /fibonacci/{n} /health\n";
+                }
+            }
+            byte[] payload = Encoding.UTF8.GetBytes(body);
+            string head = "HTTP/1.1 " + status + (status == 200 ? " OK" : " Error") +
+                          "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " + payload.Length +
+                          "\r\nConnection: close\r\n\r\n";
+            byte[] h = Encoding.ASCII.GetBytes(head);
+            stream.Write(h, 0, h.Length);
+            stream.Write(payload, 0, payload.Length);
+            stream.Flush();
+            Console.WriteLine(parts.Length > 1 ? parts[0] + " " + parts[1] + " -> " + status : "bad request -> " + status);
+        }
+    }
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the Go sample app in every variant netprobe must handle, into OUT_DIR (default ./bin).
+#
+#   sample-app/go/build.sh [OUT_DIR]
+#
+# Variants (file names in OUT_DIR):
+#   sampleapp-default        internal link, ET_EXEC, with .symtab
+#   sampleapp-pie            -buildmode=pie (ET_DYN, internal link)
+#   sampleapp-stripped       -ldflags='-s -w' (no .symtab; the pclntab stays)
+#   sampleapp-stripped-pie   both
+#   sampleapp-extlink        -ldflags=-linkmode=external (cgo off; gcc links)
+#   sampleapp-extlink-pie    external link + PIE: no .gopclntab section, the table sits in .data.rel.ro
+#
+# Needs Debian's golang-go and, for the external-link variants, gcc. Writes nothing outside
+# OUT_DIR except Go's build cache. Nothing built here belongs in git.
+set -euo pipefail
+
+src_dir=$(cd "$(dirname "$0")" && pwd)
+out_dir=${1:-"$src_dir/bin"}
+mkdir -p "$out_dir"
+out_dir=$(cd "$out_dir" && pwd)
+
+# Offline, reproducible, no module downloads: the app has no dependencies.
+export GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GO111MODULE=on
+export CGO_ENABLED=0
+
+build() {
+	local name=$1
+	shift
+	(cd "$src_dir" && go build -trimpath -o "$out_dir/.$name.tmp" "$@" .)
+	mv -f "$out_dir/.$name.tmp" "$out_dir/$name"
+}
+
+build sampleapp-default
+build sampleapp-pie -buildmode=pie
+build sampleapp-stripped -ldflags='-s -w'
+build sampleapp-stripped-pie -buildmode=pie -ldflags='-s -w'
+# External linking needs cgo's linker driver even without cgo code.
+CGO_ENABLED=1 build sampleapp-extlink -ldflags='-linkmode=external'
+CGO_ENABLED=1 build sampleapp-extlink-pie -buildmode=pie -ldflags='-linkmode=external'
+
+ls -1 "$out_dir"/sampleapp-*

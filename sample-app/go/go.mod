@@ -1,0 +1,3 @@
+module netprobe.example/sampleapp
+
+go 1.19
