@@ -217,6 +217,25 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         },
     },
     DockerCheck {
+        name: "go_echo_host",
+        what: "Go sample app; the host traces main.Echo(string) while it sends GET /echo",
+        app: GO_SERVE,
+        vantage: Vantage::Host,
+        args: &[
+            "trace", "--json", "-p", "{pid}", "--max-events", "3", "--duration", "60",
+            "{app}:main.Echo msg=gostring",
+        ],
+        drive: Drive::Http { path: "/echo?msg=netprobe-harness", times: 3, warmup: None },
+        ready: "listening on",
+        probe_marker: "/app/sampleapp",
+        expect: KernelCheck {
+            function: "main.Echo",
+            hits: Some(3),
+            arg_values: &[("msg", "netprobe-harness")],
+            ..TRACE_EXPECT
+        },
+    },
+    DockerCheck {
         name: "go_fib_host",
         what: "Go sample app; the host traces main.Fib(int) while it sends GET /fib",
         app: GO_SERVE,
@@ -293,10 +312,12 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         },
     },
     DockerCheck {
-        name: "dotnet31_sleep_sidecar",
-        what: ".NET Core 3.1 sample app (sleep mode, via delegate: a direct call is inlined on 3.1); sidecar traces Thread::Sleep(int32)",
+        name: "dotnet31_sleep_host",
+        what: ".NET Core 3.1 sample app (sleep mode, via delegate: a direct call is inlined on 3.1); the host traces Thread::Sleep(int32)",
         app: App::Dotnet { major: "3.1", args: DOTNET_SLEEP },
-        vantage: Vantage::Sidecar,
+        // Not the sidecar: the sleep mode exits when done, and when a PID namespace's first
+        // process exits the kernel kills every process in it, the sidecar's netprobe included.
+        vantage: Vantage::Host,
         args: &[
             "trace", "--json", "-p", "{pid}", "--max-events", "5", "--duration", "60",
             "System.Private.CoreLib.dll:System.Threading.Thread::Sleep ms=s32",
@@ -308,6 +329,25 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
             function: "Sleep",
             hits: Some(5),
             arg_values: &[("ms", "7")],
+            ..TRACE_EXPECT
+        },
+    },
+    DockerCheck {
+        name: "dotnet8_echo_host",
+        what: ".NET 8 sample app; the host traces Uri::UnescapeDataString(string) while it sends GET /echo",
+        app: App::Dotnet { major: "8", args: DOTNET_SERVE },
+        vantage: Vantage::Host,
+        args: &[
+            "trace", "--json", "-p", "{pid}", "--max-events", "3", "--duration", "60",
+            "System.Private.Uri.dll:System.Uri::UnescapeDataString s=utf16",
+        ],
+        drive: Drive::Http { path: "/echo/netprobe-harness", times: 3, warmup: Some("/echo/warmup") },
+        ready: "listening",
+        probe_marker: "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.",
+        expect: KernelCheck {
+            function: "UnescapeDataString",
+            hits: Some(3),
+            arg_values: &[("s", "netprobe-harness")],
             ..TRACE_EXPECT
         },
     },
