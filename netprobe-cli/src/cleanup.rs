@@ -64,11 +64,21 @@ pub fn session_name_of(owner: SessionOwner) -> GroupName {
 }
 
 /// The owner in a session name `netprobe_<digits>_<digits>`; `None` for any other name
-/// (persistent groups, other tools' groups, test groups).
+/// (persistent groups, other tools' groups, test groups). The earlier form `netprobe_<digits>`
+/// (before the namespace was part of the name) is read as a pid of our own namespace, so that
+/// what such a version left behind can still be cleaned.
 pub fn session_owner(name: &str) -> Option<SessionOwner> {
     let rest = name.strip_prefix(SESSION_PREFIX)?;
-    let (ns, pid) = rest.split_once('_')?;
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some((ns, pid)) = rest.split_once('_') else {
+        if !digits(rest) {
+            return None;
+        }
+        return Some(SessionOwner {
+            pidns: own_pidns(),
+            pid: rest.parse().ok()?,
+        });
+    };
     if !digits(ns) || !digits(pid) {
         return None;
     }
