@@ -290,10 +290,17 @@ mod tests {
             session_name(7).as_str(),
             format!("netprobe_{}_7", own_pidns())
         );
+        // The earlier form: a pid of our namespace.
+        assert_eq!(
+            session_owner("netprobe_42"),
+            Some(SessionOwner {
+                pidns: own_pidns(),
+                pid: 42
+            })
+        );
         for other in [
             "netprobe_persist",
             "netprobe_",
-            "netprobe_42",
             "netprobe_4x_1",
             "netprobe_1_",
             "nptest_tracefs_1",
