@@ -101,7 +101,14 @@ fn parse_field(line: &str) -> Option<Field> {
         FieldKind::Scalar
     };
     if let Some((base, rest)) = name.split_once('[') {
-        let len: usize = rest.strip_suffix(']')?.parse().ok()?;
+        let inside = rest.strip_suffix(']')?;
+        // Kernels before 6.x print `u8 name[64]`; newer ones (6.18 here) print `u8 name[]` with
+        // the byte size in `size:`; the element count is then size / element size.
+        let len: usize = if inside.is_empty() {
+            size / element_size(&c_type)?
+        } else {
+            inside.parse().ok()?
+        };
         name = base;
         if kind == FieldKind::Scalar {
             kind = FieldKind::Array { len };
@@ -115,6 +122,25 @@ fn parse_field(line: &str) -> Option<Field> {
         signed,
         kind,
     })
+}
+
+/// Bytes per element of a fixed-size array field of C type `c_type` (`u8`, `s16`, `u32`, `x64`,
+/// `char`...); `None` for a type whose size the name does not tell.
+fn element_size(c_type: &str) -> Option<usize> {
+    let t = c_type.rsplit(' ').next().unwrap_or(c_type);
+    match t {
+        "char" => Some(1),
+        "short" => Some(2),
+        "int" => Some(4),
+        "long" => Some(8),
+        _ => {
+            let bits: usize = t
+                .trim_start_matches(|c: char| c.is_ascii_alphabetic())
+                .parse()
+                .ok()?;
+            (bits.is_multiple_of(8) && bits > 0).then_some(bits / 8)
+        }
+    }
 }
 
 /// Where the parts of a ring-buffer page header are, from `events/header_page`:
@@ -189,6 +215,19 @@ mod tests {
     use super::*;
 
     pub(crate) const ADD_FORMAT: &str = "name: add\nID: 2326\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;\n\tfield:u64 b;\toffset:20;\tsize:8;\tsigned:0;\n\tfield:__data_loc char[] s;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:u16 chars[64];\toffset:32;\tsize:128;\tsigned:0;\n\nprint fmt: \"(%lx) a=%d\", REC->__probe_ip, REC->a\n";
+
+    /// Linux 6.18 prints fixed arrays without their length (`u8 name[]`, `size:64`), as seen on
+    /// this machine for `name=+0(%ax):u8[64]` and `chars=+12(%di):u16[64]`.
+    #[test]
+    fn arrays_without_a_length_take_it_from_the_size() {
+        let text = "name: g1\nID: 2328\nformat:\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\tfield:u8 name[];\toffset:16;\tsize:64;\tsigned:0;\n\tfield:s64 name_len;\toffset:80;\tsize:8;\tsigned:1;\n\tfield:u16 chars[];\toffset:88;\tsize:128;\tsigned:0;\n";
+        let f = EventFormat::parse(text).unwrap();
+        assert_eq!(f.field("name").unwrap().kind, FieldKind::Array { len: 64 });
+        assert_eq!(f.field("chars").unwrap().kind, FieldKind::Array { len: 64 });
+        assert_eq!(element_size("u32"), Some(4));
+        assert_eq!(element_size("char"), Some(1));
+        assert_eq!(element_size("struct foo"), None);
+    }
 
     #[test]
     fn parses_uprobe_format() {
