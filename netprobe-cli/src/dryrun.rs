@@ -40,10 +40,16 @@ fn plain_symbol(name: &str) -> bool {
 }
 
 /// perf probe's and bpftrace's location for a probe: `SYMBOL`, `SYMBOL+0xDELTA`, or `0xVADDR`.
+/// Go functions always get the address: their names come from the pclntab, which perf and
+/// bpftrace do not read (they find nothing in a stripped Go binary).
 fn location(plan: &ProbePlan, i: usize) -> (String, bool) {
     let p = &plan.probes[i];
     let f = plan.function(p.function);
-    if let Some(sym) = f.symbol.as_deref().filter(|s| plain_symbol(s)) {
+    let named = f
+        .symbol
+        .as_deref()
+        .filter(|s| plain_symbol(s) && !f.convention.is_go());
+    if let Some(sym) = named {
         let delta = p.offset.0.wrapping_sub(f.function_offset.0);
         if delta == 0 {
             return (sym.to_string(), true);
@@ -56,6 +62,39 @@ fn location(plan: &ProbePlan, i: usize) -> (String, bool) {
         Some(v) => (format!("{v:#x}"), false),
         None => (format!("{:#x}", p.offset.0), false),
     }
+}
+
+/// What a probe of a Go function observes, for a comment next to it: `entry after the
+/// stack-check prologue (main.F+0x12; first byte 0x4000)`, `return: RET at main.F+0x40`.
+/// `None` for other functions (their probes sit where their names say).
+fn probe_point_comment(plan: &ProbePlan, i: usize) -> Option<String> {
+    let p = &plan.probes[i];
+    let f = plan.function(p.function);
+    if !f.convention.is_go() {
+        return None;
+    }
+    let delta = p.offset.0.wrapping_sub(f.function_offset.0);
+    let first = vaddr_of(&p.path, f.function_offset.0)
+        .map(|v| format!("{v:#x}"))
+        .unwrap_or_else(|| format!("file offset {}", f.function_offset));
+    Some(match (p.role, p.kind) {
+        (Role::Entry, _) if delta == 0 => format!(
+            "entry at the first byte of {} ({first}; no stack check to skip)",
+            f.name
+        ),
+        (Role::Entry, _) => format!(
+            "entry after the stack-check prologue: {}+{delta:#x} (first byte {first}), so a call whose stack grows counts once",
+            f.name
+        ),
+        (Role::Return, ProbeKind::Entry) => format!(
+            "return: the RET at {}+{delta:#x}, read before it executes (no uretprobe: it crashes Go)",
+            f.name
+        ),
+        (Role::Return, ProbeKind::UretProbe) => format!(
+            "return: uretprobe on {} (--force-uretprobe: crashes Go if the stack moves during a call)",
+            f.name
+        ),
+    })
 }
 
 /// The dry-run text for a plan.
@@ -72,6 +111,12 @@ pub fn render(
         Err(e) => return format!("# cannot build the probes: {e}\n"),
     };
     let tracefs = "/sys/kernel/tracing";
+    for n in &plan.notes {
+        let _ = writeln!(s, "# note: {n}");
+    }
+    if !plan.notes.is_empty() {
+        let _ = writeln!(s);
+    }
     let _ = writeln!(
         s,
         "# 1. The lines netprobe appends to {tracefs}/uprobe_events (group {group}):"
@@ -100,9 +145,12 @@ pub fn render(
             .filter(|a| a.expr != "$comm")
             .map(|a| a.render())
             .collect();
+        let comment = probe_point_comment(plan, i)
+            .map(|c| format!("  # {c}"))
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "perf probe -x {} -a '{}:{}={loc}{ret}{}{}'",
+            "perf probe -x {} -a '{}:{}={loc}{ret}{}{}'{comment}",
             d.path().as_str(),
             group,
             d.event(),
@@ -177,7 +225,14 @@ pub fn render(
             }
             (Mode::Trace, _) => trace_printf(plan, i),
         };
-        let _ = writeln!(s, "  // {name}");
+        match probe_point_comment(plan, i) {
+            Some(c) => {
+                let _ = writeln!(s, "  // {name}: {c}");
+            }
+            None => {
+                let _ = writeln!(s, "  // {name}");
+            }
+        }
         let _ = writeln!(
             s,
             "  {kind}:{}:{loc}{filter} {{ {body} }}",
