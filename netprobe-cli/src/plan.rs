@@ -925,6 +925,111 @@ mod tests {
         }
     }
 
+    /// Go before 1.17: `func Getenv(key string) string` has a 32-byte in/out area (key: ptr,
+    /// len; result: ptr, len), as esbuild 0.8.57 (go1.16) compiles it: the body reads the key at
+    /// 0x38/0x40(SP) after `sub rsp, 0x30` and stores the result at 0x48/0x50(SP).
+    #[test]
+    fn go_stack_abi_reads_arguments_and_results_from_sp() {
+        let conv = CallingConvention::GoStackAbi {
+            args_size: Some(32),
+        };
+        let mut plan = ProbePlan::new(false);
+        plan.add_function(FunctionPlan {
+            name: "os.Getenv".into(),
+            image: "/bin/g".into(),
+            probe_path: "/bin/g".into(),
+            function_offset: FileOffset(0xc5c00),
+            entry_offsets: vec![FileOffset(0xc5c0f)],
+            returns: Returns::Instructions(vec![FileOffset(0xc5c6a)]),
+            convention: conv,
+            args: vec![
+                pos("key", ArgType::GoString),
+                pos("n", ArgType::Int(FetchType::S64)),
+            ],
+            ret: Some(ArgType::GoString),
+            pairing: PairingKey::Thread,
+            symbol: None,
+        })
+        .unwrap();
+        let render = |i: usize| -> Vec<String> {
+            plan.probes[i]
+                .fetchargs
+                .iter()
+                .map(|a| a.render())
+                .collect()
+        };
+        assert_eq!(
+            render(0),
+            [
+                "key=+0(+8(%sp)):u8[64]",
+                "key_len=+16(%sp):s64",
+                "n=+24(%sp):s64"
+            ]
+        );
+        assert_eq!(
+            render(1),
+            ["ret=+0(+24(%sp)):u8[64]", "ret_len=+32(%sp):s64"]
+        );
+        // After the return (uretprobe) SP is 8 bytes higher.
+        assert_eq!(
+            conv.result_words(1, ReturnSite::AfterReturn),
+            Some(vec!["+24(%sp)".to_string()])
+        );
+        assert_eq!(
+            conv.result_words(1, ReturnSite::RetInstruction),
+            Some(vec!["+32(%sp)".to_string()])
+        );
+        // A result larger than the area, or an unknown area, cannot be placed.
+        assert_eq!(conv.result_words(5, ReturnSite::RetInstruction), None);
+        let unknown = CallingConvention::GoStackAbi { args_size: None };
+        assert_eq!(unknown.result_words(1, ReturnSite::RetInstruction), None);
+        assert_eq!(unknown.arg_word(3).as_deref(), Some("+32(%sp)"));
+    }
+
+    #[test]
+    fn result_registers_by_convention() {
+        assert_eq!(
+            CallingConvention::GoRegAbi.result_words(2, ReturnSite::RetInstruction),
+            Some(vec!["%ax".to_string(), "%bx".to_string()])
+        );
+        assert_eq!(
+            CallingConvention::SysV.result_words(1, ReturnSite::RetInstruction),
+            Some(vec!["%ax".to_string()])
+        );
+        assert_eq!(
+            CallingConvention::SysV.result_words(3, ReturnSite::AfterReturn),
+            None
+        );
+    }
+
+    /// A uretprobe on a Go function reads the result registers, not `$retval` (which is RAX
+    /// only: a Go string result is RAX and RBX).
+    #[test]
+    fn go_uretprobe_reads_result_registers() {
+        let mut plan = ProbePlan::new(false);
+        plan.add_function(FunctionPlan {
+            name: "main.Echo".into(),
+            image: "/bin/g".into(),
+            probe_path: "/bin/g".into(),
+            function_offset: FileOffset(0x100),
+            entry_offsets: vec![],
+            returns: Returns::UretProbe,
+            convention: CallingConvention::GoRegAbi,
+            args: vec![],
+            ret: Some(ArgType::GoString),
+            pairing: PairingKey::Register("r14".into()),
+            symbol: None,
+        })
+        .unwrap();
+        let p = &plan.probes[0];
+        assert_eq!(p.kind, ProbeKind::UretProbe);
+        let r: Vec<String> = p.fetchargs.iter().map(|a| a.render()).collect();
+        assert_eq!(
+            r,
+            ["ret=+0(%ax):u8[64]", "ret_len=%bx:s64", "np_pair=%r14:x64"]
+        );
+    }
+
     #[test]
     fn too_many_register_args_is_an_error() {
         let mut plan = ProbePlan::new(false);

@@ -390,3 +390,215 @@ fn list(names: &[String]) -> String {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::ArgRequest;
+    use crate::spec::ProbeSpec;
+    use netprobe_core::symbol::{Symbol, SymbolOrigin};
+
+    /// `main.BigFrame` of the Go 1.19 sample app: stack check up to +0x12, one RET at +0x71.
+    fn big_frame() -> GoFunctionFacts {
+        GoFunctionFacts {
+            name: "main.BigFrame".into(),
+            entry: VirtAddr(0x613c80),
+            entry_offset: FileOffset(0x213c80),
+            entry_probe: VirtAddr(0x613c92),
+            entry_probe_offset: FileOffset(0x213c92),
+            has_stack_check: true,
+            rets: vec![(VirtAddr(0x613cf1), FileOffset(0x213cf1))],
+            tail_jumps: vec![],
+            args_size: Some(8),
+            sp_moves_before_entry_probe: false,
+        }
+    }
+
+    fn image(abi: GoAbi, f: &GoFunctionFacts) -> GoImage {
+        GoImage {
+            path: "/bin/app".into(),
+            version: GoVersion::parse(if abi == GoAbi::Register {
+                "go1.19.8"
+            } else {
+                "go1.16.15"
+            }),
+            version_lower_bound: GoVersion::new(1, 16, 0),
+            abi,
+            functions: [(f.entry_offset.0, f.clone())].into_iter().collect(),
+        }
+    }
+
+    fn location(f: &GoFunctionFacts, at: FileOffset, named: bool) -> Location {
+        Location {
+            name: f.name.clone(),
+            image: "/bin/app".into(),
+            probe_path: "/bin/app".into(),
+            file_offset: at,
+            symbol: named.then(|| Symbol {
+                name: f.name.clone(),
+                kind: SymbolKind::GoFunction,
+                origin: SymbolOrigin::GoPclntab,
+                address: Address::Virt(f.entry),
+                size: Some(0x86),
+                file_offset: Some(f.entry_offset),
+            }),
+        }
+    }
+
+    const LATENCY: Wants = Wants {
+        entry: true,
+        ret: true,
+        args: false,
+    };
+
+    fn run(
+        img: &GoImage,
+        f: &GoFunctionFacts,
+        spec: &str,
+        loc: &Location,
+        wants: Wants,
+        force: bool,
+    ) -> (Result<Option<FunctionPlan>>, Vec<String>) {
+        let mut notes = Vec::new();
+        let mut summary = GoSummary::default();
+        let spec = ProbeSpec::parse(spec).unwrap();
+        let r = plan_function(img, f, &spec, loc, wants, force, &mut notes, &mut summary);
+        notes.extend(summary.notes());
+        (r, notes)
+    }
+
+    #[test]
+    fn by_name_entry_after_prologue_and_every_ret() {
+        let f = big_frame();
+        let img = image(GoAbi::Register, &f);
+        let loc = location(&f, f.entry_offset, true);
+        let (plan, notes) = run(&img, &f, "/bin/app:main.BigFrame", &loc, LATENCY, false);
+        let plan = plan.unwrap().unwrap();
+        assert_eq!(plan.entry_offsets, vec![FileOffset(0x213c92)]);
+        assert_eq!(plan.function_offset, FileOffset(0x213c80));
+        assert_eq!(
+            plan.returns,
+            Returns::Instructions(vec![FileOffset(0x213cf1)])
+        );
+        assert_eq!(plan.convention, CallingConvention::GoRegAbi);
+        assert_eq!(plan.pairing, PairingKey::Register("r14".into()));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("on each RET instruction"), "{notes:?}");
+    }
+
+    #[test]
+    fn force_uretprobe_warns_loudly() {
+        let f = big_frame();
+        let img = image(GoAbi::Register, &f);
+        let loc = location(&f, f.entry_offset, true);
+        let (plan, notes) = run(&img, &f, "/bin/app:main.BigFrame", &loc, LATENCY, true);
+        assert_eq!(plan.unwrap().unwrap().returns, Returns::UretProbe);
+        assert!(notes
+            .iter()
+            .any(|n| n.starts_with("WARNING: --force-uretprobe")
+                && n.contains("unexpected return pc")));
+    }
+
+    #[test]
+    fn tail_jumps_and_missing_rets_are_reported() {
+        let mut f = big_frame();
+        f.tail_jumps = vec![VirtAddr(0x613cd0)];
+        let img = image(GoAbi::Register, &f);
+        let loc = location(&f, f.entry_offset, true);
+        let (plan, notes) = run(&img, &f, "r:/bin/app:main.BigFrame", &loc, LATENCY, false);
+        assert!(plan.unwrap().is_some());
+        assert!(notes
+            .iter()
+            .any(|n| n.contains("1 tail jump(s) (at 0x613cd0)")));
+
+        f.rets.clear();
+        let img = image(GoAbi::Register, &f);
+        let return_only = Wants {
+            entry: false,
+            ret: true,
+            args: false,
+        };
+        let (plan, notes) = run(
+            &img,
+            &f,
+            "r:/bin/app:main.BigFrame",
+            &loc,
+            return_only,
+            false,
+        );
+        assert!(plan.unwrap().is_none());
+        assert!(notes.iter().any(|n| n.contains("has no RET instruction")));
+    }
+
+    #[test]
+    fn an_offset_is_probed_exactly_where_given() {
+        let f = big_frame();
+        let img = image(GoAbi::Register, &f);
+        let count = Wants {
+            entry: true,
+            ret: false,
+            args: false,
+        };
+        // The first byte: probed there, with the double-fire warning.
+        let loc = location(&f, f.entry_offset, false);
+        let (plan, notes) = run(&img, &f, "/bin/app:0x213c80", &loc, count, false);
+        assert_eq!(plan.unwrap().unwrap().entry_offsets, vec![f.entry_offset]);
+        assert!(notes[0].contains("fires twice"), "{notes:?}");
+        // Inside the function: no return probe can belong to it.
+        let inside = location(&f, FileOffset(0x213ca9), false);
+        let (plan, _) = run(&img, &f, "/bin/app:0x213ca9", &inside, LATENCY, false);
+        assert!(plan.is_err());
+        let (plan, notes) = run(&img, &f, "/bin/app:0x213ca9", &inside, count, false);
+        assert_eq!(
+            plan.unwrap().unwrap().entry_offsets,
+            vec![FileOffset(0x213ca9)]
+        );
+        assert!(notes[0].contains("0x29 bytes into Go function main.BigFrame"));
+    }
+
+    #[test]
+    fn stack_abi_pairs_by_thread_and_keeps_sp() {
+        let f = big_frame();
+        let img = image(GoAbi::Stack, &f);
+        let loc = location(&f, f.entry_offset, true);
+        let (plan, notes) = run(&img, &f, "/bin/app:main.BigFrame", &loc, LATENCY, false);
+        let plan = plan.unwrap().unwrap();
+        assert_eq!(
+            plan.convention,
+            CallingConvention::GoStackAbi { args_size: Some(8) }
+        );
+        assert_eq!(plan.pairing, PairingKey::Thread);
+        assert_eq!(plan.entry_offsets, vec![f.entry_probe_offset]);
+        assert!(notes
+            .iter()
+            .any(|n| n.contains("paired by thread") && n.contains("go1.16.15")));
+
+        // Were SP to move before the probe point, stack arguments are read at the first byte.
+        let mut moved = big_frame();
+        moved.sp_moves_before_entry_probe = true;
+        let img = image(GoAbi::Stack, &moved);
+        let trace = Wants {
+            entry: true,
+            ret: false,
+            args: true,
+        };
+        let (plan, notes) = run(
+            &img,
+            &moved,
+            "/bin/app:main.BigFrame s64",
+            &loc,
+            trace,
+            false,
+        );
+        let plan = plan.unwrap().unwrap();
+        assert_eq!(plan.entry_offsets, vec![moved.entry_offset]);
+        assert_eq!(
+            plan.args,
+            vec![ArgRequest::Positional {
+                name: None,
+                ty: crate::plan::ArgType::Int(crate::tracefs::probe::FetchType::S64)
+            }]
+        );
+        assert!(notes[0].contains("read at the first byte"));
+    }
+}

@@ -126,3 +126,67 @@ pub fn implementation_note(symbol: &str, pid: u32, t: &IfuncTarget) -> String {
     };
     format!("in pid {pid}, {symbol} resolved to {what}: probe {spec} to see the calls")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netprobe_core::addr::{FileOffset, RuntimeAddr, VirtAddr};
+    use netprobe_core::elf::ifunc::SlotKind;
+    use netprobe_core::symbol::{Symbol, SymbolOrigin};
+
+    fn strlen() -> Location {
+        Location {
+            name: "strlen@@GLIBC_2.2.5".into(),
+            image: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+            probe_path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+            file_offset: FileOffset(0x9e8e0),
+            symbol: Some(Symbol {
+                name: "strlen@@GLIBC_2.2.5".into(),
+                kind: SymbolKind::Ifunc,
+                origin: SymbolOrigin::ElfDynsym,
+                address: Address::Virt(VirtAddr(0x9e8e0)),
+                size: Some(113),
+                file_offset: Some(FileOffset(0x9e8e0)),
+            }),
+        }
+    }
+
+    #[test]
+    fn ifunc_without_a_process_says_where_the_probe_lands() {
+        let notes = ifunc_notes(&strlen(), &[]);
+        assert_eq!(notes.len(), 2);
+        assert!(notes[0].contains("strlen@@GLIBC_2.2.5 in libc.so.6 is an IFUNC"));
+        assert!(notes[1].contains("run with -p PID"));
+        let spec = ProbeSpec::parse("libc.so.6:strlen").unwrap();
+        let wants = Wants {
+            entry: true,
+            ret: true,
+            args: false,
+        };
+        let mut notes = Vec::new();
+        let plan = plan_function(&spec, &strlen(), wants, &[], &mut notes);
+        assert_eq!(plan.returns, Returns::UretProbe);
+        assert_eq!(plan.entry_offsets, vec![FileOffset(0x9e8e0)]);
+        assert_eq!(notes.len(), 2);
+    }
+
+    #[test]
+    fn implementation_notes_offer_a_spec() {
+        let mut t = IfuncTarget {
+            image: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+            probe_path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+            file_offset: FileOffset(0x167ac0),
+            runtime_addr: RuntimeAddr(0x7f00_0016_7ac0),
+            name: None,
+            slot_image: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+            slot: SlotKind::Irelative,
+        };
+        assert_eq!(
+            implementation_note("strlen", 42, &t),
+            "in pid 42, strlen resolved to libc.so.6 at file offset 0x167ac0 (no symbol names it): probe 'libc.so.6:0x167ac0' to see the calls"
+        );
+        t.name = Some("__strlen_avx2".into());
+        assert!(implementation_note("strlen", 42, &t)
+            .ends_with("probe 'libc.so.6:__strlen_avx2' or 'libc.so.6:0x167ac0' to see the calls"));
+    }
+}
