@@ -17,6 +17,13 @@
 //!   every RET); under the stack ABI `g` is in thread-local storage, which probes cannot read, so
 //!   calls are paired by thread, which mis-pairs a call whose goroutine moves to another thread
 //!   while it runs.
+//!
+//! Known limit: Go assembly functions written for `ABI0` (most assembly outside the runtime, e.g.
+//! `internal/bytealg.IndexByteString`, which an unstripped binary's symbol table calls
+//! `...IndexByteString.abi0`) take their arguments on the stack even in register-ABI binaries,
+//! and need not keep `g` in R14; the pclntab does not tell them apart from `ABIInternal`
+//! assembly, so netprobe applies the binary's ABI to them. Raw fetch-args (`a=+8(%sp):s64`) read
+//! their arguments.
 
 use crate::error::{Error, Result};
 use crate::lang::Wants;

@@ -84,6 +84,18 @@ impl Planner {
                 &mut self.go_summary,
             );
         }
+        if loc.kind() == Some(netprobe_core::symbol::SymbolKind::GoFunction) {
+            // A pclntab function whose code could not be decoded: planning it as native code
+            // would give it a uretprobe, which can kill the program.
+            return Err(crate::error::Error::BadSpec {
+                spec: spec.text.clone(),
+                why: format!(
+                    "the code of Go function {} in {} could not be read from the file, so its probe points (stack check, RETs) are unknown; probe an offset inside it (IMAGE:0xOFFSET) instead",
+                    loc.name,
+                    loc.probe_path.display()
+                ),
+            });
+        }
         Ok(Some(native::plan_function(
             spec,
             loc,
