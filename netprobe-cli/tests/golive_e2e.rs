@@ -956,6 +956,19 @@ fn regex_escape(s: &str) -> String {
         .collect()
 }
 
+/// `netprobe ARGS` through assert_cmd: must succeed; its stdout.
+fn dry_run(args: &[&str]) -> Result<String, String> {
+    let assert = assert_cmd::Command::cargo_bin("netprobe")
+        .map_err(err)?
+        .args(args)
+        .assert();
+    let out = assert.get_output();
+    if !out.status.success() {
+        return Err(format!("dry-run failed: {}", text(&out.stderr)));
+    }
+    Ok(text(&out.stdout))
+}
+
 fn go_version_tag() -> String {
     let out = Command::new("go")
         .arg("env")
@@ -975,36 +988,30 @@ fn go_dry_run_snapshots() -> R {
         (regex_escape(&b), "[SAMPLEAPP]".to_string()),
         (r"netprobe_\d+".into(), "netprobe_[PID]".into()),
     ];
-    let trace = ok(
-        netprobe(&[
-            "trace",
-            "--dry-run",
-            "-c",
-            &workload_cmd(&bin),
-            &format!("{b}:main.Greet name=gostring times=s64"),
-            &format!("{b}:main.BigFrame seed=s64"),
-            &format!("r:{b}:main.Classify s64"),
-        ])?,
-        "trace dry-run",
-    )?;
+    let trace = dry_run(&[
+        "trace",
+        "--dry-run",
+        "-c",
+        &workload_cmd(&bin),
+        &format!("{b}:main.Greet name=gostring times=s64"),
+        &format!("{b}:main.BigFrame seed=s64"),
+        &format!("r:{b}:main.Classify s64"),
+    ])?;
     snapshot(
         &format!("go_trace_dry_run_{}", go_version_tag()),
-        text(&trace.stdout),
+        trace,
         filters.clone(),
     )?;
-    let lat = ok(
-        netprobe(&[
-            "latency",
-            "--dry-run",
-            "-c",
-            &workload_cmd(&bin),
-            &format!("{b}:main.Recurse"),
-        ])?,
-        "latency dry-run",
-    )?;
+    let lat = dry_run(&[
+        "latency",
+        "--dry-run",
+        "-c",
+        &workload_cmd(&bin),
+        &format!("{b}:main.Recurse"),
+    ])?;
     snapshot(
         &format!("go_latency_dry_run_{}", go_version_tag()),
-        text(&lat.stdout),
+        lat,
         filters,
     )
 }
@@ -1013,18 +1020,15 @@ fn go_dry_run_snapshots() -> R {
 fn go_stack_abi_dry_run_snapshot() -> R {
     let bin = esbuild("esbuild-0.8.57");
     let b = bin.display().to_string();
-    let out = ok(
-        netprobe(&[
-            "trace",
-            "--dry-run",
-            &format!("{b}:os.Getenv key=gostring"),
-            &format!("r:{b}:os.Getenv gostring"),
-        ])?,
-        "dry-run",
-    )?;
+    let out = dry_run(&[
+        "trace",
+        "--dry-run",
+        &format!("{b}:os.Getenv key=gostring"),
+        &format!("r:{b}:os.Getenv gostring"),
+    ])?;
     snapshot(
         "go_stack_abi_dry_run",
-        text(&out.stdout),
+        out,
         vec![
             (regex_escape(&b), "[ESBUILD]".to_string()),
             (r"netprobe_\d+".into(), "netprobe_[PID]".into()),
