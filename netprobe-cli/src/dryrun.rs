@@ -358,6 +358,10 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
                     a.name
                 ));
             }
+            Decode::Array { .. } => notes.push(format!(
+                "{}: array fetch-args are not translated to bpftrace",
+                a.name
+            )),
         }
     }
     let arrow = match p.role {

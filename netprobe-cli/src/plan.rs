@@ -305,6 +305,8 @@ pub enum Decode {
         bytes_field: String,
         len_field: String,
     },
+    /// A raw `u8[N]`/`u16[N]` fetch-arg: every element.
+    Array { field: String, elem_size: usize },
 }
 
 /// A named value of a probe.
@@ -395,6 +397,13 @@ impl ProbePlan {
                     let decode = match ty {
                         FetchType::String => Decode::CString {
                             field: name.clone(),
+                        },
+                        FetchType::Array { elem, .. } => Decode::Array {
+                            field: name.clone(),
+                            elem_size: match elem {
+                                ArrayElem::U8 => 1,
+                                ArrayElem::U16 => 2,
+                            },
                         },
                         _ => Decode::Int {
                             field: name.clone(),
@@ -645,6 +654,8 @@ pub enum Value {
         /// The full length as the object says (.NET/Go strings), when known.
         length: Option<i64>,
     },
+    /// The elements of a raw array fetch-arg, printed like the kernel prints them (`{1,2,3}`).
+    List(Vec<u64>),
     /// The kernel could not read the memory (bad pointer, paged out), or the field is missing.
     Fault,
 }
@@ -668,6 +679,7 @@ impl Serialize for Value {
                 m.serialize_entry("length", length)?;
                 m.end()
             }
+            Value::List(items) => items.serialize(s),
             Value::Fault => s.serialize_none(),
         }
     }
@@ -692,6 +704,16 @@ impl fmt::Display for Value {
                     }
                 }
                 Ok(())
+            }
+            Value::List(items) => {
+                write!(f, "{{")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ",")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                write!(f, "}}")
             }
             Value::Fault => write!(f, "(fault)"),
         }
@@ -795,6 +817,22 @@ fn decode_arg(d: &Decode, format: &EventFormat, data: &[u8]) -> Value {
                 _ => Value::Fault,
             }
         }
+        Decode::Array { field, elem_size } => format
+            .field(field)
+            .and_then(|f| {
+                let FieldKind::Array { len } = f.kind else {
+                    return None;
+                };
+                let bytes =
+                    data.get(f.offset..f.offset.checked_add(len.checked_mul(*elem_size)?)?)?;
+                Some(Value::List(
+                    bytes
+                        .chunks_exact(*elem_size)
+                        .map(|c| read_le(c, 0, *elem_size).unwrap_or(0))
+                        .collect(),
+                ))
+            })
+            .unwrap_or(Value::Fault),
         Decode::GoString {
             bytes_field,
             len_field,
@@ -1056,7 +1094,7 @@ mod tests {
             Returns::None,
         ))
         .unwrap();
-        let fmt = EventFormat::parse("name: add\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;\n\tfield:u64 b;\toffset:20;\tsize:8;\tsigned:0;\n\tfield:__data_loc char[] s;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:s32 name_len;\toffset:32;\tsize:4;\tsigned:1;\n\tfield:u16 name[64];\toffset:36;\tsize:128;\tsigned:0;\n").unwrap();
+        let fmt = EventFormat::parse("name: add\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;\n\tfield:u64 b;\toffset:20;\tsize:8;\tsigned:0;\n\tfield:__data_loc char[] s;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:s32 name_len;\toffset:32;\tsize:4;\tsigned:1;\n\tfield:u16 name[];\toffset:36;\tsize:128;\tsigned:0;\n").unwrap();
         let mut rec = vec![0u8; 164];
         rec[0..2].copy_from_slice(&7u16.to_le_bytes());
         rec[4..8].copy_from_slice(&4242i32.to_le_bytes());

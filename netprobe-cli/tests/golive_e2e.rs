@@ -986,7 +986,7 @@ fn go_dry_run_snapshots() -> R {
     let b = bin.display().to_string();
     let filters = vec![
         (regex_escape(&b), "[SAMPLEAPP]".to_string()),
-        (r"netprobe_\d+".into(), "netprobe_[PID]".into()),
+        (r"netprobe_\d+_\d+".into(), "netprobe_[SESSION]".into()),
     ];
     let trace = dry_run(&[
         "trace",
@@ -1031,7 +1031,7 @@ fn go_stack_abi_dry_run_snapshot() -> R {
         out,
         vec![
             (regex_escape(&b), "[ESBUILD]".to_string()),
-            (r"netprobe_\d+".into(), "netprobe_[PID]".into()),
+            (r"netprobe_\d+_\d+".into(), "netprobe_[SESSION]".into()),
         ],
     )
 }

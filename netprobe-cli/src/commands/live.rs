@@ -189,7 +189,11 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 start_ns,
                 max_events: o.max_events,
                 printed: 0,
-                tasks: TaskInfo::new(Some(tracefs.root().to_path_buf())),
+                tasks: {
+                    let mut t = TaskInfo::new(Some(tracefs.root().to_path_buf()));
+                    t.set_translation(session.pid_map().cloned());
+                    t
+                },
             };
             let _ = printer.header();
             let reason = runner::run(
@@ -200,7 +204,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 limits,
                 &mut printer,
             )?;
-            let lost = session.finish(|plan, hit| {
+            let lost = session.stop_and_drain(|plan, hit| {
                 if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
                     let _ = runner::Sink::hit(&mut printer, plan, hit);
                 }
@@ -226,7 +230,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 &mut counter,
             )?;
             let plan = session.plan().clone();
-            let lost = session.finish(|plan, hit| {
+            let lost = session.stop_and_drain(|plan, hit| {
                 if reason != StopReason::MaxEvents {
                     let _ = runner::Sink::hit(&mut counter, plan, hit);
                 }
@@ -253,7 +257,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 &mut lat,
             )?;
             let plan = session.plan().clone();
-            let lost = session.finish(|plan, hit| {
+            let lost = session.stop_and_drain(|plan, hit| {
                 if reason != StopReason::MaxEvents {
                     let _ = runner::Sink::hit(&mut lat, plan, hit);
                 }
@@ -265,6 +269,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if let Some(c) = child.as_mut() {
         c.terminate();
     }
+    // Results are out; now the slow part (disabling each uprobe event), then the watchdog.
+    session.close()?;
     watchdog.disarm();
     let why = match reason {
         StopReason::Signal(s) => format!("stopped by {}", signals::name(s)),
@@ -326,9 +332,9 @@ pub const PERSIST_GROUP: &str = "netprobe_persist";
 
 fn persist_group(group: Option<&str>) -> Result<GroupName> {
     let g = GroupName::new(group.unwrap_or(PERSIST_GROUP))?;
-    if cleanup::session_pid(g.as_str()).is_some() {
+    if cleanup::session_owner(g.as_str()).is_some() {
         return Err(Error::usage(format!(
-            "group {g} looks like a live session's (netprobe_<PID>) and would be removed by `netprobe clean`; pick another name"
+            "group {g} looks like a live session's (netprobe_<PIDNS>_<PID>) and would be removed by `netprobe clean`; pick another name"
         )));
     }
     Ok(g)
