@@ -1016,6 +1016,46 @@ fn go_dry_run_snapshots() -> R {
     )
 }
 
+/// A real function that returns through a tail jump (`runtime.memequal` ends in
+/// `JMP memeqbody`): netprobe warns, naming the jump's address, which `go tool objdump` shows as a
+/// JMP to another function; its one RET still gets a probe.
+fn go_tail_jump_warning() -> R {
+    let bin = go_bin("sampleapp-default");
+    let b = bin.display().to_string();
+    let out = ok(
+        netprobe(&["trace", "--dry-run", &format!("r:{b}:runtime.memequal s64")])?,
+        "dry-run",
+    )?;
+    let stderr = text(&out.stderr);
+    let at = stderr
+        .split("tail jump(s) (at ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .ok_or(format!("no tail-jump warning: {stderr}"))?
+        .to_string();
+    let dis = Command::new("go")
+        .args(["tool", "objdump", "-s", "^runtime.memequal$", &b])
+        .output()
+        .map_err(err)?;
+    let dis = text(&dis.stdout);
+    let line = dis
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(at.as_str()))
+        .ok_or(format!("objdump has no instruction at {at}: {dis}"))?;
+    if !line.contains("JMP") || line.contains("runtime.memequal(SB)") || line.contains("JMP 0x") {
+        return Err(format!("{at} is not a jump out of the function: {line}"));
+    }
+    let rets = dis.lines().filter(|l| l.contains("\tRET")).count();
+    let probes = text(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("echo 'p:") && l.contains("_r"))
+        .count();
+    if rets == 0 || probes != rets {
+        return Err(format!("{rets} RETs, {probes} return probes"));
+    }
+    Ok(())
+}
+
 /// The stack ABI's dry-run (esbuild by Go 1.16): arguments and results from the stack pointer.
 fn go_stack_abi_dry_run_snapshot() -> R {
     let bin = esbuild("esbuild-0.8.57");
@@ -1117,6 +1157,11 @@ fn main() {
             "go_dry_run_snapshots",
             &[Need::Go, Need::CCompiler],
             go_dry_run_snapshots,
+        ),
+        e2e::trial(
+            "go_tail_jump_warning",
+            &[Need::Go, Need::CCompiler],
+            go_tail_jump_warning,
         ),
         e2e::trial(
             "go_stack_abi_dry_run_snapshot",
