@@ -4,19 +4,19 @@
 use crate::cleanup;
 use crate::dryrun::{self, Mode};
 use crate::error::{Error, Result};
+use crate::lang::{PlanOptions, Planner};
 use crate::launch::{split_command, PausedChild};
-use crate::plan::{CallingConvention, FunctionPlan, PairingKey, ProbePlan, Returns};
+use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
 use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::{self, SignalPipe};
-use crate::spec::{resolve, Location, ProbeSpec, SpecKind, Targeting};
+use crate::spec::{resolve, Location, ProbeSpec, Targeting};
 use crate::trace_output::{
     self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
 };
 use crate::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::tracefs::Tracefs;
 use crate::watchdog::Watchdog;
-use netprobe_core::symbol::SymbolKind;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -32,63 +32,46 @@ pub struct LiveOptions {
     pub interval: Option<Duration>,
     pub dry_run: bool,
     pub buffer_kb: Option<u64>,
+    /// Use uretprobes on Go functions too (`--force-uretprobe`).
+    pub force_uretprobe: bool,
 }
 
-/// The calling convention and pairing for a location, from its symbol's kind.
-fn language_of(loc: &Location) -> (CallingConvention, PairingKey) {
-    match loc.kind() {
-        Some(SymbolKind::GoFunction) => (
-            CallingConvention::GoRegAbi,
-            PairingKey::Register("r14".into()),
-        ),
-        _ => (CallingConvention::SysV, PairingKey::Thread),
-    }
-}
-
-/// Builds the plan of a live command from parsed specs and their locations.
-pub fn build_plan(mode: Mode, resolved: &[(ProbeSpec, Vec<Location>)]) -> Result<ProbePlan> {
+/// Builds the plan of a live command from parsed specs and their locations: each location is
+/// planned by its language's rules (`crate::lang`); what the user should know about the choices
+/// made is in the plan's `notes`.
+pub fn build_plan(
+    mode: Mode,
+    resolved: &[(ProbeSpec, Vec<Location>)],
+    options: &PlanOptions,
+) -> Result<ProbePlan> {
     let mut plan = ProbePlan::new(mode == Mode::Trace);
+    let mut planner = Planner::new(
+        mode,
+        options.clone(),
+        resolved.iter().flat_map(|(_, locs)| locs),
+    );
     for (spec, locs) in resolved {
         for loc in locs {
-            let (convention, pairing) = language_of(loc);
-            let wants_return = match mode {
-                Mode::Latency => true,
-                _ => spec.kind == SpecKind::Return,
-            };
-            if wants_return && convention == CallingConvention::GoRegAbi {
-                return Err(Error::BadSpec {
-                    spec: spec.text.clone(),
-                    why: "return probes on Go functions need one probe per RET instruction (a uretprobe crashes Go programs whose stack grows); not wired in yet".into(),
-                });
+            if let Some(f) = planner.plan(spec, loc)? {
+                plan.add_function(f)?;
             }
-            let entry = match mode {
-                Mode::Latency => true,
-                _ => spec.kind == SpecKind::Entry,
-            };
-            plan.add_function(FunctionPlan {
-                name: loc.name.clone(),
-                image: loc.image.clone(),
-                probe_path: loc.probe_path.clone(),
-                function_offset: loc.file_offset,
-                entry_offsets: if entry { vec![loc.file_offset] } else { vec![] },
-                returns: if wants_return {
-                    Returns::UretProbe
-                } else {
-                    Returns::None
-                },
-                convention,
-                args: if mode == Mode::Trace {
-                    spec.args.clone()
-                } else {
-                    vec![]
-                },
-                ret: spec.ret,
-                pairing,
-                symbol: loc.symbol.as_ref().map(|s| s.name.clone()),
-            })?;
         }
     }
+    plan.notes = planner.finish();
+    if plan.functions.is_empty() {
+        return Err(Error::usage(format!(
+            "nothing to probe: {}",
+            plan.notes.join("; ")
+        )));
+    }
     Ok(plan)
+}
+
+/// Prints the plan's notes on stderr, one `netprobe: ` line each.
+fn print_notes(plan: &ProbePlan) {
+    for n in &plan.notes {
+        eprintln!("netprobe: {n}");
+    }
 }
 
 /// Parses and resolves every spec.
@@ -132,7 +115,15 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         None => Targeting::SystemWide,
     };
     let resolved = resolve_specs(&o.specs, &targeting)?;
-    let plan = build_plan(mode, &resolved)?;
+    let plan = build_plan(
+        mode,
+        &resolved,
+        &PlanOptions {
+            force_uretprobe: o.force_uretprobe,
+            pids: o.pids.clone(),
+        },
+    )?;
+    print_notes(&plan);
     let me = std::process::id();
     let name = cleanup::session_name(me);
     if o.dry_run {
@@ -356,6 +347,7 @@ pub fn probe_add(
     pids: &[u32],
     group: Option<&str>,
     dry_run: bool,
+    force_uretprobe: bool,
     out: &mut dyn Write,
 ) -> Result<i32> {
     let group = persist_group(group)?;
@@ -365,7 +357,15 @@ pub fn probe_add(
         Targeting::Pids(pids.to_vec())
     };
     let resolved = resolve_specs(specs, &targeting)?;
-    let mut plan = build_plan(Mode::Trace, &resolved)?;
+    let mut plan = build_plan(
+        Mode::Trace,
+        &resolved,
+        &PlanOptions {
+            force_uretprobe,
+            pids: pids.to_vec(),
+        },
+    )?;
+    print_notes(&plan);
     plan.record_comm = false;
     for p in &mut plan.probes {
         p.fetchargs.retain(|a| a.name != "np_comm");
