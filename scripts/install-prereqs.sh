@@ -36,10 +36,15 @@ want cpio cpio
 want npm npm
 want unshare util-linux
 want setpriv util-linux
+# apt's lists: needed for installs and for the kernel matrix's `apt-cache`/`apt-get download`;
+# refreshed when absent or older than a day.
+if [ ${#need_pkgs[@]} -gt 0 ] || ! find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 | grep -q .; then
+  log "apt-get update"
+  apt-get update -qq
+fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "apt-get install ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
   apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 

@@ -1,9 +1,13 @@
 //! Removing what netprobe placed: one session's group and instance, and stale ones of netprobe
 //! processes that no longer run.
 //!
-//! Naming: a live session uses the group and instance `netprobe_<PID>` (PID of the netprobe
-//! process), so leftovers can be attributed. Persistent probes (`netprobe probe add`) live in
-//! other groups and are never touched here. Groups of other tools are never touched at all.
+//! Naming: a live session uses the group and instance `netprobe_<PIDNS>_<PID>`: the inode of the
+//! netprobe process's pid namespace (`/proc/self/ns/pid`, `namespaces(7)`) and its pid there, so
+//! leftovers can be attributed. The namespace is part of the name because tracefs is one for the
+//! whole machine while pids are per namespace: a netprobe in a container sidecar is pid 19 in its
+//! namespace, and a host `netprobe clean` must not take host pid 19's absence for its death.
+//! Persistent probes (`netprobe probe add`) live in other groups and are never touched here.
+//! Groups of other tools are never touched at all.
 //!
 //! Removal order (the kernel refuses to delete an enabled event with EBUSY): disable the group in
 //! the instance, delete each event with `-:GROUP/EVENT`, then `rmdir` the instance.
@@ -17,19 +21,71 @@ use std::time::{Duration, Instant};
 /// Prefix of session group/instance names.
 pub const SESSION_PREFIX: &str = "netprobe_";
 
-/// The session name for process `pid`: `netprobe_<pid>`.
-pub fn session_name(pid: u32) -> GroupName {
-    GroupName::new(&format!("{SESSION_PREFIX}{pid}")).expect("netprobe_<digits> is a valid name")
+/// The initial pid namespace's inode number, a kernel constant (`PROC_PID_INIT_INO`,
+/// include/linux/proc_ns.h): a process that sees it as its own sees every process.
+pub const INITIAL_PIDNS: u64 = 0xEFFF_FFFC;
+
+/// Who owns a session: a netprobe process, by pid namespace and pid in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionOwner {
+    /// Inode number of the owner's pid namespace.
+    pub pidns: u64,
+    /// The owner's pid in that namespace.
+    pub pid: u32,
 }
 
-/// The pid in a session name `netprobe_<digits>`; `None` for any other name (persistent groups,
-/// other tools' groups, test groups).
-pub fn session_pid(name: &str) -> Option<u32> {
-    let digits = name.strip_prefix(SESSION_PREFIX)?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+/// The inode of `/proc/PID/ns/pid` (`self` for `None`); `None` when unreadable.
+fn pidns_of(pid: Option<u32>) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/ns/pid"),
+        None => "/proc/self/ns/pid".to_string(),
+    };
+    std::fs::metadata(path).ok().map(|m| m.ino())
+}
+
+/// This process's pid namespace inode (0 when `/proc/self/ns/pid` is unreadable).
+pub fn own_pidns() -> u64 {
+    pidns_of(None).unwrap_or(0)
+}
+
+/// The session name for process `pid` of this pid namespace: `netprobe_<PIDNS>_<PID>`.
+pub fn session_name(pid: u32) -> GroupName {
+    session_name_of(SessionOwner {
+        pidns: own_pidns(),
+        pid,
+    })
+}
+
+/// The session name of `owner`.
+pub fn session_name_of(owner: SessionOwner) -> GroupName {
+    GroupName::new(&format!("{SESSION_PREFIX}{}_{}", owner.pidns, owner.pid))
+        .expect("netprobe_<digits>_<digits> is a valid name")
+}
+
+/// The owner in a session name `netprobe_<digits>_<digits>`; `None` for any other name
+/// (persistent groups, other tools' groups, test groups). The earlier form `netprobe_<digits>`
+/// (before the namespace was part of the name) is read as a pid of our own namespace, so that
+/// what such a version left behind can still be cleaned.
+pub fn session_owner(name: &str) -> Option<SessionOwner> {
+    let rest = name.strip_prefix(SESSION_PREFIX)?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some((ns, pid)) = rest.split_once('_') else {
+        if !digits(rest) {
+            return None;
+        }
+        return Some(SessionOwner {
+            pidns: own_pidns(),
+            pid: rest.parse().ok()?,
+        });
+    };
+    if !digits(ns) || !digits(pid) {
         return None;
     }
-    digits.parse().ok()
+    Some(SessionOwner {
+        pidns: ns.parse().ok()?,
+        pid: pid.parse().ok()?,
+    })
 }
 
 /// What [`remove_session`] removed.
@@ -86,22 +142,61 @@ pub fn remove_session(tracefs: &Tracefs, name: &GroupName, patience: Duration) -
     }
 }
 
-/// Whether the netprobe session of `pid` is still running: the process exists and is a netprobe
-/// (its command name or executable starts with `netprobe`), or some process still has a file of
-/// the session's instance open (a netprobe known under another name, or in another pid namespace).
-pub fn session_alive(tracefs: &Tracefs, pid: u32) -> bool {
-    let is_netprobe = |pid: u32| {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_default();
-        comm.starts_with("netprobe") || exe.starts_with("netprobe")
-    };
-    if std::path::Path::new(&format!("/proc/{pid}")).exists() && is_netprobe(pid) {
-        return true;
+/// Whether a process is a netprobe (its command name or executable starts with `netprobe`).
+fn is_netprobe(pid: u32) -> bool {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    comm.starts_with("netprobe") || exe.starts_with("netprobe")
+}
+
+/// The last `NSpid:` entry of `/proc/PID/status`: the pid in the process's own namespace.
+fn innermost_pid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
+/// Whether the session of `owner` may still be running. `true` when:
+/// - the owner is in our pid namespace and `/proc/PID` is a netprobe;
+/// - the owner is in another namespace that we can see into (a container's), and one of its
+///   processes is a netprobe whose pid there (`NSpid`) is the owner's;
+/// - we see no process of the owner's namespace but are not in the initial pid namespace: the
+///   owner may live where we cannot look (we are in a container), so its session is not ours to
+///   judge;
+/// - some process has a file of the session's instance open (a reader of a live session).
+///
+/// `false` only when the owner is certainly gone.
+pub fn session_alive(tracefs: &Tracefs, owner: SessionOwner) -> bool {
+    let mine = own_pidns();
+    if owner.pidns == mine {
+        if std::path::Path::new(&format!("/proc/{}", owner.pid)).exists() && is_netprobe(owner.pid)
+        {
+            return true;
+        }
+    } else {
+        let mut seen_namespace = false;
+        if let Ok(procs) = std::fs::read_dir("/proc") {
+            for p in procs.filter_map(|e| e.ok()) {
+                let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                    continue;
+                };
+                if pidns_of(Some(pid)) != Some(owner.pidns) {
+                    continue;
+                }
+                seen_namespace = true;
+                if innermost_pid(pid) == Some(owner.pid) && is_netprobe(pid) {
+                    return true;
+                }
+            }
+        }
+        if !seen_namespace && mine != INITIAL_PIDNS {
+            return true;
+        }
     }
-    instance_in_use(tracefs, &session_name(pid))
+    instance_in_use(tracefs, &session_name_of(owner))
 }
 
 /// Whether any process has a file open inside `instances/NAME/`.
@@ -145,12 +240,15 @@ pub fn stale_sessions(tracefs: &Tracefs) -> Result<Vec<GroupName>> {
     }
     names.sort();
     names.dedup();
-    let me = std::process::id();
+    let me = SessionOwner {
+        pidns: own_pidns(),
+        pid: std::process::id(),
+    };
     Ok(names
         .into_iter()
         .filter_map(|n| {
-            let pid = session_pid(&n)?;
-            (pid != me && !session_alive(tracefs, pid))
+            let owner = session_owner(&n)?;
+            (owner != me && !session_alive(tracefs, owner))
                 .then(|| GroupName::new(&n).ok())
                 .flatten()
         })
@@ -182,16 +280,33 @@ mod tests {
 
     #[test]
     fn session_names() {
-        assert_eq!(session_name(42).as_str(), "netprobe_42");
-        assert_eq!(session_pid("netprobe_42"), Some(42));
+        let owner = SessionOwner {
+            pidns: 4026531836,
+            pid: 42,
+        };
+        assert_eq!(session_name_of(owner).as_str(), "netprobe_4026531836_42");
+        assert_eq!(session_owner("netprobe_4026531836_42"), Some(owner));
+        assert_eq!(
+            session_name(7).as_str(),
+            format!("netprobe_{}_7", own_pidns())
+        );
+        // The earlier form: a pid of our namespace.
+        assert_eq!(
+            session_owner("netprobe_42"),
+            Some(SessionOwner {
+                pidns: own_pidns(),
+                pid: 42
+            })
+        );
         for other in [
             "netprobe_persist",
             "netprobe_",
-            "netprobe_4x",
+            "netprobe_4x_1",
+            "netprobe_1_",
             "nptest_tracefs_1",
             "uprobes",
         ] {
-            assert_eq!(session_pid(other), None, "{other}");
+            assert_eq!(session_owner(other), None, "{other}");
         }
     }
 }

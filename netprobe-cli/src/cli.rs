@@ -88,6 +88,10 @@ pub struct LiveArgs {
     /// Per-CPU ring buffer size in KiB (default 8192).
     #[arg(long)]
     pub buffer_kb: Option<u64>,
+    /// Use uretprobes for returns of Go functions too, instead of one probe per RET instruction.
+    /// DANGEROUS: a Go program dies if a goroutine stack moves while a probed call runs.
+    #[arg(long)]
+    pub force_uretprobe: bool,
     /// .NET, with -c: run the command with DOTNET_TieredCompilation=0 and
     /// COMPlus_TieredCompilation=0, so its ReadyToRun code is never replaced by JIT code and every
     /// call hits the probes.
@@ -107,6 +111,7 @@ impl LiveArgs {
             interval,
             dry_run: self.dry_run,
             buffer_kb: self.buffer_kb,
+            force_uretprobe: self.force_uretprobe,
             keep_r2r: self.keep_r2r,
         }
     }
@@ -124,6 +129,9 @@ pub enum ProbeAction {
         group: Option<String>,
         #[arg(long)]
         dry_run: bool,
+        /// Uretprobes for returns of Go functions too (see `trace --force-uretprobe`).
+        #[arg(long)]
+        force_uretprobe: bool,
     },
     /// List netprobe's probes (or one group's).
     List {
@@ -191,7 +199,15 @@ pub fn main() -> ExitCode {
                     pids,
                     group,
                     dry_run,
-                } => live::probe_add(&probes, &pids, group.as_deref(), dry_run, &mut out),
+                    force_uretprobe,
+                } => live::probe_add(
+                    &probes,
+                    &pids,
+                    group.as_deref(),
+                    dry_run,
+                    force_uretprobe,
+                    &mut out,
+                ),
                 ProbeAction::List { group } => live::probe_list(group.as_deref(), &mut out),
                 ProbeAction::Remove { group, events } => {
                     live::probe_remove(group.as_deref(), &events, &mut out)

@@ -51,23 +51,72 @@ fn plain_symbol(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
-/// perf probe's and bpftrace's location for a probe: `SYMBOL`, `SYMBOL+0xDELTA`, or `0xVADDR`.
-fn location(plan: &ProbePlan, i: usize) -> (String, bool) {
+/// Which tool a probe location is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tool {
+    Perf,
+    Bpftrace,
+}
+
+/// perf probe's and bpftrace's location for a probe: `SYMBOL`, `SYMBOL+0xDELTA`, or a number.
+/// The number is the file offset for perf (perf 6.1 writes a raw `-x` address into
+/// `uprobe_events` unchanged, i.e. as a file offset: checked here on an ET_EXEC Go binary, whose
+/// addresses and offsets differ by 0x400000) and the link-time address for bpftrace (which maps
+/// it to a symbol). Go functions always get the number: their names come from the pclntab, which
+/// perf and bpftrace do not read (they find nothing in a stripped Go binary).
+fn location(plan: &ProbePlan, i: usize, tool: Tool) -> String {
     let p = &plan.probes[i];
     let f = plan.function(p.function);
-    if let Some(sym) = f.symbol.as_deref().filter(|s| plain_symbol(s)) {
+    let named = f
+        .symbol
+        .as_deref()
+        .filter(|s| plain_symbol(s) && !f.convention.is_go());
+    if let Some(sym) = named {
         let delta = p.offset.0.wrapping_sub(f.function_offset.0);
         if delta == 0 {
-            return (sym.to_string(), true);
+            return sym.to_string();
         }
         if p.offset.0 > f.function_offset.0 {
-            return (format!("{sym}+{delta:#x}"), false);
+            return format!("{sym}+{delta:#x}");
         }
     }
-    match vaddr_of(&p.path, p.offset.0) {
-        Some(v) => (format!("{v:#x}"), false),
-        None => (format!("{:#x}", p.offset.0), false),
+    match (tool, vaddr_of(&p.path, p.offset.0)) {
+        (Tool::Bpftrace, Some(v)) => format!("{v:#x}"),
+        _ => format!("{:#x}", p.offset.0),
     }
+}
+
+/// What a probe of a Go function observes, for a comment next to it: `entry after the
+/// stack-check prologue (main.F+0x12; first byte 0x4000)`, `return: RET at main.F+0x40`.
+/// `None` for other functions (their probes sit where their names say).
+fn probe_point_comment(plan: &ProbePlan, i: usize) -> Option<String> {
+    let p = &plan.probes[i];
+    let f = plan.function(p.function);
+    if !f.convention.is_go() {
+        return None;
+    }
+    let delta = p.offset.0.wrapping_sub(f.function_offset.0);
+    let first = vaddr_of(&p.path, f.function_offset.0)
+        .map(|v| format!("{v:#x}"))
+        .unwrap_or_else(|| format!("file offset {}", f.function_offset));
+    Some(match (p.role, p.kind) {
+        (Role::Entry, _) if delta == 0 => format!(
+            "entry at the first byte of {} ({first}; no stack check to skip)",
+            f.name
+        ),
+        (Role::Entry, _) => format!(
+            "entry after the stack-check prologue: {}+{delta:#x} (first byte {first}), so a call whose stack grows counts once",
+            f.name
+        ),
+        (Role::Return, ProbeKind::Entry) => format!(
+            "return: the RET at {}+{delta:#x}, read before it executes (no uretprobe: it crashes Go)",
+            f.name
+        ),
+        (Role::Return, ProbeKind::UretProbe) => format!(
+            "return: uretprobe on {} (--force-uretprobe: crashes Go if the stack moves during a call)",
+            f.name
+        ),
+    })
 }
 
 /// The dry-run text for a plan.
@@ -84,6 +133,12 @@ pub fn render(
         Err(e) => return format!("# cannot build the probes: {e}\n"),
     };
     let tracefs = "/sys/kernel/tracing";
+    for n in &plan.notes {
+        let _ = writeln!(s, "# note: {n}");
+    }
+    if !plan.notes.is_empty() {
+        let _ = writeln!(s);
+    }
     let _ = writeln!(
         s,
         "# 1. The lines netprobe appends to {tracefs}/uprobe_events (group {group}):"
@@ -99,7 +154,7 @@ pub fn render(
     let _ = writeln!(s, "# 2. The same probes with perf:");
     for (i, d) in defs.iter().enumerate() {
         let p = &plan.probes[i];
-        let (loc, _) = location(plan, i);
+        let loc = location(plan, i, Tool::Perf);
         let ret = if p.kind == ProbeKind::UretProbe {
             "%return"
         } else {
@@ -112,9 +167,12 @@ pub fn render(
             .filter(|a| a.expr != "$comm")
             .map(|a| a.render())
             .collect();
+        let comment = probe_point_comment(plan, i)
+            .map(|c| format!("  # {c}"))
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "perf probe -x {} -a '{}:{}={loc}{ret}{}{}'",
+            "perf probe -x {} -a '{}:{}={loc}{ret}{}{}'{comment}",
             d.path().as_str(),
             group,
             d.event(),
@@ -151,6 +209,12 @@ pub fn render(
         return s;
     }
     let _ = writeln!(s, "# 3. A bpftrace program doing the same:");
+    if plan.functions.iter().any(|f| f.convention.is_go()) {
+        let _ = writeln!(
+            s,
+            "# (bpftrace maps each address to a symbol of the file: it finds none in a stripped Go binary, and places a probe inside a function only when built with probe-offset support, which Debian's bpftrace 0.17 is not; 1. and 2. work in every case)"
+        );
+    }
     match command {
         Some(c) => {
             let _ = writeln!(s, "bpftrace -c '{c}' -e '");
@@ -175,7 +239,7 @@ pub fn render(
     for i in 0..plan.probes.len() {
         let p = &plan.probes[i];
         let f = plan.function(p.function);
-        let (loc, _) = location(plan, i);
+        let loc = location(plan, i, Tool::Bpftrace);
         let kind = match p.kind {
             ProbeKind::Entry => "uprobe",
             ProbeKind::UretProbe => "uretprobe",
@@ -200,7 +264,14 @@ pub fn render(
             }
             (Mode::Trace, _) => trace_printf(plan, i),
         };
-        let _ = writeln!(s, "  // {name}");
+        match probe_point_comment(plan, i) {
+            Some(c) => {
+                let _ = writeln!(s, "  // {name}: {c}");
+            }
+            None => {
+                let _ = writeln!(s, "  // {name}");
+            }
+        }
         let _ = writeln!(
             s,
             "  {kind}:{}:{loc}{filter} {{ {body} }}",
@@ -280,7 +351,25 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
                     }
                 }
             }
-            Decode::Utf16 { len_field, .. } | Decode::GoString { len_field, .. } => {
+            Decode::GoString {
+                bytes_field,
+                len_field,
+            } => {
+                // bpftrace's str(PTR, LEN) reads exactly LEN bytes (a Go string has no NUL);
+                // the pointer is the expression the bytes fetch-arg dereferences, `+0(PTR)`.
+                let ptr = fetch(bytes_field)
+                    .and_then(|fa| fa.expr.strip_prefix("+0(")?.strip_suffix(')'))
+                    .and_then(|inner| bpf_value(inner, FetchType::X64));
+                let len = fetch(len_field).and_then(|fa| bpf_value(&fa.expr, FetchType::X64));
+                match (ptr, len) {
+                    (Some((p, _)), Some((l, _))) => {
+                        fmt_parts.push(format!("{}=\"%s\"", a.name));
+                        vals.push(format!("str({p}, {l})"));
+                    }
+                    _ => notes.push(format!("{}: not translated", a.name)),
+                }
+            }
+            Decode::Utf16 { len_field, .. } => {
                 if let Some(fa) = fetch(len_field) {
                     if let Some((v, f)) = bpf_value(&fa.expr, fa.ty) {
                         fmt_parts.push(format!("{}_len={f}", a.name));
@@ -292,6 +381,10 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
                     a.name
                 ));
             }
+            Decode::Array { .. } => notes.push(format!(
+                "{}: array fetch-args are not translated to bpftrace",
+                a.name
+            )),
         }
     }
     let arrow = match p.role {

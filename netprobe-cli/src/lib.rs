@@ -17,6 +17,7 @@ pub mod error;
 pub mod lang;
 pub mod launch;
 pub mod output;
+pub mod pidns;
 pub mod plan;
 pub mod runner;
 pub mod session;

@@ -51,15 +51,91 @@ pub enum CallingConvention {
     /// Go's register ABI (Go 1.17+, `ABIInternal`): rax, rbx, rcx, rdi, rsi, r8, r9, r10, r11;
     /// results from rax on; the current goroutine in r14.
     GoRegAbi,
+    /// Go's stack ABI (`ABI0`, every Go function before 1.17): argument word `i` at
+    /// `8 + 8*i(%sp)` at entry (and after the stack-check prologue, which moves nothing); results
+    /// follow the arguments, so they end where the in/out area of `args_size` bytes ends (the
+    /// pclntab's `args` field; `None` when the table does not say).
+    GoStackAbi { args_size: Option<u32> },
+}
+
+/// Where a return probe reads the results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnSite {
+    /// On a RET instruction, before it executes (SP points at the return address).
+    RetInstruction,
+    /// In a uretprobe, after the return (SP is 8 bytes above the return address's slot).
+    AfterReturn,
 }
 
 impl CallingConvention {
-    /// Integer argument registers in order, as uprobe fetch-args name them (`%di`).
+    /// Integer argument registers in order, as uprobe fetch-args name them (`%di`); empty for the
+    /// stack ABI.
     pub fn int_registers(self) -> &'static [&'static str] {
         match self {
             CallingConvention::SysV => &["di", "si", "dx", "cx", "r8", "r9"],
             CallingConvention::GoRegAbi => {
                 &["ax", "bx", "cx", "di", "si", "r8", "r9", "r10", "r11"]
+            }
+            CallingConvention::GoStackAbi { .. } => &[],
+        }
+    }
+
+    /// How many integer argument words can be named by position (stack ABI: any number; 64 is
+    /// far beyond what a probe line holds anyway).
+    pub fn arg_words(self) -> usize {
+        match self {
+            CallingConvention::GoStackAbi { .. } => 64,
+            c => c.int_registers().len(),
+        }
+    }
+
+    /// The fetch-arg reading integer argument word `word` at entry: `%di`, or `+8(%sp)` for
+    /// the stack ABI (`netprobe_core::golang::GoAbi::arg`); `None` past the registers.
+    pub fn arg_word(self, word: usize) -> Option<String> {
+        match self {
+            CallingConvention::GoStackAbi { .. } => netprobe_core::golang::GoAbi::Stack
+                .arg(word)
+                .map(|w| w.fetcharg()),
+            c => c.int_registers().get(word).map(|r| format!("%{r}")),
+        }
+    }
+
+    /// The fetch-args reading a `words`-word result at `site`; `None` when they cannot be
+    /// placed (stack ABI without the argument size, or a result larger than it).
+    ///
+    /// Register conventions: the result registers (Go: rax, rbx, ... like arguments,
+    /// `abi-internal.md`; System V: rax, rdx). Stack ABI: the result is the last `words` words
+    /// of the in/out area (one result: the results follow the arguments), which starts at
+    /// `8(%sp)` on a RET and at `0(%sp)` after the return.
+    pub fn result_words(self, words: usize, site: ReturnSite) -> Option<Vec<String>> {
+        match self {
+            CallingConvention::SysV => Some(
+                ["%ax", "%dx"]
+                    .iter()
+                    .take(words)
+                    .map(|r| r.to_string())
+                    .collect(),
+            )
+            .filter(|v: &Vec<String>| v.len() == words),
+            CallingConvention::GoRegAbi => (0..words)
+                .map(|i| {
+                    netprobe_core::golang::GoAbi::Register
+                        .result(i, 0)
+                        .map(|w| w.fetcharg())
+                })
+                .collect(),
+            CallingConvention::GoStackAbi { args_size } => {
+                let area = u64::from(args_size?);
+                let first = area.checked_sub(8 * words as u64)?;
+                let base = match site {
+                    ReturnSite::RetInstruction => 8,
+                    ReturnSite::AfterReturn => 0,
+                };
+                Some(
+                    (0..words as u64)
+                        .map(|i| format!("+{}(%sp)", base + first + 8 * i))
+                        .collect(),
+                )
             }
         }
     }
@@ -69,20 +145,20 @@ impl CallingConvention {
         "ax"
     }
 
-    /// Integer result registers in order, as fetch-args name them (System V: rax, rdx; Go: the
-    /// argument sequence from rax on).
-    pub fn result_registers(self) -> &'static [&'static str] {
-        match self {
-            CallingConvention::SysV => &["ax", "dx"],
-            CallingConvention::GoRegAbi => self.int_registers(),
-        }
-    }
-
     pub fn label(self) -> &'static str {
         match self {
             CallingConvention::SysV => "System V",
             CallingConvention::GoRegAbi => "Go register ABI",
+            CallingConvention::GoStackAbi { .. } => "Go stack ABI",
         }
+    }
+
+    /// Whether this is one of Go's conventions.
+    pub fn is_go(self) -> bool {
+        matches!(
+            self,
+            CallingConvention::GoRegAbi | CallingConvention::GoStackAbi { .. }
+        )
     }
 }
 
@@ -229,6 +305,8 @@ pub enum Decode {
         bytes_field: String,
         len_field: String,
     },
+    /// A raw `u8[N]`/`u16[N]` fetch-arg: every element.
+    Array { field: String, elem_size: usize },
 }
 
 /// A named value of a probe.
@@ -262,6 +340,10 @@ pub struct ProbePlan {
     pub probes: Vec<KernelProbe>,
     /// Record the task's command name (`$comm`) with every hit.
     pub record_comm: bool,
+    /// What the user should know about how the functions are probed (why RET probes instead of
+    /// uretprobes, where an entry probe sits, warnings): one line each, printed on stderr by the
+    /// live commands and as comments by `--dry-run`. Language modules (`crate::lang`) add them.
+    pub notes: Vec<String>,
 }
 
 const COMM_FIELD: &str = "np_comm";
@@ -287,8 +369,7 @@ impl ProbePlan {
             return Err(bad("nothing to probe: no entry and no return".into()));
         }
         // Entry fetch-args.
-        let regs = f.convention.int_registers();
-        let mut next_reg = 0usize;
+        let mut next_word = 0usize;
         let mut entry_args = Vec::new();
         let mut entry_fetch = Vec::new();
         for (pos, req) in f.args.iter().enumerate() {
@@ -296,16 +377,19 @@ impl ProbePlan {
                 ArgRequest::Positional { name, ty } => {
                     let name = name.clone().unwrap_or_else(|| format!("arg{pos}"));
                     let need = ty.registers();
-                    let Some(rs) = regs.get(next_reg..next_reg + need) else {
+                    let words: Option<Vec<String>> = (next_word..next_word + need)
+                        .map(|w| f.convention.arg_word(w))
+                        .collect();
+                    let Some(words) = words else {
                         return Err(bad(format!(
                             "argument {name} needs register {} but the {} convention passes only {} integer arguments in registers; use a raw fetch-arg (NAME=EXPR:TYPE) for stack arguments",
-                            next_reg + need,
+                            next_word + need,
                             f.convention.label(),
-                            regs.len()
+                            f.convention.arg_words()
                         )));
                     };
-                    next_reg += need;
-                    let (decode, fetch) = typed_fetch(&name, *ty, rs, false);
+                    next_word += need;
+                    let (decode, fetch) = typed_fetch(&name, *ty, &words);
                     entry_args.push(LogicalArg { name, decode });
                     entry_fetch.extend(fetch);
                 }
@@ -313,6 +397,13 @@ impl ProbePlan {
                     let decode = match ty {
                         FetchType::String => Decode::CString {
                             field: name.clone(),
+                        },
+                        FetchType::Array { elem, .. } => Decode::Array {
+                            field: name.clone(),
+                            elem_size: match elem {
+                                ArrayElem::U8 => 1,
+                                ArrayElem::U16 => 2,
+                            },
                         },
                         _ => Decode::Int {
                             field: name.clone(),
@@ -362,22 +453,35 @@ impl ProbePlan {
             });
         }
         let ret_ty = f.ret.unwrap_or(ArgType::Int(FetchType::X64));
-        let ret_rets: Vec<(ProbeKind, FileOffset, &str)> = match &f.returns {
+        let ret_rets: Vec<(ProbeKind, FileOffset, ReturnSite)> = match &f.returns {
             Returns::None => vec![],
-            Returns::UretProbe => vec![(ProbeKind::UretProbe, f.function_offset, "$retval")],
+            Returns::UretProbe => vec![(
+                ProbeKind::UretProbe,
+                f.function_offset,
+                ReturnSite::AfterReturn,
+            )],
             Returns::Instructions(offs) => offs
                 .iter()
-                .map(|o| (ProbeKind::Entry, *o, f.convention.return_register()))
+                .map(|o| (ProbeKind::Entry, *o, ReturnSite::RetInstruction))
                 .collect(),
         };
-        for (kind, off, src) in ret_rets {
-            let (decode, mut fetch) = if src == "$retval" {
-                typed_fetch("ret", ret_ty, &["$retval"], true)
+        for (kind, off, site) in ret_rets {
+            let (decode, mut fetch) = if f.convention == CallingConvention::SysV
+                && site == ReturnSite::AfterReturn
+            {
+                typed_fetch("ret", ret_ty, &["$retval".to_string()])
             } else {
-                // At a RET instruction the results are in the result registers.
-                let regs = f.convention.result_registers();
-                let n = ret_ty.registers();
-                typed_fetch("ret", ret_ty, &regs[..n.min(regs.len())], false)
+                let words = f
+                    .convention
+                    .result_words(ret_ty.registers(), site)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "the {} convention does not say where a {} result is here (the function table gives no argument size); use a raw fetch-arg",
+                            f.convention.label(),
+                            ret_ty.label()
+                        ))
+                    })?;
+                typed_fetch("ret", ret_ty, &words)
             };
             let (pair_field, comm_field) = extras(&mut fetch);
             probes.push(KernelProbe {
@@ -451,16 +555,10 @@ impl ProbePlan {
     }
 }
 
-/// The fetch-args for a typed value in `regs` (or `$retval`), and how to decode them.
-fn typed_fetch(name: &str, ty: ArgType, regs: &[&str], is_retval: bool) -> (Decode, Vec<FetchArg>) {
-    let reg = |i: usize| {
-        let r = regs.get(i).copied().unwrap_or("ax");
-        if is_retval {
-            r.to_string()
-        } else {
-            format!("%{r}")
-        }
-    };
+/// The fetch-args for a typed value whose words are read by `words` (`%di`, `+8(%sp)`,
+/// `$retval`, one per word the type takes), and how to decode them.
+fn typed_fetch(name: &str, ty: ArgType, words: &[String]) -> (Decode, Vec<FetchArg>) {
+    let reg = |i: usize| words.get(i).cloned().unwrap_or_else(|| "%ax".to_string());
     match ty {
         ArgType::Int(t) => (
             Decode::Int {
@@ -556,6 +654,8 @@ pub enum Value {
         /// The full length as the object says (.NET/Go strings), when known.
         length: Option<i64>,
     },
+    /// The elements of a raw array fetch-arg, printed like the kernel prints them (`{1,2,3}`).
+    List(Vec<u64>),
     /// The kernel could not read the memory (bad pointer, paged out), or the field is missing.
     Fault,
 }
@@ -579,6 +679,7 @@ impl Serialize for Value {
                 m.serialize_entry("length", length)?;
                 m.end()
             }
+            Value::List(items) => items.serialize(s),
             Value::Fault => s.serialize_none(),
         }
     }
@@ -603,6 +704,16 @@ impl fmt::Display for Value {
                     }
                 }
                 Ok(())
+            }
+            Value::List(items) => {
+                write!(f, "{{")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ",")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                write!(f, "}}")
             }
             Value::Fault => write!(f, "(fault)"),
         }
@@ -706,6 +817,22 @@ fn decode_arg(d: &Decode, format: &EventFormat, data: &[u8]) -> Value {
                 _ => Value::Fault,
             }
         }
+        Decode::Array { field, elem_size } => format
+            .field(field)
+            .and_then(|f| {
+                let FieldKind::Array { len } = f.kind else {
+                    return None;
+                };
+                let bytes =
+                    data.get(f.offset..f.offset.checked_add(len.checked_mul(*elem_size)?)?)?;
+                Some(Value::List(
+                    bytes
+                        .chunks_exact(*elem_size)
+                        .map(|c| read_le(c, 0, *elem_size).unwrap_or(0))
+                        .collect(),
+                ))
+            })
+            .unwrap_or(Value::Fault),
         Decode::GoString {
             bytes_field,
             len_field,
@@ -836,6 +963,111 @@ mod tests {
         }
     }
 
+    /// Go before 1.17: `func Getenv(key string) string` has a 32-byte in/out area (key: ptr,
+    /// len; result: ptr, len), as esbuild 0.8.57 (go1.16) compiles it: the body reads the key at
+    /// 0x38/0x40(SP) after `sub rsp, 0x30` and stores the result at 0x48/0x50(SP).
+    #[test]
+    fn go_stack_abi_reads_arguments_and_results_from_sp() {
+        let conv = CallingConvention::GoStackAbi {
+            args_size: Some(32),
+        };
+        let mut plan = ProbePlan::new(false);
+        plan.add_function(FunctionPlan {
+            name: "os.Getenv".into(),
+            image: "/bin/g".into(),
+            probe_path: "/bin/g".into(),
+            function_offset: FileOffset(0xc5c00),
+            entry_offsets: vec![FileOffset(0xc5c0f)],
+            returns: Returns::Instructions(vec![FileOffset(0xc5c6a)]),
+            convention: conv,
+            args: vec![
+                pos("key", ArgType::GoString),
+                pos("n", ArgType::Int(FetchType::S64)),
+            ],
+            ret: Some(ArgType::GoString),
+            pairing: PairingKey::Thread,
+            symbol: None,
+        })
+        .unwrap();
+        let render = |i: usize| -> Vec<String> {
+            plan.probes[i]
+                .fetchargs
+                .iter()
+                .map(|a| a.render())
+                .collect()
+        };
+        assert_eq!(
+            render(0),
+            [
+                "key=+0(+8(%sp)):u8[64]",
+                "key_len=+16(%sp):s64",
+                "n=+24(%sp):s64"
+            ]
+        );
+        assert_eq!(
+            render(1),
+            ["ret=+0(+24(%sp)):u8[64]", "ret_len=+32(%sp):s64"]
+        );
+        // After the return (uretprobe) SP is 8 bytes higher.
+        assert_eq!(
+            conv.result_words(1, ReturnSite::AfterReturn),
+            Some(vec!["+24(%sp)".to_string()])
+        );
+        assert_eq!(
+            conv.result_words(1, ReturnSite::RetInstruction),
+            Some(vec!["+32(%sp)".to_string()])
+        );
+        // A result larger than the area, or an unknown area, cannot be placed.
+        assert_eq!(conv.result_words(5, ReturnSite::RetInstruction), None);
+        let unknown = CallingConvention::GoStackAbi { args_size: None };
+        assert_eq!(unknown.result_words(1, ReturnSite::RetInstruction), None);
+        assert_eq!(unknown.arg_word(3).as_deref(), Some("+32(%sp)"));
+    }
+
+    #[test]
+    fn result_registers_by_convention() {
+        assert_eq!(
+            CallingConvention::GoRegAbi.result_words(2, ReturnSite::RetInstruction),
+            Some(vec!["%ax".to_string(), "%bx".to_string()])
+        );
+        assert_eq!(
+            CallingConvention::SysV.result_words(1, ReturnSite::RetInstruction),
+            Some(vec!["%ax".to_string()])
+        );
+        assert_eq!(
+            CallingConvention::SysV.result_words(3, ReturnSite::AfterReturn),
+            None
+        );
+    }
+
+    /// A uretprobe on a Go function reads the result registers, not `$retval` (which is RAX
+    /// only: a Go string result is RAX and RBX).
+    #[test]
+    fn go_uretprobe_reads_result_registers() {
+        let mut plan = ProbePlan::new(false);
+        plan.add_function(FunctionPlan {
+            name: "main.Echo".into(),
+            image: "/bin/g".into(),
+            probe_path: "/bin/g".into(),
+            function_offset: FileOffset(0x100),
+            entry_offsets: vec![],
+            returns: Returns::UretProbe,
+            convention: CallingConvention::GoRegAbi,
+            args: vec![],
+            ret: Some(ArgType::GoString),
+            pairing: PairingKey::Register("r14".into()),
+            symbol: None,
+        })
+        .unwrap();
+        let p = &plan.probes[0];
+        assert_eq!(p.kind, ProbeKind::UretProbe);
+        let r: Vec<String> = p.fetchargs.iter().map(|a| a.render()).collect();
+        assert_eq!(
+            r,
+            ["ret=+0(%ax):u8[64]", "ret_len=%bx:s64", "np_pair=%r14:x64"]
+        );
+    }
+
     #[test]
     fn too_many_register_args_is_an_error() {
         let mut plan = ProbePlan::new(false);
@@ -862,7 +1094,7 @@ mod tests {
             Returns::None,
         ))
         .unwrap();
-        let fmt = EventFormat::parse("name: add\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;\n\tfield:u64 b;\toffset:20;\tsize:8;\tsigned:0;\n\tfield:__data_loc char[] s;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:s32 name_len;\toffset:32;\tsize:4;\tsigned:1;\n\tfield:u16 name[64];\toffset:36;\tsize:128;\tsigned:0;\n").unwrap();
+        let fmt = EventFormat::parse("name: add\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;\n\tfield:u64 b;\toffset:20;\tsize:8;\tsigned:0;\n\tfield:__data_loc char[] s;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:s32 name_len;\toffset:32;\tsize:4;\tsigned:1;\n\tfield:u16 name[];\toffset:36;\tsize:128;\tsigned:0;\n").unwrap();
         let mut rec = vec![0u8; 164];
         rec[0..2].copy_from_slice(&7u16.to_le_bytes());
         rec[4..8].copy_from_slice(&4242i32.to_le_bytes());

@@ -7,6 +7,7 @@
 //! readers → `-:GROUP/EVENT` for each probe → `rmdir` the instance.
 
 use crate::error::{Error, Result};
+use crate::pidns::PidMap;
 use crate::plan::{Hit, ProbeKind as PlanKind, ProbePlan, Role};
 use crate::tracefs::format::{EventFormat, PageLayout};
 use crate::tracefs::instance::{threads_of, Instance};
@@ -79,6 +80,8 @@ pub struct Session {
     /// Hits read but not yet handed out (newer than the last watermark).
     pending: Vec<Hit>,
     finished: bool,
+    /// Inside a pid namespace: the kernel's ids of the target threads (see `pidns`).
+    pid_map: Option<PidMap>,
 }
 
 /// The event name of probe `index` of the plan: `<function>_e<index>` / `_r<index>`.
@@ -133,6 +136,7 @@ impl Session {
             malformed_pages: 0,
             pending: Vec::new(),
             finished: false,
+            pid_map: None,
         };
         match s.setup(opts, defs) {
             Ok(()) => Ok(s),
@@ -157,7 +161,14 @@ impl Session {
         let _ = inst.write("options/record-tgid", "1");
         if let Some(pids) = &opts.pids {
             inst.set_event_fork(opts.follow_forks)?;
-            filter_pids(inst, pids)?;
+            if crate::pidns::sees_global_pids() {
+                filter_pids(inst, pids)?;
+            } else {
+                // set_event_pid holds the kernel's global pids, which our namespace cannot name.
+                let map = crate::pidns::calibrate(inst, pids)?;
+                inst.set_event_pids(&map.globals())?;
+                self.pid_map = Some(map);
+            }
         }
         let lines: Vec<ProbeLine> = defs.iter().cloned().map(ProbeLine::Add).collect();
         let result = probe::append_lines(&self.tracefs, &lines);
@@ -315,12 +326,34 @@ impl Session {
 
     /// Stops, drains into `sink`, and removes everything. Returns the lost-event count.
     pub fn finish(mut self, sink: impl FnMut(&ProbePlan, Hit)) -> Result<Lost> {
-        self.disable()?;
-        self.read_all()?;
-        self.deliver(None, sink);
-        let lost = self.lost();
+        let lost = self.stop_and_drain(sink)?;
         self.teardown()?;
         Ok(lost)
+    }
+
+    /// Stops recording and delivers every hit still buffered; returns what was lost. The probes
+    /// stay registered (but record nothing) until [`Session::close`] or drop: results can be
+    /// printed before the slow part of the teardown (disabling uprobe events costs the kernel a
+    /// synchronization per event).
+    pub fn stop_and_drain(&mut self, sink: impl FnMut(&ProbePlan, Hit)) -> Result<Lost> {
+        match &self.instance {
+            Some(inst) => inst.set_tracing_on(false)?,
+            None => self.disable()?,
+        }
+        self.read_all()?;
+        self.deliver(None, sink);
+        Ok(self.lost())
+    }
+
+    /// Inside a pid namespace, the kernel ids of the target threads that hits carry, mapped to
+    /// ours; `None` where netprobe sees the kernel's ids directly.
+    pub fn pid_map(&self) -> Option<&PidMap> {
+        self.pid_map.as_ref()
+    }
+
+    /// Disables and removes the probes and the instance.
+    pub fn close(mut self) -> Result<()> {
+        self.teardown()
     }
 
     /// Removes probes and instance; idempotent.

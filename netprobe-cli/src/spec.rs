@@ -16,10 +16,14 @@
 //! - `p:` / `r:` are bcc `trace`'s prefixes (bpftrace: `uprobe:` / `uretprobe:`). An image named
 //!   `p` or `r` must be written as a path (`./r`).
 //! - Entry ARGs are positional in the target's calling convention (System V: di, si, dx, cx, r8,
-//!   r9; Go: ax, bx, cx, di, si, r8..r11); `string` follows a `char *`, `utf16` a .NET
-//!   `System.String` (length + first 64 chars), `gostring` a Go string (pointer + length, two
-//!   registers). `NAME=FETCHARG:KTYPE` is a raw kernel fetch-arg (`len=+8(%si):s32`).
-//! - For `r:` the one TYPE is the return value's type (default `x64`).
+//!   r9; Go 1.17+: ax, bx, cx, di, si, r8..r11, a method's receiver first; Go before 1.17: stack
+//!   words `+8(%sp)`, `+16(%sp)`, ...), chosen per function by `crate::lang`; `string` follows a
+//!   `char *`, `utf16` a .NET `System.String` (length + first 64 chars), `gostring` a Go string
+//!   (pointer + length, two words). `NAME=FETCHARG:KTYPE` is a raw kernel fetch-arg
+//!   (`len=+8(%si):s32`, a Go receiver's field `base=+0(%ax):s64`); raw args take no position.
+//! - For `r:` the one TYPE is the return value's type (default `x64`). Go functions get one probe
+//!   per RET instruction instead of a uretprobe (`--force-uretprobe` overrides), and entry probes
+//!   after their stack-check prologue; an `IMAGE:0xOFFSET` is probed exactly there.
 //!
 //! Examples: `./app:add s32 s32`, `r:./app:add s32`, `libc.so.6:puts string`,
 //! `System.Private.CoreLib.dll:*String::Concat* this=x64 s=utf16`, `./app:0x1139 a=s32`.

@@ -16,6 +16,8 @@ pub struct TaskInfo {
     tgid: HashMap<u32, Option<u32>>,
     saved_tgids: Option<HashMap<u32, u32>>,
     tracefs_root: Option<std::path::PathBuf>,
+    /// Inside a pid namespace: kernel ids → ours (hits carry the kernel's).
+    translation: Option<crate::pidns::PidMap>,
 }
 
 impl TaskInfo {
@@ -26,8 +28,26 @@ impl TaskInfo {
         }
     }
 
-    /// The process id of thread `tid`; `None` when it cannot be found out.
+    /// Hits carry the kernel's ids; show `map`'s ids (our pid namespace's) instead.
+    pub fn set_translation(&mut self, map: Option<crate::pidns::PidMap>) {
+        self.translation = map;
+    }
+
+    /// The thread id to show for the kernel's `tid`: ours inside a pid namespace when known,
+    /// else `tid` itself.
+    pub fn display_tid(&self, tid: u32) -> u32 {
+        self.translation
+            .as_ref()
+            .and_then(|m| m.local(tid))
+            .map_or(tid, |(_, t)| t)
+    }
+
+    /// The process id of thread `tid` (a kernel id), in the ids netprobe shows; `None` when it
+    /// cannot be found out (inside a pid namespace: a thread created after tracing started).
     pub fn pid_of(&mut self, tid: u32) -> Option<u32> {
+        if let Some(map) = &self.translation {
+            return map.local(tid).map(|(p, _)| p);
+        }
         if let Some(p) = self.tgid.get(&tid) {
             return *p;
         }
@@ -111,6 +131,7 @@ impl<W: Write> TracePrinter<W> {
     fn line(&mut self, plan: &ProbePlan, hit: &Hit) -> std::io::Result<()> {
         let f = plan.function(hit.function);
         let pid = self.tasks.pid_of(hit.tid);
+        let tid = self.tasks.display_tid(hit.tid);
         let rel = hit.ts_ns.saturating_sub(self.start_ns) as f64 / 1e9;
         let comm = hit.comm.clone().unwrap_or_else(|| "?".into());
         match self.format {
@@ -118,7 +139,7 @@ impl<W: Write> TracePrinter<W> {
                 let pidtid = format!(
                     "{}/{}",
                     pid.map_or_else(|| "?".to_string(), |p| p.to_string()),
-                    hit.tid
+                    tid
                 );
                 let event = match hit.role {
                     Role::Entry => format!("-> {}({})", f.name, args_text(&hit.args)),
@@ -135,7 +156,7 @@ impl<W: Write> TracePrinter<W> {
                     "time_s": (rel * 1e6).round() / 1e6,
                     "mono_ns": hit.ts_ns,
                     "pid": pid,
-                    "tid": hit.tid,
+                    "tid": tid,
                     "comm": comm,
                     "function": f.name,
                     "image": f.image,

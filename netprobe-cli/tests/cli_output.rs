@@ -29,7 +29,7 @@ fn tracee() -> String {
 fn filters(bin: &str) -> Vec<(String, String)> {
     vec![
         (regex_escape(bin), "[TRACEE]".into()),
-        (r"netprobe_\d+".into(), "netprobe_[PID]".into()),
+        (r"netprobe_\d+_\d+".into(), "netprobe_[SESSION]".into()),
         (r":0x[0-9a-f]+".into(), ":[OFFSET]".into()),
         // The fixture's file name carries a content hash.
         (r"tracee[-_][0-9a-f]{16}".into(), "tracee-[HASH]".into()),

@@ -664,7 +664,7 @@ fn dry_run_snapshot(rt: Runtime) -> Result<(), String> {
     );
     insta::with_settings!({filters => vec![
         (regex_escape(&cache).as_str(), "[CACHE]"),
-        (r"netprobe_\d+", "netprobe_[PID]"),
+        (r"netprobe_\d+(_\d+)?", "netprobe_[PID]"),
     ]}, {
         insta::assert_snapshot!(format!("dry_run_{}", rt.tag), text);
     });

@@ -74,11 +74,19 @@ fn check_hits(hits: &[Json], n: i64, pid: Option<u64>) -> Result<(), String> {
     Ok(())
 }
 
+/// The session name of netprobe process `pid` (same pid namespace as this test):
+/// `netprobe_<PIDNS>_<PID>`.
+fn session(pid: u32) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::metadata("/proc/self/ns/pid").unwrap().ino();
+    format!("netprobe_{ns}_{pid}")
+}
+
 fn our_leftovers(pid: u32) -> (bool, bool) {
-    let group = format!("netprobe_{pid}/");
+    let group = format!("{}/", session(pid));
     let events = std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).unwrap_or_default();
     let probes = events.lines().any(|l| l.contains(&format!(":{group}")));
-    let inst = Path::new(&format!("{TRACEFS}/instances/netprobe_{pid}")).exists();
+    let inst = Path::new(&format!("{TRACEFS}/instances/{}", session(pid))).exists();
     (probes, inst)
 }
 
@@ -91,7 +99,8 @@ fn wait_gone(pid: u32, within: Duration) -> Result<(), String> {
         }
         if Instant::now() > end {
             return Err(format!(
-                "session netprobe_{pid} left behind: probes={p} instance={i}"
+                "session {} left behind: probes={p} instance={i}",
+                session(pid)
             ));
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -204,6 +213,96 @@ fn main() {
                 let hits = json_lines(&out.stdout);
                 // -c: the first call (i = 1, a = -2) is there, so tracing started before the command ran.
                 check_hits(&hits, 25, None)
+            },
+        ),
+        e2e::trial(
+            "raw_array_fetch_args_decode_every_element",
+            NEEDS,
+            move || {
+                // The kernel declares array fields without a length (`u8 w[]; size:5`); each call's
+                // label "lbl-<i>" must come back byte for byte, and as u16 pairs.
+                let _g = shared();
+                let bin = t();
+                let out = Command::new(NP)
+                    .args([
+                        "trace",
+                        "--json",
+                        "-c",
+                        &format!("{bin} now 9"),
+                        &format!("{bin}:np_add w=+0(%dx):u8[5] u=+0(%dx):u16[2]"),
+                    ])
+                    .output()
+                    .map_err(err)?;
+                let hits = json_lines(&out.stdout);
+                if hits.len() != 9 {
+                    return Err(format!(
+                        "{} hits for 9 calls: {}",
+                        hits.len(),
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+                for (i, h) in hits.iter().enumerate() {
+                    let label = format!("lbl-{}", i + 1);
+                    let want: Vec<u64> = label.bytes().map(u64::from).collect();
+                    let got: Vec<u64> =
+                        serde_json::from_value(h["args"]["w"].clone()).map_err(err)?;
+                    if got != want {
+                        return Err(format!("call {}: w = {got:?}, want {want:?}", i + 1));
+                    }
+                    let b = label.as_bytes();
+                    let pairs = vec![
+                        u64::from(u16::from_le_bytes([b[0], b[1]])),
+                        u64::from(u16::from_le_bytes([b[2], b[3]])),
+                    ];
+                    let got: Vec<u64> =
+                        serde_json::from_value(h["args"]["u"].clone()).map_err(err)?;
+                    if got != pairs {
+                        return Err(format!("call {}: u = {got:?}, want {pairs:?}", i + 1));
+                    }
+                }
+                Ok(())
+            },
+        ),
+        e2e::trial(
+            "inside_a_pid_namespace_hits_arrive_with_the_namespace_pids",
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::CCompiler,
+                Need::Program("unshare"),
+            ],
+            move || {
+                // A sidecar's situation: netprobe and its target in a pid namespace, where
+                // set_event_pid's kernel (global) pids cannot be named directly.
+                let _g = shared();
+                let bin = t();
+                let out = Command::new("unshare")
+                    .args([
+                        "--pid",
+                        "--fork",
+                        "--mount-proc",
+                        NP,
+                        "trace",
+                        "--json",
+                        "-c",
+                    ])
+                    .arg(format!("{bin} now 7"))
+                    .arg(format!("{bin}:np_add a=s32 b=s64 s=string"))
+                    .arg(format!("r:{bin}:np_add s64"))
+                    .output()
+                    .map_err(err)?;
+                let hits = json_lines(&out.stdout);
+                check_hits(&hits, 7, None).map_err(|e| {
+                    format!("{e}; stderr: {}", String::from_utf8_lossy(&out.stderr))
+                })?;
+                // The ids shown are the namespace's (netprobe is 1 there, its child small).
+                for h in &hits {
+                    let pid = h["pid"].as_u64().ok_or("no pid")?;
+                    if !(2..100).contains(&pid) || h["tid"].as_u64() != Some(pid) {
+                        return Err(format!("namespace ids expected, got {h}"));
+                    }
+                }
+                Ok(())
             },
         ),
         e2e::trial("count_equals_calls_exactly", NEEDS, move || {
@@ -378,6 +477,19 @@ fn main() {
             Ok(())
         }),
         e2e::trial(
+            "session_in_another_pid_namespace_left_alone_until_its_namespace_is_gone",
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::CCompiler,
+                Need::Program("unshare"),
+            ],
+            move || {
+                let _g = START_LOCK.write().unwrap_or_else(|e| e.into_inner());
+                pidns_session_trial()
+            },
+        ),
+        e2e::trial(
             "cleanup_after_sigkill_by_watchdog_clean_and_next_start",
             NEEDS,
             move || {
@@ -431,7 +543,7 @@ fn main() {
                     }
                     let out = Command::new(NP).arg("clean").output().map_err(err)?;
                     let text = String::from_utf8_lossy(&out.stdout);
-                    if !text.contains(&format!("removed netprobe_{pid}")) {
+                    if !text.contains(&format!("removed {}", session(pid))) {
                         return Err(format!("clean: {text}"));
                     }
                     wait_gone(pid, Duration::from_millis(1))?;
@@ -459,7 +571,7 @@ fn main() {
                         .output()
                         .map_err(err)?;
                     let stderr = String::from_utf8_lossy(&out.stderr);
-                    if !stderr.contains(&format!("dead session netprobe_{pid}")) {
+                    if !stderr.contains(&format!("dead session {}", session(pid))) {
                         return Err(format!(
                             "next start did not report the stale session: {stderr}"
                         ));
@@ -531,7 +643,8 @@ fn main() {
                 };
                 if let Some(pid) = g
                     .strip_prefix("netprobe_")
-                    .and_then(|p| p.parse::<u32>().ok())
+                    .and_then(|p| p.split_once('_'))
+                    .and_then(|(_, p)| p.parse::<u32>().ok())
                 {
                     if !Path::new(&format!("/proc/{pid}")).exists() {
                         return Err(format!("probe of a dead netprobe left: {l}"));
@@ -572,4 +685,94 @@ fn kill_watchdog(pid: u32) -> Result<(), String> {
     } else {
         Err(format!("no watchdog child of {pid}: {children}"))
     }
+}
+
+/// A netprobe session in its own pid namespace (a container sidecar's situation) is named after
+/// that namespace; a host `netprobe clean` leaves it alone while it lives, and removes what it
+/// left once the namespace is gone.
+fn pidns_session_trial() -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let bin = tracee();
+    let bin = bin.to_str().unwrap();
+    let mut unshare = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            NP,
+            "count",
+            "--duration",
+            "60s",
+            "-c",
+        ])
+        .arg(format!("{bin} spin 60"))
+        .arg(format!("{bin}:np_tick"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(err)?;
+    let result = (|| {
+        // The namespaced netprobe is unshare's child; it is pid 1 in its namespace.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (np_host_pid, ns) = loop {
+            let kids =
+                std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", unshare.id()))
+                    .unwrap_or_default();
+            if let Some(k) = kids
+                .split_whitespace()
+                .next()
+                .and_then(|k| k.parse::<u32>().ok())
+            {
+                if let Ok(m) = std::fs::metadata(format!("/proc/{k}/ns/pid")) {
+                    break (k, m.ino());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err("namespaced netprobe did not start".to_string());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let group = format!("netprobe_{ns}_1");
+        let present = || {
+            std::fs::read_to_string(format!("{TRACEFS}/uprobe_events"))
+                .unwrap_or_default()
+                .contains(&format!(":{group}/"))
+        };
+        while !present() {
+            if Instant::now() > deadline {
+                return Err(format!("session {group} never appeared"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Alive: a host clean must leave it alone.
+        let out = Command::new(NP).arg("clean").output().map_err(err)?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.contains(&group) || !present() {
+            return Err(format!(
+                "host clean removed a live namespaced session: {text}"
+            ));
+        }
+        // Kill its watchdog, then netprobe (pid 1 there): the namespace dies with everything in it.
+        kill_watchdog(np_host_pid)?;
+        signal(np_host_pid, libc::SIGKILL);
+        let _ = unshare.wait();
+        std::thread::sleep(Duration::from_millis(300));
+        if !present() {
+            return Err("nothing left after killing the namespace: test is void".into());
+        }
+        let out = Command::new(NP).arg("clean").output().map_err(err)?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !text.contains(&format!("removed {group}")) || present() {
+            return Err(format!(
+                "host clean did not remove the dead namespace's session: {text}"
+            ));
+        }
+        if Path::new(&format!("{TRACEFS}/instances/{group}")).exists() {
+            return Err(format!("instance {group} left"));
+        }
+        Ok(())
+    })();
+    let _ = unshare.kill();
+    let _ = unshare.wait();
+    result
 }

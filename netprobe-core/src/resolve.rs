@@ -197,9 +197,20 @@ pub fn find_image<'a>(pid: u32, images: &'a [MappedImage], spec: &str) -> Result
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     };
+    // The same file under another path (`/proc/self/root/...`, a bind mount): the device and
+    // inode that maps shows for it.
+    let identity = spec
+        .contains('/')
+        .then(|| std::fs::metadata(spec).ok())
+        .flatten()
+        .map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (device_of(m.dev()), m.ino())
+        });
     // Ranked tiers: the first tier with any match decides.
-    let tiers: [&dyn Fn(&MappedImage) -> bool; 3] = [
+    let tiers: [&dyn Fn(&MappedImage) -> bool; 4] = [
         &|img| img.path == Path::new(spec_path),
+        &|img| identity == Some((img.dev, img.inode)),
         &|img| !spec.contains('/') && name_of(img) == spec,
         &|img| {
             let n = name_of(img);
@@ -230,6 +241,15 @@ pub fn find_image<'a>(pid: u32, images: &'a [MappedImage], spec: &str) -> Result
         image: spec.to_string(),
         similar: similar_images(images, spec),
     })
+}
+
+/// A `st_dev` number as the major:minor pair `/proc/PID/maps` prints (glibc's `gnu_dev_major`
+/// and `gnu_dev_minor` encoding).
+fn device_of(dev: u64) -> crate::maps::Device {
+    crate::maps::Device {
+        major: (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff)) as u32,
+        minor: ((dev & 0xff) | ((dev >> 12) & !0xff)) as u32,
+    }
 }
 
 fn similar_images(images: &[MappedImage], spec: &str) -> Vec<String> {

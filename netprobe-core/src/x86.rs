@@ -54,6 +54,38 @@ pub fn ret_addresses(code: &[u8], entry: VirtAddr) -> Vec<VirtAddr> {
     scan(code, entry).rets
 }
 
+/// Whether any instruction that starts in `[entry, until)` may change RSP (writes it by any
+/// means: `push`, `pop`, `call`, `sub rsp, N`, `mov rsp, ...`, as iced-x86's register-access
+/// info reports), or a byte in that range does not decode. `false` for an empty range.
+///
+/// Used to check that a probe placed at `until` sees the stack pointer a function was entered
+/// with (Go's stack ABI reads arguments relative to it).
+pub fn stack_pointer_written(code: &[u8], entry: VirtAddr, until: VirtAddr) -> bool {
+    use iced_x86::{InstructionInfoFactory, OpAccess, Register};
+    let mut factory = InstructionInfoFactory::new();
+    for instr in instructions(code, entry) {
+        if instr.ip() >= until.0 {
+            return false;
+        }
+        if instr.is_invalid() {
+            return true;
+        }
+        let info = factory.info(&instr);
+        let writes = info.used_registers().iter().any(|r| {
+            r.register().full_register() == Register::RSP
+                && !matches!(
+                    r.access(),
+                    OpAccess::Read | OpAccess::CondRead | OpAccess::None
+                )
+        });
+        if writes {
+            return true;
+        }
+    }
+    // The range runs past the code: what lies beyond was not checked.
+    until.0 > entry.0.saturating_add(code.len() as u64)
+}
+
 /// The instructions of `code` decoded from `entry` on, in 64-bit mode. Undecodable bytes come out
 /// as invalid instructions; the iterator stops at the end of `code` (an instruction cut off by the
 /// end is invalid, never read past it).
@@ -100,6 +132,24 @@ mod tests {
         let s = scan(&code, VirtAddr(0x1000));
         assert_eq!(s.tail_jumps, vec![VirtAddr(0x1000)]);
         assert!(s.rets.is_empty());
+    }
+
+    #[test]
+    fn stack_pointer_writes_are_seen() {
+        // cmp rsp,[r14+0x10]; jbe +0; sub rsp,0x18; ret
+        let code = [
+            0x49, 0x3b, 0x66, 0x10, 0x76, 0x00, 0x48, 0x83, 0xec, 0x18, 0xc3,
+        ];
+        let at = |o: u64| VirtAddr(0x1000 + o);
+        assert!(!stack_pointer_written(&code, at(0), at(0)));
+        // The stack check compares RSP and branches: nothing written.
+        assert!(!stack_pointer_written(&code, at(0), at(6)));
+        // `sub rsp` writes it.
+        assert!(stack_pointer_written(&code, at(0), at(10)));
+        // push rbx
+        assert!(stack_pointer_written(&[0x53, 0xc3], at(0), at(1)));
+        // A range past the code is not vouched for.
+        assert!(stack_pointer_written(&code[..4], at(0), at(6)));
     }
 
     #[test]

@@ -805,6 +805,19 @@ fn esbuild_layouts() -> R {
             if check.g_source != g {
                 return Err(format!("main.main reads g from {:?}", check.g_source));
             }
+            if abi == GoAbi::Stack {
+                // `func Getenv(key string) string`: two words in, two out. Its body (objdump)
+                // reads the key at 8/16(SP) and stores the result at 24/32(SP), both as at
+                // entry: a 32-byte in/out area.
+                let getenv = go
+                    .functions_named("os.Getenv")
+                    .into_iter()
+                    .next()
+                    .ok_or("no os.Getenv")?;
+                if getenv.args_size != Some(32) {
+                    return Err(format!("os.Getenv args size {:?}", getenv.args_size));
+                }
+            }
             check_against_addr2line(&path, go, 23)?;
             check_rets_and_prologues(&path, go, &sample(go, 211))
         })?;

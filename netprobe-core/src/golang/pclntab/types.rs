@@ -124,6 +124,12 @@ pub struct GoFunction<'a> {
     /// cover the code and stop at its last byte); `None` when that table is missing or malformed,
     /// in which case [`GoFunction::code_end`] falls back to `end`.
     pub code_size: Option<u64>,
+    /// The `args` field of the function's `_func` record: bytes of the argument area on the
+    /// caller's frame (`runtime/symtab.go`: "in/out args size"). Under the stack ABI (Go before
+    /// 1.17) that is every argument and result word, results last; under the register ABI only
+    /// what is passed on the stack. `None` when the record is cut off, or the field holds the
+    /// runtime's "unknown" marker (negative, for some assembly functions).
+    pub args_size: Option<u32>,
 }
 
 impl GoFunction<'_> {
@@ -150,6 +156,7 @@ impl GoFunction<'_> {
             entry: self.entry,
             end: self.end,
             code_size: self.code_size,
+            args_size: self.args_size,
         }
     }
 }

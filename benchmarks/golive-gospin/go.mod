@@ -1,0 +1,3 @@
+module netprobe.example/gospin
+
+go 1.19

@@ -1,0 +1,86 @@
+//! The programs the harness ships into images and initramfs archives.
+
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The release `netprobe` binary: `$NETPROBE_BIN` when set, otherwise built here with
+/// `cargo build --release -p netprobe-cli --bin netprobe` (a no-op when up to date).
+///
+/// Building from inside `cargo test` is safe: cargo locks each profile's folder separately, and
+/// tests run in the dev profile while this builds into `target/release/`.
+pub fn netprobe_release() -> Result<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| build_netprobe_release().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn build_netprobe_release() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("NETPROBE_BIN") {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!("NETPROBE_BIN={} is not a file", p.display());
+        }
+        return Ok(p);
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .current_dir(fixtures::workspace_root())
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "netprobe-cli",
+            "--bin",
+            "netprobe",
+        ])
+        .status()
+        .context("running cargo build --release for netprobe")?;
+    if !status.success() {
+        bail!("cargo build --release -p netprobe-cli failed ({status})");
+    }
+    let bin = fixtures::build::target_dir().join("release/netprobe");
+    if !bin.is_file() {
+        bail!("cargo built netprobe but {} is missing", bin.display());
+    }
+    Ok(bin)
+}
+
+/// True when `netprobe <sub> --help` succeeds, i.e. the binary has that subcommand.
+pub fn has_subcommand(netprobe: &std::path::Path, sub: &str) -> bool {
+    Command::new(netprobe)
+        .args([sub, "--help"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// The subcommands of `netprobe` listed in `netprobe --help` ("Commands:" section of clap).
+pub fn subcommands(netprobe: &std::path::Path) -> Vec<String> {
+    let Ok(out) = Command::new(netprobe).arg("--help").output() else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut in_commands = false;
+    let mut subs = Vec::new();
+    for line in text.lines() {
+        if line.trim_end() == "Commands:" {
+            in_commands = true;
+            continue;
+        }
+        if in_commands {
+            if !line.starts_with("  ") {
+                break;
+            }
+            if let Some(name) = line.split_whitespace().next() {
+                if name != "help" {
+                    subs.push(name.to_string());
+                }
+            }
+        }
+    }
+    subs
+}

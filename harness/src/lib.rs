@@ -1,0 +1,24 @@
+//! The harness: netprobe end to end under Docker (the sample apps with a netprobe sidecar in their
+//! PID namespace) and per kernel version (Debian kernels under QEMU/TCG, plus the host kernel).
+//!
+//! - [`owner`]: names of containers/images, and who owns them (for cleanup).
+//! - [`rootfs`]: deterministic root file systems → tar (`docker import`) or newc cpio (initramfs).
+//! - [`docker`]: the engine through `/usr/bin/docker`; guards that remove what a run made.
+//! - [`images`]: the images' contents (.NET app, Go app, sidecar, fixture programs).
+//! - [`checks`]: THE table of kernel-matrix checks and how netprobe's output is judged.
+//! - [`docker_checks`]: the table of Docker checks (sample apps, sidecar and host vantage).
+//! - [`containers`]: the app + sidecar scenario on testcontainers (privileged, else minimal caps).
+//! - [`kernels`], [`matrix`], [`report`]: the kernel matrix and its table.
+
+pub mod binaries;
+pub mod checks;
+pub mod containers;
+pub mod docker;
+pub mod docker_checks;
+pub mod images;
+pub mod kernels;
+pub mod matrix;
+pub mod oracle;
+pub mod owner;
+pub mod report;
+pub mod rootfs;

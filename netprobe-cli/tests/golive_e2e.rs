@@ -1,0 +1,1174 @@
+//! End-to-end tests of live tracing on Go and native ELF code (issue 5), on real uprobes: every
+//! assertion is about real kernel hits.
+//!
+//! - Go (`sample-app/go`, every build variant): hit counts equal calls, arguments exactly as passed
+//!   (ints, a string, a receiver's field), counts equal calls in functions whose stack grows (and a
+//!   first-byte probe counts more: the double fire the post-prologue probe avoids), RET probes give
+//!   every return value of a function with four RETs while the program runs to its end, latency
+//!   pairs every call, and a uretprobe kills the program where the RET plan runs clean.
+//! - Go's stack ABI on third-party binaries (esbuild built by Go 1.15 and 1.16).
+//! - Debian's dockerd: a probe on `net/http.(*conn).serve` hits once per `docker version`.
+//! - Native: a shared library probed through a process that maps it, IFUNCs resolved to their
+//!   implementation, a binary in another mount namespace, a NativeAOT-like `__managedcode`
+//!   section (the segment formula hits; the seed's `.text` formula cannot even be enabled).
+//! - `--dry-run` output for Go functions (insta snapshots).
+
+use fixtures::e2e::{self, err, Need};
+use netprobe_core::addr::FileOffset;
+use serde_json::Value as Json;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const NP: &str = env!("CARGO_BIN_EXE_netprobe");
+const TRACEFS: &str = "/sys/kernel/tracing";
+/// Group of the probes these tests write by hand (never netprobe's own `netprobe_*`).
+const GROUP: &str = "nptest_golive";
+/// Rounds of the Go workload: per round Add3, Greet, Calc.Add once, Classify 4 times, BigFrame
+/// once in a new goroutine, Recurse(64) (65 calls) in a new goroutine.
+const ROUNDS: i64 = 5;
+
+type R = Result<(), String>;
+
+fn live() -> Vec<Need> {
+    vec![Need::Root, Need::Tracefs]
+}
+
+fn with(extra: &[Need]) -> Vec<Need> {
+    let mut v = live();
+    v.extend_from_slice(extra);
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+fn netprobe(args: &[&str]) -> Result<Output, String> {
+    Command::new(NP).args(args).output().map_err(err)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn json_lines(out: &[u8]) -> Vec<Json> {
+    text(out)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// A successful run's stdout; its stderr in the error otherwise.
+fn ok(out: Output, what: &str) -> Result<Output, String> {
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "{what}: netprobe exited with {}: {}",
+            out.status,
+            text(&out.stderr)
+        ))
+    }
+}
+
+/// The file offset of `name`'s first byte in `bin` (netprobe's resolver; the offsets themselves
+/// are checked against objdump/addr2line/nm by the core's tests).
+fn entry_offset(bin: &Path, name: &str) -> Result<FileOffset, String> {
+    let t = netprobe_core::resolve::resolve_file(bin, name).map_err(err)?;
+    match t.as_slice() {
+        [one] => Ok(one.file_offset),
+        _ => Err(format!("{name}: {} matches", t.len())),
+    }
+}
+
+/// A program that prints a ready line, then waits for a line on stdin before it calls anything.
+struct Waiting {
+    child: Child,
+    out: BufReader<std::process::ChildStdout>,
+    ready: String,
+}
+
+impl Waiting {
+    fn start(cmd: &mut Command) -> Result<Waiting, String> {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(err)?;
+        let mut out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut ready = String::new();
+        out.read_line(&mut ready).map_err(err)?;
+        if !ready.starts_with("ready") {
+            let _ = child.kill();
+            return Err(format!("expected a ready line, got {ready:?}"));
+        }
+        Ok(Waiting { child, out, ready })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lets it make its calls; returns the first line it prints after that.
+    fn go(&mut self) -> Result<String, String> {
+        let stdin = self.child.stdin.as_mut().ok_or("no stdin")?;
+        stdin.write_all(b"go\n").map_err(err)?;
+        stdin.flush().map_err(err)?;
+        let mut line = String::new();
+        self.out.read_line(&mut line).map_err(err)?;
+        Ok(line)
+    }
+
+    /// Closes stdin and waits for the exit; returns the rest of stdout.
+    fn finish(mut self) -> String {
+        drop(self.child.stdin.take());
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut self.out, &mut rest);
+        let _ = self.child.wait();
+        rest
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `netprobe ARGS` running in the background, past the point where its probes are live.
+struct Running {
+    child: Child,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Result<Running, String> {
+        let mut child = Command::new(NP)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(err)?;
+        let stderr = child.stderr.take().ok_or("no stderr")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = std::thread::spawn(move || {
+            let mut all = String::new();
+            let mut r = BufReader::new(stderr);
+            let mut line = String::new();
+            let mut sent = false;
+            while r.read_line(&mut line).unwrap_or(0) > 0 {
+                if !sent && (line.contains("probe(s) on") || line.contains("error")) {
+                    let _ = tx.send(());
+                    sent = true;
+                }
+                all.push_str(&line);
+                line.clear();
+            }
+            if !sent {
+                let _ = tx.send(());
+            }
+            all
+        });
+        // Resolving in a 75 MB binary takes seconds in a debug build.
+        rx.recv_timeout(Duration::from_secs(120))
+            .map_err(|_| "netprobe did not start within 120 s".to_string())?;
+        Ok(Running { child, stderr })
+    }
+
+    /// SIGINT, then the output (stdout, stderr).
+    fn stop(self) -> Result<(String, String), String> {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        self.wait()
+    }
+
+    /// Waits for it to stop by itself (target exit, duration).
+    fn wait(self) -> Result<(String, String), String> {
+        let out = self.child.wait_with_output().map_err(err)?;
+        let stderr = self.stderr.join().unwrap_or_default();
+        if !out.status.success() {
+            return Err(format!("netprobe exited with {}: {stderr}", out.status));
+        }
+        Ok((text(&out.stdout), stderr))
+    }
+}
+
+/// Appends one line to `uprobe_events` (never truncating it).
+fn append_probe(line: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(format!("{TRACEFS}/uprobe_events"))?;
+    f.write_all(format!("{line}\n").as_bytes())
+}
+
+/// `events/GROUP/EVENT/enable` ← 1, then 0 again; the error of the first write.
+fn try_enable(event: &str) -> std::io::Result<()> {
+    let path = format!("{TRACEFS}/events/{GROUP}/{event}/enable");
+    std::fs::write(&path, "1")?;
+    std::fs::write(&path, "0")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Go sample app
+
+fn go_bin(variant: &str) -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(fixtures::go::sample_app_variants)
+        .join(variant)
+}
+
+fn workload_cmd(bin: &Path) -> String {
+    format!("{} workload -n {ROUNDS}", bin.display())
+}
+
+/// The workload's own summary (it prints it after all calls, so the program ran to its end).
+fn check_summary(stdout: &str) -> R {
+    for want in [
+        format!("Classify calls={} sum={}", 4 * ROUNDS, 2 * ROUNDS),
+        format!("BigFrame calls={ROUNDS}"),
+        format!("Recurse calls={} outer={ROUNDS}", 65 * ROUNDS),
+    ] {
+        if !stdout.contains(&want) {
+            return Err(format!(
+                "the workload did not finish (missing {want:?}): {stdout}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// trace: entries of Add3 (three ints), Greet (a string, an int), (*Calc).Add (receiver, its
+/// field, an int); the return values of Classify on its four RETs; the program finishes.
+fn go_trace_args_and_returns(variant: &str) -> R {
+    let bin = go_bin(variant);
+    let b = bin.display();
+    let out = ok(
+        netprobe(&[
+            "trace",
+            "--json",
+            "-c",
+            &workload_cmd(&bin),
+            &format!("{b}:main.Add3 a=s64 b=s64 c=s64"),
+            &format!("{b}:main.Greet name=gostring times=s64"),
+            &format!("{b}:main.(*Calc).Add calc=x64 x=s64 base=+0(%ax):s64"),
+            &format!("r:{b}:main.Classify s64"),
+        ])?,
+        variant,
+    )?;
+    let stdout = text(&out.stdout);
+    check_summary(&stdout)?;
+    let stderr = text(&out.stderr);
+    if !stderr.contains("probed on each RET instruction") {
+        return Err(format!("no explanation of the RET probes: {stderr}"));
+    }
+    let hits = json_lines(&out.stdout);
+    let of = |f: &str| -> Vec<&Json> { hits.iter().filter(|h| h["function"] == f).collect() };
+    let (add3, greet, calc, classify) = (
+        of("main.Add3"),
+        of("main.Greet"),
+        of("main.(*Calc).Add"),
+        of("main.Classify"),
+    );
+    if [add3.len(), greet.len(), calc.len()] != [ROUNDS as usize; 3]
+        || classify.len() != 4 * ROUNDS as usize
+    {
+        return Err(format!(
+            "{variant}: hits Add3 {} Greet {} Calc.Add {} Classify {} (expected {ROUNDS}, {ROUNDS}, {ROUNDS}, {}): {stderr}",
+            add3.len(),
+            greet.len(),
+            calc.len(),
+            classify.len(),
+            4 * ROUNDS
+        ));
+    }
+    for i in 0..ROUNDS {
+        let a = &add3[i as usize]["args"];
+        if a["a"] != i || a["b"] != 10 * i || a["c"] != 100 * i {
+            return Err(format!("{variant}: Add3 call {i}: {a}"));
+        }
+        let g = &greet[i as usize]["args"];
+        if g["name"] != "netprobe" || g["times"] != i {
+            return Err(format!("{variant}: Greet call {i}: {g}"));
+        }
+        let c = &calc[i as usize]["args"];
+        if c["base"] != 1000 || c["x"] != i || c["calc"] == "0x0" {
+            return Err(format!("{variant}: Calc.Add call {i}: {c}"));
+        }
+        for (k, want) in [-1, 0, 1, 2].iter().enumerate() {
+            let r = &classify[(4 * i) as usize + k];
+            if r["event"] != "return" || r["retval"] != *want {
+                return Err(format!("{variant}: Classify return {k} of round {i}: {r}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// count: the stack of BigFrame's goroutine grows at its prologue on every call, Recurse's stack
+/// grows on the way down; probes by name (after the stack check) count the calls exactly, probes
+/// at the first byte count more (morestack re-enters the function there).
+fn go_counts_with_growing_stacks(variant: &str) -> R {
+    let bin = go_bin(variant);
+    let b = bin.display();
+    let big = entry_offset(&bin, "main.BigFrame")?;
+    let rec = entry_offset(&bin, "main.Recurse")?;
+    let out = ok(
+        netprobe(&[
+            "count",
+            "--json",
+            "-c",
+            &workload_cmd(&bin),
+            &format!("{b}:main.BigFrame"),
+            &format!("{b}:main.Recurse"),
+            &format!("{b}:main.Add3"),
+            &format!("{b}:{big}"),
+            &format!("{b}:{rec}"),
+        ])?,
+        variant,
+    )?;
+    check_summary(&text(&out.stdout))?;
+    let stderr = text(&out.stderr);
+    if !stderr.contains("fires twice") {
+        return Err(format!(
+            "no warning for the first-byte offset probes: {stderr}"
+        ));
+    }
+    let last = json_lines(&out.stdout).pop().ok_or("no count output")?;
+    let counts = &last["counts"];
+    let n = |k: &str| counts[k].as_i64().unwrap_or(-1);
+    let file = bin.file_name().unwrap().to_string_lossy().into_owned();
+    let (first_big, first_rec) = (n(&format!("{file}+{big}")), n(&format!("{file}+{rec}")));
+    if n("main.BigFrame") != ROUNDS
+        || n("main.Recurse") != 65 * ROUNDS
+        || n("main.Add3") != ROUNDS
+        || last["complete"] != true
+    {
+        return Err(format!("{variant}: counts by name {last}"));
+    }
+    // BigFrame's 64 KiB frame never fits a new goroutine's stack: every call enters twice.
+    if first_big != 2 * ROUNDS || first_rec <= 65 * ROUNDS {
+        return Err(format!(
+            "{variant}: first-byte counts BigFrame {first_big} Recurse {first_rec}: the double fire should show there ({last})"
+        ));
+    }
+    Ok(())
+}
+
+/// latency: entries and RET probes paired by goroutine (r14) for every call.
+fn go_latency_pairs_every_call(variant: &str) -> R {
+    let bin = go_bin(variant);
+    let b = bin.display();
+    let out = ok(
+        netprobe(&[
+            "latency",
+            "--json",
+            "-c",
+            &workload_cmd(&bin),
+            &format!("{b}:main.Classify"),
+            &format!("{b}:main.Recurse"),
+            &format!("{b}:main.BigFrame"),
+            &format!("{b}:main.Greet"),
+        ])?,
+        variant,
+    )?;
+    check_summary(&text(&out.stdout))?;
+    let lines = json_lines(&out.stdout);
+    for (f, calls) in [
+        ("main.Classify", 4 * ROUNDS),
+        ("main.Recurse", 65 * ROUNDS),
+        ("main.BigFrame", ROUNDS),
+        ("main.Greet", ROUNDS),
+    ] {
+        let l = lines
+            .iter()
+            .find(|l| l["function"] == f)
+            .ok_or(format!("{variant}: no latency for {f}"))?;
+        if l["count"] != calls || l["complete"] != true {
+            return Err(format!(
+                "{variant}: {f}: {l} (expected {calls} paired calls)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// With --force-uretprobe on a function whose stack grows the Go runtime kills the program; the
+/// default plan (RET probes) on the same function lets it finish.
+fn go_uretprobe_kills_ret_probes_do_not(variant: &str) -> R {
+    let bin = go_bin(variant);
+    let b = bin.display();
+    for f in ["main.Recurse", "main.BigFrame"] {
+        let forced = netprobe(&[
+            "latency",
+            "--force-uretprobe",
+            "-c",
+            &workload_cmd(&bin),
+            &format!("{b}:{f}"),
+        ])?;
+        let stderr = text(&forced.stderr);
+        if !stderr.contains("WARNING: --force-uretprobe") {
+            return Err(format!("{variant} {f}: no loud warning: {stderr}"));
+        }
+        let died = stderr.contains("unexpected return pc") || stderr.contains("unknown caller pc");
+        if !died || check_summary(&text(&forced.stdout)).is_ok() {
+            return Err(format!(
+                "{variant} {f}: with a uretprobe the program should have died (unexpected return pc): {stderr}"
+            ));
+        }
+        let clean = ok(
+            netprobe(&["latency", "-c", &workload_cmd(&bin), &format!("{b}:{f}")])?,
+            variant,
+        )?;
+        check_summary(&text(&clean.stdout))?;
+        if text(&clean.stderr).contains("unexpected return pc") {
+            return Err(format!("{variant} {f}: RET probes crashed it"));
+        }
+    }
+    Ok(())
+}
+
+/// A Go program in another mount namespace (as in a container): its binary is only reachable
+/// through /proc/PID/root, and the probes placed there hit.
+fn go_in_other_mount_namespace() -> R {
+    let bin = go_bin("sampleapp-stripped-pie");
+    let dir = tempfile::tempdir().map_err(err)?;
+    let d = dir.path().display();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs nptest_golive {d} && cp {} {d}/hidden-go && exec {d}/hidden-go workload -n {ROUNDS} -wait",
+            bin.display()
+        ));
+    let mut w = Waiting::start(&mut cmd)?;
+    let pid = w.pid().to_string();
+    if Path::new(&format!("{d}/hidden-go")).exists() {
+        return Err("the tmpfs is visible outside the namespace: test is void".into());
+    }
+    let np = Running::start(&[
+        "count",
+        "--json",
+        "-p",
+        &pid,
+        "hidden-go:main.Recurse",
+        "hidden-go:main.Add3",
+    ])?;
+    let first = w.go()?;
+    let rest = w.finish();
+    check_summary(&format!("{first}{rest}"))?;
+    let (stdout, stderr) = np.wait()?;
+    let last = json_lines(stdout.as_bytes()).pop().ok_or("no output")?;
+    if last["counts"]["main.Recurse"] != 65 * ROUNDS || last["counts"]["main.Add3"] != ROUNDS {
+        return Err(format!("{last}: {stderr}"));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Go stack ABI: esbuild built by Go 1.15 and 1.16
+
+fn esbuild(file: &str) -> PathBuf {
+    fixtures::go::third_party_go_dir().join(file)
+}
+
+/// Arguments from the stack (a string at 8(SP), an int), a string result at the end of the
+/// in/out area on each RET, latency paired by thread; values set through the environment.
+fn go_stack_abi_esbuild() -> R {
+    for file in ["esbuild-0.7.22", "esbuild-0.8.57"] {
+        let bin = esbuild(file);
+        let b = bin.display();
+        let out = Command::new(NP)
+            .env("GODEBUG", "netprobe=42")
+            .env("DEBUG_HTTP2_GOROUTINES", "nptest")
+            .args([
+                "trace",
+                "--json",
+                "-c",
+                &format!("{b} --nptest-bogus-flag"),
+                &format!("{b}:os.Getenv key=gostring"),
+                &format!("r:{b}:os.Getenv gostring"),
+                &format!("{b}:os.Exit code=s64"),
+            ])
+            .output()
+            .map_err(err)?;
+        let out = ok(out, file)?;
+        let hits = json_lines(&out.stdout);
+        let pairs: Vec<(String, String)> = hits
+            .windows(2)
+            .filter(|w| w[0]["function"] == "os.Getenv" && w[0]["event"] == "entry")
+            .map(|w| {
+                (
+                    w[0]["args"]["key"].as_str().unwrap_or("?").to_string(),
+                    w[1]["retval"].as_str().unwrap_or("?").to_string(),
+                )
+            })
+            .collect();
+        let want = [
+            ("GODEBUG", "netprobe=42"),
+            ("DEBUG_HTTP2_GOROUTINES", "nptest"),
+        ];
+        for (k, v) in want {
+            if !pairs.iter().any(|(pk, pv)| pk == k && pv == v) {
+                return Err(format!(
+                    "{file}: no os.Getenv({k}) = {v:?} in {pairs:?}: {}",
+                    text(&out.stderr)
+                ));
+            }
+        }
+        let exit = hits
+            .iter()
+            .find(|h| h["function"] == "os.Exit")
+            .ok_or(format!("{file}: os.Exit not seen"))?;
+        if exit["args"]["code"] != 1 {
+            return Err(format!("{file}: {exit}"));
+        }
+        // Latency pairs by thread and says so.
+        let lat = ok(
+            netprobe(&[
+                "latency",
+                "--json",
+                "-c",
+                &format!("{b} --nptest-bogus-flag"),
+                &format!("{b}:os.Getenv"),
+            ])?,
+            file,
+        )?;
+        let stderr = text(&lat.stderr);
+        if !stderr.contains("paired by thread") {
+            return Err(format!("{file}: no pairing note: {stderr}"));
+        }
+        let l = json_lines(&lat.stdout)
+            .into_iter()
+            .find(|l| l["function"] == "os.Getenv")
+            .ok_or("no latency line")?;
+        if l["count"].as_i64().unwrap_or(0) < 2 {
+            return Err(format!("{file}: {l}"));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Debian's dockerd
+
+/// `docker version` makes one HTTP connection to dockerd and one /version request: a probe on
+/// `net/http.(*conn).serve` (and on the version handler) of the running, stripped dockerd hits
+/// once per run. Other tests (the Docker harness) may talk to dockerd at the same time, so both
+/// counts are lower bounds (seen exactly equal to the runs when dockerd is otherwise idle).
+fn dockerd_real_probe() -> R {
+    let pid = pid_of_comm("dockerd").ok_or("dockerd is not running")?;
+    let version = "github.com/docker/docker/api/server/router/system.(*systemRouter).getVersion";
+    let np = Running::start(&[
+        "count",
+        "--json",
+        "-p",
+        &pid,
+        "net/http.(*conn).serve",
+        version,
+    ])?;
+    const RUNS: i64 = 4;
+    for _ in 0..RUNS {
+        let out = Command::new("/usr/bin/docker")
+            .arg("version")
+            .output()
+            .map_err(err)?;
+        if !out.status.success() {
+            return Err(format!("docker version: {}", text(&out.stderr)));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (stdout, stderr) = np.stop()?;
+    let last = json_lines(stdout.as_bytes()).pop().ok_or("no output")?;
+    let serve = last["counts"]["net/http.(*conn).serve"]
+        .as_i64()
+        .unwrap_or(0);
+    let versions = last["counts"][version].as_i64().unwrap_or(0);
+    if versions < RUNS || serve < RUNS {
+        return Err(format!("{last}: {stderr}"));
+    }
+    Ok(())
+}
+
+/// The lowest pid whose `/proc/PID/comm` is `comm`, as a string.
+fn pid_of_comm(comm: &str) -> Option<String> {
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid: &u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.first().map(|p| p.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Native ELF
+
+fn native_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        fixtures::CProgram::new("golive_native")
+            .flags(&["-O2", "-pie", "-fPIE"])
+            .build()
+    })
+    .clone()
+}
+
+const NATIVE_CALLS: i64 = 37;
+
+fn start_native() -> Result<Waiting, String> {
+    Waiting::start(Command::new(native_bin()).args(["stdin", &NATIVE_CALLS.to_string()]))
+}
+
+/// The runtime address the program printed for `key` on its ready line.
+fn printed_addr(ready: &str, key: &str) -> Result<u64, String> {
+    let v = ready
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .ok_or(format!("no {key} in {ready:?}"))?;
+    u64::from_str_radix(v.trim_start_matches("0x"), 16).map_err(err)
+}
+
+/// The file offset of runtime address `addr` in process `pid`, from its maps (by hand:
+/// `addr - start + offset` of the mapping holding it), and that mapping's file name.
+fn offset_in_maps(pid: u32, addr: u64) -> Result<(String, u64), String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(err)?;
+    for l in maps.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (s, e) = f[0].split_once('-').ok_or("bad maps")?;
+        let (s, e) = (
+            u64::from_str_radix(s, 16).map_err(err)?,
+            u64::from_str_radix(e, 16).map_err(err)?,
+        );
+        if addr >= s && addr < e {
+            let off = u64::from_str_radix(f[2], 16).map_err(err)?;
+            let name = f.get(5).map(|p| p.rsplit('/').next().unwrap_or(p));
+            return Ok((name.unwrap_or("").to_string(), addr - s + off));
+        }
+    }
+    Err(format!("{addr:#x} is not mapped in {pid}"))
+}
+
+/// libc's malloc probed through the process (`libc.so.6:malloc`, and bare `malloc`, which
+/// searches everything the process maps): the uprobe sits on libc's inode, the pid filter keeps
+/// this process, the count equals its calls, sizes are exact.
+fn shared_library_through_pid() -> R {
+    for spec in ["libc.so.6:malloc", "malloc"] {
+        let mut w = start_native()?;
+        let pid = w.pid().to_string();
+        let np = Running::start(&["trace", "--json", "-p", &pid, &format!("{spec} size=u64")])?;
+        let done = w.go()?;
+        if done.trim() != "done" {
+            return Err(format!("program said {done:?}"));
+        }
+        w.finish();
+        let (stdout, stderr) = np.wait()?;
+        let hits = json_lines(stdout.as_bytes());
+        let sizes: Vec<i64> = hits
+            .iter()
+            .map(|h| h["args"]["size"].as_i64().unwrap_or(-1))
+            .collect();
+        let want: Vec<i64> = (1..=NATIVE_CALLS).map(|i| 4000 + i).collect();
+        if sizes != want {
+            return Err(format!(
+                "{spec}: sizes {sizes:?}, expected {want:?}: {stderr}"
+            ));
+        }
+        if hits.iter().any(|h| h["pid"] != w_pid(&pid)) {
+            return Err(format!("{spec}: hits of another process"));
+        }
+    }
+    Ok(())
+}
+
+fn w_pid(pid: &str) -> Json {
+    Json::from(pid.parse::<u64>().unwrap_or(0))
+}
+
+/// IFUNCs: libc's strlen and the program's own np_ifunc. netprobe says the probe would land on
+/// the resolver and names the implementation the process bound, at the file offset the
+/// program's own function pointer gives; a probe there counts every call.
+fn ifunc_resolved_implementation() -> R {
+    let mut w = start_native()?;
+    let pid = w.pid();
+    let bin = native_bin();
+    let file = bin.file_name().unwrap().to_string_lossy().into_owned();
+    let mut suggestions = Vec::new();
+    for (spec, key, impl_name) in [
+        ("libc.so.6:strlen", "strlen", None),
+        (
+            &*format!("{file}:np_ifunc"),
+            "np_ifunc",
+            Some("np_ifunc_wide"),
+        ),
+    ] {
+        let out = ok(
+            netprobe(&["count", "--dry-run", "-p", &pid.to_string(), spec])?,
+            spec,
+        )?;
+        let stderr = text(&out.stderr);
+        if !stderr.contains("is an IFUNC: the probe lands on its resolver") {
+            return Err(format!("{spec}: no IFUNC warning: {stderr}"));
+        }
+        let (map_file, off) = offset_in_maps(pid, printed_addr(&w.ready, key)?)?;
+        let want = format!("{map_file} at file offset {off:#x}");
+        if !stderr.contains(&want) {
+            return Err(format!("{spec}: expected {want:?} in: {stderr}"));
+        }
+        if let Some(n) = impl_name {
+            if !stderr.contains(&format!("resolved to {n} (")) {
+                return Err(format!("{spec}: implementation not named {n}: {stderr}"));
+            }
+        }
+        suggestions.push(format!("{map_file}:{off:#x}"));
+    }
+    let np = Running::start(&[
+        "count",
+        "--json",
+        "-p",
+        &pid.to_string(),
+        &suggestions[0],
+        &suggestions[1],
+    ])?;
+    w.go()?;
+    w.finish();
+    let (stdout, stderr) = np.wait()?;
+    let last = json_lines(stdout.as_bytes()).pop().ok_or("no output")?;
+    let counts: Vec<i64> = last["counts"]
+        .as_object()
+        .ok_or("no counts")?
+        .values()
+        .map(|v| v.as_i64().unwrap_or(-1))
+        .collect();
+    // strlen's implementation may also be called by libc itself; the program calls it N times.
+    if counts.len() != 2
+        || counts.iter().any(|&c| c < NATIVE_CALLS)
+        || !counts.contains(&NATIVE_CALLS)
+    {
+        return Err(format!("{last}: {stderr}"));
+    }
+    Ok(())
+}
+
+/// A native binary in another mount namespace, probed by file name through -p: counts exact.
+fn native_in_other_mount_namespace() -> R {
+    let bin = native_bin();
+    let dir = tempfile::tempdir().map_err(err)?;
+    let d = dir.path().display();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs nptest_golive {d} && cp {} {d}/hidden-native && exec {d}/hidden-native stdin {NATIVE_CALLS}",
+            bin.display()
+        ));
+    let mut w = Waiting::start(&mut cmd)?;
+    let pid = w.pid().to_string();
+    let np = Running::start(&[
+        "trace",
+        "--json",
+        "-p",
+        &pid,
+        "hidden-native:np_work i=s64",
+        "r:hidden-native:np_work s64",
+    ])?;
+    w.go()?;
+    w.finish();
+    let (stdout, stderr) = np.wait()?;
+    let hits = json_lines(stdout.as_bytes());
+    let args: Vec<i64> = hits
+        .iter()
+        .filter(|h| h["event"] == "entry")
+        .map(|h| h["args"]["i"].as_i64().unwrap_or(-1))
+        .collect();
+    let rets: Vec<i64> = hits
+        .iter()
+        .filter(|h| h["event"] == "return")
+        .map(|h| h["retval"].as_i64().unwrap_or(-1))
+        .collect();
+    let want: Vec<i64> = (1..=NATIVE_CALLS).collect();
+    if args != want || rets != want.iter().map(|i| i * 7 + 1).collect::<Vec<_>>() {
+        return Err(format!("args {args:?} rets {rets:?}: {stderr}"));
+    }
+    if !hits
+        .first()
+        .and_then(|h| h["image"].as_str())
+        .is_some_and(|i| i.ends_with("/hidden-native"))
+    {
+        return Err(format!("image {:?}", hits.first()));
+    }
+    Ok(())
+}
+
+fn aot_lib() -> PathBuf {
+    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        fixtures::CProgram::new("libnpaot")
+            .flags(&[
+                "-O2",
+                "-shared",
+                "-fPIC",
+                "-Wl,--section-start=__managedcode=0x200000",
+            ])
+            .suffix(".so")
+            .build()
+    })
+    .clone()
+}
+
+fn aot_host() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let lib = aot_lib();
+        fixtures::CProgram::new("aothost")
+            .with(&lib.display().to_string())
+            .flags(&[
+                "-O2",
+                &format!("-Wl,-rpath,{}", lib.parent().unwrap().display()),
+            ])
+            .build()
+    })
+    .clone()
+}
+
+/// NativeAOT-like: exported entry points in `__managedcode` (its own PT_LOAD). netprobe's
+/// offsets (segment formula) hit for real with exact arguments; the seed's `.text` formula's
+/// offset is accepted by the kernel but cannot be enabled (EINVAL: past the end of the file).
+fn nativeaot_managedcode_section() -> R {
+    let lib = aot_lib();
+    let bytes = std::fs::read(&lib).map_err(err)?;
+    let elf = goblin::elf::Elf::parse(&bytes).map_err(err)?;
+    let name = |sh: &goblin::elf::SectionHeader| elf.shdr_strtab.get_at(sh.sh_name).unwrap_or("");
+    let text_sh = elf
+        .section_headers
+        .iter()
+        .find(|s| name(s) == ".text")
+        .ok_or("no .text")?;
+    let managed = elf
+        .section_headers
+        .iter()
+        .find(|s| name(s) == "__managedcode")
+        .ok_or("no __managedcode")?;
+    let add = elf
+        .dynsyms
+        .iter()
+        .find(|s| elf.dynstrtab.get_at(s.st_name) == Some("np_aot_add"))
+        .ok_or("np_aot_add not exported in .dynsym")?;
+    if add.st_value < managed.sh_addr || add.st_value >= managed.sh_addr + managed.sh_size {
+        return Err("np_aot_add is not in __managedcode".into());
+    }
+    // Seed 004's formula, and the segment formula over the PT_LOAD holding the symbol.
+    let seed = add.st_value - text_sh.sh_addr + text_sh.sh_offset;
+    let seg = elf
+        .program_headers
+        .iter()
+        .find(|p| {
+            p.p_type == goblin::elf::program_header::PT_LOAD
+                && add.st_value >= p.p_vaddr
+                && add.st_value < p.p_vaddr + p.p_filesz
+        })
+        .ok_or("no PT_LOAD holds np_aot_add")?;
+    let segment = add.st_value - seg.p_vaddr + seg.p_offset;
+    let ours = entry_offset(&lib, "np_aot_add")?;
+    if ours.0 != segment || seed == segment {
+        return Err(format!(
+            "netprobe {ours}, segment formula {segment:#x}, seed formula {seed:#x}"
+        ));
+    }
+    // The seed's offset: the kernel takes the probe, enabling it fails with EINVAL.
+    let line = format!("p:{GROUP}/aot_seed_text {}:{seed:#x}", lib.display());
+    append_probe(&line).map_err(|e| format!("creating {line}: {e}"))?;
+    let enabled = try_enable("aot_seed_text");
+    let _ = append_probe(&format!("-:{GROUP}/aot_seed_text"));
+    match enabled {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+        other => {
+            return Err(format!(
+                "enabling the seed-formula probe at {seed:#x}: expected EINVAL, got {other:?}"
+            ))
+        }
+    }
+    // netprobe's offset: real hits with exact arguments, through the host process.
+    let mut w = Waiting::start(Command::new(aot_host()).arg(NATIVE_CALLS.to_string()))?;
+    let pid = w.pid().to_string();
+    // The library by its file name, as the process maps it.
+    let lib_name = lib.file_name().unwrap().to_string_lossy().into_owned();
+    let np = Running::start(&[
+        "trace",
+        "--json",
+        "-p",
+        &pid,
+        &format!("{lib_name}:np_aot_add a=s32 b=s32"),
+        &format!("r:{lib_name}:np_aot_scale s64"),
+    ])?;
+    w.go()?;
+    w.finish();
+    let (stdout, stderr) = np.wait()?;
+    let hits = json_lines(stdout.as_bytes());
+    let adds: Vec<(i64, i64)> = hits
+        .iter()
+        .filter(|h| h["function"] == "np_aot_add")
+        .map(|h| {
+            (
+                h["args"]["a"].as_i64().unwrap_or(-1),
+                h["args"]["b"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    let scales: Vec<i64> = hits
+        .iter()
+        .filter(|h| h["function"] == "np_aot_scale")
+        .map(|h| h["retval"].as_i64().unwrap_or(-1))
+        .collect();
+    let want_adds: Vec<(i64, i64)> = (1..=NATIVE_CALLS).map(|i| (i, 100 * i)).collect();
+    let want_scales: Vec<i64> = (1..=NATIVE_CALLS).map(|i| 3 * i).collect();
+    if adds != want_adds || scales != want_scales {
+        return Err(format!("adds {adds:?} scales {scales:?}: {stderr}"));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dry-run snapshots
+
+fn snapshot(name: &str, value: String, filters: Vec<(String, String)>) -> R {
+    let refs: Vec<(&str, &str)> = filters
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let result = std::panic::catch_unwind(|| {
+        insta::with_settings!({filters => refs}, {
+            insta::assert_snapshot!(name, value);
+        });
+    });
+    result.map_err(|_| "snapshot differs (see above; review with cargo insta review)".into())
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
+/// `netprobe ARGS` through assert_cmd: must succeed; its stdout.
+fn dry_run(args: &[&str]) -> Result<String, String> {
+    let assert = assert_cmd::Command::cargo_bin("netprobe")
+        .map_err(err)?
+        .args(args)
+        .assert();
+    let out = assert.get_output();
+    if !out.status.success() {
+        return Err(format!("dry-run failed: {}", text(&out.stderr)));
+    }
+    Ok(text(&out.stdout))
+}
+
+fn go_version_tag() -> String {
+    let out = Command::new("go")
+        .arg("env")
+        .arg("GOVERSION")
+        .output()
+        .map(|o| text(&o.stdout))
+        .unwrap_or_default();
+    out.trim().replace('.', "_")
+}
+
+/// The dry-run of a Go trace and latency: post-prologue entry points, every RET, Go ABI
+/// registers, r14 pairing, the notes. Offsets depend on the Go release: one snapshot per release.
+fn go_dry_run_snapshots() -> R {
+    let bin = go_bin("sampleapp-default");
+    let b = bin.display().to_string();
+    let filters = vec![
+        (regex_escape(&b), "[SAMPLEAPP]".to_string()),
+        (r"netprobe_\d+_\d+".into(), "netprobe_[SESSION]".into()),
+    ];
+    let trace = dry_run(&[
+        "trace",
+        "--dry-run",
+        "-c",
+        &workload_cmd(&bin),
+        &format!("{b}:main.Greet name=gostring times=s64"),
+        &format!("{b}:main.BigFrame seed=s64"),
+        &format!("r:{b}:main.Classify s64"),
+    ])?;
+    snapshot(
+        &format!("go_trace_dry_run_{}", go_version_tag()),
+        trace,
+        filters.clone(),
+    )?;
+    let lat = dry_run(&[
+        "latency",
+        "--dry-run",
+        "-c",
+        &workload_cmd(&bin),
+        &format!("{b}:main.Recurse"),
+    ])?;
+    snapshot(
+        &format!("go_latency_dry_run_{}", go_version_tag()),
+        lat,
+        filters,
+    )
+}
+
+/// A real function that returns through a tail jump (`runtime.memequal` ends in
+/// `JMP memeqbody`): netprobe warns, naming the jump's address, which `go tool objdump` shows as a
+/// JMP to another function; its one RET still gets a probe.
+fn go_tail_jump_warning() -> R {
+    let bin = go_bin("sampleapp-default");
+    let b = bin.display().to_string();
+    let out = ok(
+        netprobe(&["trace", "--dry-run", &format!("r:{b}:runtime.memequal s64")])?,
+        "dry-run",
+    )?;
+    let stderr = text(&out.stderr);
+    let at = stderr
+        .split("tail jump(s) (at ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .ok_or(format!("no tail-jump warning: {stderr}"))?
+        .to_string();
+    let dis = Command::new("go")
+        .args(["tool", "objdump", "-s", "^runtime.memequal$", &b])
+        .output()
+        .map_err(err)?;
+    let dis = text(&dis.stdout);
+    let line = dis
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(at.as_str()))
+        .ok_or(format!("objdump has no instruction at {at}: {dis}"))?;
+    if !line.contains("JMP") || line.contains("runtime.memequal(SB)") || line.contains("JMP 0x") {
+        return Err(format!("{at} is not a jump out of the function: {line}"));
+    }
+    let rets = dis.lines().filter(|l| l.contains("\tRET")).count();
+    let probes = text(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("echo 'p:") && l.contains("_r"))
+        .count();
+    if rets == 0 || probes != rets {
+        return Err(format!("{rets} RETs, {probes} return probes"));
+    }
+    Ok(())
+}
+
+/// The stack ABI's dry-run (esbuild by Go 1.16): arguments and results from the stack pointer.
+fn go_stack_abi_dry_run_snapshot() -> R {
+    let bin = esbuild("esbuild-0.8.57");
+    let b = bin.display().to_string();
+    let out = dry_run(&[
+        "trace",
+        "--dry-run",
+        &format!("{b}:os.Getenv key=gostring"),
+        &format!("r:{b}:os.Getenv gostring"),
+    ])?;
+    snapshot(
+        "go_stack_abi_dry_run",
+        out,
+        vec![
+            (regex_escape(&b), "[ESBUILD]".to_string()),
+            (r"netprobe_\d+_\d+".into(), "netprobe_[SESSION]".into()),
+        ],
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn main() {
+    let go = with(&[Need::Go, Need::CCompiler]);
+    let cc = with(&[Need::CCompiler]);
+    if e2e::unmet(&[Need::Go, Need::CCompiler]).is_none() {
+        go_bin("sampleapp-default");
+    }
+    if e2e::unmet(&[Need::CCompiler]).is_none() {
+        native_bin();
+        aot_host();
+    }
+    let stack_abi: Vec<Need> = ["esbuild-0.7.22", "esbuild-0.8.57"]
+        .iter()
+        .map(|f| Need::Path(esbuild(f)))
+        .collect();
+    let mut trials = Vec::new();
+    for variant in fixtures::go::SAMPLE_VARIANTS {
+        trials.push(e2e::trial(
+            &format!("go_trace_args_and_returns::{variant}"),
+            &go,
+            move || go_trace_args_and_returns(variant),
+        ));
+        trials.push(e2e::trial(
+            &format!("go_counts_with_growing_stacks::{variant}"),
+            &go,
+            move || go_counts_with_growing_stacks(variant),
+        ));
+        trials.push(e2e::trial(
+            &format!("go_latency_pairs_every_call::{variant}"),
+            &go,
+            move || go_latency_pairs_every_call(variant),
+        ));
+    }
+    for variant in ["sampleapp-default", "sampleapp-extlink-pie"] {
+        trials.push(e2e::trial(
+            &format!("go_uretprobe_kills_ret_probes_do_not::{variant}"),
+            &go,
+            move || go_uretprobe_kills_ret_probes_do_not(variant),
+        ));
+    }
+    trials.extend([
+        e2e::trial(
+            "go_in_other_mount_namespace",
+            &with(&[Need::Go, Need::CCompiler, Need::Program("unshare")]),
+            go_in_other_mount_namespace,
+        ),
+        e2e::trial(
+            "go_stack_abi_esbuild",
+            &[live(), stack_abi.clone()].concat(),
+            go_stack_abi_esbuild,
+        ),
+        e2e::trial(
+            "dockerd_real_probe",
+            &with(&[Need::Docker]),
+            dockerd_real_probe,
+        ),
+        e2e::trial(
+            "shared_library_through_pid",
+            &cc,
+            shared_library_through_pid,
+        ),
+        e2e::trial(
+            "ifunc_resolved_implementation",
+            &cc,
+            ifunc_resolved_implementation,
+        ),
+        e2e::trial(
+            "native_in_other_mount_namespace",
+            &with(&[Need::CCompiler, Need::Program("unshare")]),
+            native_in_other_mount_namespace,
+        ),
+        e2e::trial(
+            "nativeaot_managedcode_section",
+            &cc,
+            nativeaot_managedcode_section,
+        ),
+        e2e::trial(
+            "go_dry_run_snapshots",
+            &[Need::Go, Need::CCompiler],
+            go_dry_run_snapshots,
+        ),
+        e2e::trial(
+            "go_tail_jump_warning",
+            &[Need::Go, Need::CCompiler],
+            go_tail_jump_warning,
+        ),
+        e2e::trial(
+            "go_stack_abi_dry_run_snapshot",
+            &stack_abi,
+            go_stack_abi_dry_run_snapshot,
+        ),
+    ]);
+    e2e::run(trials);
+}
