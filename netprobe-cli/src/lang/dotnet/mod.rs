@@ -503,6 +503,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn keep_r2r_needs_a_command() {
+        let e = preflight(true, &Targeting::Pids(vec![1]), None, true).unwrap_err();
+        assert!(e.to_string().contains("works with -c only"), "{e}");
+        let g = preflight(
+            false,
+            &Targeting::Command {
+                exe: "/bin/true".into(),
+            },
+            None,
+            true,
+        )
+        .unwrap();
+        assert_eq!(g.child_env, runtime::keep_r2r_env());
+    }
+
+    #[test]
     fn exits_of_a_small_method() {
         // push rbp; mov rbp,rsp; pop rbp; ret; jmp [rip+0x10]; ret
         let code = [
