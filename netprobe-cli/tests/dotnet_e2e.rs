@@ -285,23 +285,25 @@ fn no_tiering_messages(stderr: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `Thread::Sleep(int32)` with the guard variable set on a `-p` target: one hit per call, each
-/// with the value passed.
+/// `netprobe trace -p PID 'System.Threading.Thread::Sleep'` (the bare pattern, searched in every
+/// image the process maps; both overloads match) with the guard variable set on the target: one
+/// hit of `Sleep(int32)` per call, each with the value passed, none of `Sleep(TimeSpan)`.
 fn sleep_hits_every_call_with_the_env_guard(rt: Runtime) -> Result<(), String> {
     let (hits, stderr, app_out) = trace_app(
         rt,
         &["sleep", "--count", "40", "--ms", "7"],
         &[(rt.guard_var(), "0")],
-        &["trace", "--json", SLEEP],
+        &["trace", "--json", "System.Threading.Thread::Sleep"],
     )?;
     if !app_out.contains("done calls=40") {
         return Err(format!("app: {app_out}"));
     }
     let calls = entries(&hits, SLEEP);
-    if calls.len() != 40 {
+    if calls.len() != 40 || hits.len() != 40 {
         return Err(format!(
-            "{} hits for 40 calls; stderr: {stderr}",
-            calls.len()
+            "{} hits of Sleep(int32), {} in all, for 40 calls; stderr: {stderr}",
+            calls.len(),
+            hits.len()
         ));
     }
     for h in &calls {
@@ -312,7 +314,8 @@ fn sleep_hits_every_call_with_the_env_guard(rt: Runtime) -> Result<(), String> {
     no_tiering_messages(&stderr)
 }
 
-/// `count -c ... --keep-r2r`: netprobe sets the variables for the command; every call counts.
+/// `count -c ... --keep-r2r 'System.Private.CoreLib.dll:...'` (an assembly named as IMAGE before
+/// the app runs): netprobe sets the variables for the command; every call counts.
 fn keep_r2r_counts_every_call_in_command_mode(rt: Runtime) -> Result<(), String> {
     let out = Command::new(NP)
         .args([
@@ -323,7 +326,7 @@ fn keep_r2r_counts_every_call_in_command_mode(rt: Runtime) -> Result<(), String>
             "90s",
             "-c",
             &rt.command("sleep --count 60 --ms 3"),
-            SLEEP,
+            &format!("System.Private.CoreLib.dll:{SLEEP}"),
         ])
         .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
         .output()
