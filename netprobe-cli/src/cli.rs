@@ -92,6 +92,11 @@ pub struct LiveArgs {
     /// DANGEROUS: a Go program dies if a goroutine stack moves while a probed call runs.
     #[arg(long)]
     pub force_uretprobe: bool,
+    /// .NET, with -c: run the command with DOTNET_TieredCompilation=0 and
+    /// COMPlus_TieredCompilation=0, so its ReadyToRun code is never replaced by JIT code and every
+    /// call hits the probes.
+    #[arg(long)]
+    pub keep_r2r: bool,
 }
 
 impl LiveArgs {
@@ -107,6 +112,7 @@ impl LiveArgs {
             dry_run: self.dry_run,
             buffer_kb: self.buffer_kb,
             force_uretprobe: self.force_uretprobe,
+            keep_r2r: self.keep_r2r,
         }
     }
 }

@@ -31,6 +31,18 @@ fn vaddr_of(path: &Path, off: u64) -> Option<u64> {
     Some(off - s.offset + s.vaddr)
 }
 
+/// Whether `path` is an ELF file (its first bytes); unreadable files count as ELF (no claim).
+fn is_elf(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    match std::fs::File::open(path).and_then(|mut f| {
+        use std::io::Read;
+        f.read_exact(&mut magic)
+    }) {
+        Ok(()) => &magic == b"\x7fELF",
+        Err(_) => true,
+    }
+}
+
 /// A symbol name perf and bpftrace accept as is.
 fn plain_symbol(name: &str) -> bool {
     !name.is_empty()
@@ -185,6 +197,17 @@ pub fn render(
         let _ = writeln!(s, "perf probe -d '{group}:*'");
     }
     let _ = writeln!(s);
+    if let Some(p) = plan.probes.iter().find(|p| !is_elf(&p.path)) {
+        // Verified with bpftrace 0.17: "uprobe target file ... does not exist or is not
+        // executable" for a .NET assembly (even with the executable bit set), and attaching to
+        // the uprobe events of section 1 as tracepoints fails (PERF_EVENT_IOC_SET_BPF: EINVAL).
+        let _ = writeln!(
+            s,
+            "# 3. No bpftrace program: bpftrace attaches uprobes to ELF files only, and {} is not one (use the lines of 1. or perf, 2.)",
+            p.path.display()
+        );
+        return s;
+    }
     let _ = writeln!(s, "# 3. A bpftrace program doing the same:");
     if plan.functions.iter().any(|f| f.convention.is_go()) {
         let _ = writeln!(

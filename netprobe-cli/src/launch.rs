@@ -80,6 +80,12 @@ impl PausedChild {
     /// The child only makes async-signal-safe calls between fork and exec (everything it needs is
     /// prepared before the fork), so this is safe from a multi-threaded process too.
     pub fn spawn(argv: &[String]) -> Result<PausedChild> {
+        PausedChild::spawn_with_env(argv, &[])
+    }
+
+    /// [`PausedChild::spawn`] with variables added to (or replacing those of) netprobe's own
+    /// environment, e.g. `DOTNET_TieredCompilation=0` for `--keep-r2r`.
+    pub fn spawn_with_env(argv: &[String], env: &[(String, String)]) -> Result<PausedChild> {
         let exe = find_program(
             argv.first()
                 .ok_or_else(|| Error::usage("-c needs a command"))?,
@@ -93,6 +99,21 @@ impl PausedChild {
             .map_err(|_| Error::usage("-c: an argument contains a NUL byte"))?;
         let mut c_argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
         c_argv.push(std::ptr::null());
+        let mut vars: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+            .filter(|(k, _)| !env.iter().any(|(n, _)| k.as_os_str() == n.as_str()))
+            .collect();
+        vars.extend(env.iter().map(|(k, v)| (k.into(), v.into())));
+        let c_env: Vec<CString> = vars
+            .iter()
+            .filter_map(|(k, v)| {
+                let mut kv = k.as_encoded_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_encoded_bytes());
+                CString::new(kv).ok()
+            })
+            .collect();
+        let mut c_envp: Vec<*const libc::c_char> = c_env.iter().map(|a| a.as_ptr()).collect();
+        c_envp.push(std::ptr::null());
         let (gate_r, gate_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         // SAFETY: the child below makes only async-signal-safe calls before exec or _exit.
@@ -124,7 +145,7 @@ impl PausedChild {
                     // netprobe went away before releasing us: do not run the command untraced.
                     libc::_exit(126);
                 }
-                libc::execv(c_exe.as_ptr(), c_argv.as_ptr());
+                libc::execve(c_exe.as_ptr(), c_argv.as_ptr(), c_envp.as_ptr());
                 let errno = *libc::__errno_location();
                 let eb = errno.to_ne_bytes();
                 libc::write(err_w.as_raw_fd(), eb.as_ptr().cast(), eb.len());
@@ -252,6 +273,22 @@ mod tests {
         c.release().unwrap();
         assert_eq!(c.wait(), 0);
         assert!(marker.exists());
+    }
+
+    #[test]
+    fn added_variables_reach_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("env");
+        let argv = vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            format!("echo \"$NP_TEST_VAR\" > {}", out.display()),
+        ];
+        let mut c =
+            PausedChild::spawn_with_env(&argv, &[("NP_TEST_VAR".into(), "kept".into())]).unwrap();
+        c.release().unwrap();
+        assert_eq!(c.wait(), 0);
+        assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "kept");
     }
 
     #[test]

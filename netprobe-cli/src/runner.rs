@@ -27,6 +27,8 @@ pub trait Sink {
     fn tick(&mut self, _plan: &ProbePlan, _lost: Lost) -> Flow {
         Flow::Continue
     }
+    /// Called on every turn of the event loop (at least every 200 ms), hits or not.
+    fn idle(&mut self, _plan: &ProbePlan) {}
 }
 
 /// Why the loop ended.
@@ -120,6 +122,7 @@ pub fn run(
                 flow = sink.hit(plan, hit);
             }
         })?;
+        sink.idle(session.plan());
         match flow {
             Flow::Continue => {}
             Flow::Enough => return Ok(StopReason::MaxEvents),

@@ -11,7 +11,9 @@
 //!   a name or glob as `netprobe symbols` lists them; `0xOFFSET` is a file offset (what
 //!   `uprobe_events` takes). The first single `:` separates IMAGE from PATTERN (`::` in .NET names
 //!   is part of the pattern). Without IMAGE, the pattern is searched in every executable file the
-//!   `-p` processes map, or in the `-c` command's executable.
+//!   `-p` processes map, or in the `-c` command's executable; a `-c` command that runs a .NET app
+//!   (`dotnet app.dll`, an app host) searches the app and its framework, found as the .NET host
+//!   finds it, and takes assembly names (`System.Private.CoreLib.dll:...`) as IMAGE.
 //! - The location ends at the first space; use `*` for spaces inside .NET names.
 //! - `p:` / `r:` are bcc `trace`'s prefixes (bpftrace: `uprobe:` / `uretprobe:`). An image named
 //!   `p` or `r` must be written as a path (`./r`).
@@ -24,6 +26,10 @@
 //! - For `r:` the one TYPE is the return value's type (default `x64`). Go functions get one probe
 //!   per RET instruction instead of a uretprobe (`--force-uretprobe` overrides), and entry probes
 //!   after their stack-check prologue; an `IMAGE:0xOFFSET` is probed exactly there.
+//! - .NET ReadyToRun methods without ARGs get theirs from the signature (`this` first, strings
+//!   decoded, floats and what follows a struct left out with a note), and a return TYPE from it;
+//!   their returns are probed on each RET instruction too (a uretprobe crashes the runtime's
+//!   stack walks), see `crate::lang::dotnet`.
 //!
 //! Examples: `./app:add s32 s32`, `r:./app:add s32`, `libc.so.6:puts string`,
 //! `System.Private.CoreLib.dll:*String::Concat* this=x64 s=utf16`, `./app:0x1139 a=s32`.

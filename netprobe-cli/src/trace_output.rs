@@ -143,15 +143,11 @@ impl<W: Write> TracePrinter<W> {
                 );
                 let event = match hit.role {
                     Role::Entry => format!("-> {}({})", f.name, args_text(&hit.args)),
-                    Role::Return => {
-                        let ret = hit
-                            .args
-                            .iter()
-                            .find(|(n, _)| n == "ret")
-                            .map(|(_, v)| v.to_string())
-                            .unwrap_or_default();
-                        format!("<- {} = {ret}", f.name)
-                    }
+                    // A return without a value (void, or one no register holds) prints none.
+                    Role::Return => match hit.args.iter().find(|(n, _)| n == "ret") {
+                        Some((_, v)) => format!("<- {} = {v}", f.name),
+                        None => format!("<- {}", f.name),
+                    },
                 };
                 writeln!(self.out, "{rel:>12.6} {pidtid:>15} {comm:<16} {event}")?;
             }

@@ -62,6 +62,14 @@ pub enum Error {
     #[error("{} is IL-only (no ReadyToRun code): its methods are JIT-compiled at run time, so uprobes cannot probe them; rebuild it with `dotnet publish -p:PublishReadyToRun=true` (or probe framework methods, which are precompiled)", .path.display())]
     IlOnly { path: PathBuf },
 
+    /// A method that exists in an IL-only assembly (no ReadyToRun code at all).
+    #[error("{method} cannot be probed: {} is IL-only (no ReadyToRun code), so the method is JIT-compiled at run time into memory no file backs and uprobes cannot reach it; rebuild the app with `dotnet publish -p:PublishReadyToRun=true` (or probe the precompiled framework methods it calls)", .path.display())]
+    JitOnlyMethod { method: String, path: PathBuf },
+
+    /// A method that exists in a ReadyToRun assembly without precompiled code of its own.
+    #[error("{method} cannot be probed: {} has ReadyToRun code, but not for this method (crossgen left it to the JIT, e.g. a generic instantiation it did not pregenerate), so it is JIT-compiled at run time and uprobes cannot reach it; probe a precompiled caller or callee (`netprobe symbols {}` lists them)", .path.display(), .path.display())]
+    NotPrecompiled { method: String, path: PathBuf },
+
     #[error("{} is a PE file without .NET metadata (no CLI header): pass a .NET assembly (.dll) instead", .path.display())]
     NotDotnet { path: PathBuf },
 

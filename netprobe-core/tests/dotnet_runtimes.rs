@@ -856,6 +856,40 @@ fn snapshot(rt: Runtime) -> Result<(), String> {
     Ok(())
 }
 
+/// `Assembly::method_def_names` (every MethodDef, code or not) names each precompiled MethodDef
+/// method exactly as the ReadyToRun listing does, under the same token, and lists the methods
+/// without precompiled code too (two formatting paths over the same rows).
+fn method_def_names_agree_with_the_listing(rt: Runtime) -> Result<(), String> {
+    let (asm, methods) = list(rt, "System.Private.CoreLib")?;
+    let all: HashMap<u32, String> = asm.method_def_names().into_iter().collect();
+    let mut checked = 0;
+    for m in methods.iter().filter(|m| m.entry == EntryKind::MethodDef) {
+        match all.get(&m.token) {
+            Some(n) if *n == m.name => checked += 1,
+            other => {
+                return Err(format!(
+                    "{:#x} {}: method_def_names says {other:?}",
+                    m.token, m.name
+                ))
+            }
+        }
+    }
+    let rows = asm
+        .metadata()
+        .rows(netprobe_core::dotnet::metadata::table::METHOD_DEF) as usize;
+    if all.len() != rows || checked == 0 || all.len() <= checked {
+        return Err(format!(
+            "{} names for {rows} MethodDef rows, {checked} precompiled checked",
+            all.len()
+        ));
+    }
+    eprintln!(
+        "  .NET {}: {rows} MethodDefs named, {checked} precompiled ones identical to the R2R listing",
+        rt.version
+    );
+    Ok(())
+}
+
 fn main() {
     let mcs = Need::Program("mcs");
     e2e::run(vec![
@@ -882,6 +916,12 @@ fn main() {
             net31_live_images,
         ),
         e2e::trial("il_only_app_explains_jit", &[mcs], il_only_app_explains_jit),
+        e2e::trial("net8_method_def_names_agree", &[NET8.need()], || {
+            method_def_names_agree_with_the_listing(NET8)
+        }),
+        e2e::trial("net31_method_def_names_agree", &[NET31.need()], || {
+            method_def_names_agree_with_the_listing(NET31)
+        }),
         e2e::trial("net8_mutated_images_never_panic", &[NET8.need()], || {
             mutations_never_panic(NET8)
         }),

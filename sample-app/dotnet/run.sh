@@ -47,8 +47,12 @@ dll="$out/sample-netcore-app.dll"
 mkdir -p "$out"
 # Rebuild when any source is newer than the output.
 if [[ ! -f "$dll" ]] || [[ -n "$(find "$here/src" -name '*.cs' -newer "$dll")" ]]; then
-    mcs -nologo -warnaserror+ -out:"$dll.tmp" "$here"/src/*.cs >&2
-    mv "$dll.tmp" "$dll"
+    # mcs names the assembly after -out's file name, so build under the final name in a
+    # temporary folder (the assembly is then `sample-netcore-app`, as in the seeds), then move.
+    tmp="$(mktemp -d "$out/.build.XXXXXX")"
+    mcs -nologo -warnaserror+ -out:"$tmp/sample-netcore-app.dll" "$here"/src/*.cs >&2
+    mv "$tmp/sample-netcore-app.dll" "$dll"
+    rmdir "$tmp"
 fi
 cat > "$out/sample-netcore-app.runtimeconfig.json" <<JSON
 {"runtimeOptions":{"tfm":"$tfm","framework":{"name":"Microsoft.NETCore.App","version":"$version"}}}

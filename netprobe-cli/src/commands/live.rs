@@ -4,13 +4,13 @@
 use crate::cleanup;
 use crate::dryrun::{self, Mode};
 use crate::error::{Error, Result};
-use crate::lang::{PlanOptions, Planner};
+use crate::lang::{dotnet, PlanOptions, Planner};
 use crate::launch::{split_command, PausedChild};
 use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
 use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::{self, SignalPipe};
-use crate::spec::{resolve, Location, ProbeSpec, Targeting};
+use crate::spec::{Location, ProbeSpec, Targeting};
 use crate::trace_output::{
     self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
 };
@@ -34,6 +34,8 @@ pub struct LiveOptions {
     pub buffer_kb: Option<u64>,
     /// Use uretprobes on Go functions too (`--force-uretprobe`).
     pub force_uretprobe: bool,
+    /// .NET `-c`: keep ReadyToRun code (no tiered compilation) in the command (`--keep-r2r`).
+    pub keep_r2r: bool,
 }
 
 /// Builds the plan of a live command from parsed specs and their locations: each location is
@@ -53,7 +55,8 @@ pub fn build_plan(
     for (spec, locs) in resolved {
         for loc in locs {
             if let Some(f) = planner.plan(spec, loc)? {
-                plan.add_function(f)?;
+                let id = plan.add_function(f)?;
+                planner.added(&mut plan, id);
             }
         }
     }
@@ -78,6 +81,7 @@ fn print_notes(plan: &ProbePlan) {
 fn resolve_specs(
     specs: &[String],
     targeting: &Targeting,
+    dotnet_command: Option<&dotnet::resolve::DotnetCommand>,
 ) -> Result<Vec<(ProbeSpec, Vec<Location>)>> {
     if specs.is_empty() {
         return Err(Error::usage(
@@ -88,7 +92,7 @@ fn resolve_specs(
         .iter()
         .map(|s| {
             let spec = ProbeSpec::parse(s)?;
-            let locs = resolve(&spec, targeting)?;
+            let locs = dotnet::resolve::resolve(&spec, targeting, dotnet_command)?;
             Ok((spec, locs))
         })
         .collect()
@@ -114,7 +118,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         }
         None => Targeting::SystemWide,
     };
-    let resolved = resolve_specs(&o.specs, &targeting)?;
+    let dotnet_command = dotnet::command_of(argv.as_deref(), &targeting);
+    let resolved = resolve_specs(&o.specs, &targeting, dotnet_command.as_ref())?;
     let plan = build_plan(
         mode,
         &resolved,
@@ -124,6 +129,15 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         },
     )?;
     print_notes(&plan);
+    let guard = dotnet::preflight(
+        plan.functions
+            .iter()
+            .any(|f| dotnet::is_managed_image(&f.probe_path)),
+        &targeting,
+        dotnet_command.as_ref(),
+        o.keep_r2r,
+    )?;
+    dotnet::print_guard(&guard);
     let me = std::process::id();
     let name = cleanup::session_name(me);
     if o.dry_run {
@@ -138,7 +152,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     report_stale(&tracefs);
     let signals = SignalPipe::install()?;
     let mut child = match &argv {
-        Some(a) => Some(PausedChild::spawn(a)?),
+        Some(a) => Some(PausedChild::spawn_with_env(a, &guard.child_env)?),
         None => None,
     };
     let pids: Vec<u32> = match &child {
@@ -154,6 +168,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     // they let a buffer fill to a quarter before waking up (the 200 ms poll tick bounds the delay).
     opts.buffer_percent = if mode == Mode::Trace { 0 } else { 25 };
     let mut session = Session::start(&tracefs, &opts, plan)?;
+    let mut stall = dotnet::stall::StallWatch::new(
+        session.plan(),
+        |id| dotnet::is_managed_image(&session.plan().function(id).probe_path),
+        guard.fix.clone(),
+        guard.default_fix.clone(),
+    );
     let format = if o.json { Format::Json } else { Format::Text };
     let stdout = std::io::stdout();
     let start_ns = monotonic_ns();
@@ -202,7 +222,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 &pids,
                 child.as_mut(),
                 limits,
-                &mut printer,
+                &mut dotnet::stall::Watched {
+                    inner: &mut printer,
+                    watch: &mut stall,
+                },
             )?;
             let lost = session.stop_and_drain(|plan, hit| {
                 if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
@@ -227,7 +250,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 &pids,
                 child.as_mut(),
                 limits,
-                &mut counter,
+                &mut dotnet::stall::Watched {
+                    inner: &mut counter,
+                    watch: &mut stall,
+                },
             )?;
             let plan = session.plan().clone();
             let lost = session.stop_and_drain(|plan, hit| {
@@ -254,7 +280,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 &pids,
                 child.as_mut(),
                 limits,
-                &mut lat,
+                &mut dotnet::stall::Watched {
+                    inner: &mut lat,
+                    watch: &mut stall,
+                },
             )?;
             let plan = session.plan().clone();
             let lost = session.stop_and_drain(|plan, hit| {
@@ -356,7 +385,7 @@ pub fn probe_add(
     } else {
         Targeting::Pids(pids.to_vec())
     };
-    let resolved = resolve_specs(specs, &targeting)?;
+    let resolved = resolve_specs(specs, &targeting, None)?;
     let mut plan = build_plan(
         Mode::Trace,
         &resolved,

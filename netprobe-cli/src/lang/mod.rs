@@ -1,9 +1,11 @@
 //! Language rules: which kernel probes observe a resolved location, by the kind of code it is.
 //!
 //! [`Planner`] is what `commands::live::build_plan` calls for each location: Go functions
-//! ([`go`]: post-prologue entry, RET probes, Go ABIs, goroutine pairing), everything else as native
-//! ELF code ([`native`]: System V, uretprobes, IFUNC advice).
+//! ([`go`]: post-prologue entry, RET probes, Go ABIs, goroutine pairing), .NET ReadyToRun methods
+//! ([`dotnet`]: signature-typed arguments, RET probes, tiering and inlining notes), everything else
+//! as native ELF code ([`native`]: System V, uretprobes, IFUNC advice).
 
+pub mod dotnet;
 pub mod go;
 pub mod native;
 
@@ -49,6 +51,7 @@ pub struct Planner {
     options: PlanOptions,
     go: go::GoImages,
     go_summary: go::GoSummary,
+    dotnet: dotnet::Planner,
     notes: Vec<String>,
 }
 
@@ -64,6 +67,7 @@ impl Planner {
             options,
             go: go::GoImages::analyze(locations),
             go_summary: go::GoSummary::default(),
+            dotnet: dotnet::Planner::new(),
             notes: Vec::new(),
         }
     }
@@ -72,6 +76,12 @@ impl Planner {
     /// notes).
     pub fn plan(&mut self, spec: &ProbeSpec, loc: &Location) -> Result<Option<FunctionPlan>> {
         let wants = Wants::of(self.mode, spec);
+        if dotnet::is_managed(loc) {
+            return self
+                .dotnet
+                .plan_function(spec, loc, wants, &mut self.notes)
+                .map(Some);
+        }
         if let Some((img, f)) = self.go.function(loc) {
             return go::plan_function(
                 img,
@@ -103,6 +113,13 @@ impl Planner {
             &self.options.pids,
             &mut self.notes,
         )))
+    }
+
+    /// Called with the id `plan.add_function` gave the function [`Planner::plan`] returned last:
+    /// adjusts its probes where the generic plan cannot say it (a .NET method's return without a
+    /// readable value fetches none).
+    pub fn added(&mut self, plan: &mut crate::plan::ProbePlan, id: crate::plan::FunctionId) {
+        self.dotnet.added(plan, id);
     }
 
     /// Everything to tell the user, once each, in order: per-function notes, then summaries.

@@ -257,6 +257,14 @@ impl Assembly {
         }
     }
 
+    /// Every method the assembly defines (MethodDef table) as `(token, name)`, named like
+    /// [`Assembly::methods`] names precompiled ones, with or without precompiled code (IL-only
+    /// assemblies too). For explaining why a method that exists cannot be probed; methods whose
+    /// signature does not decode are left out.
+    pub fn method_def_names(&self) -> Vec<(u32, String)> {
+        r2r::resolver::method_def_names(self)
+    }
+
     /// The ReadyToRun header and code table; `None` for an IL-only assembly (no precompiled code:
     /// methods are JIT-compiled at run time and cannot be probed).
     pub fn r2r(&self) -> Option<&R2rImage> {

@@ -23,8 +23,9 @@ namespace sample_netcore_app
 modes:
   serve    [--port 8080] [--max-requests N]
            HTTP/1.1 on 127.0.0.1: GET /echo/{value}, GET /fibonacci/{n}, GET /health
-  sleep    [--count 10] [--ms 100] [--call direct|delegate|reflection]
-           calls System.Threading.Thread.Sleep(int32) --count times with --ms
+  sleep    [--count 10] [--ms 100] [--call direct|delegate|reflection] [--gc]
+           calls System.Threading.Thread.Sleep(int32) --count times with --ms; --gc runs
+           garbage collections on another thread meanwhile (stack walks during the calls)
   strings  [--count 10] [--call direct|delegate|reflection] [--value S]...
            calls System.String.Replace(string,string) on each value (default: an ASCII,
            a non-ASCII and a 100-char string): this = value, oldValue = ""needle"", newValue = value
@@ -75,6 +76,7 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
         // call the precompiled entry point itself.
         static int SleepMode(Options o)
         {
+            var collector = o.Gc ? StartCollector() : null;
             Action<int> viaDelegate = Thread.Sleep;
             MethodInfo viaReflection = typeof(Thread).GetMethod("Sleep", new[] { typeof(int) });
             for (int i = 0; i < o.Count; i++)
@@ -87,8 +89,36 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
                     default: viaReflection.Invoke(null, new object[] { o.Ms }); break;
                 }
             }
+            if (collector != null)
+            {
+                stopCollector = true;
+                collector.Join();
+                Console.WriteLine("collections=" + GC.CollectionCount(2));
+            }
             Console.WriteLine("done calls=" + o.Count);
             return 0;
+        }
+
+        static volatile bool stopCollector;
+
+        // Forces compacting collections in a loop: each one suspends the sleeping thread and walks
+        // its stack, as a busy service's GC does. A uretprobe on a method in progress (return
+        // address replaced on the stack) makes such a walk crash the process.
+        static Thread StartCollector()
+        {
+            var t = new Thread(() =>
+            {
+                var junk = new System.Collections.Generic.List<byte[]>();
+                while (!stopCollector)
+                {
+                    for (int k = 0; k < 200; k++) junk.Add(new byte[1000]);
+                    if (junk.Count > 20000) junk.Clear();
+                    GC.Collect(2, GCCollectionMode.Forced, true, true);
+                }
+            });
+            t.IsBackground = true;
+            t.Start();
+            return t;
         }
 
         // String.Replace(string,string) has 239 (3.1) / 353 (8) bytes of IL: the JIT never inlines
@@ -143,7 +173,7 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
         public string Mode = "";
         public int Port = 8080, MaxRequests = -1, Count = 10, Ms = 100, DelayMs = 0;
         public string Call = "delegate";
-        public bool Wait;
+        public bool Wait, Gc;
         public System.Collections.Generic.List<string> Values = new System.Collections.Generic.List<string>();
 
         public Options(string[] args)
@@ -171,6 +201,7 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
                         break;
                     case "--value": Values.Add(next()); break;
                     case "--wait": Wait = true; break;
+                    case "--gc": Gc = true; break;
                     default: Values.Add(a); break;
                 }
             }

@@ -349,6 +349,51 @@ pub(crate) fn methods<'a>(
     Ok(out)
 }
 
+/// Every MethodDef of `asm` as `(token, name)`, named like [`methods`] names precompiled ones
+/// (`[instance ]RET [Assembly] Namespace.Type::Method(ARGS)`), whether or not the method has
+/// precompiled code: IL-only assemblies included. Rows whose signature does not decode are
+/// skipped (a listing for explanations, not for probes).
+pub(crate) fn method_def_names(asm: &Assembly) -> Vec<(u32, String)> {
+    let md = asm.metadata().with_validated_strings();
+    let names = Names {
+        md,
+        enclosing: asm.enclosing_types(),
+        foreign: None,
+    };
+    let assembly_name = md.assembly_name().unwrap_or("?");
+    let rows = md.rows(table::METHOD_DEF);
+    let mut out = Vec::with_capacity(rows as usize);
+    let mut owner_name = String::new();
+    let mut owner_rid = u32::MAX;
+    for rid in 1..=rows {
+        let Some(row) = md.method_def(rid) else {
+            continue;
+        };
+        let owner = owner_type(&md, rid).unwrap_or(0);
+        if owner != owner_rid {
+            owner_name.clear();
+            names.type_def_name(owner, '+', &mut owner_name);
+            owner_name.push_str("::");
+            owner_rid = owner;
+        }
+        let qualified = format!("{owner_name}{}", row.name);
+        let mut name = String::with_capacity(64 + qualified.len());
+        if names
+            .method_from_sig(
+                &mut SigReader::new(row.signature),
+                &qualified,
+                Some(assembly_name),
+                &mut name,
+                0,
+            )
+            .is_ok()
+        {
+            out.push((0x0600_0000 | rid, name));
+        }
+    }
+    out
+}
+
 #[allow(clippy::too_many_arguments)]
 fn finish(
     asm: &Assembly,

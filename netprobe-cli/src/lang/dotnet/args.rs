@@ -1,0 +1,530 @@
+//! Where a managed method's arguments and return value are at a probe, from its signature.
+//!
+//! Sources: dotnet/runtime `docs/design/coreclr/botr/clr-abi.md` ("Special/extra parameters":
+//! `this` always comes first; then the optional return buffer, then the generic context, then the
+//! declared arguments) and the System V AMD64 psABI (integer class in rdi, rsi, rdx, rcx, r8, r9;
+//! float/double in xmm0..7, which take no integer register; structs by their size and fields;
+//! results in rax (rdx), floats in xmm0). Verified on this kernel: a fetch-arg naming `%xmm0` is
+//! refused ("Invalid register name"), so float arguments cannot be shown.
+
+use crate::plan::{ArgRequest, ArgType};
+use crate::tracefs::probe::FetchType;
+use netprobe_core::dotnet::metadata::{ArgKind, TypeSig};
+use netprobe_core::dotnet::MethodDetails;
+
+/// Integer argument registers of System V AMD64.
+pub const INT_REGISTERS: usize = 6;
+
+/// A hidden argument between `this` (or the start) and the declared parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hidden {
+    /// None: the declared parameters follow `this` directly.
+    None,
+    /// Shared generic code of a generic method or a static method of a generic type: the
+    /// instantiation (MethodDesc or MethodTable pointer) comes first (clr-abi.md, "Generics").
+    GenericContext,
+    /// Whether a hidden argument is there cannot be told from the signature; the text says why.
+    Unknown(String),
+}
+
+/// Everything the layout needs about one method.
+#[derive(Clone, Debug)]
+pub struct MethodShape<'a> {
+    pub details: &'a MethodDetails,
+    /// The method's name for notes (`System.String::Replace(string,string)`).
+    pub display: String,
+    /// `this` is a `System.String` (instance methods of `System.String`).
+    pub this_is_string: bool,
+    pub hidden: Hidden,
+    /// How each parameter's type prints (`int32`, `valuetype System.TimeSpan`).
+    pub param_types: Vec<String>,
+    pub ret_type: String,
+    /// The owning type's type arguments as the instantiation names them (`System.__Canon`,
+    /// `System.Int32`); empty for non-generic owners.
+    pub owner_type_args: Vec<String>,
+}
+
+/// The arguments to fetch at entry, and why some are not shown.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    pub args: Vec<ArgRequest>,
+    pub notes: Vec<String>,
+}
+
+/// How a value of `kind` is fetched from one integer register; `None` for kinds that are not one
+/// integer register (floats, structs, unresolved generic parameters).
+fn register_type(kind: ArgKind) -> Option<ArgType> {
+    Some(match kind {
+        ArgKind::Bool => ArgType::Int(FetchType::U8),
+        ArgKind::Char => ArgType::Int(FetchType::U16),
+        ArgKind::Int { bits, signed } => ArgType::Int(match (bits, signed) {
+            (8, true) => FetchType::S8,
+            (8, false) => FetchType::U8,
+            (16, true) => FetchType::S16,
+            (16, false) => FetchType::U16,
+            (32, true) => FetchType::S32,
+            (32, false) => FetchType::U32,
+            (_, true) => FetchType::S64,
+            (_, false) => FetchType::U64,
+        }),
+        ArgKind::String => ArgType::DotnetString,
+        ArgKind::ObjectRef | ArgKind::Pointer => ArgType::Int(FetchType::X64),
+        ArgKind::Float { .. } | ArgKind::ValueType | ArgKind::GenericParam | ArgKind::Void => {
+            return None
+        }
+    })
+}
+
+/// The kind of a reflection-style type name as instantiations print them (`System.Int32`,
+/// `System.__Canon`); `None` for anything else (a struct, or a type netprobe cannot size).
+fn kind_of_type_arg(name: &str) -> Option<ArgKind> {
+    let kind = match name {
+        "System.__Canon" | "System.String" | "System.Object" => {
+            if name == "System.String" {
+                ArgKind::String
+            } else {
+                ArgKind::ObjectRef
+            }
+        }
+        "System.Boolean" => ArgKind::Bool,
+        "System.Char" => ArgKind::Char,
+        "System.SByte" => ArgKind::Int {
+            bits: 8,
+            signed: true,
+        },
+        "System.Byte" => ArgKind::Int {
+            bits: 8,
+            signed: false,
+        },
+        "System.Int16" => ArgKind::Int {
+            bits: 16,
+            signed: true,
+        },
+        "System.UInt16" => ArgKind::Int {
+            bits: 16,
+            signed: false,
+        },
+        "System.Int32" => ArgKind::Int {
+            bits: 32,
+            signed: true,
+        },
+        "System.UInt32" => ArgKind::Int {
+            bits: 32,
+            signed: false,
+        },
+        "System.Int64" | "System.IntPtr" => ArgKind::Int {
+            bits: 64,
+            signed: true,
+        },
+        "System.UInt64" | "System.UIntPtr" => ArgKind::Int {
+            bits: 64,
+            signed: false,
+        },
+        "System.Single" => ArgKind::Float { bits: 32 },
+        "System.Double" => ArgKind::Float { bits: 64 },
+        n if n.ends_with("[]") => ArgKind::ObjectRef,
+        _ => return None,
+    };
+    Some(kind)
+}
+
+/// The kind of `t` in this method, generic parameters replaced by their instantiation when it is
+/// known (`!0` of ``List`1[System.__Canon]`` is an object reference).
+fn resolved_kind(shape: &MethodShape<'_>, t: &TypeSig) -> ArgKind {
+    match t.unmodified() {
+        TypeSig::Var { index } => shape
+            .owner_type_args
+            .get(*index as usize)
+            .and_then(|a| kind_of_type_arg(a))
+            .unwrap_or(ArgKind::GenericParam),
+        TypeSig::MVar { index } => shape
+            .details
+            .method_instantiation
+            .get(*index as usize)
+            .map(|m| resolved_kind(shape, m))
+            .unwrap_or(ArgKind::GenericParam),
+        other => other.arg_kind(),
+    }
+}
+
+/// A fetch-arg name from a parameter name: ASCII letters, digits and `_`, not starting with a
+/// digit, not clashing with the kernel's common fields or netprobe's own (`np_*`), at most 24
+/// characters (the kernel allows 32, and strings add `_len`); `fallback` when nothing is left.
+pub fn field_name(param: &str, fallback: &str) -> String {
+    let mut s: String = param
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(24)
+        .collect();
+    if s.trim_matches('_').is_empty() {
+        s = fallback.to_string();
+    }
+    if s.starts_with(|c: char| c.is_ascii_digit())
+        || s.starts_with("common_")
+        || s.starts_with("np_")
+        || s == "ret"
+    {
+        s = format!("a_{s}");
+        s.truncate(24);
+    }
+    s
+}
+
+/// Names unique among the fields they produce (a string `s` also makes `s_len`).
+struct Names(Vec<String>);
+
+impl Names {
+    fn take(&mut self, wanted: String, ty: ArgType) -> String {
+        let fields = |n: &str| -> Vec<String> {
+            match ty {
+                ArgType::DotnetString | ArgType::GoString => {
+                    vec![n.to_string(), format!("{n}_len")]
+                }
+                _ => vec![n.to_string()],
+            }
+        };
+        let mut name = wanted.clone();
+        let mut k = 2;
+        while fields(&name).iter().any(|f| self.0.contains(f)) {
+            name = format!("{wanted}_{k}");
+            k += 1;
+        }
+        self.0.extend(fields(&name));
+        name
+    }
+}
+
+/// The entry arguments of a method: `this` first, then a hidden generic context if any, then the
+/// declared parameters by register. Stops (with a note) where the registers can no longer be
+/// told: a struct passed by value, an unresolved generic parameter, a possible hidden return
+/// buffer, or the seventh integer argument (on the stack). Float parameters take no integer
+/// register; they are skipped with a note.
+pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
+    let d = shape.details;
+    let sig = &d.signature;
+    let mut out = Layout::default();
+    let mut names = Names(Vec::new());
+    let mut used = 0usize;
+    let push = |out: &mut Layout, names: &mut Names, used: &mut usize, name: String, ty| {
+        let name = names.take(name, ty);
+        out.args.push(ArgRequest::Positional {
+            name: Some(name),
+            ty,
+        });
+        *used += 1;
+    };
+    if sig.has_this && !sig.explicit_this {
+        let ty = if shape.this_is_string {
+            ArgType::DotnetString
+        } else {
+            ArgType::Int(FetchType::X64)
+        };
+        push(&mut out, &mut names, &mut used, "this".into(), ty);
+    }
+    // A struct result may come back through a hidden buffer argument (System V: structs over 16
+    // bytes); its size is not in the signature.
+    let ret_kind = resolved_kind(shape, &sig.ret);
+    if matches!(ret_kind, ArgKind::ValueType | ArgKind::GenericParam) {
+        if !sig.params.is_empty() {
+            out.notes.push(format!(
+                "{}: arguments after `this` are not shown: the struct result ({}) may be returned through a hidden buffer argument that shifts the registers",
+                shape.display, shape.ret_type
+            ));
+        }
+        return out;
+    }
+    match &shape.hidden {
+        Hidden::None => {}
+        Hidden::GenericContext => push(
+            &mut out,
+            &mut names,
+            &mut used,
+            "generic_ctx".into(),
+            ArgType::Int(FetchType::X64),
+        ),
+        Hidden::Unknown(why) => {
+            if !sig.params.is_empty() {
+                out.notes.push(format!(
+                    "{}: arguments after `this` are not shown: {why}",
+                    shape.display
+                ));
+            }
+            return out;
+        }
+    }
+    for (i, p) in sig.params.iter().enumerate() {
+        let pname = d.param_names.get(i).map(String::as_str).unwrap_or("");
+        let type_text = shape
+            .param_types
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| "?".into());
+        let label = if pname.is_empty() {
+            format!("argument {i}")
+        } else {
+            pname.to_string()
+        };
+        let kind = resolved_kind(shape, p);
+        if let ArgKind::Float { .. } = kind {
+            out.notes.push(format!(
+                "{}: {label} ({type_text}) is passed in an XMM register, which uprobe fetch-args cannot read (the kernel accepts only general-purpose registers); not shown",
+                shape.display
+            ));
+            continue;
+        }
+        let Some(ty) = register_type(kind) else {
+            let why = match kind {
+                ArgKind::ValueType => "a struct passed by value: its size and fields decide which registers it and the arguments after it take",
+                _ => "a generic parameter whose instantiation is not known here",
+            };
+            out.notes.push(format!(
+                "{}: arguments from {label} ({type_text}) on are not shown: {why}",
+                shape.display
+            ));
+            return out;
+        };
+        if used >= INT_REGISTERS {
+            out.notes.push(format!(
+                "{}: arguments from {label} on are passed on the stack; not shown",
+                shape.display
+            ));
+            return out;
+        }
+        push(
+            &mut out,
+            &mut names,
+            &mut used,
+            field_name(pname, &format!("arg{i}")),
+            ty,
+        );
+    }
+    out
+}
+
+/// How the return value reads at a RET instruction: `Ok(Some(type))` from rax, `Ok(None)` for
+/// `void`, `Err(note)` when it cannot be read (a float in xmm0, a struct).
+pub fn return_type(shape: &MethodShape<'_>) -> Result<Option<ArgType>, String> {
+    let kind = resolved_kind(shape, &shape.details.signature.ret);
+    match kind {
+        ArgKind::Void => Ok(None),
+        ArgKind::Float { .. } => Err(format!(
+            "{}: the return value ({}) is in XMM0, which uprobes cannot read; returns are shown without it",
+            shape.display, shape.ret_type
+        )),
+        ArgKind::ValueType | ArgKind::GenericParam => Err(format!(
+            "{}: the return value ({}) is a struct whose layout decides the registers; returns are shown without it",
+            shape.display, shape.ret_type
+        )),
+        k => Ok(register_type(k)),
+    }
+}
+
+/// The type arguments of an instantiated owner as printed in a type path element
+/// (``Dictionary`2[System.__Canon,System.Int32]`` → `["System.__Canon", "System.Int32"]`), split
+/// at top-level commas; empty when the element has none.
+pub fn owner_type_args(last_type: &str) -> Vec<String> {
+    let Some(open) = last_type.find('[') else {
+        return Vec::new();
+    };
+    let Some(inner) = last_type.get(open + 1..).and_then(|s| s.strip_suffix(']')) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut cur = String::new();
+    for c in inner.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netprobe_core::dotnet::metadata::MethodSig;
+
+    fn details(
+        has_this: bool,
+        ret: TypeSig,
+        params: Vec<TypeSig>,
+        names: &[&str],
+    ) -> MethodDetails {
+        MethodDetails {
+            namespace: "System".into(),
+            type_path: vec!["T".into()],
+            method_name: "M".into(),
+            signature: MethodSig {
+                has_this,
+                explicit_this: false,
+                calling_convention: 0,
+                generic_params: 0,
+                ret,
+                params,
+                sentinel: None,
+            },
+            param_names: names.iter().map(|s| s.to_string()).collect(),
+            method_instantiation: vec![],
+        }
+    }
+
+    fn shape(d: &MethodDetails) -> MethodShape<'_> {
+        MethodShape {
+            details: d,
+            display: "T::M".into(),
+            this_is_string: false,
+            hidden: Hidden::None,
+            param_types: d.signature.params.iter().map(|_| "t".into()).collect(),
+            ret_type: "r".into(),
+            owner_type_args: vec![],
+        }
+    }
+
+    fn names_types(l: &Layout) -> Vec<(String, ArgType)> {
+        l.args
+            .iter()
+            .map(|a| match a {
+                ArgRequest::Positional { name, ty } => (name.clone().unwrap(), *ty),
+                ArgRequest::Raw { .. } => panic!("raw"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn string_replace_decodes_this_and_both_strings() {
+        let d = details(
+            true,
+            TypeSig::String,
+            vec![TypeSig::String, TypeSig::String],
+            &["oldValue", "newValue"],
+        );
+        let mut s = shape(&d);
+        s.this_is_string = true;
+        let l = entry_layout(&s);
+        assert_eq!(
+            names_types(&l),
+            [
+                ("this".into(), ArgType::DotnetString),
+                ("oldValue".into(), ArgType::DotnetString),
+                ("newValue".into(), ArgType::DotnetString)
+            ]
+        );
+        assert!(l.notes.is_empty());
+        assert_eq!(return_type(&s), Ok(Some(ArgType::DotnetString)));
+    }
+
+    #[test]
+    fn floats_take_no_integer_register() {
+        let d = details(
+            false,
+            TypeSig::Void,
+            vec![TypeSig::R8, TypeSig::I4, TypeSig::Boolean],
+            &["x", "n", "flag"],
+        );
+        let l = entry_layout(&shape(&d));
+        assert_eq!(
+            names_types(&l),
+            [
+                ("n".into(), ArgType::Int(FetchType::S32)),
+                ("flag".into(), ArgType::Int(FetchType::U8))
+            ]
+        );
+        assert!(l.notes[0].contains("XMM"), "{:?}", l.notes);
+        assert_eq!(return_type(&shape(&d)), Ok(None));
+    }
+
+    #[test]
+    fn a_struct_stops_the_layout() {
+        let tok = netprobe_core::dotnet::metadata::TypeToken {
+            module: 0,
+            table: 1,
+            rid: 1,
+        };
+        let d = details(
+            false,
+            TypeSig::Void,
+            vec![TypeSig::I8, TypeSig::ValueType { ty: tok }, TypeSig::I4],
+            &["a", "span", "b"],
+        );
+        let l = entry_layout(&shape(&d));
+        assert_eq!(names_types(&l).len(), 1);
+        assert!(l.notes[0].contains("from span"), "{:?}", l.notes);
+        // A struct result may add a hidden buffer argument: only `this` is shown.
+        let d = details(
+            true,
+            TypeSig::ValueType { ty: tok },
+            vec![TypeSig::I4],
+            &["a"],
+        );
+        let l = entry_layout(&shape(&d));
+        assert_eq!(
+            names_types(&l),
+            [("this".into(), ArgType::Int(FetchType::X64))]
+        );
+        assert!(return_type(&shape(&d)).is_err());
+    }
+
+    #[test]
+    fn seventh_integer_argument_is_on_the_stack() {
+        let d = details(true, TypeSig::Void, vec![TypeSig::I4; 7], &[]);
+        let l = entry_layout(&shape(&d));
+        assert_eq!(l.args.len(), 6);
+        assert!(l.notes[0].contains("stack"));
+    }
+
+    #[test]
+    fn generic_parameters_follow_the_instantiation() {
+        let d = details(
+            true,
+            TypeSig::Void,
+            vec![TypeSig::Var { index: 1 }],
+            &["value"],
+        );
+        let mut s = shape(&d);
+        s.owner_type_args = owner_type_args("Dictionary`2[System.__Canon,System.Int32]");
+        assert_eq!(s.owner_type_args, ["System.__Canon", "System.Int32"]);
+        let l = entry_layout(&s);
+        assert_eq!(
+            names_types(&l)[1],
+            ("value".into(), ArgType::Int(FetchType::S32))
+        );
+        s.hidden = Hidden::GenericContext;
+        let l = entry_layout(&s);
+        assert_eq!(names_types(&l)[1].0, "generic_ctx");
+    }
+
+    #[test]
+    fn names_are_safe_and_unique() {
+        assert_eq!(field_name("wörld", "a0"), "w_rld");
+        assert_eq!(field_name("", "arg3"), "arg3");
+        assert_eq!(field_name("common_pid", "x"), "a_common_pid");
+        let d = details(
+            false,
+            TypeSig::Void,
+            vec![TypeSig::String, TypeSig::I4, TypeSig::I4],
+            &["s", "s_len", "s"],
+        );
+        let n: Vec<String> = names_types(&entry_layout(&shape(&d)))
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(n, ["s", "s_len_2", "s_2"]);
+    }
+}

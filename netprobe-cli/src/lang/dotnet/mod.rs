@@ -1,0 +1,531 @@
+//! .NET managed methods in live commands (issue 4): how a ReadyToRun method becomes probes, and
+//! what to tell the user about the runtime before and while tracing.
+//!
+//! - [`Planner`]: the probes of one managed method. Entry arguments come from its signature
+//!   ([`args`]); returns are observed by plain uprobes on each RET instruction of the method's main
+//!   body, reading rax. Not by uretprobes: a uretprobe replaces the return address on the stack,
+//!   and when the garbage collector walks a thread's stack during such a call it meets that
+//!   foreign address and the process dies with SIGSEGV (verified on .NET 8.0.4 and 3.1.23:
+//!   `Thread.Sleep` under a uretprobe with a thread calling `GC.Collect()` crashes on the first
+//!   collection; entry uprobes and RET uprobes run 300 of 300 calls clean).
+//! - [`preflight`]: the tiering guard ([`runtime`]): which runtime, which settings, and the
+//!   warning with the exact variable before tracing.
+//! - [`stall`]: the "hits stopped" message during `trace`/`count`.
+//! - [`resolve`]: `-c` commands running a .NET app, and the JIT explanation for methods without
+//!   precompiled code.
+
+pub mod args;
+pub mod resolve;
+pub mod runtime;
+pub mod stall;
+
+use crate::error::{Error, Result};
+use crate::lang::Wants;
+use crate::plan::{
+    CallingConvention, FunctionId, FunctionPlan, PairingKey, ProbePlan, Returns, Role,
+};
+use crate::spec::{Location, ProbeSpec, Targeting};
+use args::{Hidden, MethodShape};
+use netprobe_core::addr::{FileOffset, VirtAddr};
+use netprobe_core::dotnet::metadata::table;
+use netprobe_core::dotnet::{Assembly, EntryKind, R2rMethod};
+use netprobe_core::symbol::{Address, SymbolKind};
+use resolve::DotnetCommand;
+use runtime::Subject;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// The JIT inlines callees of at most this many IL bytes almost always (RyuJIT's
+/// `DEFAULT_ALWAYS_INLINE_SIZE`, `src/coreclr/jit/inline.h`); calls that are inlined never run
+/// the precompiled code. Verified: `Thread.Sleep(int32)` has 7 bytes of IL on 3.1 and a direct
+/// call to it from app code never hits; on .NET 8 it has 19 and every call hits.
+pub const ALWAYS_INLINE_IL_BYTES: u32 = 16;
+
+/// An assembly opened for planning, with its precompiled methods.
+struct Loaded {
+    asm: Assembly,
+    methods: Vec<R2rMethod>,
+}
+
+/// Plans managed methods (called by [`crate::lang::Planner`] for each ReadyToRun location).
+#[derive(Default)]
+pub struct Planner {
+    loaded: HashMap<PathBuf, Rc<Loaded>>,
+    /// The last planned function returns no value netprobe can read: its return probes fetch
+    /// nothing (see [`Planner::added`]).
+    strip_ret: bool,
+}
+
+/// Whether a location is a .NET managed method (planned by [`Planner::plan_function`]).
+pub fn is_managed(loc: &Location) -> bool {
+    loc.kind() == Some(SymbolKind::ManagedMethod)
+}
+
+/// Whether the file at `path` is a PE image (`MZ`): a probed function there is managed
+/// ReadyToRun code. Unreadable files are not.
+pub fn is_managed_image(path: &Path) -> bool {
+    let mut magic = [0u8; 2];
+    std::fs::File::open(path)
+        .and_then(|mut f| {
+            use std::io::Read;
+            f.read_exact(&mut magic)
+        })
+        .is_ok()
+        && &magic == b"MZ"
+}
+
+impl Planner {
+    pub fn new() -> Planner {
+        Planner::default()
+    }
+
+    fn load(&mut self, path: &Path) -> Result<Rc<Loaded>> {
+        if let Some(l) = self.loaded.get(path) {
+            return Ok(l.clone());
+        }
+        let asm = Assembly::open(path)?;
+        let methods = asm.methods()?;
+        let l = Rc::new(Loaded { asm, methods });
+        self.loaded.insert(path.to_path_buf(), l.clone());
+        Ok(l)
+    }
+
+    /// The probes of managed method `loc` for `spec`; what the user should know goes to `notes`
+    /// (one line each, starting with the method's name):
+    /// - entry (trace, count, latency, `p:`): an entry uprobe at the method's first instruction;
+    ///   when arguments are wanted and the spec gives none, `this` and the parameters its
+    ///   signature puts in integer registers (strings decoded, see [`args::entry_layout`]);
+    /// - return (`r:`, latency): a uprobe on every RET of the main body, the value typed from the
+    ///   signature unless the spec gives a type (nothing for `void`: call [`Planner::added`]).
+    ///
+    /// Errors: the assembly cannot be read, the method is not in its ReadyToRun listing, or (for
+    /// returns) its main body has no RET.
+    pub fn plan_function(
+        &mut self,
+        spec: &ProbeSpec,
+        loc: &Location,
+        wants: Wants,
+        notes: &mut Vec<String>,
+    ) -> Result<FunctionPlan> {
+        let mut note = |n: String| {
+            if !notes.contains(&n) {
+                notes.push(n);
+            }
+        };
+        self.strip_ret = false;
+        let loaded = self.load(&loc.probe_path)?;
+        let (asm, methods) = (&loaded.asm, &loaded.methods);
+        let sym = loc.symbol.as_ref().ok_or_else(|| bad(spec, "no symbol"))?;
+        let Address::Rva(rva) = sym.address else {
+            return Err(bad(spec, "a managed method without an RVA"));
+        };
+        let m = methods
+            .iter()
+            .find(|m| m.rva == rva && m.name == sym.name)
+            .or_else(|| methods.iter().find(|m| m.rva == rva))
+            .ok_or_else(|| {
+                bad(
+                    spec,
+                    format!(
+                        "{} is not in the ReadyToRun listing of {}",
+                        sym.name,
+                        loc.image.display()
+                    ),
+                )
+            })?;
+        let start = m.file_offset.unwrap_or(loc.file_offset);
+        let shape_storage = shape_of(asm, m)?;
+        let shape = shape_storage.shape();
+        if let Some(il) = (m.entry == EntryKind::MethodDef)
+            .then(|| asm.il_code_size(m.token))
+            .flatten()
+        {
+            if il <= ALWAYS_INLINE_IL_BYTES {
+                note(format!(
+                    "{}: only {il} bytes of IL, so the JIT usually inlines it into JIT-compiled callers, and inlined calls never reach the probe (calls through delegates, reflection or other precompiled code still do)",
+                    shape.display
+                ));
+            }
+        }
+        let mut ret = spec.ret;
+        let returns = if wants.ret {
+            let code = asm
+                .bytes()
+                .get(start.0 as usize..(start.0 + m.size) as usize)
+                .ok_or_else(|| bad(spec, "the method's code lies outside its file"))?;
+            let exits = exits(code, m.rva.0);
+            if exits.rets.is_empty() {
+                return Err(bad(
+                    spec,
+                    format!(
+                        "{} never returns through a RET of its own (it ends in {} tail call(s) or throws), so its returns cannot be observed; probe its entry instead",
+                        shape.display, exits.tail_calls
+                    ),
+                ));
+            }
+            if exits.tail_calls > 0 {
+                note(format!(
+                    "{}: {} of its exits are tail calls into other methods; returns through them are not seen",
+                    shape.display, exits.tail_calls
+                ));
+            }
+            if ret.is_none() {
+                match args::return_type(&shape) {
+                    Ok(Some(t)) => ret = Some(t),
+                    Ok(None) => self.strip_ret = true,
+                    Err(n) => {
+                        note(n);
+                        self.strip_ret = true;
+                    }
+                }
+            }
+            Returns::Instructions(
+                exits
+                    .rets
+                    .iter()
+                    .map(|r| FileOffset(start.0 + (r - m.rva.0)))
+                    .collect(),
+            )
+        } else {
+            Returns::None
+        };
+        let arg_requests = if !wants.args {
+            vec![]
+        } else if !spec.args.is_empty() {
+            spec.args.clone()
+        } else if wants.entry {
+            let layout = args::entry_layout(&shape);
+            for n in layout.notes {
+                note(n);
+            }
+            layout.args
+        } else {
+            vec![]
+        };
+        Ok(FunctionPlan {
+            // `System.Threading.Thread::Sleep(int32)`: the full name (return type, assembly)
+            // stays the symbol's.
+            name: shape.display.clone(),
+            image: loc.image.clone(),
+            probe_path: loc.probe_path.clone(),
+            function_offset: start,
+            entry_offsets: if wants.entry { vec![start] } else { vec![] },
+            returns,
+            convention: CallingConvention::SysV,
+            args: arg_requests,
+            ret,
+            pairing: PairingKey::Thread,
+            // Event names come from the symbol when there is one; the short name makes readable
+            // ones (`System_String__Replace_string_string__e0`), and perf/bpftrace cannot use
+            // managed names anyway.
+            symbol: None,
+        })
+    }
+
+    /// After `plan.add_function` added the function [`Planner::plan_function`] planned last (as
+    /// `id`): when its return has no value netprobe can read (`void`, a float in XMM0, a struct),
+    /// its return probes fetch nothing, so returns print without a value.
+    pub fn added(&mut self, plan: &mut ProbePlan, id: FunctionId) {
+        if std::mem::take(&mut self.strip_ret) {
+            for p in plan
+                .probes
+                .iter_mut()
+                .filter(|p| p.function == id && p.role == Role::Return)
+            {
+                p.fetchargs.retain(|a| a.name != "ret");
+                p.args.clear();
+            }
+        }
+    }
+}
+
+fn bad(spec: &ProbeSpec, why: impl Into<String>) -> Error {
+    Error::BadSpec {
+        spec: spec.text.clone(),
+        why: why.into(),
+    }
+}
+
+/// The owned parts of a [`MethodShape`].
+struct ShapeStorage {
+    details: netprobe_core::dotnet::MethodDetails,
+    display: String,
+    this_is_string: bool,
+    hidden: Hidden,
+    param_types: Vec<String>,
+    ret_type: String,
+    owner_type_args: Vec<String>,
+}
+
+impl ShapeStorage {
+    fn shape(&self) -> MethodShape<'_> {
+        MethodShape {
+            details: &self.details,
+            display: self.display.clone(),
+            this_is_string: self.this_is_string,
+            hidden: self.hidden.clone(),
+            param_types: self.param_types.clone(),
+            ret_type: self.ret_type.clone(),
+            owner_type_args: self.owner_type_args.clone(),
+        }
+    }
+}
+
+fn shape_of(asm: &Assembly, m: &R2rMethod) -> Result<ShapeStorage> {
+    let details = asm.details(m)?;
+    let sig = &details.signature;
+    let last = details.type_path.last().cloned().unwrap_or_default();
+    let owner_type_args = args::owner_type_args(&last);
+    let this_is_string = sig.has_this
+        && details.namespace == "System"
+        && details.type_path == ["String"]
+        && asm.name() == Some("System.Private.CoreLib");
+    // clr-abi.md "Generics": shared code needs the instantiation as a hidden argument unless
+    // `this` carries it (instance methods of reference types).
+    let shared = m.entry == EntryKind::Instance && m.name.contains("System.__Canon");
+    let hidden = if !shared {
+        Hidden::None
+    } else if sig.generic_params > 0 || !sig.has_this {
+        Hidden::GenericContext
+    } else {
+        let base = last.split('[').next().unwrap_or(&last);
+        match owner_is_value_type(asm, &details.namespace, &details.type_path, base) {
+            Some(false) => Hidden::None,
+            Some(true) => Hidden::GenericContext,
+            None => Hidden::Unknown(format!(
+                "shared generic code of {base}: whether a hidden generic-context argument comes first depends on whether it is a struct, which netprobe could not tell"
+            )),
+        }
+    };
+    let param_types = sig.params.iter().map(|p| asm.type_text(p)).collect();
+    let ret_type = asm.type_text(&sig.ret);
+    let short = m.short_name();
+    let params = m.name.rfind('(').map(|i| &m.name[i..]).unwrap_or_default();
+    Ok(ShapeStorage {
+        display: format!("{short}{params}"),
+        details,
+        this_is_string,
+        hidden,
+        param_types,
+        ret_type,
+        owner_type_args,
+    })
+}
+
+/// Whether the type named `namespace`/`path` (last element `name`, without type arguments) is a
+/// value type, from its TypeDef's `Extends` (ECMA-335 II.22.37: value types extend
+/// `System.ValueType` or `System.Enum`). `None` when it is not defined in `asm`, or ambiguous.
+fn owner_is_value_type(
+    asm: &Assembly,
+    namespace: &str,
+    path: &[String],
+    name: &str,
+) -> Option<bool> {
+    let md = asm.metadata();
+    let ns = if path.len() > 1 { "" } else { namespace };
+    let mut answer = None;
+    for rid in 1..=md.rows(table::TYPE_DEF) {
+        let Some((_, n, tns)) = md.type_def(rid) else {
+            continue;
+        };
+        if n != name || tns != ns {
+            continue;
+        }
+        // Extends: TypeDefOrRef coded index, 2 tag bits (II.24.2.6): 0 TypeDef, 1 TypeRef.
+        let v = md.cell(table::TYPE_DEF, rid, 3)?;
+        let (base_ns, base_name) = match v & 3 {
+            0 => md.type_def(v >> 2).map(|(_, n, ns)| (ns, n))?,
+            1 => md.type_ref(v >> 2).map(|(_, n, ns)| (ns, n))?,
+            _ => return None,
+        };
+        let is_vt = base_ns == "System" && (base_name == "ValueType" || base_name == "Enum");
+        match answer {
+            None => answer = Some(is_vt),
+            Some(a) if a != is_vt => return None,
+            _ => {}
+        }
+    }
+    answer
+}
+
+/// How a method body can be left.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Exits {
+    /// RVAs of its RET instructions.
+    pub rets: Vec<u64>,
+    /// Jumps out of the body: direct jumps to another method, and indirect jumps through memory
+    /// (a ReadyToRun tail call goes through an import cell, `jmp [rip+X]`).
+    pub tail_calls: usize,
+}
+
+/// The exits of the main body `code` of a method at `rva` (core `x86::scan`, plus indirect
+/// jumps through memory, which a ReadyToRun tail call uses).
+pub fn exits(code: &[u8], rva: u64) -> Exits {
+    let scan = netprobe_core::x86::scan(code, VirtAddr(rva));
+    let indirect = netprobe_core::x86::instructions(code, VirtAddr(rva))
+        .filter(|i| {
+            i.mnemonic() == iced_x86::Mnemonic::Jmp
+                && i.flow_control() == iced_x86::FlowControl::IndirectBranch
+                && i.op0_kind() == iced_x86::OpKind::Memory
+        })
+        .count();
+    Exits {
+        rets: scan.rets.iter().map(|r| r.0).collect(),
+        tail_calls: scan.tail_jumps.len() + indirect,
+    }
+}
+
+/// What the tiering guard found before tracing.
+#[derive(Debug, Default)]
+pub struct Guard {
+    /// Warnings and notes, one line each, to print before tracing.
+    pub messages: Vec<String>,
+    /// Per target pid whose runtime replaces ReadyToRun code: what to do about it.
+    pub fix: HashMap<u32, String>,
+    /// The same for a `-c` command or an unknown (system-wide) target.
+    pub default_fix: Option<String>,
+    /// Variables to set for the `-c` command (`--keep-r2r`).
+    pub child_env: Vec<(String, String)>,
+}
+
+/// Reads the runtime and settings of each .NET target and says whether probes on ReadyToRun code
+/// will keep firing (see [`runtime::guard_messages`]). Only when `has_managed` (the plan probes
+/// managed methods); `keep_r2r` (`-c` only) adds the variables that keep R2R code.
+pub fn preflight(
+    has_managed: bool,
+    targeting: &Targeting,
+    command: Option<&DotnetCommand>,
+    keep_r2r: bool,
+) -> Result<Guard> {
+    let mut g = Guard::default();
+    if keep_r2r {
+        if !matches!(targeting, Targeting::Command { .. }) {
+            return Err(Error::usage(
+                "--keep-r2r works with -c only (it sets DOTNET_TieredCompilation=0 and COMPlus_TieredCompilation=0 for the command); a running process keeps its settings: restart it with that variable",
+            ));
+        }
+        g.child_env = runtime::keep_r2r_env();
+    }
+    if !has_managed {
+        return Ok(g);
+    }
+    match targeting {
+        Targeting::Pids(pids) => {
+            for &pid in pids {
+                let Some((version, _)) = runtime::runtime_of_process(pid) else {
+                    continue;
+                };
+                let env = runtime::environment_of(pid);
+                let cfg_path = runtime::runtimeconfig_of_process(pid);
+                let cfg = cfg_path.as_deref().and_then(runtime::read_runtimeconfig);
+                let k = runtime::knobs(&env, &version, cfg_path.as_deref().zip(cfg.as_ref()));
+                g.messages
+                    .extend(runtime::guard_messages(&Subject::Pid(pid), &version, &k));
+                if k.replaces_r2r() {
+                    g.fix.insert(
+                        pid,
+                        format!(
+                            "restart it with {}=0 to keep every hit",
+                            version.recommended("TieredCompilation")
+                        ),
+                    );
+                }
+            }
+        }
+        Targeting::Command { .. } => {
+            let Some(version) = command.and_then(|c| c.version.clone()) else {
+                if !keep_r2r {
+                    g.messages.push(
+                        "note: netprobe could not tell which .NET runtime the command runs: with tiered compilation on (the default), probes on ReadyToRun code stop firing after a method's first 30 calls; add --keep-r2r to keep every hit".into(),
+                    );
+                    g.default_fix = Some("run it again with --keep-r2r to keep every hit".into());
+                }
+                return Ok(g);
+            };
+            let mut env: Vec<(String, String)> = std::env::vars_os()
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })
+                .collect();
+            env.extend(g.child_env.iter().cloned());
+            let cfg_path = command.and_then(|c| c.runtimeconfig.clone());
+            let cfg = cfg_path.as_deref().and_then(runtime::read_runtimeconfig);
+            let k = runtime::knobs(&env, &version, cfg_path.as_deref().zip(cfg.as_ref()));
+            if keep_r2r {
+                g.messages.push(format!(
+                    "note: --keep-r2r: the command runs with {} so ReadyToRun code is never replaced",
+                    g.child_env
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ));
+            }
+            g.messages
+                .extend(runtime::guard_messages(&Subject::Command, &version, &k));
+            if k.replaces_r2r() {
+                g.default_fix = Some("run it again with --keep-r2r to keep every hit".into());
+            }
+        }
+        Targeting::SystemWide => {
+            g.messages.push(
+                "note: without -p or -c netprobe cannot read the .NET runtime's settings: with tiered compilation on (the default), probes on ReadyToRun code stop firing after a method's first 30 calls; start the program with DOTNET_TieredCompilation=0 (COMPlus_TieredCompilation=0 on .NET Core 3.x) to keep every hit".into(),
+            );
+            g.default_fix = Some(
+                "start the program with DOTNET_TieredCompilation=0 (COMPlus_ on .NET Core 3.x) to keep every hit".into(),
+            );
+        }
+    }
+    Ok(g)
+}
+
+/// Prints the guard's messages on stderr.
+pub fn print_guard(g: &Guard) {
+    for m in &g.messages {
+        eprintln!("netprobe: {m}");
+    }
+}
+
+/// The `-c` command as a .NET app, when it is one.
+pub fn command_of(argv: Option<&[String]>, targeting: &Targeting) -> Option<DotnetCommand> {
+    let (Some(argv), Targeting::Command { exe }) = (argv, targeting) else {
+        return None;
+    };
+    DotnetCommand::detect(argv, exe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_r2r_needs_a_command() {
+        let e = preflight(true, &Targeting::Pids(vec![1]), None, true).unwrap_err();
+        assert!(e.to_string().contains("works with -c only"), "{e}");
+        let g = preflight(
+            false,
+            &Targeting::Command {
+                exe: "/bin/true".into(),
+            },
+            None,
+            true,
+        )
+        .unwrap();
+        assert_eq!(g.child_env, runtime::keep_r2r_env());
+    }
+
+    #[test]
+    fn exits_of_a_small_method() {
+        // push rbp; mov rbp,rsp; pop rbp; ret; jmp [rip+0x10]; ret
+        let code = [
+            0x55, 0x48, 0x8b, 0xec, 0x5d, 0xc3, 0xff, 0x25, 0x10, 0, 0, 0, 0xc3,
+        ];
+        let e = exits(&code, 0x1000);
+        assert_eq!(e.rets, vec![0x1005, 0x100c]);
+        assert_eq!(e.tail_calls, 1);
+    }
+}
