@@ -370,7 +370,10 @@ fn persist_group(group: Option<&str>) -> Result<GroupName> {
 }
 
 /// `netprobe probe add`: persistent probes (entry, or return for `r:` specs) that stay until
-/// `probe remove`, for perf (`perf record -e GROUP:EVENT`) or bpftrace (`tracepoint:GROUP:EVENT`).
+/// `probe remove`, for perf (`perf record -e GROUP:EVENT`) and anything else that reads trace
+/// events. (Not for bpftrace: BPF programs attach to uprobe events as kprobe-type programs only,
+/// and `tracepoint:GROUP:*` fails with `PERF_EVENT_IOC_SET_BPF: Invalid argument`, verified with
+/// bpftrace 0.17 here; `--dry-run` prints the equivalent bpftrace `uprobe:` program instead.)
 pub fn probe_add(
     specs: &[String],
     pids: &[u32],
@@ -417,7 +420,7 @@ pub fn probe_add(
     }
     let _ = writeln!(
         out,
-        "use with: perf record -e '{group}:*' -a   |   bpftrace -e 'tracepoint:{group}:* {{ @[probe] = count(); }}'   |   remove with: netprobe probe remove --group {group}"
+        "use with: perf record -e '{group}:*' -a && perf script   |   for bpftrace, `--dry-run` prints the same probes as a bpftrace program   |   remove with: netprobe probe remove --group {group}"
     );
     Ok(0)
 }
