@@ -28,24 +28,12 @@ fn tracee() -> String {
 
 fn filters(bin: &str) -> Vec<(String, String)> {
     vec![
-        (regex_escape(bin), "[TRACEE]".into()),
+        (fixtures::live::regex_escape(bin), "[TRACEE]".into()),
         (r"netprobe_\d+_\d+".into(), "netprobe_[SESSION]".into()),
         (r":0x[0-9a-f]+".into(), ":[OFFSET]".into()),
         // The fixture's file name carries a content hash.
         (r"tracee[-_][0-9a-f]{16}".into(), "tracee-[HASH]".into()),
     ]
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
 }
 
 fn dry_run(args: &[&str]) -> String {

@@ -172,36 +172,13 @@ struct Netprobe {
 impl Netprobe {
     /// Starts `netprobe ARGS` and waits until its probes are live (or it failed).
     fn start(args: &[String]) -> Result<Netprobe, String> {
-        let mut child = Command::new(NP)
-            .args(args)
-            // For -c commands (no ICU on this machine kind).
-            .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(err)?;
-        let stderr = child.stderr.take().ok_or("no stderr")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let h = std::thread::spawn(move || {
-            let mut all = String::new();
-            let mut r = BufReader::new(stderr);
-            let mut line = String::new();
-            let mut sent = false;
-            while r.read_line(&mut line).unwrap_or(0) > 0 {
-                if !sent && (line.contains("probe(s) on") || line.contains("error")) {
-                    let _ = tx.send(());
-                    sent = true;
-                }
-                all.push_str(&line);
-                line.clear();
-            }
-            if !sent {
-                let _ = tx.send(());
-            }
-            all
-        });
-        rx.recv_timeout(Duration::from_secs(60))
-            .map_err(|_| "netprobe did not start within 60 s".to_string())?;
+        let (child, h) = fixtures::live::spawn_until_live(
+            Command::new(NP)
+                .args(args)
+                // For -c commands (no ICU on this machine kind).
+                .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1"),
+            Duration::from_secs(60),
+        )?;
         Ok(Netprobe { child, stderr: h })
     }
 
@@ -666,7 +643,7 @@ fn dry_run_snapshot(rt: Runtime) -> Result<(), String> {
         String::from_utf8_lossy(&out.stderr)
     );
     insta::with_settings!({filters => vec![
-        (regex_escape(&cache).as_str(), "[CACHE]"),
+        (fixtures::live::regex_escape(&cache).as_str(), "[CACHE]"),
         (r"netprobe_\d+(_\d+)?", "netprobe_[PID]"),
     ]}, {
         insta::assert_snapshot!(format!("dry_run_{}", rt.tag), text);
@@ -692,18 +669,6 @@ fn trace_text_snapshot(rt: Runtime) -> Result<(), String> {
         insta::assert_snapshot!(format!("trace_text_{}", rt.tag), out);
     });
     Ok(())
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
 }
 
 fn main() {

@@ -146,35 +146,11 @@ struct Running {
 
 impl Running {
     fn start(args: &[&str]) -> Result<Running, String> {
-        let mut child = Command::new(NP)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(err)?;
-        let stderr = child.stderr.take().ok_or("no stderr")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let stderr = std::thread::spawn(move || {
-            let mut all = String::new();
-            let mut r = BufReader::new(stderr);
-            let mut line = String::new();
-            let mut sent = false;
-            while r.read_line(&mut line).unwrap_or(0) > 0 {
-                if !sent && (line.contains("probe(s) on") || line.contains("error")) {
-                    let _ = tx.send(());
-                    sent = true;
-                }
-                all.push_str(&line);
-                line.clear();
-            }
-            if !sent {
-                let _ = tx.send(());
-            }
-            all
-        });
         // Resolving in a 75 MB binary takes seconds in a debug build.
-        rx.recv_timeout(Duration::from_secs(120))
-            .map_err(|_| "netprobe did not start within 120 s".to_string())?;
+        let (child, stderr) = fixtures::live::spawn_until_live(
+            Command::new(NP).args(args),
+            Duration::from_secs(120),
+        )?;
         Ok(Running { child, stderr })
     }
 
@@ -945,18 +921,6 @@ fn snapshot(name: &str, value: String, filters: Vec<(String, String)>) -> R {
     result.map_err(|_| "snapshot differs (see above; review with cargo insta review)".into())
 }
 
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
-}
-
 /// `netprobe ARGS` through assert_cmd: must succeed; its stdout.
 fn dry_run(args: &[&str]) -> Result<String, String> {
     let assert = assert_cmd::Command::cargo_bin("netprobe")
@@ -986,7 +950,7 @@ fn go_dry_run_snapshots() -> R {
     let bin = go_bin("sampleapp-default");
     let b = bin.display().to_string();
     let filters = vec![
-        (regex_escape(&b), "[SAMPLEAPP]".to_string()),
+        (fixtures::live::regex_escape(&b), "[SAMPLEAPP]".to_string()),
         (r"netprobe_\d+_\d+".into(), "netprobe_[SESSION]".into()),
     ];
     let trace = dry_run(&[
@@ -1071,7 +1035,7 @@ fn go_stack_abi_dry_run_snapshot() -> R {
         "go_stack_abi_dry_run",
         out,
         vec![
-            (regex_escape(&b), "[ESBUILD]".to_string()),
+            (fixtures::live::regex_escape(&b), "[ESBUILD]".to_string()),
             (r"netprobe_\d+_\d+".into(), "netprobe_[SESSION]".into()),
         ],
     )

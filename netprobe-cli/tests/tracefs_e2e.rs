@@ -146,35 +146,8 @@ impl Waiting {
 
 /// Starts `netprobe ARGS` and waits for its "probe(s) on" line on stderr (probes are live).
 fn start_netprobe(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
-    let mut child = Command::new(NP)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start netprobe");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let h = std::thread::spawn(move || {
-        let mut all = String::new();
-        let mut r = BufReader::new(stderr);
-        let mut line = String::new();
-        let mut sent = false;
-        while r.read_line(&mut line).unwrap_or(0) > 0 {
-            if !sent && (line.contains("probe(s) on") || line.contains("error")) {
-                let _ = tx.send(());
-                sent = true;
-            }
-            all.push_str(&line);
-            line.clear();
-        }
-        if !sent {
-            let _ = tx.send(());
-        }
-        all
-    });
-    rx.recv_timeout(Duration::from_secs(30))
-        .expect("netprobe started");
-    (child, h)
+    fixtures::live::spawn_until_live(Command::new(NP).args(args), Duration::from_secs(30))
+        .expect("start netprobe")
 }
 
 fn signal(pid: u32, sig: i32) {
