@@ -60,7 +60,7 @@ fn build_go(key: &str, dir: &str) -> Result<PathBuf, String> {
     let out_dir = fixtures::build::target_dir().join("fixtures-bin");
     std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
     let out = out_dir.join(key);
-    let tmp = out_dir.join(format!(".{key}.{}.tmp", std::process::id()));
+    let tmp = fixtures::build::unique_tmp(&out_dir, key);
     let res = Command::new("go")
         .current_dir(&src)
         .env("CGO_ENABLED", "0")
@@ -77,7 +77,7 @@ fn build_go(key: &str, dir: &str) -> Result<PathBuf, String> {
             String::from_utf8_lossy(&res.stderr).trim()
         ));
     }
-    std::fs::rename(&tmp, &out).map_err(|e| e.to_string())?;
+    fixtures::build::put_in_place(&tmp, &out);
     Ok(out)
 }
 

@@ -311,7 +311,12 @@ mod tests {
                 .collect();
             let mut bytes = Vec::new();
             if in_block.is_empty() {
-                encode_unsigned(0x3c, &mut bytes); // leaf for an index no query matches here
+                // Nothing present: a node with only a lower-index child, which is the leaf for
+                // in-block index 15. Queries in the upper half find no child; queries in the lower
+                // half reach a leaf that matches only 15, which is not in the lower half. (A lone
+                // leaf 0x3c would stand for index 15 itself: proptest found count = 16.)
+                encode_unsigned(1, &mut bytes);
+                encode_unsigned(15 << 2, &mut bytes);
             } else {
                 let mut t = Vec::new();
                 build_tree(&in_block, 0, BLOCK_SIZE >> 1, &mut t);
@@ -334,6 +339,14 @@ mod tests {
             out.extend_from_slice(&d);
         }
         out
+    }
+
+    /// The case proptest found: a whole block (16 slots) with nothing present.
+    #[test]
+    fn full_block_with_nothing_present() {
+        let bytes = build_array(16, &[]);
+        let arr = NativeArray::parse(&bytes, 0).unwrap();
+        assert!((0..16).all(|i| arr.get(&bytes, i).is_none()));
     }
 
     proptest! {
