@@ -17,7 +17,7 @@ use crate::trace_output::{
 use crate::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::tracefs::Tracefs;
 use crate::watchdog::Watchdog;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 /// Options every live command shares.
@@ -166,7 +166,14 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     }
     // trace prints each hit as it comes (wake on any data); count and latency only aggregate, so
     // they let a buffer fill to a quarter before waking up (the 200 ms poll tick bounds the delay).
-    opts.buffer_percent = if mode == Mode::Trace { 0 } else { 25 };
+    // On a terminal, trace wakes on every hit so lines appear as calls happen; into a pipe or file
+    // it wakes like count does (a quarter full, or the 200 ms loop tick), which saves a wakeup per
+    // hit at high rates.
+    opts.buffer_percent = if mode == Mode::Trace && std::io::stdout().is_terminal() {
+        0
+    } else {
+        25
+    };
     let mut session = Session::start(&tracefs, &opts, plan)?;
     let mut stall = dotnet::stall::StallWatch::new(
         session.plan(),
@@ -204,7 +211,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     let (reason, lost) = match mode {
         Mode::Trace => {
             let mut printer = TracePrinter {
-                out: stdout.lock(),
+                out: std::io::BufWriter::with_capacity(64 * 1024, stdout.lock()),
                 format,
                 start_ns,
                 max_events: o.max_events,
@@ -232,6 +239,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                     let _ = runner::Sink::hit(&mut printer, plan, hit);
                 }
             })?;
+            let _ = printer.out.flush();
             (reason, lost)
         }
         Mode::Count => {

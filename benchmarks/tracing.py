@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Event throughput and tracer cost: netprobe count/trace vs perf, bpftrace and bcc's funccount.
+
+Usage (root, from the workspace root, after `cargo build --release -p netprobe-cli`):
+
+    python3 benchmarks/tracing.py [ROUNDS] [SECS]     # defaults 5 and 3; prints a markdown table
+
+Workload: `fixtures/c/tracee.c` in `spin SECS` mode calls `np_tick` as fast as it can for SECS
+seconds, then prints its call count and its own user and system CPU seconds. Under each tracer the
+probe costs the target a kernel trap per call, so the call rate is what the kernel can produce;
+each tool must deliver every one of them. Per round every tool runs once, in turn (interleaved);
+medians over rounds.
+
+- netprobe count -c / netprobe trace --json -c: launch the target with probes already live.
+- perf record -e GROUP:np_tick -- target, then perf script (probe made with perf probe).
+- bpftrace uprobe count() with -c.
+- funccount-bpfcc: cannot launch a command; the target starts once funccount says "Tracing".
+  bcc compiles its program against kernel headers; where the running kernel has none (this VM),
+  Debian's linux-headers are linked as /lib/modules/$(uname -r)/{build,source} (a uprobe-only
+  program does not depend on kernel structure layouts).
+
+Tracer CPU = the tool's user+sys (from /usr/bin/time, children included) minus the target's own.
+"""
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NP = os.path.join(ROOT, "target", "release", "netprobe")
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, shell=True, check=True, text=True, capture_output=True, **kw)
+
+
+def ensure_bcc_headers():
+    mod = f"/lib/modules/{os.uname().release}"
+    if os.path.exists(f"{mod}/build/include/linux/kconfig.h") or os.path.exists(f"{mod}/source/include/linux/kconfig.h"):
+        return
+    sh("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-headers-amd64 >/dev/null")
+    src = sorted(d for d in os.listdir("/usr/src") if d.startswith("linux-headers-"))
+    arch = [d for d in src if d.endswith("-amd64")][-1]
+    common = [d for d in src if d.endswith("-common")][-1]
+    os.makedirs(mod, exist_ok=True)
+    for name, d in (("build", arch), ("source", common)):
+        if os.path.lexists(f"{mod}/{name}"):
+            os.remove(f"{mod}/{name}")
+        os.symlink(f"/usr/src/{d}", f"{mod}/{name}")
+
+
+def timed(cmd):
+    """Runs `cmd` (a list) under /usr/bin/time; returns (stdout+stderr, tool cpu seconds)."""
+    p = subprocess.run(["/usr/bin/time", "-f", "TIME %U %S"] + cmd, text=True, capture_output=True)
+    out = p.stdout + p.stderr
+    u, s = re.findall(r"^TIME ([\d.]+) ([\d.]+)", out, re.M)[-1]
+    return out, float(u) + float(s)
+
+
+def target_line(text):
+    """The target's summary line: calls, user s, sys s."""
+    calls, u, s = re.findall(r"^(\d+) ([\d.]+) ([\d.]+)$", text, re.M)[-1]
+    return int(calls), float(u) + float(s)
+
+
+def run_np_count(t, secs):
+    out, cpu = timed([NP, "count", "--json", "-c", f"{t} spin {secs}", f"{t}:np_tick"])
+    calls, tcpu = target_line(out)
+    got = int(re.search(r'"np_tick":(\d+)', out).group(1))
+    lost = int(re.search(r'"lost":\s*(\d+)', out).group(1)) if '"lost"' in out else 0
+    return calls, got, lost, cpu - tcpu
+
+
+def run_np_trace(t, secs, work):
+    path = os.path.join(work, "trace.jsonl")
+    with open(path, "w") as f:
+        p = subprocess.run(["/usr/bin/time", "-f", "TIME %U %S", NP, "trace", "--json", "-c",
+                            f"{t} spin {secs}", f"{t}:np_tick a=s32"], stdout=f, stderr=subprocess.PIPE, text=True)
+    u, s = re.findall(r"^TIME ([\d.]+) ([\d.]+)", p.stderr, re.M)[-1]
+    text = open(path).read()
+    calls, tcpu = target_line(text)
+    got = text.count('"event":"entry"')
+    lost = 0 if "lost" not in p.stderr else int(re.search(r"(\d+) (?:hits|events) (?:were )?lost", p.stderr).group(1))
+    return calls, got, lost, float(u) + float(s) - tcpu
+
+
+def run_perf(t, secs, work):
+    sh(f"perf probe -q -x {t} -a np_tick")
+    grp = re.search(r":([^/]+)/np_tick ", open("/sys/kernel/tracing/uprobe_events").read()).group(1)
+    try:
+        data = os.path.join(work, "perf.data")
+        out, cpu = timed(["perf", "record", "-q", "-o", data, "-e", f"{grp}:np_tick", "--", t, "spin", str(secs)])
+        calls, tcpu = target_line(out)
+        script, cpu2 = timed(["sh", "-c", f"perf script -i {data} | grep -c ' [^ ]*:np_tick: '"])
+        got = int(script.split()[0])
+        lost = int(m.group(1)) if (m := re.search(r"(\d+) (?:samples|chunks) LOST", out)) else 0
+        return calls, got, lost, cpu - tcpu + cpu2
+    finally:
+        sh(f"perf probe -q -d '{grp}:*'")
+
+
+def run_bpftrace(t, secs):
+    out, cpu = timed(["bpftrace", "-c", f"{t} spin {secs}", "-e",
+                      f"uprobe:{t}:np_tick /pid == cpid/ {{ @n = count(); }}"])
+    calls, tcpu = target_line(out)
+    got = int(re.search(r"@n: (\d+)", out).group(1))
+    lost = int(m.group(1)) if (m := re.search(r"(\d+) (?:events )?lost", out)) else 0
+    return calls, got, lost, cpu - tcpu
+
+
+def run_funccount(t, secs, work):
+    log = os.path.join(work, "fc.out")
+    with open(log, "w") as f:
+        fc = subprocess.Popen(["/usr/bin/time", "-f", "TIME %U %S", "funccount-bpfcc", f"{t}:np_tick"],
+                              stdout=f, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while "Tracing" not in open(log).read():
+            if time.monotonic() > deadline or fc.poll() is not None:
+                raise RuntimeError("funccount-bpfcc did not start: " + open(log).read())
+            time.sleep(0.05)
+        tgt = subprocess.run([t, "spin", str(secs)], text=True, capture_output=True)
+        # Ctrl-C to the group: /usr/bin/time ignores SIGINT and waits; funccount prints and exits.
+        os.killpg(fc.pid, 2)
+        fc.wait(timeout=60)
+    out = open(log).read()
+    calls, _ = target_line(tgt.stdout)
+    got = int(re.search(r"^np_tick\s+(\d+)", out, re.M).group(1))
+    u, s = re.findall(r"^TIME ([\d.]+) ([\d.]+)", out, re.M)[-1]
+    return calls, got, 0, float(u) + float(s)
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    secs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    ensure_bcc_headers()
+    work = tempfile.mkdtemp()
+    t = os.path.join(work, "tracee")
+    sh(f"cc -O2 -o {t} {ROOT}/fixtures/c/tracee.c")
+    tools = {
+        "netprobe count": lambda: run_np_count(t, secs),
+        "netprobe trace --json": lambda: run_np_trace(t, secs, work),
+        "perf record + perf script": lambda: run_perf(t, secs, work),
+        "bpftrace count()": lambda: run_bpftrace(t, secs),
+        "funccount-bpfcc": lambda: run_funccount(t, secs, work),
+    }
+    res = {k: [] for k in tools}
+    for _ in range(rounds):
+        for name, fn in tools.items():
+            res[name].append(fn())
+    base_cpu = statistics.median(r[3] for r in res["netprobe count"])
+    print(f"{rounds} rounds x {secs} s, medians. events/s = events delivered / {secs} s; "
+          "missed = target calls - events delivered.\n")
+    print("| tool | target calls | events delivered | events/s | missed (max over rounds) | lost reported | tracer CPU s | CPU vs netprobe count |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, rows in res.items():
+        calls = statistics.median(r[0] for r in rows)
+        got = statistics.median(r[1] for r in rows)
+        missed = max(r[0] - r[1] for r in rows)
+        lost = max(r[2] for r in rows)
+        cpu = statistics.median(r[3] for r in rows)
+        print(f"| {name} | {calls:,.0f} | {got:,.0f} | {got / secs / 1000:.1f}k | {missed} | {lost} | "
+              f"{cpu:.3f} | {cpu / base_cpu:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
