@@ -2,7 +2,7 @@
 //! bpftrace program, so the same probes can be placed by hand or by other tools.
 
 use crate::plan::{ArgRequest, ArgType, Decode, ProbeKind, ProbePlan, Role};
-use crate::session::{event_name, probe_defs};
+use crate::session::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
 use crate::tracefs::probe::{FetchType, GroupName};
 use netprobe_core::elf::LoadSegments;
 use std::fmt::Write;
@@ -147,8 +147,8 @@ pub fn render(
         let _ = writeln!(s, "echo '{d}' >> {tracefs}/uprobe_events");
     }
     let _ = writeln!(s, "# remove them with:");
-    for d in &defs {
-        let _ = writeln!(s, "echo '{}' >> {tracefs}/uprobe_events", d.removal());
+    for line in removal_lines(&defs) {
+        let _ = writeln!(s, "echo '{line}' >> {tracefs}/uprobe_events");
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "# 2. The same probes with perf:");
@@ -160,11 +160,12 @@ pub fn render(
         } else {
             ""
         };
-        // perf records the command name itself.
+        // perf records the command name itself, and gives each probe its own event (it has no
+        // multi-probe events), so the np_id tag is not needed there.
         let args: Vec<String> = d
             .args()
             .iter()
-            .filter(|a| a.expr != "$comm")
+            .filter(|a| a.expr != "$comm" && a.name != PROBE_ID_FIELD)
             .map(|a| a.render())
             .collect();
         let comment = probe_point_comment(plan, i)
@@ -175,7 +176,7 @@ pub fn render(
             "perf probe -x {} -a '{}:{}={loc}{ret}{}{}'{comment}",
             d.path().as_str(),
             group,
-            d.event(),
+            event_name(plan, i).map_or_else(|_| d.event().to_string(), |e| e.to_string()),
             if args.is_empty() { "" } else { " " },
             args.join(" ")
         );

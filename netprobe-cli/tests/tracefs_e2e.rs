@@ -278,6 +278,58 @@ fn main() {
                 Ok(())
             },
         ),
+        e2e::trial(
+            "a_thousand_functions_in_one_session_each_counted_exactly",
+            NEEDS,
+            move || {
+                // 1,000 probes share a few kernel events (multi-probe events tagged with np_id); every
+                // hit must still be attributed to its own function.
+                let _g = shared();
+                let many = fixtures::CProgram::new("many").flags(&["-O1"]).build();
+                let many = many.to_str().unwrap();
+                let out = Command::new(NP)
+                    .args([
+                        "count",
+                        "--json",
+                        "-c",
+                        &format!("{many} 7"),
+                        &format!("{many}:f*"),
+                    ])
+                    .output()
+                    .map_err(err)?;
+                let report: Json = serde_json::from_slice(
+                    out.stdout
+                        .split(|&b| b == b'\n')
+                        .find(|l| !l.is_empty())
+                        .unwrap_or_default(),
+                )
+                .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&out.stderr)))?;
+                let counts = report["counts"].as_object().ok_or("no counts")?;
+                let probed = counts
+                    .keys()
+                    .filter(|k| k.starts_with('f') && k[1..].parse::<u32>().is_ok())
+                    .count();
+                if probed != 1000 {
+                    return Err(format!("{probed} of f0..f999 probed"));
+                }
+                // (`f*` also matches crt's frame_dummy, which really runs once at start-up.)
+                for (name, n) in counts.iter().filter(|(k, _)| k[1..].parse::<u32>().is_ok()) {
+                    let want = match name.as_str() {
+                        "f0" => 7,
+                        "f500" => 14,
+                        "f999" => 21,
+                        _ => 0,
+                    };
+                    if n.as_u64() != Some(want) {
+                        return Err(format!("{name}: {n} calls counted, {want} made"));
+                    }
+                }
+                if report["lost"] != 0 || report["complete"] != true {
+                    return Err(format!("incomplete: {report}"));
+                }
+                Ok(())
+            },
+        ),
         e2e::trial("count_equals_calls_exactly", NEEDS, move || {
             let _g = shared();
             let bin = t();
