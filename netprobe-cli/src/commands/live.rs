@@ -333,7 +333,7 @@ fn report_stale(tracefs: &Tracefs) {
         Ok(removed) => {
             for (name, r) in removed {
                 eprintln!(
-                    "netprobe: removed {} probe(s){} left by dead session {name}",
+                    "netprobe: removed {} event(s){} left by dead session {name}",
                     r.events.len(),
                     if r.instance { " and its instance" } else { "" }
                 );
@@ -356,7 +356,7 @@ pub fn clean(out: &mut dyn Write) -> Result<i32> {
     for (name, r) in removed {
         let _ = writeln!(
             out,
-            "removed {name}: {} probe(s){}",
+            "removed {name}: {} event(s){}",
             r.events.len(),
             if r.instance { ", instance" } else { "" }
         );

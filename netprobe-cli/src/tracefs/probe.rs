@@ -634,9 +634,13 @@ pub fn parse_error_log(text: &str) -> Vec<ErrorLogEntry> {
 
 /// The events of `group` currently defined, from `uprobe_events` (`p:GROUP/EVENT ...` lines).
 pub fn list_events(tracefs: &Tracefs, group: &GroupName) -> Result<Vec<EventName>> {
+    // A multi-probe event (several uprobes in one event) is listed once per uprobe; it is one
+    // event, removed by one `-:GROUP/EVENT` line (a second one fails with ENOENT).
+    let mut seen = std::collections::HashSet::new();
     Ok(list_all(tracefs)?
         .into_iter()
         .filter(|d| d.group == group.as_str())
+        .filter(|d| seen.insert(d.event.clone()))
         .filter_map(|d| EventName::new(&d.event).ok())
         .collect())
 }
