@@ -515,6 +515,40 @@ fn main() {
             },
         ),
         e2e::trial(
+            "shared_event_session_removed_after_sigkill_by_watchdog_and_clean",
+            NEEDS,
+            move || {
+                // 100 probes in one multi-probe event: uprobe_events lists it 100 times, yet it
+                // is one event to remove.
+                let _g = START_LOCK.write().unwrap_or_else(|e| e.into_inner());
+                let many = fixtures::CProgram::new("many").flags(&["-O1"]).build();
+                let spec = format!("{}:f*0", many.display());
+                let (np, _e) = start_netprobe(&["count", &spec]);
+                let pid = np.id();
+                if our_leftovers(pid) != (true, true) {
+                    return Err("session not placed".into());
+                }
+                signal(pid, libc::SIGKILL);
+                let _ = np.wait_with_output();
+                wait_gone(pid, Duration::from_secs(6))?;
+                let (np, _e) = start_netprobe(&["count", &spec]);
+                let pid = np.id();
+                kill_watchdog(pid)?;
+                signal(pid, libc::SIGKILL);
+                let _ = np.wait_with_output();
+                std::thread::sleep(Duration::from_millis(300));
+                let out = Command::new(NP).arg("clean").output().map_err(err)?;
+                let text = String::from_utf8_lossy(&out.stdout);
+                if !text.contains(&format!("removed {}: 1 event(s), instance", session(pid))) {
+                    return Err(format!(
+                        "clean: {text} {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+                wait_gone(pid, Duration::from_millis(1))
+            },
+        ),
+        e2e::trial(
             "cleanup_after_sigkill_by_watchdog_clean_and_next_start",
             NEEDS,
             move || {
