@@ -204,9 +204,14 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if let Some(c) = child.as_mut() {
         c.release()?;
     }
-    let limits = Limits {
-        duration: o.duration,
-        interval: o.interval,
+    let mut run_ctx = RunContext {
+        signals: &signals,
+        pids: &pids,
+        child: child.as_mut(),
+        limits: Limits {
+            duration: o.duration,
+            interval: o.interval,
+        },
     };
     let (reason, lost) = match mode {
         Mode::Trace => {
@@ -223,22 +228,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 },
             };
             let _ = printer.header();
-            let reason = runner::run(
-                &mut session,
-                &signals,
-                &pids,
-                child.as_mut(),
-                limits,
-                &mut dotnet::stall::Watched {
-                    inner: &mut printer,
-                    watch: &mut stall,
-                },
-            )?;
-            let lost = session.stop_and_drain(|plan, hit| {
-                if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
-                    let _ = runner::Sink::hit(&mut printer, plan, hit);
-                }
-            })?;
+            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut printer, &mut stall)?;
             let _ = printer.out.flush();
             (reason, lost)
         }
@@ -252,28 +242,13 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 format,
                 last_tick: Instant::now(),
             };
-            let reason = runner::run(
-                &mut session,
-                &signals,
-                &pids,
-                child.as_mut(),
-                limits,
-                &mut dotnet::stall::Watched {
-                    inner: &mut counter,
-                    watch: &mut stall,
-                },
-            )?;
-            let plan = session.plan().clone();
-            let lost = session.stop_and_drain(|plan, hit| {
-                if reason != StopReason::MaxEvents {
-                    let _ = runner::Sink::hit(&mut counter, plan, hit);
-                }
-            })?;
+            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut counter, &mut stall)?;
             if o.interval.is_none() || counter.counter.total > 0 {
                 let elapsed = counter.last_tick.elapsed().as_secs_f64();
-                let _ = counter
-                    .counter
-                    .report(&plan, format, lost, elapsed, &mut counter.out);
+                let _ =
+                    counter
+                        .counter
+                        .report(session.plan(), format, lost, elapsed, &mut counter.out);
             }
             (reason, lost)
         }
@@ -282,24 +257,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 max_events: o.max_events,
                 ..Latency::default()
             };
-            let reason = runner::run(
-                &mut session,
-                &signals,
-                &pids,
-                child.as_mut(),
-                limits,
-                &mut dotnet::stall::Watched {
-                    inner: &mut lat,
-                    watch: &mut stall,
-                },
-            )?;
-            let plan = session.plan().clone();
-            let lost = session.stop_and_drain(|plan, hit| {
-                if reason != StopReason::MaxEvents {
-                    let _ = runner::Sink::hit(&mut lat, plan, hit);
-                }
-            })?;
-            let _ = lat.report(&plan, format, lost, &mut stdout.lock());
+            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut lat, &mut stall)?;
+            let _ = lat.report(session.plan(), format, lost, &mut stdout.lock());
             (reason, lost)
         }
     };
@@ -325,6 +284,42 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         return Ok(3);
     }
     Ok(0)
+}
+
+/// What a live command's event loop needs besides the session and the sink.
+struct RunContext<'a> {
+    signals: &'a SignalPipe,
+    pids: &'a [u32],
+    child: Option<&'a mut PausedChild>,
+    limits: Limits,
+}
+
+/// Runs the session into `sink` (watched for .NET hits that stop) until it stops, then stops
+/// recording and hands the sink what is still buffered, unless it had enough or nobody reads its
+/// output anymore. Returns why it stopped and what was lost.
+fn run_to_end(
+    session: &mut Session,
+    ctx: &mut RunContext<'_>,
+    sink: &mut dyn runner::Sink,
+    stall: &mut dotnet::stall::StallWatch,
+) -> Result<(StopReason, crate::session::Lost)> {
+    let reason = runner::run(
+        session,
+        ctx.signals,
+        ctx.pids,
+        ctx.child.as_deref_mut(),
+        ctx.limits,
+        &mut dotnet::stall::Watched {
+            inner: sink,
+            watch: stall,
+        },
+    )?;
+    let lost = session.stop_and_drain(|plan, hit| {
+        if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
+            let _ = sink.hit(plan, hit);
+        }
+    })?;
+    Ok((reason, lost))
 }
 
 /// Removes stale sessions, saying so on stderr; failures are reported, not fatal.
