@@ -330,6 +330,53 @@ fn main() {
                 Ok(())
             },
         ),
+        e2e::trial(
+            "ring_buffer_overflow_is_reported_exactly",
+            NEEDS,
+            move || {
+                // A 16 KiB buffer and a reader that cannot write (nobody drains its stdout for a
+                // while): most hits must be dropped, and netprobe must say how many, exit with 3,
+                // and never present the rest as complete. The kernel's count is exact here.
+                let _g = shared();
+                let bin = t();
+                let np = Command::new(NP)
+                    .args(["trace", "--json", "--buffer-kb", "16", "-c"])
+                    .arg(format!("{bin} spin 2"))
+                    .arg(format!("{bin}:np_tick a=s32"))
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(err)?;
+                std::thread::sleep(Duration::from_secs(4));
+                let out = np.wait_with_output().map_err(err)?;
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                let delivered = stdout.matches("\"event\":\"entry\"").count() as u64;
+                let calls: u64 = stdout
+                    .lines()
+                    .filter_map(|l| {
+                        let f: Vec<&str> = l.split(' ').collect();
+                        (f.len() == 3).then(|| f[0].parse().ok()).flatten()
+                    })
+                    .next_back()
+                    .ok_or(format!("no call count from the target: {stderr}"))?;
+                let lost: u64 = stderr
+                    .split("WARNING: ")
+                    .nth(1)
+                    .and_then(|w| w.split(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .ok_or(format!("no lost-events warning: {stderr}"))?;
+                if out.status.code() != Some(3) {
+                    return Err(format!("exit {:?}, want 3", out.status.code()));
+                }
+                if lost == 0 || delivered + lost != calls {
+                    return Err(format!(
+                        "{delivered} delivered + {lost} lost != {calls} calls"
+                    ));
+                }
+                Ok(())
+            },
+        ),
         e2e::trial("count_equals_calls_exactly", NEEDS, move || {
             let _g = shared();
             let bin = t();
