@@ -76,12 +76,16 @@ def run_np_count(t, secs):
 
 def run_np_trace(t, secs, work):
     path = os.path.join(work, "trace.jsonl")
+    # The target's summary goes to its own file: in netprobe's stdout it could be spliced into one
+    # of netprobe's large (non-atomic) writes. `exec` keeps the pid -c traces.
+    summary = os.path.join(work, "target.out")
     with open(path, "w") as f:
         p = subprocess.run(["/usr/bin/time", "-f", "TIME %U %S", NP, "trace", "--json", "-c",
-                            f"{t} spin {secs}", f"{t}:np_tick a=s32"], stdout=f, stderr=subprocess.PIPE, text=True)
+                            f"sh -c 'exec {t} spin {secs} > {summary}'", f"{t}:np_tick a=s32"],
+                           stdout=f, stderr=subprocess.PIPE, text=True)
     u, s = re.findall(r"^TIME ([\d.]+) ([\d.]+)", p.stderr, re.M)[-1]
     text = open(path).read()
-    calls, tcpu = target_line(text)
+    calls, tcpu = target_line(open(summary).read())
     got = text.count('"event":"entry"')
     lost = 0 if "lost" not in p.stderr else int(re.search(r"(\d+) (?:hits|events) (?:were )?lost", p.stderr).group(1))
     return calls, got, lost, float(u) + float(s) - tcpu

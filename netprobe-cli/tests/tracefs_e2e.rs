@@ -339,9 +339,14 @@ fn main() {
                 // and never present the rest as complete. The kernel's count is exact here.
                 let _g = shared();
                 let bin = t();
+                // The target's own summary goes to a file: in the shared stdout pipe its line
+                // could be spliced into one of netprobe's large (non-atomic) writes. `exec` keeps
+                // the pid that `-c` traces.
+                let dir = tempfile::tempdir().map_err(err)?;
+                let summary = dir.path().join("calls");
                 let np = Command::new(NP)
                     .args(["trace", "--json", "--buffer-kb", "16", "-c"])
-                    .arg(format!("{bin} spin 2"))
+                    .arg(format!("sh -c 'exec {bin} spin 2 > {}'", summary.display()))
                     .arg(format!("{bin}:np_tick a=s32"))
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
@@ -352,13 +357,11 @@ fn main() {
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 let stderr = String::from_utf8_lossy(&out.stderr);
                 let delivered = stdout.matches("\"event\":\"entry\"").count() as u64;
-                let calls: u64 = stdout
-                    .lines()
-                    .filter_map(|l| {
-                        let f: Vec<&str> = l.split(' ').collect();
-                        (f.len() == 3).then(|| f[0].parse().ok()).flatten()
-                    })
-                    .next_back()
+                let calls: u64 = std::fs::read_to_string(&summary)
+                    .map_err(err)?
+                    .split(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
                     .ok_or(format!("no call count from the target: {stderr}"))?;
                 let lost: u64 = stderr
                     .split("WARNING: ")
