@@ -254,7 +254,7 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
             }
         }
     }
-    let _ = writeln!(out, "  (stopped: {reason:?}; target exit status {status})");
+    let _ = writeln!(out, "  ({reason}; target exit status {status})");
 
     step(
         out,

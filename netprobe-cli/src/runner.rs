@@ -41,6 +41,19 @@ pub enum StopReason {
     OutputClosed,
 }
 
+impl std::fmt::Display for StopReason {
+    /// The reason as netprobe reports it (`stopped by SIGINT`, `target exited`, ...).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::Signal(s) => write!(f, "stopped by {}", crate::signals::name(*s)),
+            StopReason::Duration => f.write_str("duration reached"),
+            StopReason::MaxEvents => f.write_str("event limit reached"),
+            StopReason::TargetsExited => f.write_str("target exited"),
+            StopReason::OutputClosed => f.write_str("output closed"),
+        }
+    }
+}
+
 /// When to stop, besides signals.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Limits {

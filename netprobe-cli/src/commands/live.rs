@@ -9,7 +9,7 @@ use crate::launch::{split_command, PausedChild};
 use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
 use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
-use crate::signals::{self, SignalPipe};
+use crate::signals::SignalPipe;
 use crate::spec::{Location, ProbeSpec, Targeting};
 use crate::trace_output::{
     self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
@@ -268,13 +268,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     // Results are out; now the slow part (disabling each uprobe event), then the watchdog.
     session.close()?;
     watchdog.disarm();
-    let why = match reason {
-        StopReason::Signal(s) => format!("stopped by {}", signals::name(s)),
-        StopReason::Duration => "duration reached".into(),
-        StopReason::MaxEvents => "event limit reached".into(),
-        StopReason::TargetsExited => "target exited".into(),
-        StopReason::OutputClosed => "output closed".into(),
-    };
+    let why = reason.to_string();
     eprintln!(
         "netprobe: {why} after {:.1}s; probes and instance removed",
         started.elapsed().as_secs_f64()
