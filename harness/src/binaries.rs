@@ -84,3 +84,28 @@ pub fn subcommands(netprobe: &std::path::Path) -> Vec<String> {
     }
     subs
 }
+
+/// The test prerequisite "the release netprobe has subcommand `sub`" for the subcommands a check
+/// may need; `None` for a name netprobe always has. Shared by the Docker and kernel-matrix tests.
+pub fn subcommand_need(sub: &str) -> Option<fixtures::e2e::Need> {
+    let check: fn() -> std::result::Result<(), String> = match sub {
+        "trace" => || has_sub("trace"),
+        "count" => || has_sub("count"),
+        "latency" => || has_sub("latency"),
+        "demo" => || has_sub("demo"),
+        "offsets" => || has_sub("offsets"),
+        _ => return None,
+    };
+    Some(fixtures::e2e::Need::Check(check))
+}
+
+fn has_sub(sub: &str) -> std::result::Result<(), String> {
+    let bin = netprobe_release().map_err(|e| format!("{e:#}"))?;
+    if has_subcommand(&bin, sub) {
+        Ok(())
+    } else {
+        Err(format!(
+            "netprobe has no `{sub}` subcommand: build it from this tree"
+        ))
+    }
+}

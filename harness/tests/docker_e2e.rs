@@ -46,7 +46,7 @@ fn main() {
             Need::Tracefs,
             Need::Check(netprobe_builds),
         ];
-        needs.extend(subcommand_need(check.expect.subcommand));
+        needs.extend(harness::binaries::subcommand_need(check.expect.subcommand));
         let root = fixtures::workspace_root();
         match check.app {
             App::CFixture { .. } => needs.push(Need::CCompiler),
@@ -98,28 +98,6 @@ fn netprobe_builds() -> Result<(), String> {
     harness::binaries::netprobe_release()
         .map(|_| ())
         .map_err(|e| format!("{e:#}"))
-}
-
-fn subcommand_need(sub: &'static str) -> Option<Need> {
-    let check: fn() -> Result<(), String> = match sub {
-        "trace" => || has_sub("trace"),
-        "count" => || has_sub("count"),
-        "latency" => || has_sub("latency"),
-        "demo" => || has_sub("demo"),
-        _ => return None,
-    };
-    Some(Need::Check(check))
-}
-
-fn has_sub(sub: &str) -> Result<(), String> {
-    let bin = harness::binaries::netprobe_release().map_err(|e| format!("{e:#}"))?;
-    if harness::binaries::has_subcommand(&bin, sub) {
-        Ok(())
-    } else {
-        Err(format!(
-            "netprobe has no `{sub}` subcommand yet (issue 3); this check switches on when it lands"
-        ))
-    }
 }
 
 fn sha256_of(path: &Path) -> Result<String, String> {

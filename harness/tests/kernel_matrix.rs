@@ -38,7 +38,7 @@ fn main() {
         // (failed under CI=true) on its own, and every other check still asserts.
         for check in KERNEL_CHECKS {
             let mut check_needs = needs.clone();
-            check_needs.extend(subcommand_need(check.subcommand));
+            check_needs.extend(harness::binaries::subcommand_need(check.subcommand));
             match check.target {
                 Some(Target::C { .. }) => check_needs.push(Need::CCompiler),
                 Some(Target::Go { .. }) => check_needs.push(Need::Go),
@@ -59,30 +59,6 @@ fn netprobe_builds() -> Result<(), String> {
     harness::binaries::netprobe_release()
         .map(|_| ())
         .map_err(|e| format!("{e:#}"))
-}
-
-/// The Need for a netprobe subcommand (None for one that is always there).
-fn subcommand_need(sub: &str) -> Option<Need> {
-    let f: fn() -> Result<(), String> = match sub {
-        "trace" => || has_sub("trace"),
-        "count" => || has_sub("count"),
-        "latency" => || has_sub("latency"),
-        "demo" => || has_sub("demo"),
-        "offsets" => || has_sub("offsets"),
-        _ => return None,
-    };
-    Some(Need::Check(f))
-}
-
-fn has_sub(sub: &str) -> Result<(), String> {
-    let bin = harness::binaries::netprobe_release().map_err(|e| format!("{e:#}"))?;
-    if harness::binaries::has_subcommand(&bin, sub) {
-        Ok(())
-    } else {
-        Err(format!(
-            "netprobe has no `{sub}` subcommand yet (issue 3); this check switches on when it lands"
-        ))
-    }
 }
 
 /// Runs `row` once (whichever trial asks first) and returns its result.
