@@ -1,0 +1,764 @@
+//! The probe-safety gate: every check a probe point must pass before netprobe writes it to
+//! `uprobe_events`, in one place.
+//!
+//! The model is bpftrace's `src/attached_probe.cpp`, where every check a probe must pass before
+//! attaching (symbol found, offset inside the function, offset on an instruction boundary, ...)
+//! lives next to the attach call. A uprobe replaces the first byte of an instruction with INT3
+//! and later single-steps or emulates that instruction (kernel `kernel/events/uprobes.c`,
+//! `arch/x86/kernel/uprobes.c`); placed in the middle of an instruction it rewrites an
+//! immediate or displacement byte of the target's code, which then computes garbage or crashes.
+//! The kernel cannot tell: it accepts any offset in the file.
+//!
+//! [`CodeFile::check`] takes the probes of one file and checks each, from the file's own tables:
+//!
+//! | check | refused with | overridden by |
+//! |---|---|---|
+//! | the offset lies in an executable `PT_LOAD` (ELF) / executable section (PE) | [`Refusal::NotExecutable`] | `--unsafe-offset` (raw offsets) |
+//! | a function of the file's tables starts at the planned entry | [`Refusal::NoFunctionAtEntry`] | none |
+//! | the offset lies in that function's extent `[start, start + size)` | [`Refusal::OutsideFunction`] | none |
+//! | decoding the function from its start reaches the offset exactly | [`Refusal::NotInstructionBoundary`], [`Refusal::Undecodable`] | `--unsafe-offset` (raw offsets) |
+//! | Go: the pclntab maps the address back to the same function | [`Refusal::PclntabMismatch`] | none |
+//! | Go, .NET: the entry is where code begins after the previous function's end and the linker's padding | [`Refusal::EntryNotAfterPadding`] | none |
+//! | .NET: a RUNTIME_FUNCTION begins at the method's entry | [`Refusal::NoRuntimeFunction`] | none |
+//! | ELF: the symbol's address lies in its section, and that section is executable | [`Refusal::SymbolOutsideSection`] | none |
+//! | a uretprobe sits on a function's first byte | [`Refusal::UretprobeNotAtEntry`] | `--unsafe-offset` (raw offsets) |
+//!
+//! "Raw offsets" are the `IMAGE:0xOFFSET` specs a user types: the user may know better than the
+//! tables (hand-written assembly with data inside, a function the tables do not name), so the CLI
+//! lets `--unsafe-offset` place them anyway, with a warning. A refusal of a probe netprobe
+//! planned from the tables means the tables and the code disagree (a corrupt or unsupported
+//! file): nothing overrides it but probing a raw offset.
+//!
+//! Linear decoding from a function's start is exact for compiler output without data inside
+//! functions (Go on amd64, GCC, Clang and the .NET JIT put jump tables in read-only data); where
+//! the decoding meets bytes that do not decode, the probe is refused (refusing is the safe
+//! answer when the gate cannot tell).
+
+use crate::addr::{FileOffset, Rva, VirtAddr};
+use crate::bytes::FileBytes;
+use crate::dotnet::pe::PeSection;
+use crate::dotnet::Assembly;
+use crate::elf::parser::{ElfView, RawFunction};
+use crate::elf::LoadSegments;
+use crate::golang::GoBinary;
+use crate::image::{sniff, ImageFormat};
+use crate::x86;
+use goblin::elf::section_header::{SHF_EXECINSTR, SHT_NOBITS};
+use serde::Serialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One probe to check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeRequest {
+    /// Where the probe would go.
+    pub offset: FileOffset,
+    /// The file offset of the first byte of the function netprobe planned the probe for, from
+    /// its symbol tables; `None` for a raw `IMAGE:0xOFFSET` the user typed (then the gate looks
+    /// for the function that encloses the offset itself).
+    pub planned_entry: Option<FileOffset>,
+    /// A uretprobe (the kernel hijacks the return address at the stack top when it fires).
+    pub uretprobe: bool,
+}
+
+/// Which table a function came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnitSource {
+    /// ELF `.symtab`/`.dynsym` (`STT_FUNC`, `STT_GNU_IFUNC`).
+    ElfSymbol,
+    /// Go's pclntab.
+    Pclntab,
+    /// A ReadyToRun RUNTIME_FUNCTIONS entry (a method body, funclet or cold part).
+    RuntimeFunction,
+}
+
+impl UnitSource {
+    fn label(self) -> &'static str {
+        match self {
+            UnitSource::ElfSymbol => "ELF symbol table",
+            UnitSource::Pclntab => "Go pclntab",
+            UnitSource::RuntimeFunction => "ReadyToRun RUNTIME_FUNCTIONS",
+        }
+    }
+}
+
+/// A function as one of the file's tables states it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CodeUnit {
+    /// Its name (`main.Fib`, `np_add`), or `RUNTIME_FUNCTION #N` for .NET code.
+    pub name: String,
+    pub source: UnitSource,
+    /// Its first byte in the file's address space (ELF: link-time address; PE: RVA).
+    pub address: u64,
+    /// Its first byte in the file.
+    pub start: FileOffset,
+    /// Its extent in bytes; `None` when the table does not say (ELF size 0).
+    pub size: Option<u64>,
+}
+
+impl CodeUnit {
+    /// `main.Fib+0x12` for a file offset inside it.
+    pub fn at(&self, off: FileOffset) -> String {
+        match off.0.checked_sub(self.start.0) {
+            Some(0) => self.name.clone(),
+            Some(d) => format!("{}+{d:#x}", self.name),
+            None => format!("{}-{:#x}", self.name, self.start.0 - off.0),
+        }
+    }
+}
+
+/// Why the gate refuses a probe. `Display` is the reason, for a one-line message that names the
+/// function and the offset around it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The file cannot be read as ELF or PE (or at all).
+    Unreadable(String),
+    /// No executable segment (ELF `PT_LOAD` with `PF_X`, file-backed part) or executable section
+    /// (PE `IMAGE_SCN_MEM_EXECUTE`) holds the offset.
+    NotExecutable { format: &'static str },
+    /// No function of the file's tables starts at the planned entry.
+    NoFunctionAtEntry { entry: FileOffset },
+    /// The offset lies outside the function's extent.
+    OutsideFunction { unit: CodeUnit },
+    /// Decoding the function from its start gives an instruction that covers the offset.
+    NotInstructionBoundary {
+        unit: CodeUnit,
+        instruction: FileOffset,
+        len: usize,
+    },
+    /// Decoding from the function's start meets bytes that are no x86-64 instruction before it
+    /// reaches the offset.
+    Undecodable { unit: CodeUnit, at: FileOffset },
+    /// Go: the pclntab maps the probe's address to another function (or none).
+    PclntabMismatch {
+        address: u64,
+        planned: String,
+        found: Option<String>,
+    },
+    /// Go, .NET: the bytes between the previous function's end and the entry are not the
+    /// linker's padding, so the entry is not where a function's code begins.
+    EntryNotAfterPadding {
+        unit: CodeUnit,
+        at: FileOffset,
+        byte: u8,
+    },
+    /// .NET: no RUNTIME_FUNCTION begins at the method's entry.
+    NoRuntimeFunction { rva: Rva },
+    /// ELF: the symbol's address lies outside the section it is defined in, or that section is
+    /// not executable.
+    SymbolOutsideSection {
+        unit: CodeUnit,
+        section: String,
+        executable: bool,
+    },
+    /// A uretprobe that is not on a function's first byte.
+    UretprobeNotAtEntry { unit: CodeUnit },
+}
+
+impl Refusal {
+    /// Whether `--unsafe-offset` may override this refusal of a raw `IMAGE:0xOFFSET` probe: the
+    /// checks the user may know better than the tables (the offset's instruction boundary, its
+    /// segment, a uretprobe's position). Refusals of planned probes are never overridden.
+    pub fn overridable(&self) -> bool {
+        matches!(
+            self,
+            Refusal::NotExecutable { .. }
+                | Refusal::NotInstructionBoundary { .. }
+                | Refusal::Undecodable { .. }
+                | Refusal::UretprobeNotAtEntry { .. }
+                | Refusal::OutsideFunction { .. }
+        )
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Unreadable(e) => write!(f, "the file cannot be checked: {e}"),
+            Refusal::NotExecutable { format } => write!(
+                f,
+                "it lies in no executable {format} of the file, so it is not code"
+            ),
+            Refusal::NoFunctionAtEntry { entry } => write!(
+                f,
+                "no function of the file's tables starts at the planned entry {entry}"
+            ),
+            Refusal::OutsideFunction { unit } => match unit.size {
+                Some(z) => write!(
+                    f,
+                    "it lies outside {} (file offsets {}..{:#x}, from the {})",
+                    unit.name,
+                    unit.start,
+                    unit.start.0.saturating_add(z),
+                    unit.source.label()
+                ),
+                None => write!(f, "it lies before {} ({})", unit.name, unit.start),
+            },
+            Refusal::NotInstructionBoundary {
+                unit,
+                instruction,
+                len,
+            } => write!(
+                f,
+                "it is not an instruction boundary: decoding {} from its start ({}) gives a {len}-byte instruction at {} ({}) that covers it",
+                unit.name,
+                unit.start,
+                instruction,
+                unit.at(*instruction)
+            ),
+            Refusal::Undecodable { unit, at } => write!(
+                f,
+                "the bytes at {at} ({}) do not decode as x86-64 instructions, so it cannot be shown to be an instruction boundary",
+                unit.at(*at)
+            ),
+            Refusal::PclntabMismatch {
+                address,
+                planned,
+                found,
+            } => match found {
+                Some(other) => write!(
+                    f,
+                    "the Go pclntab maps its address {address:#x} to {other}, not to {planned}"
+                ),
+                None => write!(
+                    f,
+                    "the Go pclntab maps its address {address:#x} to no function (planned for {planned})"
+                ),
+            },
+            Refusal::EntryNotAfterPadding { unit, at, byte } => write!(
+                f,
+                "the {} says {} starts at {}, but the byte {byte:#04x} at {at} before it is neither the previous function's code nor the linker's padding, so that entry is not where code begins (corrupt or misread table)",
+                unit.source.label(),
+                unit.name,
+                unit.start
+            ),
+            Refusal::NoRuntimeFunction { rva } => write!(
+                f,
+                "no RUNTIME_FUNCTION of the ReadyToRun image begins at the method's entry (RVA {rva})"
+            ),
+            Refusal::SymbolOutsideSection {
+                unit,
+                section,
+                executable,
+            } => {
+                if *executable {
+                    write!(
+                        f,
+                        "the symbol {} at {:#x} lies outside its own section {section}",
+                        unit.name, unit.address
+                    )
+                } else {
+                    write!(
+                        f,
+                        "the symbol {} lies in section {section}, which is not executable",
+                        unit.name
+                    )
+                }
+            }
+            Refusal::UretprobeNotAtEntry { unit } => write!(
+                f,
+                "a uretprobe must sit on a function's first byte (it replaces the return address at the top of the stack when it fires), and {} is not",
+                unit.at(unit.start)
+            ),
+        }
+    }
+}
+
+/// What the gate found for a probe it lets through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Passed {
+    /// The function whose decoding reached the offset; `None` when no table names a function
+    /// around it (a raw offset in code no symbol covers: only its segment was checked).
+    pub enclosing: Option<CodeUnit>,
+}
+
+/// Where decoding `code` linearly from its first byte meets `target` (a byte index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Boundary {
+    /// An instruction starts at `target`.
+    Reached,
+    /// The instruction at `start`, `len` bytes long, covers `target`.
+    Inside { start: usize, len: usize },
+    /// The bytes at `at` do not decode (or an instruction is cut off by the end of `code`)
+    /// before `target`.
+    Undecodable { at: usize },
+}
+
+/// Decodes `code` (x86-64) from its first byte until an instruction starts at or covers
+/// `target`. `target == 0` is always reached; a `target` at or past `code.len()` is reached
+/// only when the instructions end exactly there. Never reads outside `code`, never panics.
+pub fn instruction_boundary(code: &[u8], target: usize) -> Boundary {
+    let mut pos = 0usize;
+    for instr in x86::instructions(code, VirtAddr(0)) {
+        if pos == target {
+            return Boundary::Reached;
+        }
+        if instr.is_invalid() {
+            return Boundary::Undecodable { at: pos };
+        }
+        let len = instr.len();
+        if target < pos + len {
+            return Boundary::Inside { start: pos, len };
+        }
+        pos += len;
+    }
+    if pos == target {
+        Boundary::Reached
+    } else {
+        Boundary::Undecodable { at: pos }
+    }
+}
+
+/// An executable range of the file: file offsets `[offset, offset + len)` at addresses
+/// `[address, address + len)`.
+#[derive(Clone, Copy, Debug)]
+struct CodeRange {
+    offset: u64,
+    len: u64,
+    address: u64,
+}
+
+impl CodeRange {
+    fn holds_offset(&self, off: u64) -> bool {
+        off >= self.offset && off - self.offset < self.len
+    }
+    fn holds_address(&self, a: u64) -> bool {
+        a >= self.address && a - self.address < self.len
+    }
+}
+
+/// One probed file, opened for checking.
+pub struct CodeFile {
+    path: PathBuf,
+    bytes: FileBytes,
+}
+
+/// Section facts of an ELF file.
+struct ElfSection {
+    name: String,
+    addr: u64,
+    size: u64,
+    executable: bool,
+    nobits: bool,
+}
+
+/// The format-specific tables of a file, read once per [`CodeFile::check`].
+enum Tables<'a> {
+    Elf {
+        ranges: Vec<CodeRange>,
+        sections: Vec<ElfSection>,
+        functions: Vec<RawFunction>,
+        go: Option<Box<GoBinary<'a>>>,
+    },
+    Pe {
+        ranges: Vec<CodeRange>,
+        /// RUNTIME_FUNCTIONS: begin, end RVAs, sorted.
+        runtime_functions: Vec<(u64, u64)>,
+    },
+}
+
+/// Go's amd64 linker pads between functions with INT3 (`cmd/link/internal/amd64/obj.go`:
+/// `CodePad: []byte{0xCC}`).
+const GO_PAD: u8 = 0xcc;
+
+/// Bytes crossgen2 and the JIT leave between ReadyToRun method bodies: INT3 (the object
+/// writer's code-section fill) and zero (section alignment).
+fn r2r_pad(b: u8) -> bool {
+    b == 0xcc || b == 0x00 || b == 0x90
+}
+
+impl CodeFile {
+    /// Opens `path` (mapped). Errors: I/O errors naming the path.
+    pub fn open(path: &Path) -> crate::Result<CodeFile> {
+        Ok(CodeFile {
+            path: path.to_path_buf(),
+            bytes: FileBytes::open(path)?,
+        })
+    }
+
+    /// Checks every probe of `requests` against this file; one result per request, in order.
+    pub fn check(&self, requests: &[ProbeRequest]) -> Vec<Result<Passed, Refusal>> {
+        match self.tables() {
+            Ok(t) => requests.iter().map(|r| self.check_one(&t, r)).collect(),
+            Err(e) => requests.iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+
+    fn tables(&self) -> Result<Tables<'_>, Refusal> {
+        let unreadable = |e: crate::Error| Refusal::Unreadable(e.to_string());
+        match sniff(&self.bytes) {
+            Some(ImageFormat::Elf) => {
+                let view = ElfView::parse(&self.path, &self.bytes).map_err(unreadable)?;
+                let segments = LoadSegments::from_program_headers(&view.program_headers);
+                let ranges = segments
+                    .0
+                    .iter()
+                    .filter(|s| s.executable)
+                    .map(|s| CodeRange {
+                        offset: s.offset,
+                        len: s.filesz,
+                        address: s.vaddr,
+                    })
+                    .collect();
+                let sections = view
+                    .section_headers
+                    .iter()
+                    .map(|sh| ElfSection {
+                        name: view.section_name(sh).unwrap_or("").to_string(),
+                        addr: sh.sh_addr,
+                        size: sh.sh_size,
+                        executable: sh.sh_flags & u64::from(SHF_EXECINSTR) != 0,
+                        nobits: sh.sh_type == SHT_NOBITS,
+                    })
+                    .collect();
+                let functions = view.functions(&self.path).map_err(unreadable)?;
+                let go = GoBinary::parse(&self.path, &self.bytes)
+                    .ok()
+                    .flatten()
+                    .map(Box::new);
+                Ok(Tables::Elf {
+                    ranges,
+                    sections,
+                    functions,
+                    go,
+                })
+            }
+            Some(ImageFormat::Pe) => {
+                let asm = Assembly::from_bytes(
+                    &self.path,
+                    FileBytes::open(&self.path).map_err(unreadable)?,
+                )
+                .map_err(unreadable)?;
+                let ranges = asm
+                    .sections()
+                    .iter()
+                    .filter(|s| s.is_executable())
+                    .map(pe_range)
+                    .collect();
+                let runtime_functions = asm
+                    .r2r()
+                    .map(|r| {
+                        r.runtime_functions
+                            .iter()
+                            .map(|f| (u64::from(f.begin), u64::from(f.end)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Ok(Tables::Pe {
+                    ranges,
+                    runtime_functions,
+                })
+            }
+            None => Err(Refusal::Unreadable(format!(
+                "{} is neither ELF nor PE",
+                self.path.display()
+            ))),
+        }
+    }
+
+    fn check_one(&self, t: &Tables<'_>, r: &ProbeRequest) -> Result<Passed, Refusal> {
+        let (ranges, format) = match t {
+            Tables::Elf { ranges, .. } => (ranges, "segment (PT_LOAD with PF_X)"),
+            Tables::Pe { ranges, .. } => (ranges, "section"),
+        };
+        let Some(range) = ranges.iter().find(|c| c.holds_offset(r.offset.0)) else {
+            return Err(Refusal::NotExecutable { format });
+        };
+        let address = range.address + (r.offset.0 - range.offset);
+        let unit = match r.planned_entry {
+            Some(entry) => Some(self.planned_unit(t, ranges, entry)?),
+            None => self.enclosing_unit(t, ranges, address),
+        };
+        let Some(unit) = unit else {
+            return Ok(Passed { enclosing: None });
+        };
+        let end = unit.size.map(|z| unit.start.0.saturating_add(z));
+        if r.offset.0 < unit.start.0 || end.is_some_and(|e| r.offset.0 >= e) {
+            return Err(Refusal::OutsideFunction { unit });
+        }
+        if r.uretprobe && r.offset != unit.start {
+            return Err(Refusal::UretprobeNotAtEntry { unit });
+        }
+        if let (Tables::Elf { go: Some(go), .. }, UnitSource::Pclntab) = (t, unit.source) {
+            let found = go.function_at(VirtAddr(address));
+            if found.as_ref().map(|f| f.entry.0) != Some(unit.address) {
+                return Err(Refusal::PclntabMismatch {
+                    address,
+                    planned: unit.name.clone(),
+                    found: found.map(|f| f.name.to_string()),
+                });
+            }
+        }
+        // The bytes from the start to the probe, within the executable range holding the start.
+        let start_range = ranges
+            .iter()
+            .find(|c| c.holds_offset(unit.start.0))
+            .ok_or(Refusal::NotExecutable { format })?;
+        let range_end = start_range.offset + start_range.len;
+        let code = self
+            .bytes
+            .get(unit.start.0 as usize..range_end.min(self.bytes.len() as u64) as usize)
+            .unwrap_or(&[]);
+        let target = (r.offset.0 - unit.start.0) as usize;
+        match instruction_boundary(code, target) {
+            Boundary::Reached => {}
+            Boundary::Inside { start, len } => {
+                return Err(Refusal::NotInstructionBoundary {
+                    instruction: FileOffset(unit.start.0 + start as u64),
+                    unit,
+                    len,
+                })
+            }
+            Boundary::Undecodable { at } => {
+                return Err(Refusal::Undecodable {
+                    at: FileOffset(unit.start.0 + at as u64),
+                    unit,
+                })
+            }
+        }
+        self.check_entry(t, ranges, &unit)?;
+        Ok(Passed {
+            enclosing: Some(unit),
+        })
+    }
+
+    /// The function netprobe planned a probe for: the one of the file's tables that starts at
+    /// `entry` (Go: the pclntab's; .NET: the RUNTIME_FUNCTION's; else the ELF symbol's).
+    fn planned_unit(
+        &self,
+        t: &Tables<'_>,
+        ranges: &[CodeRange],
+        entry: FileOffset,
+    ) -> Result<CodeUnit, Refusal> {
+        let missing = Refusal::NoFunctionAtEntry { entry };
+        let Some(range) = ranges.iter().find(|c| c.holds_offset(entry.0)) else {
+            return Err(missing);
+        };
+        let address = range.address + (entry.0 - range.offset);
+        let unit = match t {
+            Tables::Elf { go, functions, .. } => go
+                .as_ref()
+                .and_then(|g| g.function_at(VirtAddr(address)))
+                .filter(|f| f.entry.0 == address)
+                .map(|f| CodeUnit {
+                    name: f.name.to_string(),
+                    source: UnitSource::Pclntab,
+                    address,
+                    start: entry,
+                    size: Some(f.size()),
+                })
+                .or_else(|| {
+                    functions
+                        .iter()
+                        .filter(|s| s.vaddr.0 == address)
+                        .max_by_key(|s| s.size)
+                        .map(|s| elf_unit(s, entry))
+                }),
+            Tables::Pe {
+                runtime_functions, ..
+            } => {
+                let found = runtime_functions
+                    .binary_search_by_key(&address, |&(b, _)| b)
+                    .ok();
+                match found {
+                    Some(i) => Some(rf_unit(runtime_functions, i, entry)),
+                    None => return Err(Refusal::NoRuntimeFunction { rva: Rva(address) }),
+                }
+            }
+        };
+        unit.ok_or(missing)
+    }
+
+    /// The function of the file's tables that holds `address` (a raw offset's): the pclntab's
+    /// (up to its code's end), else an ELF symbol with a size, else a RUNTIME_FUNCTION.
+    fn enclosing_unit(
+        &self,
+        t: &Tables<'_>,
+        ranges: &[CodeRange],
+        address: u64,
+    ) -> Option<CodeUnit> {
+        let offset_of = |a: u64| {
+            ranges
+                .iter()
+                .find(|c| c.holds_address(a))
+                .map(|c| FileOffset(c.offset + (a - c.address)))
+        };
+        match t {
+            Tables::Elf { go, functions, .. } => {
+                let from_go = go
+                    .as_ref()
+                    .and_then(|g| g.function_at(VirtAddr(address)))
+                    .filter(|f| address < f.code_end().0)
+                    .and_then(|f| {
+                        Some(CodeUnit {
+                            name: f.name.to_string(),
+                            source: UnitSource::Pclntab,
+                            address: f.entry.0,
+                            start: offset_of(f.entry.0)?,
+                            size: Some(f.size()),
+                        })
+                    });
+                from_go.or_else(|| {
+                    // The innermost sized symbol around the address (the one starting last).
+                    functions
+                        .iter()
+                        .filter(|s| {
+                            s.size > 0 && address >= s.vaddr.0 && address - s.vaddr.0 < s.size
+                        })
+                        .max_by_key(|s| (s.vaddr.0, std::cmp::Reverse(s.size)))
+                        .and_then(|s| Some(elf_unit(s, offset_of(s.vaddr.0)?)))
+                })
+            }
+            Tables::Pe {
+                runtime_functions, ..
+            } => {
+                let i = runtime_functions
+                    .partition_point(|&(b, _)| b <= address)
+                    .checked_sub(1)?;
+                let (_, end) = runtime_functions[i];
+                if address >= end {
+                    return None;
+                }
+                Some(rf_unit(
+                    runtime_functions,
+                    i,
+                    offset_of(runtime_functions[i].0)?,
+                ))
+            }
+        }
+    }
+
+    /// Checks of a function's entry itself, by the table it comes from.
+    fn check_entry(
+        &self,
+        t: &Tables<'_>,
+        ranges: &[CodeRange],
+        unit: &CodeUnit,
+    ) -> Result<(), Refusal> {
+        match (t, unit.source) {
+            (Tables::Elf { go: Some(go), .. }, UnitSource::Pclntab) => {
+                // The previous function's code, then INT3 up to this entry.
+                let table = go.pclntab();
+                let Some(i) = table.find_index(VirtAddr(unit.address)) else {
+                    return Ok(());
+                };
+                let Some(prev) = i.checked_sub(1).and_then(|p| table.function(p)) else {
+                    return Ok(());
+                };
+                self.padding_before(ranges, unit, prev.code_end().0, |b| b == GO_PAD)
+            }
+            (
+                Tables::Pe {
+                    runtime_functions, ..
+                },
+                UnitSource::RuntimeFunction,
+            ) => {
+                let i = runtime_functions.partition_point(|&(b, _)| b < unit.address);
+                let Some(&(_, prev_end)) = i.checked_sub(1).and_then(|p| runtime_functions.get(p))
+                else {
+                    return Ok(());
+                };
+                self.padding_before(ranges, unit, prev_end, r2r_pad)
+            }
+            (
+                Tables::Elf {
+                    sections,
+                    functions,
+                    ..
+                },
+                UnitSource::ElfSymbol,
+            ) => {
+                let Some(sym) = functions
+                    .iter()
+                    .find(|s| s.vaddr.0 == unit.address && s.name == unit.name)
+                else {
+                    return Ok(());
+                };
+                // Special indices (SHN_ABS, SHN_COMMON, ...) name no section; files without
+                // section headers have none to check.
+                let Some(sec) = sections.get(sym.section).filter(|_| sym.section < 0xff00) else {
+                    return Ok(());
+                };
+                let inside =
+                    !sec.nobits && unit.address >= sec.addr && unit.address - sec.addr < sec.size;
+                if !inside || !sec.executable {
+                    return Err(Refusal::SymbolOutsideSection {
+                        unit: unit.clone(),
+                        section: if sec.name.is_empty() {
+                            format!("#{}", sym.section)
+                        } else {
+                            sec.name.clone()
+                        },
+                        executable: sec.executable,
+                    });
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The bytes from `prev_end` (the previous function's end, same address space) up to the
+    /// unit's start must all be padding; a previous function ending after the start, or too far
+    /// away (over 4 KiB: another section's gap), is not checked.
+    fn padding_before(
+        &self,
+        ranges: &[CodeRange],
+        unit: &CodeUnit,
+        prev_end: u64,
+        pad: impl Fn(u8) -> bool,
+    ) -> Result<(), Refusal> {
+        let Some(gap) = unit.address.checked_sub(prev_end) else {
+            return Ok(());
+        };
+        if gap == 0 || gap > 4096 {
+            return Ok(());
+        }
+        let Some(range) = ranges.iter().find(|c| c.holds_address(prev_end)) else {
+            return Ok(());
+        };
+        let from = range.offset + (prev_end - range.address);
+        let Some(bytes) = self.bytes.get(from as usize..unit.start.0 as usize) else {
+            return Ok(());
+        };
+        match bytes.iter().position(|&b| !pad(b)) {
+            None => Ok(()),
+            Some(i) => Err(Refusal::EntryNotAfterPadding {
+                unit: unit.clone(),
+                at: FileOffset(from + i as u64),
+                byte: bytes[i],
+            }),
+        }
+    }
+}
+
+fn pe_range(s: &PeSection) -> CodeRange {
+    CodeRange {
+        offset: u64::from(s.pointer_to_raw_data),
+        // Only the bytes both in the file and in memory are code at their file offsets.
+        len: u64::from(s.size_of_raw_data.min(s.memory_size())),
+        address: u64::from(s.virtual_address),
+    }
+}
+
+fn elf_unit(s: &RawFunction, start: FileOffset) -> CodeUnit {
+    CodeUnit {
+        name: s.name.clone(),
+        source: UnitSource::ElfSymbol,
+        address: s.vaddr.0,
+        start,
+        size: (s.size > 0).then_some(s.size),
+    }
+}
+
+fn rf_unit(rfs: &[(u64, u64)], i: usize, start: FileOffset) -> CodeUnit {
+    let (begin, end) = rfs[i];
+    CodeUnit {
+        name: format!("RUNTIME_FUNCTION #{i}"),
+        source: UnitSource::RuntimeFunction,
+        address: begin,
+        start,
+        size: Some(end.saturating_sub(begin)),
+    }
+}
