@@ -73,6 +73,33 @@ fn main() {
         e2e::trial("mutated_sample_never_panics", &build(), mutated_sample),
         e2e::trial("debian_stripped_go_binaries", &debian, debian_binaries),
         e2e::trial("esbuild_every_pclntab_layout", &esbuild, esbuild_layouts),
+        e2e::trial("gate_passes_every_planned_probe::sample", &build(), || {
+            let dir = sample_app_variants();
+            SAMPLE_VARIANTS
+                .iter()
+                .try_for_each(|v| gate_passes_planned(&dir.join(v)))
+        }),
+        e2e::trial("gate_passes_every_planned_probe::esbuild", &esbuild, || {
+            THIRD_PARTY_GO
+                .iter()
+                .try_for_each(|(f, _)| gate_passes_planned(&third_party_go_dir().join(f)))
+        }),
+        e2e::trial("gate_passes_every_planned_probe::debian", &debian, || {
+            DEBIAN_GO
+                .iter()
+                .try_for_each(|p| gate_passes_planned(Path::new(p)))
+        }),
+        e2e::trial("gate_refuses_mutated_entries::sample", &build(), || {
+            let dir = sample_app_variants();
+            SAMPLE_VARIANTS
+                .iter()
+                .try_for_each(|v| gate_refuses_mutated_entries(&dir.join(v)))
+        }),
+        e2e::trial("gate_refuses_mutated_entries::esbuild", &esbuild, || {
+            THIRD_PARTY_GO
+                .iter()
+                .try_for_each(|(f, _)| gate_refuses_mutated_entries(&third_party_go_dir().join(f)))
+        }),
     ]);
 }
 
@@ -839,6 +866,170 @@ fn esbuild_layouts() -> R {
                 go.abi()
             ));
         }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The probe-safety gate on real Go binaries
+
+/// Every probe netprobe plans for every function of `path` (first byte, after the stack-check
+/// prologue, each RET) passes the gate.
+fn gate_passes_planned(path: &Path) -> R {
+    use netprobe_core::probe_safety::{CodeFile, ProbeRequest};
+    let bytes = std::fs::read(path).map_err(err)?;
+    let go = GoBinary::parse(path, &bytes)
+        .map_err(err)?
+        .ok_or_else(|| format!("{}: not Go", path.display()))?;
+    let mut requests = Vec::new();
+    for f in go.functions() {
+        let Some(points) = go.probe_points(&f) else {
+            continue;
+        };
+        let Some(entry) = points.entry.file_offset else {
+            continue;
+        };
+        let planned = |o| ProbeRequest {
+            offset: o,
+            planned_entry: Some(entry),
+            uretprobe: false,
+        };
+        requests.push(planned(entry));
+        requests.extend(points.entry_probe.file_offset.map(planned));
+        requests.extend(
+            points
+                .rets
+                .iter()
+                .filter_map(|r| r.file_offset)
+                .map(planned),
+        );
+    }
+    if requests.len() < 1000 {
+        return Err(format!(
+            "{}: only {} probe points",
+            path.display(),
+            requests.len()
+        ));
+    }
+    let file = CodeFile::open(path).map_err(err)?;
+    let refused: Vec<String> = requests
+        .iter()
+        .zip(file.check(&requests))
+        .filter_map(|(q, r)| r.err().map(|e| format!("{}: {e}", q.offset)))
+        .collect();
+    if !refused.is_empty() {
+        return Err(format!(
+            "{}: {} of {} planned probes refused, e.g. {:?}",
+            path.display(),
+            refused.len(),
+            requests.len(),
+            &refused[..refused.len().min(3)]
+        ));
+    }
+    Ok(())
+}
+
+/// Moves function `i`'s entry by `delta` bytes in both places a table states it: the function
+/// table slot and the `_func` record (`runtime/symtab.go`: `functab`, `_func.entryOff`; before
+/// Go 1.18 both are absolute `uintptr`s), so the table still parses.
+fn move_entry(bytes: &mut [u8], go: &GoBinary<'_>, i: u64, delta: u64) -> R {
+    let table = go.pclntab_location().file_offset.0 as usize;
+    let h = go.pclntab().header();
+    let field = if h.version.entries_are_text_offsets() {
+        4
+    } else {
+        usize::from(h.ptr_size)
+    };
+    let functab = table + h.functab_offset as usize;
+    let records = match h.version {
+        PclntabVersion::Go12 => table,
+        _ => functab,
+    };
+    let read = |b: &[u8], at: usize| -> Result<u64, String> {
+        let mut w = [0u8; 8];
+        w[..field].copy_from_slice(b.get(at..at + field).ok_or("out of bounds")?);
+        Ok(u64::from_le_bytes(w))
+    };
+    let slot = functab + 2 * field * i as usize;
+    let record = records + read(bytes, slot + field)? as usize;
+    for at in [slot, record] {
+        let v = read(bytes, at)? + delta;
+        bytes[at..at + field].copy_from_slice(&v.to_le_bytes()[..field]);
+    }
+    Ok(())
+}
+
+/// A mutated image whose table puts a function's entry one byte into its first instruction
+/// (every 97th function whose first instruction is longer than a byte, up to 25): the table
+/// still parses, and the gate refuses every probe netprobe would plan from it (first byte,
+/// post-prologue, RETs), never lets one through.
+fn gate_refuses_mutated_entries(path: &Path) -> R {
+    use netprobe_core::bytes::FileBytes;
+    use netprobe_core::probe_safety::{CodeFile, ProbeRequest, Refusal};
+    let original = std::fs::read(path).map_err(err)?;
+    let go = GoBinary::parse(path, &original)
+        .map_err(err)?
+        .ok_or("not Go")?;
+    let mut tried = 0;
+    for (i, f) in go.functions().enumerate().skip(1).step_by(97) {
+        let Some(code) = go.code(&f) else { continue };
+        let first = netprobe_core::x86::instructions(code, f.entry).next();
+        if first.is_none_or(|ins| ins.len() < 2) {
+            continue;
+        }
+        let mut bytes = original.clone();
+        move_entry(&mut bytes, &go, i as u64, 1)?;
+        let Some(mutated) = GoBinary::parse(path, &bytes).ok().flatten() else {
+            continue; // refused at parse: nothing would be probed
+        };
+        let Some(g) = mutated.function_at(VirtAddr(f.entry.0 + 1)) else {
+            return Err(format!("{}: mutated function not found", f.name));
+        };
+        if g.entry.0 != f.entry.0 + 1 || g.name != f.name {
+            return Err(format!("{}: mutation did not move the entry", f.name));
+        }
+        let Some(points) = mutated.probe_points(&g) else {
+            continue;
+        };
+        let entry = points.entry.file_offset.ok_or("no offset")?;
+        let requests: Vec<ProbeRequest> = [Some(points.entry), Some(points.entry_probe)]
+            .into_iter()
+            .flatten()
+            .chain(points.rets.iter().copied())
+            .filter_map(|p| p.file_offset)
+            .map(|o| ProbeRequest {
+                offset: o,
+                planned_entry: Some(entry),
+                uretprobe: false,
+            })
+            .collect();
+        drop(mutated);
+        let file = CodeFile::from_bytes(path, FileBytes::Owned(bytes));
+        for (q, r) in requests.iter().zip(file.check(&requests)) {
+            match r {
+                Ok(_) => {
+                    return Err(format!(
+                        "{}: probe at {} of {} (entry moved to {entry}) passed the gate",
+                        path.display(),
+                        q.offset,
+                        f.name
+                    ))
+                }
+                // Refused for what the mutation broke, not because the file went unreadable.
+                Err(Refusal::Unreadable(e)) => return Err(e),
+                Err(_) => {}
+            }
+        }
+        tried += 1;
+        if tried == 25 {
+            break;
+        }
+    }
+    if tried < 10 {
+        return Err(format!(
+            "{}: only {tried} functions mutated",
+            path.display()
+        ));
     }
     Ok(())
 }
