@@ -114,7 +114,7 @@ impl GateReport {
         let fix = if *overridable {
             "--unsafe-offset places it anyway"
         } else {
-            "the file's tables disagree with its code (corrupt, or a layout netprobe misreads), so netprobe places no probe from them; a raw IMAGE:0xOFFSET with --unsafe-offset places one where you know the code is"
+            "the file's tables disagree with its code (a corrupt file, or one netprobe misreads), so no probe is placed from them; IMAGE:0xOFFSET with --unsafe-offset places one where you know the code is"
         };
         let more = match refused.len() - 1 {
             0 => String::new(),

@@ -228,7 +228,7 @@ impl fmt::Display for Refusal {
             },
             Refusal::EntryNotAfterPadding { unit, at, byte } => write!(
                 f,
-                "the {} says {} starts at {}, but the byte {byte:#04x} at {at} before it is neither the previous function's code nor the linker's padding, so that entry is not where code begins (corrupt or misread table)",
+                "the {} says {} starts at {}, but the byte {byte:#04x} at {at} before it is neither the previous function's code nor the linker's padding, so that entry is not where code begins",
                 unit.source.label(),
                 unit.name,
                 unit.start

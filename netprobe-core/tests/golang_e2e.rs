@@ -929,32 +929,18 @@ fn gate_passes_planned(path: &Path) -> R {
     Ok(())
 }
 
-/// Moves function `i`'s entry by `delta` bytes in both places a table states it: the function
-/// table slot and the `_func` record (`runtime/symtab.go`: `functab`, `_func.entryOff`; before
-/// Go 1.18 both are absolute `uintptr`s), so the table still parses.
+/// Moves function `i`'s entry by `delta` bytes in both places the table states it
+/// ([`netprobe_core::golang::Pclntab::entry_fields`]), so the table still parses.
 fn move_entry(bytes: &mut [u8], go: &GoBinary<'_>, i: u64, delta: u64) -> R {
-    let table = go.pclntab_location().file_offset.0 as usize;
-    let h = go.pclntab().header();
-    let field = if h.version.entries_are_text_offsets() {
-        4
-    } else {
-        usize::from(h.ptr_size)
-    };
-    let functab = table + h.functab_offset as usize;
-    let records = match h.version {
-        PclntabVersion::Go12 => table,
-        _ => functab,
-    };
-    let read = |b: &[u8], at: usize| -> Result<u64, String> {
-        let mut w = [0u8; 8];
-        w[..field].copy_from_slice(b.get(at..at + field).ok_or("out of bounds")?);
-        Ok(u64::from_le_bytes(w))
-    };
-    let slot = functab + 2 * field * i as usize;
-    let record = records + read(bytes, slot + field)? as usize;
-    for at in [slot, record] {
-        let v = read(bytes, at)? + delta;
-        bytes[at..at + field].copy_from_slice(&v.to_le_bytes()[..field]);
+    let table = go.pclntab_location().file_offset.0;
+    let (fields, size) = go.pclntab().entry_fields(i).ok_or("no entry fields")?;
+    for f in fields {
+        let at = (table + f) as usize;
+        let word = bytes.get_mut(at..at + size).ok_or("out of bounds")?;
+        let mut v = [0u8; 8];
+        v[..size].copy_from_slice(word);
+        let moved = u64::from_le_bytes(v) + delta;
+        word.copy_from_slice(&moved.to_le_bytes()[..size]);
     }
     Ok(())
 }
