@@ -984,7 +984,6 @@ fn planned_r2r_probes(
 /// begin, end, unwind RVAs) still parses, and every probe planned from it is refused.
 fn gate_on_r2r(rt: Runtime) -> Result<(), String> {
     use netprobe_core::bytes::FileBytes;
-    use netprobe_core::dotnet::r2r::types::section;
     use netprobe_core::probe_safety::{CodeFile, Refusal};
     for name in ["System.Private.CoreLib", "System.Console"] {
         let (asm, methods) = list(rt, name)?;
@@ -1006,14 +1005,6 @@ fn gate_on_r2r(rt: Runtime) -> Result<(), String> {
     let path = rt.dll("System.Console");
     let original = std::fs::read(&path).map_err(err)?;
     let (asm, methods) = list(rt, "System.Console")?;
-    let table = asm
-        .r2r()
-        .and_then(|r| r.header.section(section::RUNTIME_FUNCTIONS))
-        .ok_or("no RUNTIME_FUNCTIONS")?;
-    let table_at = asm
-        .rva_to_file_offset(netprobe_core::addr::Rva(table.rva.into()))
-        .ok_or("RUNTIME_FUNCTIONS outside the file")?
-        .0 as usize;
     let mut tried = 0;
     for m in methods.iter().step_by(2) {
         let Some(start) = m.file_offset else { continue };
@@ -1026,7 +1017,10 @@ fn gate_on_r2r(rt: Runtime) -> Result<(), String> {
             continue;
         }
         let mut bytes = original.clone();
-        let at = table_at + 12 * m.runtime_function as usize;
+        let at = asm
+            .runtime_function_file_offset(m.runtime_function)
+            .ok_or("RUNTIME_FUNCTION outside the file")?
+            .0 as usize;
         let begin = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
         if u64::from(begin) != m.rva.0 {
             return Err(format!("{}: RUNTIME_FUNCTION begin {begin:#x}", m.name));
