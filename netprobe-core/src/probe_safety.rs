@@ -742,6 +742,74 @@ impl CodeFile {
     }
 }
 
+/// Why each symbol of the file at `path` has no file offset (`None` for those that have one):
+/// one short phrase each, for listings (`netprobe symbols`) and errors. The reasons, by what the
+/// file's headers say about the symbol's address:
+/// - a Go pclntab function of a 1.18+ layout whose text start is unknown (header field zero, no
+///   relocation supplies it): its "address" is an offset from the start of text;
+/// - ELF: in a segment that is not executable (data); in the zero-filled tail of a segment
+///   (`p_memsz` beyond `p_filesz`); outside every `PT_LOAD`;
+/// - PE: outside the file data of every section;
+/// - an address in a live process (perf map): JIT code, in no file.
+pub fn missing_offset_reasons(
+    path: &Path,
+    symbols: &[crate::symbol::Symbol],
+) -> Vec<Option<String>> {
+    use crate::symbol::{Address, SymbolOrigin};
+    let bytes = FileBytes::open(path).ok();
+    let bytes = bytes.as_deref().unwrap_or(&[]);
+    let segments = ElfView::parse(path, bytes)
+        .ok()
+        .map(|v| LoadSegments::from_program_headers(&v.program_headers));
+    let go_text_unknown = || {
+        GoBinary::parse(path, bytes)
+            .ok()
+            .flatten()
+            .is_some_and(|g| {
+                g.pclntab().version().entries_are_text_offsets() && g.pclntab().text_start() == 0
+            })
+    };
+    let mut text_unknown: Option<bool> = None;
+    symbols
+        .iter()
+        .map(|s| {
+            if s.file_offset.is_some() {
+                return None;
+            }
+            Some(match s.address {
+                Address::Runtime(_) => "JIT code: in no file".to_string(),
+                Address::Rva(rva) => {
+                    format!("RVA {rva} lies outside the file data of every section")
+                }
+                Address::Virt(v) => {
+                    if s.origin == SymbolOrigin::GoPclntab
+                        && *text_unknown.get_or_insert_with(go_text_unknown)
+                    {
+                        return Some(
+                            "text start unknown: the pclntab header's text-start field is zero, so this is an offset from the start of text, not an address"
+                                .to_string(),
+                        );
+                    }
+                    let seg = segments.as_ref().and_then(|segs| {
+                        segs.0
+                            .iter()
+                            .find(|g| v.0 >= g.vaddr && v.0 - g.vaddr < g.memsz.max(g.filesz))
+                    });
+                    match seg {
+                        Some(g) if !g.executable => {
+                            format!("address {v} lies in a segment that is not executable (data)")
+                        }
+                        Some(_) => format!(
+                            "address {v} lies in the zero-filled part of its segment (no bytes in the file)"
+                        ),
+                        None => format!("address {v} lies outside every executable segment"),
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
 fn pe_range(s: &PeSection) -> CodeRange {
     CodeRange {
         offset: u64::from(s.pointer_to_raw_data),

@@ -55,6 +55,18 @@ pub fn resolve_file(path: &Path, pattern: &str) -> Result<Vec<ProbeTarget>> {
         })
         .collect();
     if targets.is_empty() {
+        // Selected, but nothing has a file offset: say why rather than "no match".
+        let selected: Vec<Symbol> = pattern.select(&symbols).into_iter().cloned().collect();
+        if let Some((s, Some(why))) = selected.first().map(|s| {
+            let why = crate::probe_safety::missing_offset_reasons(path, std::slice::from_ref(s));
+            (s, why.into_iter().next().flatten())
+        }) {
+            return Err(Error::NoFileOffset {
+                name: s.name.clone(),
+                image: path.display().to_string(),
+                why,
+            });
+        }
         return Err(no_match(&pattern, &path.display().to_string(), &symbols));
     }
     Ok(targets)
