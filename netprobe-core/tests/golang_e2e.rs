@@ -95,6 +95,12 @@ fn main() {
                 .iter()
                 .try_for_each(|v| gate_refuses_mutated_entries(&dir.join(v)))
         }),
+        e2e::trial("gate_refuses_shifted_text_start::sample", &build(), || {
+            let dir = sample_app_variants();
+            ["sampleapp-default", "sampleapp-stripped"]
+                .iter()
+                .try_for_each(|v| gate_refuses_shifted_text_start(&dir.join(v)))
+        }),
         e2e::trial("gate_refuses_mutated_entries::esbuild", &esbuild, || {
             THIRD_PARTY_GO
                 .iter()
@@ -1016,6 +1022,80 @@ fn gate_refuses_mutated_entries(path: &Path) -> R {
             "{}: only {tried} functions mutated",
             path.display()
         ));
+    }
+    Ok(())
+}
+
+/// A table read with a wrong text start (the header's `textStart` moved by 16 bytes and by a
+/// page, as a misread of Go 1.26's zero field would): every function's entry misses its code,
+/// and the gate refuses every probe planned from it, even for functions whose shifted entry
+/// happens to look like code.
+fn gate_refuses_shifted_text_start(path: &Path) -> R {
+    use netprobe_core::bytes::FileBytes;
+    use netprobe_core::probe_safety::{CodeFile, ProbeRequest, Refusal};
+    let original = std::fs::read(path).map_err(err)?;
+    let (field, start) = {
+        let go = GoBinary::parse(path, &original)
+            .map_err(err)?
+            .ok_or("not Go")?;
+        let h = go.pclntab().header();
+        if !h.version.entries_are_text_offsets() || go.pclntab().text_start() == 0 {
+            return Err(format!(
+                "{}: not a 1.18+ table with a text start",
+                path.display()
+            ));
+        }
+        // `runtime/symtab.go` pcHeader: magic u32, pad1, pad2, minLC, ptrSize u8, nfunc int,
+        // nfiles uint, textStart uintptr.
+        let at = go.pclntab_location().file_offset.0 as usize + 8 + 2 * usize::from(h.ptr_size);
+        (at, go.pclntab().text_start())
+    };
+    for shift in [0x10u64, 0x1000] {
+        let mut bytes = original.clone();
+        bytes[field..field + 8].copy_from_slice(&(start + shift).to_le_bytes());
+        let go = GoBinary::parse(path, &bytes)
+            .map_err(err)?
+            .ok_or("not Go")?;
+        if go.pclntab().text_start() != start + shift {
+            return Err("mutation did not move the text start".into());
+        }
+        let mut requests = Vec::new();
+        for f in go.functions().filter(|f| f.name.starts_with("main.")) {
+            let Some(p) = go.probe_points(&f) else {
+                continue;
+            };
+            let Some(entry) = p.entry.file_offset else {
+                continue;
+            };
+            requests.extend(
+                [p.entry, p.entry_probe]
+                    .iter()
+                    .chain(&p.rets)
+                    .filter_map(|q| q.file_offset)
+                    .map(|o| ProbeRequest {
+                        offset: o,
+                        planned_entry: Some(entry),
+                        uretprobe: false,
+                    }),
+            );
+        }
+        if requests.len() < 10 {
+            return Err(format!(
+                "shift {shift:#x}: only {} probes planned",
+                requests.len()
+            ));
+        }
+        drop(go);
+        let file = CodeFile::from_bytes(path, FileBytes::Owned(bytes));
+        for (q, r) in requests.iter().zip(file.check(&requests)) {
+            if !matches!(r, Err(Refusal::PclntabMisaligned { .. })) {
+                return Err(format!(
+                    "{} shifted by {shift:#x}: probe at {} not refused as misaligned: {r:?}",
+                    path.display(),
+                    q.offset
+                ));
+            }
+        }
     }
     Ok(())
 }
