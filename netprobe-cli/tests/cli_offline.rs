@@ -247,6 +247,16 @@ fn function_without_file_offset_says_why() {
             && e.contains("not executable (data)"),
         "{e}"
     );
+    // The same in a running process (-p): its mapped file is read the same way.
+    let mut child = std::process::Command::new(&bin).arg("20").spawn().unwrap();
+    let pid = child.id().to_string();
+    let e = fails(&["count", "--dry-run", "-p", &pid, "np_in_data"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        e.contains("np_in_data in ") && e.contains("has no file offset (address 0x"),
+        "{e}"
+    );
     // Its bytes, by raw file offset: refused, or placed with a warning under --unsafe-offset.
     let vaddr = u64::from_str_radix(
         v["address"]["value"]

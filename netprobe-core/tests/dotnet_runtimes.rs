@@ -1003,8 +1003,22 @@ fn gate_on_r2r(rt: Runtime) -> Result<(), String> {
         }
     }
     let path = rt.dll("System.Console");
-    let original = std::fs::read(&path).map_err(err)?;
     let (asm, methods) = list(rt, "System.Console")?;
+    // A method entry that no RUNTIME_FUNCTION begins at (one byte in) is refused as such.
+    let m = methods.first().ok_or("no methods")?;
+    let inside = netprobe_core::addr::FileOffset(m.file_offset.ok_or("no offset")?.0 + 1);
+    let r =
+        CodeFile::open(&path)
+            .map_err(err)?
+            .check(&[netprobe_core::probe_safety::ProbeRequest {
+                offset: inside,
+                planned_entry: Some(inside),
+                uretprobe: false,
+            }]);
+    if !matches!(r[0], Err(Refusal::NoRuntimeFunction { .. })) {
+        return Err(format!("{}+1: {:?}", m.name, r[0]));
+    }
+    let original = std::fs::read(&path).map_err(err)?;
     let mut tried = 0;
     for m in methods.iter().step_by(2) {
         let Some(start) = m.file_offset else { continue };

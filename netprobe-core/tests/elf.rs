@@ -326,6 +326,17 @@ fn probe_safety_gate_agrees_with_objdump() {
         "{:?}",
         r[0]
     );
+    // A probe planned for np_add past its last byte.
+    let r = file.check(&[ProbeRequest {
+        offset: FileOffset(start + size),
+        planned_entry: Some(FileOffset(start)),
+        uretprobe: false,
+    }]);
+    assert!(
+        matches!(r[0], Err(Refusal::OutsideFunction { .. })),
+        "{:?}",
+        r[0]
+    );
     // A planned entry where no symbol starts.
     let r = file.check(&[ProbeRequest {
         offset: FileOffset(start + second),
