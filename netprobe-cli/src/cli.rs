@@ -97,6 +97,12 @@ pub struct LiveArgs {
     /// call hits the probes.
     #[arg(long)]
     pub keep_r2r: bool,
+    /// Place a raw IMAGE:0xOFFSET probe even where the probe-safety gate refuses it (not an
+    /// instruction boundary of the function around it, outside executable code, a uretprobe
+    /// inside a function), with a warning. DANGEROUS: a probe inside an instruction corrupts the
+    /// target's code.
+    #[arg(long)]
+    pub unsafe_offset: bool,
 }
 
 impl LiveArgs {
@@ -113,6 +119,9 @@ impl LiveArgs {
             buffer_kb: self.buffer_kb,
             force_uretprobe: self.force_uretprobe,
             keep_r2r: self.keep_r2r,
+            gate: crate::gate::GateOptions {
+                unsafe_offset: self.unsafe_offset,
+            },
         }
     }
 }
@@ -132,6 +141,10 @@ pub enum ProbeAction {
         /// Uretprobes for returns of Go functions too (see `trace --force-uretprobe`).
         #[arg(long)]
         force_uretprobe: bool,
+        /// Place a raw IMAGE:0xOFFSET probe the probe-safety gate refuses (see `trace
+        /// --unsafe-offset`).
+        #[arg(long)]
+        unsafe_offset: bool,
     },
     /// List netprobe's probes (or one group's).
     List {
@@ -200,12 +213,14 @@ pub fn main() -> ExitCode {
                     group,
                     dry_run,
                     force_uretprobe,
+                    unsafe_offset,
                 } => live::probe_add(
                     &probes,
                     &pids,
                     group.as_deref(),
                     dry_run,
                     force_uretprobe,
+                    crate::gate::GateOptions { unsafe_offset },
                     &mut out,
                 ),
                 ProbeAction::List { group } => live::probe_list(group.as_deref(), &mut out),

@@ -199,6 +199,7 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
     })?;
     let mut opts = SessionOptions::new(name.clone());
     opts.pids = Some(vec![child.pid()]);
+    let plan = crate::gate::check(&plan, crate::gate::GateOptions::default()).approve(plan)?;
     let mut session = Session::start(&tracefs, &opts, plan)?;
     let _ = writeln!(
         out,

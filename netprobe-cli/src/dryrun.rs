@@ -1,6 +1,7 @@
 //! `--dry-run`: what netprobe would do, as `uprobe_events` lines, `perf probe` commands and a
 //! bpftrace program, so the same probes can be placed by hand or by other tools.
 
+use crate::gate::GateReport;
 use crate::plan::{ArgRequest, ArgType, Decode, ProbeKind, ProbePlan, Role};
 use crate::session::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
 use crate::tracefs::probe::{FetchType, GroupName};
@@ -122,6 +123,7 @@ fn probe_point_comment(plan: &ProbePlan, i: usize) -> Option<String> {
 /// The dry-run text for a plan.
 pub fn render(
     plan: &ProbePlan,
+    gate: &GateReport,
     group: &GroupName,
     pids: &[u32],
     command: Option<&str>,
@@ -139,12 +141,39 @@ pub fn render(
     if !plan.notes.is_empty() {
         let _ = writeln!(s);
     }
+    // Probes the probe-safety gate refuses stay in the listing, commented out and marked, so
+    // the dry run shows what the real run would refuse (and it exits 1 like the real run).
+    let mark = |i: usize| {
+        if gate.refusal(i).is_some() {
+            "# REFUSED: "
+        } else {
+            ""
+        }
+    };
+    if gate.any_refused() {
+        let _ = writeln!(
+            s,
+            "# The probe-safety gate refuses these probes, so netprobe would place nothing:"
+        );
+        for (i, p) in plan.probes.iter().enumerate() {
+            if let Some(why) = gate.refusal(i) {
+                let _ = writeln!(
+                    s,
+                    "# REFUSED: {} at {}:{}: {why}",
+                    plan.function(p.function).name,
+                    p.path.display(),
+                    p.offset
+                );
+            }
+        }
+        let _ = writeln!(s);
+    }
     let _ = writeln!(
         s,
         "# 1. The lines netprobe appends to {tracefs}/uprobe_events (group {group}):"
     );
-    for d in &defs {
-        let _ = writeln!(s, "echo '{d}' >> {tracefs}/uprobe_events");
+    for (i, d) in defs.iter().enumerate() {
+        let _ = writeln!(s, "{}echo '{d}' >> {tracefs}/uprobe_events", mark(i));
     }
     let _ = writeln!(s, "# remove them with:");
     for line in removal_lines(&defs) {
@@ -173,7 +202,8 @@ pub fn render(
             .unwrap_or_default();
         let _ = writeln!(
             s,
-            "perf probe -x {} -a '{}:{}={loc}{ret}{}{}'{comment}",
+            "{}perf probe -x {} -a '{}:{}={loc}{ret}{}{}'{comment}",
+            mark(i),
             d.path().as_str(),
             group,
             event_name(plan, i).map_or_else(|_| d.event().to_string(), |e| e.to_string()),
@@ -275,7 +305,12 @@ pub fn render(
         }
         let _ = writeln!(
             s,
-            "  {kind}:{}:{loc}{filter} {{ {body} }}",
+            "  {}{kind}:{}:{loc}{filter} {{ {body} }}",
+            if gate.refusal(i).is_some() {
+                "// REFUSED: "
+            } else {
+                ""
+            },
             p.path.display()
         );
     }

@@ -46,6 +46,14 @@ pub enum Error {
         fix: String,
     },
 
+    /// The probe-safety gate (`crate::gate`) refused a probe: nothing of the plan is placed.
+    #[error("refusing the probe {probe}: {reason}; {fix}")]
+    Refused {
+        probe: String,
+        reason: String,
+        fix: String,
+    },
+
     #[error("invalid probe spec '{spec}': {why}")]
     BadSpec { spec: String, why: String },
 

@@ -14,6 +14,7 @@ pub mod commands;
 pub mod demo;
 pub mod dryrun;
 pub mod error;
+pub mod gate;
 pub mod lang;
 pub mod launch;
 pub mod output;

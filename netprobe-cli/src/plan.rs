@@ -344,6 +344,10 @@ pub struct ProbePlan {
     /// uretprobes, where an entry probe sits, warnings): one line each, printed on stderr by the
     /// live commands and as comments by `--dry-run`. Language modules (`crate::lang`) add them.
     pub notes: Vec<String>,
+    /// Functions the user gave as a raw `IMAGE:0xOFFSET`, with that offset: the probe-safety
+    /// gate (`crate::gate`) checks a probe there against whatever function encloses it, and
+    /// `--unsafe-offset` may override its refusal.
+    pub user_offsets: Vec<(FunctionId, FileOffset)>,
 }
 
 const COMM_FIELD: &str = "np_comm";

@@ -242,7 +242,14 @@ enum Slot {
 impl Session {
     /// Places the plan's probes and starts recording. On error, everything created so far is
     /// removed before returning.
-    pub fn start(tracefs: &Tracefs, opts: &SessionOptions, plan: ProbePlan) -> Result<Session> {
+    ///
+    /// Takes only a plan the probe-safety gate approved (`crate::gate`).
+    pub fn start(
+        tracefs: &Tracefs,
+        opts: &SessionOptions,
+        plan: crate::gate::CheckedPlan,
+    ) -> Result<Session> {
+        let plan = plan.into_inner();
         let defs = probe_defs(&plan, &opts.name)?;
         let mut s = Session {
             tracefs: tracefs.clone(),

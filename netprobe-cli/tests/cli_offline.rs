@@ -208,3 +208,90 @@ fn permission_denied_names_the_fix() {
         "{err}"
     );
 }
+
+/// A function the compiler put in `.data` has no file offset: `symbols` says why (a footnote in
+/// the table, `no_file_offset` in JSON), probing it by name says why, and its raw file offset is
+/// refused by the probe-safety gate (not executable code) unless `--unsafe-offset`, which
+/// `--dry-run` shows with a warning.
+#[test]
+fn function_without_file_offset_says_why() {
+    use netprobe_core::addr::VirtAddr;
+    let bin = CProgram::new("code_in_data").flags(&["-O1"]).build();
+    let path = bin.to_str().unwrap();
+    let out = netprobe()
+        .args(["symbols", path, "np_in_data"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = text.lines().find(|l| l.ends_with("np_in_data")).unwrap();
+    assert!(row.contains(" -[1] "), "{text}");
+    assert!(
+        text.contains("[1] no file offset: address 0x")
+            && text.contains("lies in a segment that is not executable (data)"),
+        "{text}"
+    );
+    let out = netprobe()
+        .args(["symbols", path, "np_in_data", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["file_offset"], serde_json::Value::Null);
+    assert!(v["no_file_offset"]
+        .as_str()
+        .unwrap()
+        .ends_with("lies in a segment that is not executable (data)"));
+    let e = fails(&["trace", "--dry-run", &format!("{path}:np_in_data")]);
+    assert!(
+        e.contains("np_in_data in ")
+            && e.contains("has no file offset (address 0x")
+            && e.contains("not executable (data)"),
+        "{e}"
+    );
+    // The same in a running process (-p): its mapped file is read the same way.
+    let mut child = std::process::Command::new(&bin).arg("20").spawn().unwrap();
+    let pid = child.id().to_string();
+    let e = fails(&["count", "--dry-run", "-p", &pid, "np_in_data"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        e.contains("np_in_data in ") && e.contains("has no file offset (address 0x"),
+        "{e}"
+    );
+    // Its bytes, by raw file offset: refused, or placed with a warning under --unsafe-offset.
+    let vaddr = u64::from_str_radix(
+        v["address"]["value"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    let off = netprobe_core::elf::ElfFile::open(&bin)
+        .unwrap()
+        .segments()
+        .unwrap()
+        .file_offset(VirtAddr(vaddr))
+        .unwrap();
+    let raw = format!("{path}:{off}");
+    let name = bin.file_name().unwrap().to_str().unwrap();
+    let e = fails(&["trace", "--dry-run", &raw]);
+    assert!(
+        e.contains(&format!("refusing the probe on {name}+{off} at {raw}"))
+            && e.contains("lies in no executable segment")
+            && e.contains("--unsafe-offset places it anyway"),
+        "{e}"
+    );
+    let out = netprobe()
+        .args(["trace", "--dry-run", "--unsafe-offset", &raw])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: --unsafe-offset: placing the probe on {name}+"
+        )),
+        "{stderr}"
+    );
+    assert!(String::from_utf8(out.stdout).unwrap().contains("echo 'p:"));
+}

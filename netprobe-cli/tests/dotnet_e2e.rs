@@ -671,6 +671,80 @@ fn trace_text_snapshot(rt: Runtime) -> Result<(), String> {
     Ok(())
 }
 
+/// A copy of the runtime's System.Console.dll whose RUNTIME_FUNCTIONS entry puts a method's
+/// entry one byte into its first instruction (`Assembly::runtime_function_file_offset`): the
+/// image still lists the method, and `probe add` and `trace --dry-run` refuse its probes with
+/// one line naming it, exit 1, and leave nothing in `uprobe_events`.
+fn mutated_r2r_entry_refused(rt: Runtime) -> Result<(), String> {
+    use netprobe_core::dotnet::{Assembly, EntryKind};
+    let original = rt.corelib().with_file_name("System.Console.dll");
+    let dir = tempfile::tempdir().map_err(err)?;
+    let copy = dir.path().join("System.Console.dll");
+    let mut bytes = std::fs::read(&original).map_err(err)?;
+    let asm = Assembly::open(&original).map_err(err)?;
+    let methods = asm.methods().map_err(err)?;
+    let m = methods
+        .iter()
+        .filter(|m| m.entry == EntryKind::MethodDef)
+        .filter(|m| {
+            let short = m.short_name();
+            !short.contains(' ') && methods.iter().filter(|n| n.short_name() == short).count() == 1
+        })
+        .find(|m| {
+            m.file_offset.is_some_and(|o| {
+                netprobe_core::x86::instructions(
+                    &bytes[o.0 as usize..],
+                    netprobe_core::addr::VirtAddr(0),
+                )
+                .next()
+                .is_some_and(|i| i.len() >= 2)
+            })
+        })
+        .ok_or("no method starts with an instruction longer than a byte")?;
+    let at = asm
+        .runtime_function_file_offset(m.runtime_function)
+        .ok_or("RUNTIME_FUNCTION outside the file")?
+        .0 as usize;
+    let begin = u32::from_le_bytes(bytes[at..at + 4].try_into().map_err(err)?);
+    bytes[at..at + 4].copy_from_slice(&(begin + 1).to_le_bytes());
+    std::fs::write(&copy, &bytes).map_err(err)?;
+    let moved = Assembly::open(&copy)
+        .and_then(|a| a.methods())
+        .map_err(err)?
+        .into_iter()
+        .find(|n| n.name == m.name)
+        .map(|n| n.rva.0);
+    if moved != Some(m.rva.0 + 1) {
+        return Err(format!("{}: entry not moved ({moved:?})", m.name));
+    }
+    let path = copy.display().to_string();
+    let spec = format!("{path}:{}", m.short_name());
+    for args in [
+        vec!["probe", "add", "--group", "nptest_dotnet_gate", &spec],
+        vec!["trace", "--dry-run", &spec],
+    ] {
+        let out = Command::new(NP).args(&args).output().map_err(err)?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("netprobe: error"))
+            .collect();
+        if out.status.code() != Some(1)
+            || errors.len() != 1
+            || !errors[0].contains("refusing the probe on ")
+            || !errors[0].contains(&format!("at {path}:0x"))
+            || !errors[0].contains("ReadyToRun RUNTIME_FUNCTIONS")
+        {
+            return Err(format!("{args:?}: {:?}\n{stderr}", out.status));
+        }
+        let events = std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).map_err(err)?;
+        if events.contains(&path) {
+            return Err(format!("{args:?} left probes: {events}"));
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let mut trials = Vec::new();
     for rt in [NET8, NET31] {
@@ -722,6 +796,11 @@ fn main() {
                 &needs,
             ),
             t("dry_run_snapshot", dry_run_snapshot, &no_root),
+            t(
+                "mutated_r2r_entry_refused",
+                mutated_r2r_entry_refused,
+                &[Need::Root, Need::Tracefs, Need::Path(rt.corelib())],
+            ),
             t("trace_text_snapshot", trace_text_snapshot, &needs),
         ]);
     }

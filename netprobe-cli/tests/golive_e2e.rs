@@ -1041,6 +1041,91 @@ fn go_stack_abi_dry_run_snapshot() -> R {
     )
 }
 
+/// A mutated copy of the Go sample whose pclntab puts `main.Classify`'s entry one byte into its
+/// first instruction (both places the table states it,
+/// `netprobe_core::golang::Pclntab::entry_fields`): `count`, `trace`, `latency` and `probe add`
+/// refuse every probe netprobe would plan from it with one line naming the function, exit 1,
+/// never start the command, and leave nothing in `uprobe_events`; `--dry-run` marks the probes.
+fn go_mutated_entry_refused() -> R {
+    use netprobe_core::golang::GoBinary;
+    let dir = tempfile::tempdir().map_err(err)?;
+    let copy = dir.path().join("sampleapp-mutated");
+    let mut bytes = std::fs::read(go_bin("sampleapp-default")).map_err(err)?;
+    let (fields, size, entry) = {
+        let go = GoBinary::parse(&copy, &bytes)
+            .map_err(err)?
+            .ok_or("not Go")?;
+        let (i, f) = go
+            .functions()
+            .enumerate()
+            .find(|(_, f)| f.name == "main.Classify")
+            .ok_or("no main.Classify")?;
+        let first = netprobe_core::x86::instructions(go.code(&f).ok_or("no code")?, f.entry)
+            .next()
+            .ok_or("no instruction")?;
+        if first.len() < 2 {
+            return Err(format!(
+                "main.Classify starts with {first}, a 1-byte instruction"
+            ));
+        }
+        let (fields, size) = go.pclntab().entry_fields(i as u64).ok_or("no fields")?;
+        let table = go.pclntab_location().file_offset.0;
+        (fields.map(|f| (table + f) as usize), size, f.entry.0)
+    };
+    for at in fields {
+        let mut v = [0u8; 8];
+        v[..size].copy_from_slice(&bytes[at..at + size]);
+        let moved = u64::from_le_bytes(v) + 1;
+        bytes[at..at + size].copy_from_slice(&moved.to_le_bytes()[..size]);
+    }
+    std::fs::write(&copy, &bytes).map_err(err)?;
+    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(err)?;
+    let moved = GoBinary::parse(&copy, &bytes).map_err(err)?.and_then(|g| {
+        g.functions_named("main.Classify")
+            .first()
+            .map(|f| f.entry.0)
+    });
+    if moved != Some(entry + 1) {
+        return Err(format!(
+            "mutation did not move the entry: {moved:?} vs {entry:#x}"
+        ));
+    }
+    let path = copy.display().to_string();
+    let spec = format!("{path}:main.Classify");
+    let cmd = workload_cmd(&copy);
+    for args in [
+        vec!["count", "-c", &cmd, &spec],
+        vec!["trace", "-c", &cmd, &spec],
+        vec!["latency", "-c", &cmd, &spec],
+        vec!["probe", "add", "--group", GROUP, &spec],
+        vec!["trace", "--dry-run", &spec],
+    ] {
+        let out = netprobe(&args)?;
+        let stderr = text(&out.stderr);
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("netprobe: error"))
+            .collect();
+        if out.status.code() != Some(1)
+            || errors.len() != 1
+            || !errors[0].contains(&format!("refusing the probe on main.Classify at {path}:0x"))
+            || !errors[0].contains("tables disagree with its code")
+            || text(&out.stdout).contains("Classify calls=")
+        {
+            return Err(format!("{args:?}: {:?}\n{stderr}", out.status));
+        }
+        if args.contains(&"--dry-run") && !text(&out.stdout).contains("# REFUSED: echo 'p:") {
+            return Err(format!("dry-run: {}", text(&out.stdout)));
+        }
+        let events = std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).map_err(err)?;
+        if events.contains(&path) {
+            return Err(format!("{args:?} left probes: {events}"));
+        }
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 
 fn main() {
@@ -1123,6 +1208,7 @@ fn main() {
             &[Need::Go, Need::CCompiler],
             go_dry_run_snapshots,
         ),
+        e2e::trial("go_mutated_entry_refused", &go, go_mutated_entry_refused),
         e2e::trial(
             "go_tail_jump_warning",
             &[Need::Go, Need::CCompiler],

@@ -48,6 +48,14 @@ pub enum Error {
         nearest: Vec<String>,
     },
 
+    /// The pattern selects functions, but none has a file offset to probe.
+    #[error("{name} in {image} has no file offset ({why}), so it cannot be probed by name; `netprobe symbols {image}` says which functions can")]
+    NoFileOffset {
+        name: String,
+        image: String,
+        why: String,
+    },
+
     #[error("refusing to probe {name} in {image}: the PE headers put it at file offset {file_offset} but the live maps put it at {}; the image may be mapped in an unexpected layout, report this with /proc/PID/maps", .live.map_or_else(|| "no executable mapping".to_string(), |o| o.to_string()))]
     OffsetMismatch {
         name: String,

@@ -20,6 +20,7 @@ pub mod maps;
 pub mod matching;
 pub mod normalize;
 pub mod perfmap;
+pub mod probe_safety;
 pub mod process;
 pub mod resolve;
 pub mod symbol;

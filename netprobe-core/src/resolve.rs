@@ -55,6 +55,18 @@ pub fn resolve_file(path: &Path, pattern: &str) -> Result<Vec<ProbeTarget>> {
         })
         .collect();
     if targets.is_empty() {
+        // Selected, but nothing has a file offset: say why rather than "no match".
+        let selected: Vec<Symbol> = pattern.select(&symbols).into_iter().cloned().collect();
+        if let Some((s, Some(why))) = selected.first().map(|s| {
+            let why = crate::probe_safety::missing_offset_reasons(path, std::slice::from_ref(s));
+            (s, why.into_iter().next().flatten())
+        }) {
+            return Err(Error::NoFileOffset {
+                name: s.name.clone(),
+                image: path.display().to_string(),
+                why,
+            });
+        }
         return Err(no_match(&pattern, &path.display().to_string(), &symbols));
     }
     Ok(targets)
@@ -110,6 +122,8 @@ pub fn resolve_in_maps(
     };
     let mut targets = Vec::new();
     let mut seen: Vec<Symbol> = Vec::new();
+    // The first selected symbol without a file offset, and where it was read.
+    let mut offsetless: Option<(Symbol, PathBuf)> = None;
     for img in candidates {
         if img.exec_mappings().next().is_none() {
             return Err(Error::NoExecutableMapping {
@@ -124,10 +138,27 @@ pub fn resolve_in_maps(
             Err(_) if !explicit => continue,
             Err(e) => return Err(e),
         };
-        targets.extend(place_symbols(img, &open_path, pattern.select(&symbols))?);
+        let selected = pattern.select(&symbols);
+        if offsetless.is_none() {
+            offsetless = selected
+                .iter()
+                .find(|s| s.file_offset.is_none())
+                .map(|s| ((*s).clone(), open_path.clone()));
+        }
+        targets.extend(place_symbols(img, &open_path, selected)?);
         seen.extend(symbols);
     }
     if targets.is_empty() {
+        if let Some((s, path)) = offsetless {
+            let why = crate::probe_safety::missing_offset_reasons(&path, std::slice::from_ref(&s));
+            if let Some(Some(why)) = why.into_iter().next() {
+                return Err(Error::NoFileOffset {
+                    name: s.name,
+                    image: path.display().to_string(),
+                    why,
+                });
+            }
+        }
         let where_ = image.map_or_else(|| format!("process {pid}"), str::to_string);
         return Err(no_match(&pattern, &where_, &seen));
     }

@@ -253,3 +253,126 @@ proptest! {
         }
     }
 }
+
+/// Instruction starts `objdump -d` lists in `[vaddr, vaddr + len)`.
+fn objdump_instruction_starts(path: &Path, vaddr: u64, len: u64) -> Vec<u64> {
+    let out = run(
+        "objdump",
+        &[
+            "-d",
+            "--no-show-raw-insn",
+            &format!("--start-address={vaddr:#x}"),
+            &format!("--stop-address={:#x}", vaddr + len),
+            path.to_str().unwrap(),
+        ],
+    );
+    out.lines()
+        .filter_map(|l| {
+            let (addr, rest) = l.trim_start().split_once(":\t")?;
+            (!rest.trim().is_empty()).then(|| u64::from_str_radix(addr, 16).ok())?
+        })
+        .collect()
+}
+
+/// The probe-safety gate on a C program: every byte offset of `np_add` is accepted as a raw
+/// offset exactly where `objdump -d` starts an instruction; a uretprobe anywhere but the first
+/// byte, an offset in read-only data, and a planned entry that is no symbol's are refused; every
+/// function of the program and of libc passes as a planned entry with a uretprobe (what
+/// netprobe plans for C).
+#[test]
+fn probe_safety_gate_agrees_with_objdump() {
+    use netprobe_core::probe_safety::{CodeFile, ProbeRequest, Refusal};
+    let path = CProgram::new("tracee").flags(&["-O2"]).build();
+    let elf = ElfFile::open(&path).unwrap();
+    let syms = elf.symbols().unwrap();
+    let add = syms.iter().find(|s| s.name == "np_add").unwrap();
+    let (start, size) = (add.file_offset.unwrap().0, add.size.unwrap());
+    let vaddr = add.address.value();
+    let starts = objdump_instruction_starts(&path, vaddr, size);
+    assert!(starts.len() > 3, "objdump listed {starts:?}");
+    let raw = |off: u64, uretprobe: bool| ProbeRequest {
+        offset: FileOffset(off),
+        planned_entry: None,
+        uretprobe,
+    };
+    let file = CodeFile::open(&path).unwrap();
+    let requests: Vec<ProbeRequest> = (0..size).map(|d| raw(start + d, false)).collect();
+    for (d, result) in (0..size).zip(file.check(&requests)) {
+        let is_start = starts.contains(&(vaddr + d));
+        match result {
+            Ok(p) => {
+                assert!(is_start, "np_add+{d:#x} accepted, objdump: {starts:x?}");
+                assert_eq!(p.enclosing.unwrap().name, "np_add");
+            }
+            Err(Refusal::NotInstructionBoundary { .. }) => {
+                assert!(!is_start, "np_add+{d:#x} refused, objdump: {starts:x?}")
+            }
+            Err(e) => panic!("np_add+{d:#x}: {e}"),
+        }
+    }
+    // A uretprobe must sit on the first byte; the second instruction is a boundary, not an entry.
+    let second = starts[1] - vaddr;
+    let r = file.check(&[raw(start, true), raw(start + second, true)]);
+    assert!(r[0].is_ok(), "{:?}", r[0]);
+    assert!(
+        matches!(r[1], Err(Refusal::UretprobeNotAtEntry { .. })),
+        "{:?}",
+        r[1]
+    );
+    // Read-only data (the ELF header at offset 0 is in the first, non-executable PT_LOAD).
+    let r = file.check(&[raw(0, false)]);
+    assert!(
+        matches!(r[0], Err(Refusal::NotExecutable { .. })),
+        "{:?}",
+        r[0]
+    );
+    // A probe planned for np_add past its last byte.
+    let r = file.check(&[ProbeRequest {
+        offset: FileOffset(start + size),
+        planned_entry: Some(FileOffset(start)),
+        uretprobe: false,
+    }]);
+    assert!(
+        matches!(r[0], Err(Refusal::OutsideFunction { .. })),
+        "{:?}",
+        r[0]
+    );
+    // A planned entry where no symbol starts.
+    let r = file.check(&[ProbeRequest {
+        offset: FileOffset(start + second),
+        planned_entry: Some(FileOffset(start + second)),
+        uretprobe: false,
+    }]);
+    assert!(
+        matches!(r[0], Err(Refusal::NoFunctionAtEntry { .. })),
+        "{:?}",
+        r[0]
+    );
+    // Everything netprobe plans for C code passes, here and in libc.
+    let libc = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
+    for p in [path.as_path(), libc] {
+        let planned: Vec<ProbeRequest> = ElfFile::open(p)
+            .unwrap()
+            .symbols()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s.file_offset)
+            .map(|o| ProbeRequest {
+                offset: o,
+                planned_entry: Some(o),
+                uretprobe: true,
+            })
+            .collect();
+        assert!(planned.len() > 5);
+        let file = CodeFile::open(p).unwrap();
+        for (q, r) in planned.iter().zip(file.check(&planned)) {
+            assert!(
+                r.is_ok(),
+                "{}:{}: {}",
+                p.display(),
+                q.offset,
+                r.unwrap_err()
+            );
+        }
+    }
+}

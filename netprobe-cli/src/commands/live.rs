@@ -4,13 +4,14 @@
 use crate::cleanup;
 use crate::dryrun::{self, Mode};
 use crate::error::{Error, Result};
+use crate::gate::{self, GateOptions};
 use crate::lang::{dotnet, PlanOptions, Planner};
 use crate::launch::{split_command, PausedChild};
 use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
 use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::SignalPipe;
-use crate::spec::{Location, ProbeSpec, Targeting};
+use crate::spec::{Location, ProbeSpec, SpecTarget, Targeting};
 use crate::trace_output::{
     self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
 };
@@ -36,6 +37,8 @@ pub struct LiveOptions {
     pub force_uretprobe: bool,
     /// .NET `-c`: keep ReadyToRun code (no tiered compilation) in the command (`--keep-r2r`).
     pub keep_r2r: bool,
+    /// The probe-safety gate's overrides (`--unsafe-offset`).
+    pub gate: GateOptions,
 }
 
 /// Builds the plan of a live command from parsed specs and their locations: each location is
@@ -57,6 +60,9 @@ pub fn build_plan(
             if let Some(f) = planner.plan(spec, loc)? {
                 let id = plan.add_function(f)?;
                 planner.added(&mut plan, id);
+                if matches!(spec.target, SpecTarget::Offset(_)) {
+                    plan.user_offsets.push((id, loc.file_offset));
+                }
             }
         }
     }
@@ -70,9 +76,9 @@ pub fn build_plan(
     Ok(plan)
 }
 
-/// Prints the plan's notes on stderr, one `netprobe: ` line each.
-fn print_notes(plan: &ProbePlan) {
-    for n in &plan.notes {
+/// Prints the plan's notes and the probe-safety gate's on stderr, one `netprobe: ` line each.
+fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
+    for n in plan.notes.iter().chain(&report.notes()) {
         eprintln!("netprobe: {n}");
     }
 }
@@ -128,7 +134,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             pids: o.pids.clone(),
         },
     )?;
-    print_notes(&plan);
+    let report = gate::check(&plan, o.gate);
+    print_notes(&plan, &report);
     let guard = dotnet::preflight(
         plan.functions
             .iter()
@@ -143,10 +150,11 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if o.dry_run {
         print!(
             "{}",
-            dryrun::render(&plan, &name, &o.pids, o.command.as_deref(), mode)
+            dryrun::render(&plan, &report, &name, &o.pids, o.command.as_deref(), mode)
         );
-        return Ok(0);
+        return report.error().map_or(Ok(0), Err);
     }
+    let plan = report.approve(plan)?;
     let tracefs = Tracefs::open()?;
     let watchdog = Watchdog::arm(&tracefs, &name)?;
     report_stale(&tracefs);
@@ -377,6 +385,7 @@ pub fn probe_add(
     group: Option<&str>,
     dry_run: bool,
     force_uretprobe: bool,
+    gate_options: GateOptions,
     out: &mut dyn Write,
 ) -> Result<i32> {
     let group = persist_group(group)?;
@@ -394,20 +403,22 @@ pub fn probe_add(
             pids: pids.to_vec(),
         },
     )?;
-    print_notes(&plan);
     plan.record_comm = false;
     for p in &mut plan.probes {
         p.fetchargs.retain(|a| a.name != "np_comm");
         p.comm_field = None;
     }
+    let report = gate::check(&plan, gate_options);
+    print_notes(&plan, &report);
     if dry_run {
         let _ = write!(
             out,
             "{}",
-            dryrun::render(&plan, &group, pids, None, Mode::Persist)
+            dryrun::render(&plan, &report, &group, pids, None, Mode::Persist)
         );
-        return Ok(0);
+        return report.error().map_or(Ok(0), Err);
     }
+    let plan = report.approve(plan)?;
     let tracefs = Tracefs::open()?;
     let defs = probe_defs(&plan, &group)?;
     let lines: Vec<ProbeLine> = defs.iter().cloned().map(ProbeLine::Add).collect();

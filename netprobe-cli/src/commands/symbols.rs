@@ -1,11 +1,24 @@
 //! `netprobe symbols FILE [PATTERN]`: every function/method with address, size and file offset.
+//! A function without a file offset always says why: a numbered footnote in the table
+//! (`-[1]`), a `no_file_offset` field in JSON
+//! ([`netprobe_core::probe_safety::missing_offset_reasons`]).
 
 use crate::cli::SymbolsArgs;
 use crate::output::Out;
 use netprobe_core::matching::Pattern;
+use netprobe_core::probe_safety::missing_offset_reasons;
 use netprobe_core::symbol::{Symbol, SymbolKind};
 use netprobe_core::{image, Error};
 use std::process::ExitCode;
+
+/// A symbol as `--json` prints it: the symbol's fields, and why it has no file offset.
+#[derive(serde::Serialize)]
+struct Row<'a> {
+    #[serde(flatten)]
+    symbol: &'a Symbol,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_file_offset: Option<&'a str>,
+}
 
 /// Number of hex digits of `v` (at least 1).
 fn hex_len(v: u64) -> usize {
@@ -38,17 +51,23 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
         symbols = selected;
     }
     symbols.sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
+    let reasons = missing_offset_reasons(&args.file, &symbols);
     let mut out = Out::new();
     if args.json {
-        for s in &symbols {
-            out.json(s)?;
+        for (s, why) in symbols.iter().zip(&reasons) {
+            out.json(&Row {
+                symbol: s,
+                no_file_offset: why.as_deref(),
+            })?;
         }
     } else {
+        // Footnotes for missing offsets, numbered in order of first appearance.
+        let mut notes: Vec<&str> = Vec::new();
         out.line(&format!(
             "{:>18} {:>9} {:>12}  {:<6}  {:<9}  NAME",
             "ADDRESS", "SIZE", "FILE_OFFSET", "KIND", "SOURCE"
         ))?;
-        for s in &symbols {
+        for (s, why) in symbols.iter().zip(&reasons) {
             let addr = s.address.value();
             // Hex columns padded by hand: `{:>#18x}` pads the digits, not the `0x`.
             write!(out, "{:>width$}0x{addr:x} ", "", width = 16 - hex_len(addr))?;
@@ -64,7 +83,17 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
                     o.0,
                     width = 10 - hex_len(o.0).min(10)
                 )?,
-                None => write!(out, "{:>12}", "-")?,
+                None => {
+                    let why = why.as_deref().unwrap_or("unknown");
+                    let n = match notes.iter().position(|w| *w == why) {
+                        Some(i) => i + 1,
+                        None => {
+                            notes.push(why);
+                            notes.len()
+                        }
+                    };
+                    write!(out, "{:>12}", format!("-[{n}]"))?
+                }
             }
             writeln!(
                 out,
@@ -73,6 +102,9 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
                 s.origin.label(),
                 s.name
             )?;
+        }
+        for (i, why) in notes.iter().enumerate() {
+            writeln!(out, "[{}] no file offset: {why}", i + 1)?;
         }
     }
     out.flush()?;

@@ -267,6 +267,19 @@ impl Assembly {
 
     /// The ReadyToRun header and code table; `None` for an IL-only assembly (no precompiled code:
     /// methods are JIT-compiled at run time and cannot be probed).
+    /// Where RUNTIME_FUNCTIONS entry `index` lies in the file (its `BeginAddress` field, followed
+    /// by `EndAddress` and the unwind data's RVA: readytorun-format.md, x64 entries of 12 bytes);
+    /// `None` without ReadyToRun code, for an index past the table, or a table outside the file.
+    pub fn runtime_function_file_offset(&self, index: u32) -> Option<FileOffset> {
+        let r2r = self.r2r.as_ref()?;
+        if index as usize >= r2r.runtime_functions.len() {
+            return None;
+        }
+        let table = r2r.header.section(section::RUNTIME_FUNCTIONS)?;
+        let at = self.rva_to_file_offset(Rva(u64::from(table.rva)))?;
+        Some(FileOffset(at.0.checked_add(12 * u64::from(index))?))
+    }
+
     pub fn r2r(&self) -> Option<&R2rImage> {
         self.r2r.as_ref()
     }

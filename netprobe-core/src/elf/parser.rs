@@ -155,6 +155,7 @@ impl<'a> ElfView<'a> {
                     size: sym.st_size,
                     kind,
                     origin,
+                    section: sym.st_shndx,
                 });
             }
         }
@@ -180,6 +181,9 @@ pub struct RawFunction {
     pub size: u64,
     pub kind: SymbolKind,
     pub origin: SymbolOrigin,
+    /// `st_shndx`: index of the section the symbol is defined in (gABI "Symbol Table"); special
+    /// indices (`SHN_ABS` 0xfff1, ...) as stored.
+    pub section: usize,
 }
 
 const VER_FLG_BASE: u16 = 0x1; // LSB: the version definition of the file itself
@@ -317,6 +321,7 @@ fn functions_via_dynamic(path: &Path, bytes: &[u8]) -> Result<Vec<RawFunction>> 
             size: sym.st_size,
             kind,
             origin: SymbolOrigin::ElfDynsym,
+            section: sym.st_shndx,
         });
     }
     Ok(out)

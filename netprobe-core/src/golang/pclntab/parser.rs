@@ -240,6 +240,29 @@ impl<'a> Pclntab<'a> {
         self.entry(self.header.nfunc)
     }
 
+    /// Where the table states function `i`'s entry, as offsets from the table's first byte: its
+    /// function-table slot and the first field of its `_func` record (`runtime/symtab.go`:
+    /// `functab.entryoff`, `_func.entryOff`; absolute `uintptr`s before Go 1.18), and the size
+    /// of each field in bytes. `None` when `i` is out of range or its record lies outside the
+    /// table.
+    pub fn entry_fields(&self, i: u64) -> Option<([u64; 2], usize)> {
+        if i >= self.header.nfunc {
+            return None;
+        }
+        let field = u64::from(self.field_size);
+        let slot = self
+            .header
+            .functab_offset
+            .checked_add(i.checked_mul(2 * field)?)?;
+        let records = match self.header.version {
+            PclntabVersion::Go12 => 0,
+            _ => self.header.functab_offset,
+        };
+        let record = records.checked_add(self.raw_field(i.checked_mul(2)?.checked_add(1)?)?)?;
+        self.func_record(i)?;
+        Some(([slot, record], usize::from(self.field_size)))
+    }
+
     /// The `_func` record of function `i`, from its first byte on.
     fn func_record(&self, i: u64) -> Option<&'a [u8]> {
         let off = self.raw_field(i.checked_mul(2)?.checked_add(1)?)?;

@@ -1,0 +1,1016 @@
+//! The probe-safety gate: every check a probe point must pass before netprobe writes it to
+//! `uprobe_events`, in one place.
+//!
+//! The model is bpftrace's `src/attached_probe.cpp`, where every check a probe must pass before
+//! attaching (symbol found, offset inside the function, offset on an instruction boundary, ...)
+//! lives next to the attach call. A uprobe replaces the first byte of an instruction with INT3
+//! and later single-steps or emulates that instruction (kernel `kernel/events/uprobes.c`,
+//! `arch/x86/kernel/uprobes.c`); placed in the middle of an instruction it rewrites an
+//! immediate or displacement byte of the target's code, which then computes garbage or crashes.
+//! The kernel cannot tell: it accepts any offset in the file.
+//!
+//! [`CodeFile::check`] takes the probes of one file and checks each, from the file's own tables:
+//!
+//! | check | refused with | overridden by |
+//! |---|---|---|
+//! | the offset lies in an executable `PT_LOAD` (ELF) / executable section (PE) | [`Refusal::NotExecutable`] | `--unsafe-offset` (raw offsets) |
+//! | a function of the file's tables starts at the planned entry | [`Refusal::NoFunctionAtEntry`] | none |
+//! | the offset lies in that function's extent `[start, start + size)` | [`Refusal::OutsideFunction`] | none |
+//! | decoding the function from its start reaches the offset exactly | [`Refusal::NotInstructionBoundary`], [`Refusal::Undecodable`] | `--unsafe-offset` (raw offsets) |
+//! | Go: the pclntab maps the address back to the same function | [`Refusal::PclntabMismatch`] | none |
+//! | Go, .NET: the entry is where code begins after the previous function's end and the linker's padding | [`Refusal::EntryNotAfterPadding`] | none |
+//! | Go: most entries of the whole table are preceded by padding (a wrong text start shifts them all) | [`Refusal::PclntabMisaligned`] | none |
+//! | .NET: a RUNTIME_FUNCTION begins at the method's entry | [`Refusal::NoRuntimeFunction`] | none |
+//! | ELF: the symbol's address lies in its section, and that section is executable | [`Refusal::SymbolOutsideSection`] | none |
+//! | a uretprobe sits on a function's first byte | [`Refusal::UretprobeNotAtEntry`] | `--unsafe-offset` (raw offsets) |
+//!
+//! "Raw offsets" are the `IMAGE:0xOFFSET` specs a user types: the user may know better than the
+//! tables (hand-written assembly with data inside, a function the tables do not name), so the CLI
+//! lets `--unsafe-offset` place them anyway, with a warning. A refusal of a probe netprobe
+//! planned from the tables means the tables and the code disagree (a corrupt or unsupported
+//! file): nothing overrides it but probing a raw offset.
+//!
+//! Linear decoding from a function's start is exact for compiler output without data inside
+//! functions (Go on amd64, GCC, Clang and the .NET JIT put jump tables in read-only data); where
+//! the decoding meets bytes that do not decode, the probe is refused (refusing is the safe
+//! answer when the gate cannot tell).
+
+use crate::addr::{FileOffset, Rva, VirtAddr};
+use crate::bytes::FileBytes;
+use crate::dotnet::pe::PeSection;
+use crate::dotnet::Assembly;
+use crate::elf::parser::{ElfView, RawFunction};
+use crate::elf::LoadSegments;
+use crate::golang::GoBinary;
+use crate::image::{sniff, ImageFormat};
+use crate::x86;
+use goblin::elf::section_header::{SHF_EXECINSTR, SHT_NOBITS};
+use serde::Serialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One probe to check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeRequest {
+    /// Where the probe would go.
+    pub offset: FileOffset,
+    /// The file offset of the first byte of the function netprobe planned the probe for, from
+    /// its symbol tables; `None` for a raw `IMAGE:0xOFFSET` the user typed (then the gate looks
+    /// for the function that encloses the offset itself).
+    pub planned_entry: Option<FileOffset>,
+    /// A uretprobe (the kernel hijacks the return address at the stack top when it fires).
+    pub uretprobe: bool,
+}
+
+/// Which table a function came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnitSource {
+    /// ELF `.symtab`/`.dynsym` (`STT_FUNC`, `STT_GNU_IFUNC`).
+    ElfSymbol,
+    /// Go's pclntab.
+    Pclntab,
+    /// A ReadyToRun RUNTIME_FUNCTIONS entry (a method body, funclet or cold part).
+    RuntimeFunction,
+}
+
+impl UnitSource {
+    fn label(self) -> &'static str {
+        match self {
+            UnitSource::ElfSymbol => "ELF symbol table",
+            UnitSource::Pclntab => "Go pclntab",
+            UnitSource::RuntimeFunction => "ReadyToRun RUNTIME_FUNCTIONS",
+        }
+    }
+}
+
+/// A function as one of the file's tables states it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CodeUnit {
+    /// Its name (`main.Fib`, `np_add`), or `RUNTIME_FUNCTION #N` for .NET code.
+    pub name: String,
+    pub source: UnitSource,
+    /// Its first byte in the file's address space (ELF: link-time address; PE: RVA).
+    pub address: u64,
+    /// Its first byte in the file.
+    pub start: FileOffset,
+    /// Its extent in bytes; `None` when the table does not say (ELF size 0).
+    pub size: Option<u64>,
+}
+
+impl CodeUnit {
+    /// `main.Fib+0x12` for a file offset inside it.
+    pub fn at(&self, off: FileOffset) -> String {
+        match off.0.checked_sub(self.start.0) {
+            Some(0) => self.name.clone(),
+            Some(d) => format!("{}+{d:#x}", self.name),
+            None => format!("{}-{:#x}", self.name, self.start.0 - off.0),
+        }
+    }
+}
+
+/// Why the gate refuses a probe. `Display` is the reason, for a one-line message that names the
+/// function and the offset around it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The file cannot be read as ELF or PE (or at all).
+    Unreadable(String),
+    /// No executable segment (ELF `PT_LOAD` with `PF_X`, file-backed part) or executable section
+    /// (PE `IMAGE_SCN_MEM_EXECUTE`) holds the offset.
+    NotExecutable { format: &'static str },
+    /// No function of the file's tables starts at the planned entry.
+    NoFunctionAtEntry { entry: FileOffset },
+    /// The offset lies outside the function's extent.
+    OutsideFunction { unit: CodeUnit },
+    /// Decoding the function from its start gives an instruction that covers the offset.
+    NotInstructionBoundary {
+        unit: CodeUnit,
+        instruction: FileOffset,
+        len: usize,
+    },
+    /// Decoding from the function's start meets bytes that are no x86-64 instruction before it
+    /// reaches the offset.
+    Undecodable { unit: CodeUnit, at: FileOffset },
+    /// Go: the pclntab maps the probe's address to another function (or none).
+    PclntabMismatch {
+        address: u64,
+        planned: String,
+        found: Option<String>,
+    },
+    /// Go, .NET: the bytes between the previous function's end and the entry are not the
+    /// linker's padding, so the entry is not where a function's code begins.
+    EntryNotAfterPadding {
+        unit: CodeUnit,
+        at: FileOffset,
+        byte: u8,
+    },
+    /// Go: most entries of the whole table are not preceded by the linker's padding: the table
+    /// is read with a wrong text start (or is corrupt), so none of its addresses is trusted.
+    PclntabMisaligned { failed: usize, checked: usize },
+    /// .NET: no RUNTIME_FUNCTION begins at the method's entry.
+    NoRuntimeFunction { rva: Rva },
+    /// ELF: the symbol's address lies outside the section it is defined in, or that section is
+    /// not executable.
+    SymbolOutsideSection {
+        unit: CodeUnit,
+        section: String,
+        executable: bool,
+    },
+    /// A uretprobe that is not on a function's first byte.
+    UretprobeNotAtEntry { unit: CodeUnit },
+}
+
+impl Refusal {
+    /// Whether `--unsafe-offset` may override this refusal of a raw `IMAGE:0xOFFSET` probe: the
+    /// checks the user may know better than the tables (the offset's instruction boundary, its
+    /// segment, a uretprobe's position). Refusals of planned probes are never overridden.
+    pub fn overridable(&self) -> bool {
+        matches!(
+            self,
+            Refusal::NotExecutable { .. }
+                | Refusal::NotInstructionBoundary { .. }
+                | Refusal::Undecodable { .. }
+                | Refusal::UretprobeNotAtEntry { .. }
+                | Refusal::OutsideFunction { .. }
+        )
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Unreadable(e) => write!(f, "the file cannot be checked: {e}"),
+            Refusal::NotExecutable { format } => write!(
+                f,
+                "it lies in no executable {format} of the file, so it is not code"
+            ),
+            Refusal::NoFunctionAtEntry { entry } => write!(
+                f,
+                "no function of the file's tables starts at the planned entry {entry}"
+            ),
+            Refusal::OutsideFunction { unit } => match unit.size {
+                Some(z) => write!(
+                    f,
+                    "it lies outside {} (file offsets {}..{:#x}, from the {})",
+                    unit.name,
+                    unit.start,
+                    unit.start.0.saturating_add(z),
+                    unit.source.label()
+                ),
+                None => write!(f, "it lies before {} ({})", unit.name, unit.start),
+            },
+            Refusal::NotInstructionBoundary {
+                unit,
+                instruction,
+                len,
+            } => write!(
+                f,
+                "it is not an instruction boundary: decoding {} from its start ({}) gives a {len}-byte instruction at {} ({}) that covers it",
+                unit.name,
+                unit.start,
+                instruction,
+                unit.at(*instruction)
+            ),
+            Refusal::Undecodable { unit, at } => write!(
+                f,
+                "the bytes at {at} ({}) do not decode as x86-64 instructions, so it cannot be shown to be an instruction boundary",
+                unit.at(*at)
+            ),
+            Refusal::PclntabMismatch {
+                address,
+                planned,
+                found,
+            } => match found {
+                Some(other) => write!(
+                    f,
+                    "the Go pclntab maps its address {address:#x} to {other}, not to {planned}"
+                ),
+                None => write!(
+                    f,
+                    "the Go pclntab maps its address {address:#x} to no function (planned for {planned})"
+                ),
+            },
+            Refusal::EntryNotAfterPadding { unit, at, byte } => write!(
+                f,
+                "the {} says {} starts at {}, but the byte {byte:#04x} at {at} before it is neither the previous function's code nor the linker's padding, so that entry is not where code begins",
+                unit.source.label(),
+                unit.name,
+                unit.start
+            ),
+            Refusal::PclntabMisaligned { failed, checked } => write!(
+                f,
+                "the Go pclntab's entries do not line up with the code ({failed} of {checked} function entries are not preceded by the linker's padding), so its text start is wrong or the table is corrupt, and none of its addresses is trusted"
+            ),
+            Refusal::NoRuntimeFunction { rva } => write!(
+                f,
+                "no RUNTIME_FUNCTION of the ReadyToRun image begins at the method's entry (RVA {rva})"
+            ),
+            Refusal::SymbolOutsideSection {
+                unit,
+                section,
+                executable,
+            } => {
+                if *executable {
+                    write!(
+                        f,
+                        "the symbol {} at {:#x} lies outside its own section {section}",
+                        unit.name, unit.address
+                    )
+                } else {
+                    write!(
+                        f,
+                        "the symbol {} lies in section {section}, which is not executable",
+                        unit.name
+                    )
+                }
+            }
+            Refusal::UretprobeNotAtEntry { unit } => write!(
+                f,
+                "a uretprobe must sit on a function's first byte (it replaces the return address at the top of the stack when it fires), and {} is not",
+                unit.at(unit.start)
+            ),
+        }
+    }
+}
+
+/// What the gate found for a probe it lets through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Passed {
+    /// The function whose decoding reached the offset; `None` when no table names a function
+    /// around it (a raw offset in code no symbol covers: only its segment was checked).
+    pub enclosing: Option<CodeUnit>,
+}
+
+/// Where decoding `code` linearly from its first byte meets `target` (a byte index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Boundary {
+    /// An instruction starts at `target`.
+    Reached,
+    /// The instruction at `start`, `len` bytes long, covers `target`.
+    Inside { start: usize, len: usize },
+    /// The bytes at `at` do not decode (or an instruction is cut off by the end of `code`)
+    /// before `target`.
+    Undecodable { at: usize },
+}
+
+/// Decodes `code` (x86-64) from its first byte until an instruction starts at or covers
+/// `target`. `target == 0` is always reached; a `target` at or past `code.len()` is reached
+/// only when the instructions end exactly there. Never reads outside `code`, never panics.
+pub fn instruction_boundary(code: &[u8], target: usize) -> Boundary {
+    let mut pos = 0usize;
+    for instr in x86::instructions(code, VirtAddr(0)) {
+        if pos == target {
+            return Boundary::Reached;
+        }
+        if instr.is_invalid() {
+            return Boundary::Undecodable { at: pos };
+        }
+        let len = instr.len();
+        if target < pos + len {
+            return Boundary::Inside { start: pos, len };
+        }
+        pos += len;
+    }
+    if pos == target {
+        Boundary::Reached
+    } else {
+        Boundary::Undecodable { at: pos }
+    }
+}
+
+/// An executable range of the file: file offsets `[offset, offset + len)` at addresses
+/// `[address, address + len)`.
+#[derive(Clone, Copy, Debug)]
+struct CodeRange {
+    offset: u64,
+    len: u64,
+    address: u64,
+}
+
+impl CodeRange {
+    fn holds_offset(&self, off: u64) -> bool {
+        off >= self.offset && off - self.offset < self.len
+    }
+    fn holds_address(&self, a: u64) -> bool {
+        a >= self.address && a - self.address < self.len
+    }
+}
+
+/// One probed file, opened for checking.
+pub struct CodeFile {
+    path: PathBuf,
+    bytes: FileBytes,
+}
+
+/// Section facts of an ELF file.
+struct ElfSection {
+    name: String,
+    addr: u64,
+    size: u64,
+    executable: bool,
+    nobits: bool,
+}
+
+/// The format-specific tables of a file, read once per [`CodeFile::check`].
+enum Tables<'a> {
+    Elf {
+        ranges: Vec<CodeRange>,
+        sections: Vec<ElfSection>,
+        functions: Vec<RawFunction>,
+        go: Option<Box<GoBinary<'a>>>,
+        /// Go: how many function entries of the whole table are not preceded by padding, of
+        /// how many could be checked ([`CodeFile::go_alignment`]).
+        go_misaligned: (usize, usize),
+    },
+    Pe {
+        ranges: Vec<CodeRange>,
+        /// RUNTIME_FUNCTIONS: begin, end RVAs, sorted.
+        runtime_functions: Vec<(u64, u64)>,
+    },
+}
+
+/// Go's amd64 linker pads between functions with INT3 (`cmd/link/internal/amd64/obj.go`:
+/// `CodePad: []byte{0xCC}`).
+const GO_PAD: u8 = 0xcc;
+
+/// Bytes crossgen2 and the JIT leave between ReadyToRun method bodies: INT3 (the object
+/// writer's code-section fill) and zero (section alignment).
+fn r2r_pad(b: u8) -> bool {
+    b == 0xcc || b == 0x00 || b == 0x90
+}
+
+impl CodeFile {
+    /// Opens `path` (mapped). Errors: I/O errors naming the path.
+    pub fn open(path: &Path) -> crate::Result<CodeFile> {
+        Ok(CodeFile {
+            path: path.to_path_buf(),
+            bytes: FileBytes::open(path)?,
+        })
+    }
+
+    /// Checks bytes already read (a mutated copy in tests; `path` names it in messages).
+    pub fn from_bytes(path: &Path, bytes: FileBytes) -> CodeFile {
+        CodeFile {
+            path: path.to_path_buf(),
+            bytes,
+        }
+    }
+
+    /// Checks every probe of `requests` against this file; one result per request, in order.
+    pub fn check(&self, requests: &[ProbeRequest]) -> Vec<Result<Passed, Refusal>> {
+        match self.tables() {
+            Ok(t) => requests.iter().map(|r| self.check_one(&t, r)).collect(),
+            Err(e) => requests.iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+
+    fn tables(&self) -> Result<Tables<'_>, Refusal> {
+        let unreadable = |e: crate::Error| Refusal::Unreadable(e.to_string());
+        match sniff(&self.bytes) {
+            Some(ImageFormat::Elf) => {
+                let view = ElfView::parse(&self.path, &self.bytes).map_err(unreadable)?;
+                let segments = LoadSegments::from_program_headers(&view.program_headers);
+                let ranges: Vec<CodeRange> = segments
+                    .0
+                    .iter()
+                    .filter(|s| s.executable)
+                    .map(|s| CodeRange {
+                        offset: s.offset,
+                        len: s.filesz,
+                        address: s.vaddr,
+                    })
+                    .collect();
+                let sections = view
+                    .section_headers
+                    .iter()
+                    .map(|sh| ElfSection {
+                        name: view.section_name(sh).unwrap_or("").to_string(),
+                        addr: sh.sh_addr,
+                        size: sh.sh_size,
+                        executable: sh.sh_flags & u64::from(SHF_EXECINSTR) != 0,
+                        nobits: sh.sh_type == SHT_NOBITS,
+                    })
+                    .collect();
+                let functions = view.functions(&self.path).map_err(unreadable)?;
+                let go = GoBinary::parse(&self.path, &self.bytes)
+                    .ok()
+                    .flatten()
+                    .map(Box::new);
+                let go_misaligned = go
+                    .as_deref()
+                    .map_or((0, 0), |g| self.go_alignment(&ranges, g));
+                Ok(Tables::Elf {
+                    ranges,
+                    sections,
+                    functions,
+                    go,
+                    go_misaligned,
+                })
+            }
+            Some(ImageFormat::Pe) => {
+                // The assembly reader owns its bytes: a second mapping (or copy) of the file.
+                let bytes = match &self.bytes {
+                    FileBytes::Mapped(_) => FileBytes::open(&self.path).map_err(unreadable)?,
+                    FileBytes::Owned(v) => FileBytes::Owned(v.clone()),
+                };
+                let asm = Assembly::from_bytes(&self.path, bytes).map_err(unreadable)?;
+                let ranges = asm
+                    .sections()
+                    .iter()
+                    .filter(|s| s.is_executable())
+                    .map(pe_range)
+                    .collect();
+                let runtime_functions = asm
+                    .r2r()
+                    .map(|r| {
+                        r.runtime_functions
+                            .iter()
+                            .map(|f| (u64::from(f.begin), u64::from(f.end)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Ok(Tables::Pe {
+                    ranges,
+                    runtime_functions,
+                })
+            }
+            None => Err(Refusal::Unreadable(format!(
+                "{} is neither ELF nor PE",
+                self.path.display()
+            ))),
+        }
+    }
+
+    fn check_one(&self, t: &Tables<'_>, r: &ProbeRequest) -> Result<Passed, Refusal> {
+        let (ranges, format) = match t {
+            Tables::Elf { ranges, .. } => (ranges, "segment (PT_LOAD with PF_X)"),
+            Tables::Pe { ranges, .. } => (ranges, "section"),
+        };
+        let Some(range) = ranges.iter().find(|c| c.holds_offset(r.offset.0)) else {
+            return Err(Refusal::NotExecutable { format });
+        };
+        let address = range.address + (r.offset.0 - range.offset);
+        let unit = match r.planned_entry {
+            Some(entry) => Some(self.planned_unit(t, ranges, entry)?),
+            None => self.enclosing_unit(t, ranges, address),
+        };
+        let Some(unit) = unit else {
+            return Ok(Passed { enclosing: None });
+        };
+        let end = unit.size.map(|z| unit.start.0.saturating_add(z));
+        if r.offset.0 < unit.start.0 || end.is_some_and(|e| r.offset.0 >= e) {
+            return Err(Refusal::OutsideFunction { unit });
+        }
+        if r.uretprobe && r.offset != unit.start {
+            return Err(Refusal::UretprobeNotAtEntry { unit });
+        }
+        if let (
+            Tables::Elf {
+                go_misaligned: (failed, checked),
+                ..
+            },
+            UnitSource::Pclntab,
+        ) = (t, unit.source)
+        {
+            // A table whose entries mostly miss the code (a wrong text start shifts them all)
+            // places no probe, even where one entry happens to look right.
+            if *checked >= 8 && 2 * failed > *checked {
+                return Err(Refusal::PclntabMisaligned {
+                    failed: *failed,
+                    checked: *checked,
+                });
+            }
+        }
+        if let (Tables::Elf { go: Some(go), .. }, UnitSource::Pclntab) = (t, unit.source) {
+            let found = go.function_at(VirtAddr(address));
+            if found.as_ref().map(|f| f.entry.0) != Some(unit.address) {
+                return Err(Refusal::PclntabMismatch {
+                    address,
+                    planned: unit.name.clone(),
+                    found: found.map(|f| f.name.to_string()),
+                });
+            }
+        }
+        // The bytes from the start to the probe, within the executable range holding the start.
+        let start_range = ranges
+            .iter()
+            .find(|c| c.holds_offset(unit.start.0))
+            .ok_or(Refusal::NotExecutable { format })?;
+        let range_end = start_range.offset + start_range.len;
+        let code = self
+            .bytes
+            .get(unit.start.0 as usize..range_end.min(self.bytes.len() as u64) as usize)
+            .unwrap_or(&[]);
+        let target = (r.offset.0 - unit.start.0) as usize;
+        match instruction_boundary(code, target) {
+            Boundary::Reached => {}
+            Boundary::Inside { start, len } => {
+                return Err(Refusal::NotInstructionBoundary {
+                    instruction: FileOffset(unit.start.0 + start as u64),
+                    unit,
+                    len,
+                })
+            }
+            Boundary::Undecodable { at } => {
+                return Err(Refusal::Undecodable {
+                    at: FileOffset(unit.start.0 + at as u64),
+                    unit,
+                })
+            }
+        }
+        self.check_entry(t, ranges, &unit)?;
+        Ok(Passed {
+            enclosing: Some(unit),
+        })
+    }
+
+    /// The function netprobe planned a probe for: the one of the file's tables that starts at
+    /// `entry` (Go: the pclntab's; .NET: the RUNTIME_FUNCTION's; else the ELF symbol's).
+    fn planned_unit(
+        &self,
+        t: &Tables<'_>,
+        ranges: &[CodeRange],
+        entry: FileOffset,
+    ) -> Result<CodeUnit, Refusal> {
+        let missing = Refusal::NoFunctionAtEntry { entry };
+        let Some(range) = ranges.iter().find(|c| c.holds_offset(entry.0)) else {
+            return Err(missing);
+        };
+        let address = range.address + (entry.0 - range.offset);
+        let unit = match t {
+            Tables::Elf { go, functions, .. } => go
+                .as_ref()
+                .and_then(|g| g.function_at(VirtAddr(address)))
+                .filter(|f| f.entry.0 == address)
+                .map(|f| CodeUnit {
+                    name: f.name.to_string(),
+                    source: UnitSource::Pclntab,
+                    address,
+                    start: entry,
+                    size: Some(f.size()),
+                })
+                .or_else(|| {
+                    functions
+                        .iter()
+                        .filter(|s| s.vaddr.0 == address)
+                        .max_by_key(|s| s.size)
+                        .map(|s| elf_unit(s, entry))
+                }),
+            Tables::Pe {
+                runtime_functions, ..
+            } => {
+                let found = runtime_functions
+                    .binary_search_by_key(&address, |&(b, _)| b)
+                    .ok();
+                match found {
+                    Some(i) => Some(rf_unit(runtime_functions, i, entry)),
+                    None => return Err(Refusal::NoRuntimeFunction { rva: Rva(address) }),
+                }
+            }
+        };
+        unit.ok_or(missing)
+    }
+
+    /// The function of the file's tables that holds `address` (a raw offset's): the pclntab's
+    /// (up to its code's end), else an ELF symbol with a size, else a RUNTIME_FUNCTION.
+    fn enclosing_unit(
+        &self,
+        t: &Tables<'_>,
+        ranges: &[CodeRange],
+        address: u64,
+    ) -> Option<CodeUnit> {
+        let offset_of = |a: u64| {
+            ranges
+                .iter()
+                .find(|c| c.holds_address(a))
+                .map(|c| FileOffset(c.offset + (a - c.address)))
+        };
+        match t {
+            Tables::Elf { go, functions, .. } => {
+                let from_go = go
+                    .as_ref()
+                    .and_then(|g| g.function_at(VirtAddr(address)))
+                    .filter(|f| address < f.code_end().0)
+                    .and_then(|f| {
+                        Some(CodeUnit {
+                            name: f.name.to_string(),
+                            source: UnitSource::Pclntab,
+                            address: f.entry.0,
+                            start: offset_of(f.entry.0)?,
+                            size: Some(f.size()),
+                        })
+                    });
+                from_go.or_else(|| {
+                    // The innermost sized symbol around the address (the one starting last).
+                    functions
+                        .iter()
+                        .filter(|s| {
+                            s.size > 0 && address >= s.vaddr.0 && address - s.vaddr.0 < s.size
+                        })
+                        .max_by_key(|s| (s.vaddr.0, std::cmp::Reverse(s.size)))
+                        .and_then(|s| Some(elf_unit(s, offset_of(s.vaddr.0)?)))
+                })
+            }
+            Tables::Pe {
+                runtime_functions, ..
+            } => {
+                let i = runtime_functions
+                    .partition_point(|&(b, _)| b <= address)
+                    .checked_sub(1)?;
+                let (_, end) = runtime_functions[i];
+                if address >= end {
+                    return None;
+                }
+                Some(rf_unit(
+                    runtime_functions,
+                    i,
+                    offset_of(runtime_functions[i].0)?,
+                ))
+            }
+        }
+    }
+
+    /// Checks of a function's entry itself, by the table it comes from.
+    fn check_entry(
+        &self,
+        t: &Tables<'_>,
+        ranges: &[CodeRange],
+        unit: &CodeUnit,
+    ) -> Result<(), Refusal> {
+        match (t, unit.source) {
+            (Tables::Elf { go: Some(go), .. }, UnitSource::Pclntab) => {
+                // The previous function's code, then INT3 up to this entry.
+                let table = go.pclntab();
+                let Some(i) = table.find_index(VirtAddr(unit.address)) else {
+                    return Ok(());
+                };
+                let Some(prev) = i.checked_sub(1).and_then(|p| table.function(p)) else {
+                    return Ok(());
+                };
+                self.padding_before(ranges, unit, prev.code_end().0, |b| b == GO_PAD)
+            }
+            (
+                Tables::Pe {
+                    runtime_functions, ..
+                },
+                UnitSource::RuntimeFunction,
+            ) => {
+                let i = runtime_functions.partition_point(|&(b, _)| b < unit.address);
+                let Some(&(_, prev_end)) = i.checked_sub(1).and_then(|p| runtime_functions.get(p))
+                else {
+                    return Ok(());
+                };
+                self.padding_before(ranges, unit, prev_end, r2r_pad)
+            }
+            (
+                Tables::Elf {
+                    sections,
+                    functions,
+                    ..
+                },
+                UnitSource::ElfSymbol,
+            ) => {
+                let Some(sym) = functions
+                    .iter()
+                    .find(|s| s.vaddr.0 == unit.address && s.name == unit.name)
+                else {
+                    return Ok(());
+                };
+                // Special indices (SHN_ABS, SHN_COMMON, ...) name no section; files without
+                // section headers have none to check.
+                let Some(sec) = sections.get(sym.section).filter(|_| sym.section < 0xff00) else {
+                    return Ok(());
+                };
+                let inside =
+                    !sec.nobits && unit.address >= sec.addr && unit.address - sec.addr < sec.size;
+                if !inside || !sec.executable {
+                    return Err(Refusal::SymbolOutsideSection {
+                        unit: unit.clone(),
+                        section: if sec.name.is_empty() {
+                            format!("#{}", sym.section)
+                        } else {
+                            sec.name.clone()
+                        },
+                        executable: sec.executable,
+                    });
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The bytes from `prev_end` (the previous function's end, same address space) up to the
+    /// unit's start must all be padding; a previous function ending after the start, or too far
+    /// away (over 4 KiB: another section's gap), is not checked.
+    fn padding_before(
+        &self,
+        ranges: &[CodeRange],
+        unit: &CodeUnit,
+        prev_end: u64,
+        pad: impl Fn(u8) -> bool,
+    ) -> Result<(), Refusal> {
+        match self.gap_check(ranges, prev_end, unit.address, pad) {
+            Some(Some((at, byte))) => Err(Refusal::EntryNotAfterPadding {
+                unit: unit.clone(),
+                at,
+                byte,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The bytes between `prev_end` and `start` (addresses): `None` when not checkable (no gap,
+    /// a gap over 4 KiB or outside the file's code), else the first byte that is not padding.
+    fn gap_check(
+        &self,
+        ranges: &[CodeRange],
+        prev_end: u64,
+        start: u64,
+        pad: impl Fn(u8) -> bool,
+    ) -> Option<Option<(FileOffset, u8)>> {
+        let gap = start.checked_sub(prev_end)?;
+        if gap == 0 || gap > 4096 {
+            return None;
+        }
+        let range = ranges.iter().find(|c| c.holds_address(prev_end))?;
+        let from = range.offset + (prev_end - range.address);
+        let bytes = self.bytes.get(from as usize..(from + gap) as usize)?;
+        Some(
+            bytes
+                .iter()
+                .position(|&b| !pad(b))
+                .map(|i| (FileOffset(from + i as u64), bytes[i])),
+        )
+    }
+
+    /// The padding check over every pair of neighbouring functions of a Go table: (entries not
+    /// preceded by padding, entries checked). Right tables have none (checked on the sample
+    /// app's builds, esbuild built by Go 1.15-1.20, Debian's Go binaries); a table read with a
+    /// wrong text start misses the code with nearly every entry.
+    fn go_alignment(&self, ranges: &[CodeRange], go: &GoBinary<'_>) -> (usize, usize) {
+        let (mut failed, mut checked) = (0, 0);
+        let mut prev_end: Option<u64> = None;
+        for f in go.functions() {
+            if let Some(end) = prev_end {
+                match self.gap_check(ranges, end, f.entry.0, |b| b == GO_PAD) {
+                    Some(Some(_)) => {
+                        failed += 1;
+                        checked += 1;
+                    }
+                    Some(None) => checked += 1,
+                    None => {}
+                }
+            }
+            prev_end = Some(f.code_end().0);
+        }
+        (failed, checked)
+    }
+}
+
+/// Why each symbol of the file at `path` has no file offset (`None` for those that have one):
+/// one short phrase each, for listings (`netprobe symbols`) and errors. The reasons, by what the
+/// file's headers say about the symbol's address:
+/// - a Go pclntab function of a 1.18+ layout whose text start is unknown (header field zero, no
+///   relocation supplies it): its "address" is an offset from the start of text;
+/// - ELF: in a segment that is not executable (data); in the zero-filled tail of a segment
+///   (`p_memsz` beyond `p_filesz`); outside every `PT_LOAD`;
+/// - PE: outside the file data of every section;
+/// - an address in a live process (perf map): JIT code, in no file.
+pub fn missing_offset_reasons(
+    path: &Path,
+    symbols: &[crate::symbol::Symbol],
+) -> Vec<Option<String>> {
+    use crate::symbol::{Address, SymbolOrigin};
+    let bytes = FileBytes::open(path).ok();
+    let bytes = bytes.as_deref().unwrap_or(&[]);
+    let segments = ElfView::parse(path, bytes)
+        .ok()
+        .map(|v| LoadSegments::from_program_headers(&v.program_headers));
+    let go_text_unknown = || {
+        GoBinary::parse(path, bytes)
+            .ok()
+            .flatten()
+            .is_some_and(|g| {
+                g.pclntab().version().entries_are_text_offsets() && g.pclntab().text_start() == 0
+            })
+    };
+    let mut text_unknown: Option<bool> = None;
+    symbols
+        .iter()
+        .map(|s| {
+            if s.file_offset.is_some() {
+                return None;
+            }
+            Some(match s.address {
+                Address::Runtime(_) => "JIT code: in no file".to_string(),
+                Address::Rva(rva) => {
+                    format!("RVA {rva} lies outside the file data of every section")
+                }
+                Address::Virt(v) => {
+                    if s.origin == SymbolOrigin::GoPclntab
+                        && *text_unknown.get_or_insert_with(go_text_unknown)
+                    {
+                        return Some(
+                            "text start unknown: the pclntab header's text-start field is zero, so this is an offset from the start of text, not an address"
+                                .to_string(),
+                        );
+                    }
+                    let seg = segments.as_ref().and_then(|segs| {
+                        segs.0
+                            .iter()
+                            .find(|g| v.0 >= g.vaddr && v.0 - g.vaddr < g.memsz.max(g.filesz))
+                    });
+                    match seg {
+                        Some(g) if !g.executable => {
+                            format!("address {v} lies in a segment that is not executable (data)")
+                        }
+                        Some(_) => format!(
+                            "address {v} lies in the zero-filled part of its segment (no bytes in the file)"
+                        ),
+                        None => format!("address {v} lies outside every executable segment"),
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+fn pe_range(s: &PeSection) -> CodeRange {
+    CodeRange {
+        offset: u64::from(s.pointer_to_raw_data),
+        // Only the bytes both in the file and in memory are code at their file offsets.
+        len: u64::from(s.size_of_raw_data.min(s.memory_size())),
+        address: u64::from(s.virtual_address),
+    }
+}
+
+fn elf_unit(s: &RawFunction, start: FileOffset) -> CodeUnit {
+    CodeUnit {
+        name: s.name.clone(),
+        source: UnitSource::ElfSymbol,
+        address: s.vaddr.0,
+        start,
+        size: (s.size > 0).then_some(s.size),
+    }
+}
+
+fn rf_unit(rfs: &[(u64, u64)], i: usize, start: FileOffset) -> CodeUnit {
+    let (begin, end) = rfs[i];
+    CodeUnit {
+        name: format!("RUNTIME_FUNCTION #{i}"),
+        source: UnitSource::RuntimeFunction,
+        address: begin,
+        start,
+        size: Some(end.saturating_sub(begin)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// x86-64 instructions with their lengths, immediates and displacements as `0x11` bytes that
+    /// the generator replaces with random ones (they never change an instruction's length).
+    const INSTRUCTIONS: &[&[u8]] = &[
+        &[0x90],                                                       // nop
+        &[0xc3],                                                       // ret
+        &[0xcc],                                                       // int3
+        &[0x55],                                                       // push rbp
+        &[0x48, 0x89, 0xe5],                                           // mov rbp, rsp
+        &[0x48, 0x83, 0xec, 0x11],                                     // sub rsp, imm8
+        &[0x49, 0x3b, 0x66, 0x11],                                     // cmp rsp, [r14+disp8]
+        &[0x0f, 0x86, 0x11, 0x11, 0x11, 0x11],                         // jbe rel32
+        &[0x74, 0x11],                                                 // je rel8
+        &[0xe8, 0x11, 0x11, 0x11, 0x11],                               // call rel32
+        &[0xe9, 0x11, 0x11, 0x11, 0x11],                               // jmp rel32
+        &[0xb8, 0x11, 0x11, 0x11, 0x11],                               // mov eax, imm32
+        &[0x48, 0xb8, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11], // mov rax, imm64
+        &[0x48, 0x8b, 0x44, 0x24, 0x11],                               // mov rax, [rsp+disp8]
+        &[0x48, 0x8d, 0x05, 0x11, 0x11, 0x11, 0x11],                   // lea rax, [rip+disp32]
+        &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],                         // nop word [rax+rax]
+        &[0xf3, 0x0f, 0x1e, 0xfa],                                     // endbr64
+        &[0xc2, 0x11, 0x11],                                           // ret imm16
+        &[0x48, 0x81, 0xc4, 0x11, 0x11, 0x11, 0x11],                   // add rsp, imm32
+    ];
+
+    fn stream() -> impl Strategy<Value = (Vec<u8>, Vec<usize>)> {
+        proptest::collection::vec(
+            (
+                0..INSTRUCTIONS.len(),
+                proptest::collection::vec(any::<u8>(), 8),
+            ),
+            1..40,
+        )
+        .prop_map(|parts| {
+            let mut code = Vec::new();
+            let mut starts = Vec::new();
+            for (i, imm) in parts {
+                starts.push(code.len());
+                let mut k = 0;
+                for &b in INSTRUCTIONS[i] {
+                    if b == 0x11 {
+                        code.push(imm[k % imm.len()]);
+                        k += 1;
+                    } else {
+                        code.push(b);
+                    }
+                }
+            }
+            starts.push(code.len());
+            (code, starts)
+        })
+    }
+
+    proptest! {
+        /// Code made of instructions of known lengths: an offset is accepted exactly when an
+        /// instruction starts there (or it is the end of the code).
+        #[test]
+        fn accepted_iff_an_instruction_starts_there((code, starts) in stream(), pick in any::<prop::sample::Index>()) {
+            let target = pick.index(code.len() + 1);
+            let verdict = instruction_boundary(&code, target);
+            if starts.contains(&target) {
+                prop_assert_eq!(verdict, Boundary::Reached);
+            } else {
+                let Boundary::Inside { start, len } = verdict else {
+                    return Err(TestCaseError::fail(format!("{verdict:?} at {target}")));
+                };
+                prop_assert!(starts.contains(&start));
+                prop_assert!(start < target && target < start + len);
+            }
+        }
+
+        /// Arbitrary bytes: never a panic, never an answer outside the code, and an accepted
+        /// offset is one the instruction sequence reaches (re-decoding up to it lands on it).
+        #[test]
+        fn arbitrary_bytes_are_answered_within_bounds(code in proptest::collection::vec(any::<u8>(), 0..64), target in 0usize..80) {
+            match instruction_boundary(&code, target) {
+                Boundary::Reached => prop_assert!(target <= code.len()),
+                Boundary::Inside { start, len } => {
+                    prop_assert!(start < target && target < start + len && start + len <= code.len());
+                    prop_assert_eq!(instruction_boundary(&code, start), Boundary::Reached);
+                }
+                Boundary::Undecodable { at } => prop_assert!(at < target),
+            }
+        }
+    }
+
+    #[test]
+    fn an_offset_inside_an_immediate_is_not_a_boundary() {
+        // mov eax, 0xc3c3c3c3; ret
+        let code = [0xb8, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3];
+        assert_eq!(instruction_boundary(&code, 0), Boundary::Reached);
+        assert_eq!(
+            instruction_boundary(&code, 2),
+            Boundary::Inside { start: 0, len: 5 }
+        );
+        assert_eq!(instruction_boundary(&code, 5), Boundary::Reached);
+        assert_eq!(instruction_boundary(&code, 6), Boundary::Reached);
+        // Cut off: the instruction runs past the bytes given.
+        assert_eq!(
+            instruction_boundary(&code[..3], 3),
+            Boundary::Undecodable { at: 0 }
+        );
+    }
+}
