@@ -1,10 +1,18 @@
 //! `netprobe symbols FILE [PATTERN]`: every function/method with address, size and file offset.
+//!
+//! A .NET single-file bundle lists its own (app host) functions, then the methods of every
+//! assembly the runtime maps from it, one group per assembly under a `# NAME` line (file offsets
+//! are offsets in the bundle: what a uprobe on the bundle needs). `--files` lists the bundled
+//! files instead.
 
 use crate::cli::SymbolsArgs;
 use crate::output::Out;
+use netprobe_core::dotnet::bundle::{Bundle, Placement};
 use netprobe_core::matching::Pattern;
 use netprobe_core::symbol::{Symbol, SymbolKind};
 use netprobe_core::{image, Error};
+use serde::Serialize;
+use std::path::Path;
 use std::process::ExitCode;
 
 /// Number of hex digits of `v` (at least 1).
@@ -22,33 +30,144 @@ pub fn kind_label(k: SymbolKind) -> &'static str {
     }
 }
 
+/// One symbol of a listing in JSON, with the image it belongs to when the file holds several
+/// (a bundled assembly's member path).
+#[derive(Serialize)]
+struct JsonSymbol<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image: Option<String>,
+    #[serde(flatten)]
+    symbol: &'a Symbol,
+}
+
 pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
-    let mut symbols = image::load_symbols(&args.file)?;
+    if args.files {
+        return list_files(&args.file, args.json);
+    }
+    let mut groups = image::load_image_symbols(&args.file)?;
+    let notes = image::bundle_notes(&args.file);
     if let Some(p) = &args.pattern {
         let pattern = Pattern::parse(p)?;
-        let selected: Vec<Symbol> = pattern.select(&symbols).into_iter().cloned().collect();
-        if selected.is_empty() {
+        for g in &mut groups {
+            g.symbols = pattern.select(&g.symbols).into_iter().cloned().collect();
+        }
+        if groups.iter().all(|g| g.symbols.is_empty()) {
+            if let Some(note) = notes.into_iter().next() {
+                return Err(Error::NoMatchInBundle {
+                    pattern: p.clone(),
+                    image: args.file.display().to_string(),
+                    note,
+                }
+                .into());
+            }
+            let all = image::load_image_symbols(&args.file)?;
+            let every: Vec<Symbol> = all.into_iter().flat_map(|g| g.symbols).collect();
             return Err(Error::NoMatch {
                 pattern: p.clone(),
                 image: args.file.display().to_string(),
-                nearest: pattern.nearest(&symbols, 5),
+                nearest: pattern.nearest(&every, 5),
             }
             .into());
         }
-        symbols = selected;
     }
-    symbols.sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
+    let several = groups.len() > 1;
     let mut out = Out::new();
-    if args.json {
-        for s in &symbols {
-            out.json(s)?;
-        }
-    } else {
+    if !args.json {
         out.line(&format!(
             "{:>18} {:>9} {:>12}  {:<6}  {:<9}  NAME",
             "ADDRESS", "SIZE", "FILE_OFFSET", "KIND", "SOURCE"
         ))?;
-        for s in &symbols {
+    }
+    for (i, g) in groups.iter_mut().enumerate() {
+        if g.symbols.is_empty() {
+            continue;
+        }
+        g.symbols
+            .sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
+        let member = (i > 0).then(|| g.image.display().to_string());
+        if args.json {
+            for s in &g.symbols {
+                out.json(&JsonSymbol {
+                    image: member.clone(),
+                    symbol: s,
+                })?;
+            }
+            continue;
+        }
+        if several && i > 0 {
+            out.line(&format!(
+                "# {} (bundled at file offset {}; addresses are RVAs in it, file offsets are in the bundle)",
+                g.image.display(),
+                g.file_base
+            ))?;
+        }
+        write_table(&mut out, &g.symbols)?;
+    }
+    out.flush()?;
+    for note in notes {
+        eprintln!("netprobe: note: {note}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--files`: the manifest of a single-file bundle, one line (or JSON object) per file.
+fn list_files(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let Some(bundle) = Bundle::open(path)? else {
+        return Err(Error::Unsupported(format!(
+            "{} is not a .NET single-file bundle (no bundle manifest): --files lists the files of a bundle",
+            path.display()
+        ))
+        .into());
+    };
+    let mut out = Out::new();
+    let h = &bundle.manifest().header;
+    if json {
+        out.json(bundle.manifest())?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    out.line(&format!(
+        "# bundle format {}.{}, id {}, {} files, manifest at {}",
+        h.major_version,
+        h.minor_version,
+        h.bundle_id,
+        bundle.entries().len(),
+        h.offset
+    ))?;
+    out.line(&format!(
+        "{:>12} {:>10} {:>10}  {:<13}  {:<11}  PATH",
+        "OFFSET", "SIZE", "COMPRESSED", "TYPE", "PROBES"
+    ))?;
+    for e in bundle.entries() {
+        let probes = match bundle.placement(e) {
+            Placement::Mapped => "in bundle",
+            Placement::Compressed => "no: deflate",
+            Placement::Extracted => "extracted",
+            Placement::Data => "-",
+        };
+        let compressed = if e.is_compressed() {
+            e.compressed_size.to_string()
+        } else {
+            "-".into()
+        };
+        out.line(&format!(
+            "{:>12} {:>10} {:>10}  {:<13}  {:<11}  {}",
+            e.offset.to_string(),
+            e.size,
+            compressed,
+            e.file_type.label(),
+            probes,
+            e.path
+        ))?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The table rows of `symbols`.
+fn write_table(out: &mut Out, symbols: &[Symbol]) -> anyhow::Result<()> {
+    {
+        for s in symbols {
             let addr = s.address.value();
             // Hex columns padded by hand: `{:>#18x}` pads the digits, not the `0x`.
             write!(out, "{:>width$}0x{addr:x} ", "", width = 16 - hex_len(addr))?;
@@ -75,6 +194,5 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
             )?;
         }
     }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
