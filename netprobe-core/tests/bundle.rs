@@ -244,7 +244,7 @@ fn main() {
     e2e::run(vec![
         e2e::trial(
             "manifest_of_the_shipped_bundle",
-            &[compressed.clone()],
+            std::slice::from_ref(&compressed),
             manifest_of_the_shipped_bundle,
         ),
         e2e::trial(
@@ -254,7 +254,7 @@ fn main() {
         ),
         e2e::trial(
             "bundled_symbols_equal_extracted_shifted",
-            &[uncompressed.clone()],
+            std::slice::from_ref(&uncompressed),
             bundled_symbols_equal_extracted_shifted,
         ),
         e2e::trial(
