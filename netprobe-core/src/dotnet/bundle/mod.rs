@@ -98,6 +98,19 @@ impl Bundle {
         self.data.get(start..start.checked_add(len)?)
     }
 
+    /// The bundled `<app>.runtimeconfig.json` (the host reads it from the bundle; a
+    /// self-contained app names its runtime there as `includedFrameworks`, e.g.
+    /// `Microsoft.NETCore.App` `10.0.13`, and sets `configProperties` such as
+    /// `System.Runtime.TieredCompilation`). `None` when the bundle has none or stores it
+    /// compressed (the bundler never compresses it: `Bundler.ShouldCompress`).
+    pub fn runtimeconfig_json(&self) -> Option<&[u8]> {
+        let e = self
+            .entries()
+            .iter()
+            .find(|e| e.file_type == BundleFileType::RuntimeConfigJson && !e.is_compressed())?;
+        self.stored_bytes(e)
+    }
+
     /// The entry `name` names (relative path, or a unique file name); `Err(NotInBundle)` with
     /// similar names otherwise.
     pub fn entry(&self, name: &str) -> Result<&BundleEntry> {
