@@ -284,21 +284,85 @@ fn compressed_bundle_is_explained() -> Result<(), String> {
     if let Some(l) = fixtures::live::leftovers(TRACEFS, pid) {
         return Err(l);
     }
-    // Naming the assembly gets the per-entry explanation.
-    let out = Command::new(NP)
-        .args([
-            "count",
-            "-c",
-            &cmd,
-            &format!("System.Private.CoreLib.dll:{READLINE}"),
-        ])
-        .output()
+    // Naming the assembly gets the per-entry explanation; so does a running bundle (-p).
+    let refused = |args: &[&str], expect: &str| -> Result<(), String> {
+        let out = Command::new(NP).args(args).output().map_err(err)?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() != Some(1) || !stderr.contains(expect) {
+            return Err(format!("{args:?}: {}: {stderr}", out.status));
+        }
+        Ok(())
+    };
+    let in_corelib = format!("System.Private.CoreLib.dll:{READLINE}");
+    refused(
+        &["count", "-c", &cmd, &in_corelib],
+        "System.Private.CoreLib.dll is stored compressed",
+    )?;
+    let mut app = Command::new(bundle("compressed"))
+        .args(["proteins", "parse-accession"])
+        .env("DOTNET_BUNDLE_EXTRACT_BASE_DIR", extract.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
         .map_err(err)?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if out.status.code() != Some(1)
-        || !stderr.contains("System.Private.CoreLib.dll is stored compressed")
+    let pid = app.id().to_string();
+    let started = Instant::now();
+    while !reads_stdin(app.id()) && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let result = refused(
+        &["count", "-p", &pid, READLINE],
+        "assemblies are stored compressed",
+    )
+    .and_then(|_| {
+        refused(
+            &["count", "-p", &pid, &in_corelib],
+            "System.Private.CoreLib.dll is stored compressed",
+        )
+    });
+    let _ = app.kill();
+    let _ = app.wait();
+    result
+}
+
+/// `netprobe symbols`: a bundled method is listed under its assembly with its offset in the
+/// bundle, the same line `symbols BUNDLE/ASSEMBLY` prints; `--files` lists the manifest with
+/// what can be probed.
+fn symbols_of_a_bundle() -> Result<(), String> {
+    let run = |args: &[&str]| -> Result<String, String> {
+        let out = Command::new(NP)
+            .arg("symbols")
+            .args(args)
+            .output()
+            .map_err(err)?;
+        if !out.status.success() {
+            return Err(format!(
+                "symbols {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let u = bundle("uncompressed");
+    let member = u.join("System.Private.CoreLib.dll");
+    let concat = "System.String::Concat(string,string)";
+    let whole = run(&[u.to_str().unwrap_or_default(), concat])?;
+    let alone = run(&[member.to_str().unwrap_or_default(), concat])?;
+    let row = alone.lines().nth(1).ok_or("no row")?;
+    let header = format!("# {} (bundled at file offset 0x2334e20", member.display());
+    if !whole.contains(&header) || !whole.contains(row) || !row.contains("0x247c380") {
+        return Err(format!("bundle: {whole}\nassembly: {alone}"));
+    }
+    let files = run(&[bundle("compressed").to_str().unwrap_or_default(), "--files"])?;
+    let corelib = files
+        .lines()
+        .find(|l| l.ends_with(" System.Private.CoreLib.dll"))
+        .ok_or("no CoreLib line")?;
+    if !corelib.contains("0x15f3003")
+        || !corelib.contains("6435368")
+        || !corelib.contains("no: deflate")
     {
-        return Err(format!("{}: {stderr}", out.status));
+        return Err(corelib.to_string());
     }
     Ok(())
 }
@@ -319,6 +383,14 @@ fn main() {
             "count_on_a_running_bundle",
             &needs("uncompressed"),
             count_on_a_running_bundle,
+        ),
+        e2e::trial(
+            "symbols_of_a_bundle",
+            &[
+                Need::Path(bundle("compressed")),
+                Need::Path(bundle("uncompressed")),
+            ],
+            symbols_of_a_bundle,
         ),
         e2e::trial(
             "compressed_bundle_is_explained",

@@ -104,7 +104,9 @@ pub fn load_image_symbols(path: &Path) -> Result<Vec<ImageSymbols>> {
         file_base: FileOffset(0),
         symbols: load_symbols(path)?,
     }];
-    if let Some(bundle) = Bundle::open(path)? {
+    // A bundled assembly named as `BUNDLE/NAME.dll` is one image already.
+    let member = crate::dotnet::bundle::split_member_path(path).is_some();
+    if let Some(bundle) = (!member).then(|| Bundle::open(path)).transpose()?.flatten() {
         for (entry, asm) in bundle.mapped_assemblies() {
             let Ok(asm) = asm else { continue };
             let Ok(symbols) = asm.symbols() else { continue };
@@ -119,8 +121,9 @@ pub fn load_image_symbols(path: &Path) -> Result<Vec<ImageSymbols>> {
 }
 
 /// What a user must know about the assemblies of the bundle at `path` that netprobe cannot
-/// probe in it (one line each); empty for a file that is no bundle or whose assemblies are all
-/// mapped from it.
+/// probe in it (one line each): compressed ones, and components of a composite ReadyToRun image
+/// (`PublishReadyToRunComposite`, whose code netprobe does not resolve). Empty for a file that
+/// is no bundle or whose assemblies are all probe-able or IL-only.
 pub fn bundle_notes(path: &Path) -> Vec<String> {
     let Ok(Some(bundle)) = Bundle::open(path) else {
         return Vec::new();
@@ -129,6 +132,22 @@ pub fn bundle_notes(path: &Path) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(first) = compressed.first() {
         notes.push(compressed_note(&bundle, first, compressed.len()));
+    }
+    let composite: Vec<String> = bundle
+        .mapped_assemblies()
+        .into_iter()
+        .filter_map(|(_, a)| match a {
+            Err(e @ (Error::CompositeComponent { .. } | Error::CompositeImage { .. })) => {
+                Some(e.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    if let Some(first) = composite.first() {
+        notes.push(match composite.len() {
+            1 => first.clone(),
+            n => format!("{first} (and {} more bundled assemblies like it)", n - 1),
+        });
     }
     notes
 }

@@ -148,7 +148,7 @@ pub fn resolve_in_maps(
     };
     let mut targets = Vec::new();
     let mut seen: Vec<Symbol> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
+    let mut searched: Vec<PathBuf> = Vec::new();
     for (img, entry) in candidates {
         if img.exec_mappings().next().is_none() {
             return Err(Error::NoExecutableMapping {
@@ -177,7 +177,7 @@ pub fn resolve_in_maps(
             Err(_) if !explicit => continue,
             Err(e) => return Err(e),
         };
-        notes.extend(image::bundle_notes(&open_path));
+        searched.push(open_path.clone());
         for part in loaded {
             let name = if part.image == open_path {
                 img.path.clone()
@@ -196,7 +196,11 @@ pub fn resolve_in_maps(
     }
     if targets.is_empty() {
         let where_ = image.map_or_else(|| format!("process {pid}"), str::to_string);
-        if let Some(note) = notes.into_iter().next() {
+        // A single-file bundle among the searched files may explain why (compressed assemblies).
+        let note = searched
+            .iter()
+            .find_map(|p| image::bundle_notes(p).into_iter().next());
+        if let Some(note) = note {
             return Err(Error::NoMatchInBundle {
                 pattern: pattern.as_str().to_string(),
                 image: where_,
