@@ -14,7 +14,7 @@ use serde_json::Value as Json;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -161,23 +161,6 @@ fn strings_decoded_in_command_mode() -> Result<(), String> {
     Ok(())
 }
 
-/// Whether process `pid` is blocked reading its standard input (`/proc/PID/syscall`: read(2),
-/// syscall 0 on x86-64, on a descriptor that is the same pipe as fd 0).
-fn reads_stdin(pid: u32) -> bool {
-    let Ok(sc) = std::fs::read_to_string(format!("/proc/{pid}/syscall")) else {
-        return false;
-    };
-    let mut f = sc.split_whitespace();
-    let (Some("0"), Some(fd)) = (f.next(), f.next()) else {
-        return false;
-    };
-    let Ok(fd) = u64::from_str_radix(fd.trim_start_matches("0x"), 16) else {
-        return false;
-    };
-    let link = |n: u64| std::fs::read_link(format!("/proc/{pid}/fd/{n}")).ok();
-    link(fd).is_some() && link(fd) == link(0)
-}
-
 /// `count -p PID` on a running bundle, with `IMAGE` naming the bundled CoreLib: the app is
 /// blocked in its first `ReadLine()` when the probes go in, so the probes see one call per line
 /// after the first plus the final one: exactly one per accession.
@@ -193,13 +176,10 @@ fn count_on_a_running_bundle() -> Result<(), String> {
         .spawn()
         .map_err(err)?;
     let pid = app.id();
-    let started = Instant::now();
-    while !reads_stdin(pid) {
-        if started.elapsed() > Duration::from_secs(60) {
-            let _ = app.kill();
-            return Err("the app never blocked reading stdin".into());
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    if let Err(e) = fixtures::live::wait_reading_stdin(pid, Duration::from_secs(60)) {
+        let _ = app.kill();
+        let _ = app.wait();
+        return Err(e);
     }
     let mut run = || -> Result<(String, String, String), String> {
         let (np, stderr) = fixtures::live::spawn_until_live(
@@ -306,20 +286,19 @@ fn compressed_bundle_is_explained() -> Result<(), String> {
         .spawn()
         .map_err(err)?;
     let pid = app.id().to_string();
-    let started = Instant::now();
-    while !reads_stdin(app.id()) && started.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let result = refused(
-        &["count", "-p", &pid, READLINE],
-        "assemblies are stored compressed",
-    )
-    .and_then(|_| {
-        refused(
-            &["count", "-p", &pid, &in_corelib],
-            "System.Private.CoreLib.dll is stored compressed",
-        )
-    });
+    let result =
+        fixtures::live::wait_reading_stdin(app.id(), Duration::from_secs(60)).and_then(|_| {
+            refused(
+                &["count", "-p", &pid, READLINE],
+                "assemblies are stored compressed",
+            )
+            .and_then(|_| {
+                refused(
+                    &["count", "-p", &pid, &in_corelib],
+                    "System.Private.CoreLib.dll is stored compressed",
+                )
+            })
+        });
     let _ = app.kill();
     let _ = app.wait();
     result
