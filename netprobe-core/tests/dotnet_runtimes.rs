@@ -536,6 +536,21 @@ fn jitdump(path: &Path) -> Result<Vec<JitRecord>, String> {
     Ok(out)
 }
 
+/// Prints the first mismatches of a `[PreJIT]` comparison; `Err` when any record did not match
+/// or too few (under 300) were compared to mean anything.
+fn prejit_verdict(failures: &[String], total: usize) -> Result<(), String> {
+    for f in failures.iter().take(20) {
+        eprintln!("  MISMATCH {f}");
+    }
+    if !failures.is_empty() || total < 300 {
+        return Err(format!(
+            "{} of {total} [PreJIT] records unmatched",
+            failures.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Whether the runtime's jitdump name `theirs` names our method `ours`. The .NET 8 runtime writes
 /// some names with the method name's last character cut (`Math::Ma(int32,int32)` for `Max`);
 /// such a name matches when it equals ours with that one character removed.
@@ -649,15 +664,7 @@ fn net8_prejit_records_match() -> Result<(), String> {
         "  .NET 8 jitdump: {total} [PreJIT] records of R2R images; RVA+name match: {} ({exact} exact, {cut} with the runtime's cut method name); size equal: {size_eq} (of {with_funclets} with funclets, {funclet_size_is_total} report main body + funclets); code bytes equal file bytes at our offset: {bytes_eq}",
         exact + cut
     );
-    for f in failures.iter().take(20) {
-        eprintln!("  MISMATCH {f}");
-    }
-    if !failures.is_empty() || total < 300 {
-        return Err(format!(
-            "{} of {total} [PreJIT] records unmatched",
-            failures.len()
-        ));
-    }
+    prejit_verdict(&failures, total)?;
     if bytes_eq != total {
         return Err(format!(
             "code bytes differ for {} records",
@@ -996,15 +1003,7 @@ fn net10_bundle_prejit_records_match() -> Result<(), String> {
         loaded.len(),
         failures.len()
     );
-    for f in failures.iter().take(20) {
-        eprintln!("  MISMATCH {f}");
-    }
-    if !failures.is_empty() || total < 300 {
-        return Err(format!(
-            "{} of {total} [PreJIT] records unmatched",
-            failures.len()
-        ));
-    }
+    prejit_verdict(&failures, total)?;
     Ok(())
 }
 
