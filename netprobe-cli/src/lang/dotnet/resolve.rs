@@ -313,7 +313,13 @@ pub fn resolve(
             .as_deref()
             .is_some_and(|i| Some(std::ffi::OsStr::new(i)) == exe.file_name());
         let is_path = spec.image.as_deref().is_some_and(|i| i.contains('/'));
-        if !names_exe && !is_path {
+        // A single-file bundle holds its own assemblies: the core's resolution searches them
+        // (`netprobe_core::resolve::resolve_file`), not the folders beside it.
+        let single_file = netprobe_core::dotnet::bundle::Bundle::open(exe)
+            .ok()
+            .flatten()
+            .is_some();
+        if !names_exe && !is_path && !single_file {
             return resolve_in_command(spec, p, cmd);
         }
     }
