@@ -146,15 +146,32 @@ fn count_in_command_mode() -> Result<(), String> {
 }
 
 /// `trace -c`: the string each `IsNullOrWhiteSpace(string)` call gets is decoded from the
-/// System.String object; the accessions appear once each, in input order.
+/// System.String object (the accessions appear once each, in input order), and its return,
+/// probed on the RET instructions inside the bundle, is 1 exactly for blank strings.
 fn strings_decoded_in_command_mode() -> Result<(), String> {
-    let (hits, stderr) = command_mode("trace", &[BLANK])?;
-    let seen: Vec<String> = hits
-        .iter()
-        .filter(|h| h["event"] == "entry" && h["function"] == BLANK)
-        .filter_map(|h| h["args"]["value"].as_str().map(str::to_string))
-        .filter(|v| ACCESSIONS.contains(&v.as_str()))
-        .collect();
+    let (hits, stderr) = command_mode("trace", &[BLANK, &format!("r:{BLANK}")])?;
+    // Per thread, each entry is followed by its return.
+    let mut by_thread: std::collections::BTreeMap<u64, Vec<&Json>> = Default::default();
+    for h in hits.iter().filter(|h| h["function"] == BLANK) {
+        by_thread
+            .entry(h["tid"].as_u64().unwrap_or(0))
+            .or_default()
+            .push(h);
+    }
+    let mut seen = Vec::new();
+    for pair in by_thread.values().flat_map(|hits| hits.chunks(2)) {
+        let [entry, ret] = pair else {
+            return Err(format!("an entry without its return: {pair:?}"));
+        };
+        let value = entry["args"]["value"].as_str().unwrap_or_default();
+        let blank = u64::from(value.trim().is_empty());
+        if entry["event"] != "entry" || ret["event"] != "return" || ret["retval"] != blank {
+            return Err(format!("{entry} then {ret}; stderr {stderr}"));
+        }
+        if ACCESSIONS.contains(&value) {
+            seen.push(value.to_string());
+        }
+    }
     if seen != ACCESSIONS {
         return Err(format!("decoded {seen:?}; stderr {stderr}"));
     }
