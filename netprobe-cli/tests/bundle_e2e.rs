@@ -180,7 +180,8 @@ fn strings_decoded_in_command_mode() -> Result<(), String> {
 
 /// `count -p PID` on a running bundle, with `IMAGE` naming the bundled CoreLib: the app is
 /// blocked in its first `ReadLine()` when the probes go in, so the probes see one call per line
-/// after the first plus the final one: exactly one per accession.
+/// after the first plus the final one: exactly one per accession. `offsets PID
+/// System.Private.CoreLib.dll` places the method at the offset `symbols` lists.
 fn count_on_a_running_bundle() -> Result<(), String> {
     let extract = tempfile::tempdir().map_err(err)?;
     let mut app = Command::new(bundle("uncompressed"))
@@ -199,6 +200,39 @@ fn count_on_a_running_bundle() -> Result<(), String> {
         return Err(e);
     }
     let mut run = || -> Result<(String, String, String), String> {
+        // `offsets` (seed 001's calc-offsets.py) places the method where `symbols` does.
+        let listed = Command::new(NP)
+            .args([
+                "symbols",
+                &bundle("uncompressed")
+                    .join("System.Private.CoreLib.dll")
+                    .to_string_lossy(),
+                READLINE,
+            ])
+            .output()
+            .map_err(err)?;
+        let offset = String::from_utf8_lossy(&listed.stdout)
+            .lines()
+            .nth(1)
+            .and_then(|l| {
+                l.split_whitespace()
+                    .nth(2)
+                    .map(|o| o.trim_start_matches("0x").to_string())
+            })
+            .ok_or("symbols listed no offset")?;
+        let placed = Command::new(NP)
+            .args([
+                "offsets",
+                &pid.to_string(),
+                "System.Private.CoreLib.dll",
+                READLINE,
+            ])
+            .output()
+            .map_err(err)?;
+        let placed = String::from_utf8_lossy(&placed.stdout);
+        if !placed.starts_with(&format!("offset: {offset} : ")) {
+            return Err(format!("offsets printed {placed:?}, symbols {offset}"));
+        }
         let (np, stderr) = fixtures::live::spawn_until_live(
             Command::new(NP).args([
                 "count",

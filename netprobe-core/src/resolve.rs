@@ -132,7 +132,7 @@ pub fn resolve_in_maps(
         Some(spec) => match find_image(pid, &images, spec) {
             Ok(img) => (vec![(img, None)], true),
             Err(e @ Error::ImageNotMapped { .. }) => match find_bundled(&images, &open, spec) {
-                Some((img, entry)) => (vec![(img, Some(entry))], true),
+                Some((img, entry)) => (vec![(img, Some(entry.path))], true),
                 None => return Err(e),
             },
             Err(e) => return Err(e),
@@ -222,13 +222,13 @@ fn bundled_base(bundle: &Path, member: &Path) -> Option<crate::addr::FileOffset>
 }
 
 /// A mapped single-file bundle holding an assembly `spec` names (`System.Private.CoreLib.dll`
-/// or `System.Private.CoreLib`), and its path in the bundle; `None` when no mapped bundle has
-/// one.
-fn find_bundled<'a>(
+/// or `System.Private.CoreLib`), and that assembly's entry; `None` when no mapped bundle has
+/// one. `open` says where netprobe opens each mapped file.
+pub fn find_bundled<'a>(
     images: &'a [MappedImage],
     open: &impl Fn(&MappedImage) -> PathBuf,
     spec: &str,
-) -> Option<(&'a MappedImage, String)> {
+) -> Option<(&'a MappedImage, crate::dotnet::bundle::BundleEntry)> {
     if spec.contains('/') {
         return None;
     }
@@ -241,7 +241,7 @@ fn find_bundled<'a>(
                 .manifest()
                 .entry(spec)
                 .or_else(|| bundle.manifest().entry(&format!("{spec}.dll")))?;
-            Some((img, entry.path.clone()))
+            Some((img, entry.clone()))
         })
 }
 
