@@ -161,13 +161,18 @@ pub enum ProbeAction {
 
 #[derive(clap::Args, Debug)]
 pub struct SymbolsArgs {
-    /// ELF executable or library, or .NET assembly.
+    /// ELF executable or library, .NET assembly, .NET single-file bundle, or an assembly inside a
+    /// bundle named as BUNDLE/NAME.dll.
     pub file: PathBuf,
     /// Only names matching this (exact name, glob like 'main*', or Type::Method).
     pub pattern: Option<String>,
     /// One JSON object per line instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// For a .NET single-file bundle: list the bundled files (offset, size, compressed size,
+    /// type, whether probe-able) instead of functions.
+    #[arg(long)]
+    pub files: bool,
 }
 
 #[derive(clap::Args, Debug)]

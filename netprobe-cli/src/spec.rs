@@ -265,6 +265,8 @@ pub fn resolve(spec: &ProbeSpec, targeting: &Targeting) -> Result<Vec<Location>>
                 None => exe.clone(),
                 Some(i) if Some(std::ffi::OsStr::new(i)) == exe.file_name() => exe.clone(),
                 Some(i) if i.contains('/') => absolute(i)?,
+                // An assembly inside the command's single-file bundle.
+                Some(i) if bundled_in(exe, i).is_some() => bundled_in(exe, i).unwrap_or_default(),
                 Some(i) => {
                     return Err(bad(
                         &spec.text,
@@ -294,9 +296,26 @@ pub fn resolve(spec: &ProbeSpec, targeting: &Targeting) -> Result<Vec<Location>>
     Ok(out)
 }
 
+/// `image` made absolute with symbolic links resolved; a path naming an assembly inside a .NET
+/// single-file bundle (`./app/System.Private.CoreLib.dll`) keeps its bundled part.
 fn absolute(image: &str) -> Result<PathBuf> {
-    std::fs::canonicalize(image)
-        .map_err(|e| Error::Core(netprobe_core::Error::io(Path::new(image), e)))
+    std::fs::canonicalize(image).or_else(
+        |e| match netprobe_core::dotnet::bundle::split_member_path(Path::new(image)) {
+            Some((bundle, member)) => std::fs::canonicalize(&bundle)
+                .map(|b| b.join(member))
+                .map_err(|e| Error::Core(netprobe_core::Error::io(&bundle, e))),
+            None => Err(Error::Core(netprobe_core::Error::io(Path::new(image), e))),
+        },
+    )
+}
+
+/// The member path of the assembly `name` (`System.Private.CoreLib.dll`, or without `.dll`)
+/// inside `exe` when `exe` is a .NET single-file bundle that holds it.
+fn bundled_in(exe: &Path, name: &str) -> Option<PathBuf> {
+    let bundle = netprobe_core::dotnet::bundle::Bundle::open(exe).ok()??;
+    let m = bundle.manifest();
+    let entry = m.entry(name).or_else(|| m.entry(&format!("{name}.dll")))?;
+    Some(bundle.member_path(entry))
 }
 
 fn offset_location(image: &Path, probe_path: &Path, off: FileOffset) -> Location {

@@ -129,6 +129,8 @@ fn errors_are_one_line_with_cause_and_fix() {
     assert!(e.contains("/nonexistent/x"), "{e}");
     let e = fails(&["symbols", bin, "foo["]);
     assert!(e.contains("unclosed '['"), "{e}");
+    let e = fails(&["symbols", bin, "--files"]);
+    assert!(e.contains("is not a .NET single-file bundle"), "{e}");
     // pid_max is at most 2^22: this pid never exists.
     let e = fails(&["offsets", "4999999", "libc.so.6"]);
     assert!(e.contains("no process with pid 4999999"), "{e}");

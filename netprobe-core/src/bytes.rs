@@ -31,6 +31,36 @@ impl FileBytes {
             .map(FileBytes::Owned)
             .map_err(|e| Error::io(path, e))
     }
+
+    /// Maps `len` bytes of `path` from `offset` (a bundled file inside a single-file bundle),
+    /// read-only and without copying. [`Error::Malformed`] when the range is not inside the
+    /// file; I/O errors as [`FileBytes::open`].
+    pub fn open_range(path: &Path, offset: u64, len: u64) -> Result<FileBytes> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        if offset.checked_add(len).is_none_or(|end| end > file_len) {
+            return Err(Error::malformed(
+                path,
+                format!("{len} bytes at {offset:#x} lie past the end of the file"),
+            ));
+        }
+        let len_usize = usize::try_from(len)
+            .map_err(|_| Error::malformed(path, format!("{len} bytes do not fit in memory")))?;
+        if len_usize == 0 {
+            return Ok(FileBytes::Owned(Vec::new()));
+        }
+        // SAFETY: read-only private mapping of a range of a regular file checked to lie inside
+        // it (memmap2 aligns the offset to a page and hides the difference); same truncation
+        // caveat as `open`.
+        unsafe {
+            memmap2::MmapOptions::new()
+                .offset(offset)
+                .len(len_usize)
+                .map(&file)
+        }
+        .map(FileBytes::Mapped)
+        .map_err(|e| Error::io(path, e))
+    }
 }
 
 impl Deref for FileBytes {

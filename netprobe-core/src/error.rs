@@ -56,6 +56,14 @@ pub enum Error {
         why: String,
     },
 
+    #[error("no function matches '{pattern}' in {image}, and {note}")]
+    NoMatchInBundle {
+        pattern: String,
+        image: String,
+        /// Why methods of the bundle cannot be listed (compressed assemblies).
+        note: String,
+    },
+
     #[error("refusing to probe {name} in {image}: the PE headers put it at file offset {file_offset} but the live maps put it at {}; the image may be mapped in an unexpected layout, report this with /proc/PID/maps", .live.map_or_else(|| "no executable mapping".to_string(), |o| o.to_string()))]
     OffsetMismatch {
         name: String,
@@ -87,11 +95,28 @@ pub enum Error {
     #[error("{} is a composite ReadyToRun image of {components} assemblies: netprobe does not resolve composite images yet; list a component assembly's methods from a non-composite build (publish without -p:PublishReadyToRunComposite=true)", .path.display())]
     CompositeImage { path: PathBuf, components: u32 },
 
-    #[error("{} has ReadyToRun format {major}.{minor}, which netprobe does not know: use a netprobe release that supports this .NET version", .path.display())]
+    #[error("{} has ReadyToRun format {major}.{minor}, which netprobe does not know (it reads formats {}.x to {}.x, which .NET Core 2.1 to .NET 10 write): use a netprobe release that supports this .NET version", .path.display(), crate::dotnet::r2r::parser::MIN_MAJOR, crate::dotnet::r2r::parser::MAX_MAJOR)]
     UnsupportedR2rVersion {
         path: PathBuf,
         major: u16,
         minor: u16,
+    },
+
+    #[error("{entry} is stored compressed in the .NET single-file bundle {}: the runtime decompresses it into anonymous memory, where no file backs its code and uprobes cannot reach it; republish with `dotnet publish -p:PublishSingleFile=true -p:EnableCompressionInSingleFile=false` (then the runtime maps it from the bundle and netprobe probes it there)", .bundle.display())]
+    CompressedBundleEntry { bundle: PathBuf, entry: String },
+
+    #[error("{entry} is extracted from the .NET single-file bundle {} to disk before it is used (native libraries, and every file of .NET Core 3.x or IncludeAllContentForSelfExtract bundles): probe the extracted copy under $DOTNET_BUNDLE_EXTRACT_BASE_DIR or ~/.net/<app>/{bundle_id}/", .bundle.display())]
+    ExtractedBundleEntry {
+        bundle: PathBuf,
+        entry: String,
+        bundle_id: String,
+    },
+
+    #[error("{entry} is not in the .NET single-file bundle {}{}: list its files with `netprobe symbols {}`", .bundle.display(), similar_suffix(.similar), .bundle.display())]
+    NotInBundle {
+        bundle: PathBuf,
+        entry: String,
+        similar: Vec<String>,
     },
 
     #[error("{0}")]

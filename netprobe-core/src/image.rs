@@ -4,12 +4,14 @@
 //! `e_ident`) or `MZ` (PE/COFF: the DOS stub that every PE file, .NET assemblies included, starts
 //! with).
 
+use crate::addr::FileOffset;
 use crate::bytes::FileBytes;
+use crate::dotnet::bundle::Bundle;
 use crate::elf::ElfFile;
 use crate::error::{Error, Result};
 use crate::symbol::{Symbol, SymbolSource};
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The object-file formats netprobe reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -41,7 +43,17 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
 /// PE files the .NET-specific errors (IL-only assembly: not probe-able). A Go table that cannot be
 /// read leaves the ELF tables as the only source.
 pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
-    let bytes = FileBytes::open(path)?;
+    let bytes = match FileBytes::open(path) {
+        Ok(b) => b,
+        // An assembly inside a single-file bundle, named as a file in a folder named after the
+        // bundle (`./app/System.Private.CoreLib.dll`).
+        Err(e) => {
+            return match crate::dotnet::bundle::open_member(path)? {
+                Some(asm) => asm.symbols(),
+                None => Err(e),
+            }
+        }
+    };
     match sniff(&bytes) {
         Some(ImageFormat::Elf) => {
             let go = match crate::golang::GoBinary::parse(path, &bytes) {
@@ -67,4 +79,92 @@ pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
             path: path.to_path_buf(),
         }),
     }
+}
+
+/// The symbols of one image inside a file: the file itself, or an assembly bundled in it.
+#[derive(Debug)]
+pub struct ImageSymbols {
+    /// The image's name: the file's path, or for a bundled assembly its member path
+    /// (`BUNDLE/System.Private.CoreLib.dll`).
+    pub image: PathBuf,
+    /// Where the image's bytes start in the file: 0, or a bundled assembly's entry offset.
+    pub file_base: FileOffset,
+    /// As [`load_symbols`] gives them; file offsets are offsets in the file (bundle) itself.
+    pub symbols: Vec<Symbol>,
+}
+
+/// Every image a file holds with its symbols: the file itself ([`load_symbols`]), and for a
+/// .NET single-file bundle also each assembly the runtime maps from it
+/// ([`crate::dotnet::bundle::Placement::Mapped`]) that has ReadyToRun code. IL-only and
+/// unreadable bundled assemblies are left out (their methods cannot be probed);
+/// [`bundle_notes`] says what is left out and why.
+pub fn load_image_symbols(path: &Path) -> Result<Vec<ImageSymbols>> {
+    let mut out = vec![ImageSymbols {
+        image: path.to_path_buf(),
+        file_base: FileOffset(0),
+        symbols: load_symbols(path)?,
+    }];
+    // A bundled assembly named as `BUNDLE/NAME.dll` is one image already.
+    let member = crate::dotnet::bundle::split_member_path(path).is_some();
+    if let Some(bundle) = (!member).then(|| Bundle::open(path)).transpose()?.flatten() {
+        for (entry, asm) in bundle.mapped_assemblies() {
+            let Ok(asm) = asm else { continue };
+            let Ok(symbols) = asm.symbols() else { continue };
+            out.push(ImageSymbols {
+                image: bundle.member_path(entry),
+                file_base: entry.offset,
+                symbols,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// What a user must know about the assemblies of the bundle at `path` that netprobe cannot
+/// probe in it (one line each): compressed ones, and components of a composite ReadyToRun image
+/// (`PublishReadyToRunComposite`, whose code netprobe does not resolve). Empty for a file that
+/// is no bundle or whose assemblies are all probe-able or IL-only.
+pub fn bundle_notes(path: &Path) -> Vec<String> {
+    let Ok(Some(bundle)) = Bundle::open(path) else {
+        return Vec::new();
+    };
+    let compressed = bundle.compressed_assemblies();
+    let mut notes = Vec::new();
+    if let Some(first) = compressed.first() {
+        notes.push(compressed_note(&bundle, first, compressed.len()));
+    }
+    let composite: Vec<String> = bundle
+        .mapped_assemblies()
+        .into_iter()
+        .filter_map(|(_, a)| match a {
+            Err(e @ (Error::CompositeComponent { .. } | Error::CompositeImage { .. })) => {
+                Some(e.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    if let Some(first) = composite.first() {
+        notes.push(match composite.len() {
+            1 => first.clone(),
+            n => format!("{first} (and {} more bundled assemblies like it)", n - 1),
+        });
+    }
+    notes
+}
+
+/// The note for `count` compressed assemblies of `bundle`, `first` named.
+fn compressed_note(
+    bundle: &Bundle,
+    first: &crate::dotnet::bundle::BundleEntry,
+    count: usize,
+) -> String {
+    let others = match count {
+        0 | 1 => String::new(),
+        n => format!(" and {} other assemblies", n - 1),
+    };
+    format!(
+        "{}{others} are stored compressed in the .NET single-file bundle {}: the runtime decompresses them into anonymous memory, where no file backs their code and uprobes cannot reach it; republish with `dotnet publish -p:PublishSingleFile=true -p:EnableCompressionInSingleFile=false` to probe them",
+        first.path,
+        bundle.path().display()
+    )
 }

@@ -94,16 +94,33 @@ impl MappedImage {
     /// Returns `None` when no mapping qualifies (then the image base cannot be known from the maps
     /// alone).
     pub fn image_base_for(&self, exec: &MapsEntry) -> Option<ImageBase> {
+        self.image_base_at(exec, FileOffset(0))
+    }
+
+    /// [`image_base_for`](Self::image_base_for) for an image whose byte 0 lies at `image_start`
+    /// in the mapped file: an assembly inside a .NET single-file bundle, mapped from the bundle
+    /// at its entry's offset. The runtime's PAL maps such an image's headers from the page that
+    /// holds `image_start`, at the start of the image's reservation plus `image_start`'s offset
+    /// within its page (`MAPMapPEFile`, `src/coreclr/pal/src/map/map.cpp`), so the image base is
+    /// that header mapping's start plus `image_start - map.offset`. Same conditions as above,
+    /// with "at file offset 0" read as "holds file offset `image_start`". For `image_start` 0
+    /// this is exactly [`image_base_for`](Self::image_base_for).
+    pub fn image_base_at(&self, exec: &MapsEntry, image_start: FileOffset) -> Option<ImageBase> {
         let candidates = || {
             self.mappings.iter().filter(|m| {
-                m.offset == 0 && !m.perms.shared && !m.perms.write && m.start <= exec.start
+                m.offset <= image_start.0
+                    && image_start.0 - m.offset < m.len()
+                    && !m.perms.shared
+                    && !m.perms.write
+                    && m.start <= exec.start
             })
         };
+        let base = |m: &MapsEntry| m.start + (image_start.0 - m.offset);
         candidates()
             .filter(|m| !m.perms.exec)
-            .map(|m| m.start)
+            .map(base)
             .max()
-            .or_else(|| candidates().map(|m| m.start).max())
+            .or_else(|| candidates().map(base).max())
             .map(ImageBase)
     }
 
@@ -150,8 +167,18 @@ pub fn rva_to_file_offset(
     image: &MappedImage,
     rva: crate::addr::Rva,
 ) -> Option<(FileOffset, RuntimeAddr)> {
+    rva_to_file_offset_at(image, rva, FileOffset(0))
+}
+
+/// [`rva_to_file_offset`] for an image whose byte 0 lies at `image_start` in the mapped file
+/// (a bundled assembly; see [`MappedImage::image_base_at`]).
+pub fn rva_to_file_offset_at(
+    image: &MappedImage,
+    rva: crate::addr::Rva,
+    image_start: FileOffset,
+) -> Option<(FileOffset, RuntimeAddr)> {
     for exec in image.exec_mappings() {
-        let Some(base) = image.image_base_for(exec) else {
+        let Some(base) = image.image_base_at(exec, image_start) else {
             continue;
         };
         let addr = RuntimeAddr(base.0.checked_add(rva.0)?);

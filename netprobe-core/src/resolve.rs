@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::image;
 use crate::maps::MapsEntry;
 use crate::matching::Pattern;
-use crate::normalize::{rva_to_file_offset, MappedImage};
+use crate::normalize::{rva_to_file_offset_at, MappedImage};
 use crate::process::Process;
 use crate::symbol::{Address, Symbol};
 use serde::Serialize;
@@ -38,38 +38,79 @@ fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> std::result::Result<S::Ok, 
 ///
 /// Errors: [`Error::NoMatch`] with the nearest names when nothing matches; the file's own errors
 /// ([`Error::NotAnObjectFile`], [`Error::Malformed`], I/O).
+///
+/// A .NET single-file bundle is searched in its own symbols and in every assembly the runtime
+/// maps from it ([`image::load_image_symbols`]); a bundled method's target names the assembly as
+/// `BUNDLE/ASSEMBLY` in `image`, and the bundle in `probe_path` with the offset in the bundle.
+/// A path naming a bundled assembly (`BUNDLE/System.Private.CoreLib.dll`) searches only it.
 pub fn resolve_file(path: &Path, pattern: &str) -> Result<Vec<ProbeTarget>> {
     let pattern = Pattern::parse(pattern)?;
-    let symbols = image::load_symbols(path)?;
-    let targets: Vec<ProbeTarget> = pattern
-        .select(&symbols)
-        .into_iter()
-        .filter_map(|s| {
-            Some(ProbeTarget {
+    let (probe_path, images) = match crate::dotnet::bundle::split_member_path(path) {
+        Some((bundle, _)) => (
+            bundle,
+            vec![image::ImageSymbols {
                 image: path.to_path_buf(),
-                probe_path: path.to_path_buf(),
+                file_base: crate::addr::FileOffset(0),
+                symbols: image::load_symbols(path)?,
+            }],
+        ),
+        None => (path.to_path_buf(), image::load_image_symbols(path)?),
+    };
+    let mut targets = Vec::new();
+    for img in &images {
+        targets.extend(pattern.select(&img.symbols).into_iter().filter_map(|s| {
+            Some(ProbeTarget {
+                image: img.image.clone(),
+                probe_path: probe_path.clone(),
                 file_offset: s.file_offset?,
                 symbol: s.clone(),
                 runtime_addr: None,
             })
-        })
-        .collect();
+        }));
+    }
     if targets.is_empty() {
         // Selected, but nothing has a file offset: say why rather than "no match".
-        let selected: Vec<Symbol> = pattern.select(&symbols).into_iter().cloned().collect();
-        if let Some((s, Some(why))) = selected.first().map(|s| {
-            let why = crate::probe_safety::missing_offset_reasons(path, std::slice::from_ref(s));
-            (s, why.into_iter().next().flatten())
-        }) {
-            return Err(Error::NoFileOffset {
-                name: s.name.clone(),
-                image: path.display().to_string(),
-                why,
-            });
+        let offsetless = images.iter().find_map(|img| {
+            let s = pattern
+                .select(&img.symbols)
+                .into_iter()
+                .find(|s| s.file_offset.is_none())?;
+            Some((s.clone(), img.image.clone()))
+        });
+        if let Some(e) = offsetless.and_then(|(s, img)| no_file_offset(s, &img)) {
+            return Err(e);
         }
-        return Err(no_match(&pattern, &path.display().to_string(), &symbols));
+        let all: Vec<Symbol> = images.into_iter().flat_map(|i| i.symbols).collect();
+        return Err(no_match_in(&pattern, path, &all));
     }
     Ok(targets)
+}
+
+/// [`Error::NoMatch`], or for a bundle with compressed assemblies [`Error::NoMatchInBundle`]
+/// (the method may well be in one of them).
+fn no_match_in(pattern: &Pattern, path: &Path, symbols: &[Symbol]) -> Error {
+    match image::bundle_notes(path).into_iter().next() {
+        Some(note) => Error::NoMatchInBundle {
+            pattern: pattern.as_str().to_string(),
+            image: path.display().to_string(),
+            note,
+        },
+        None => no_match(pattern, &path.display().to_string(), symbols),
+    }
+}
+
+/// [`Error::NoFileOffset`] for `s`, read from `path`, when the file's headers say why it has no
+/// file offset; `None` when they do not.
+fn no_file_offset(s: Symbol, path: &Path) -> Option<Error> {
+    let why = crate::probe_safety::missing_offset_reasons(path, std::slice::from_ref(&s))
+        .into_iter()
+        .next()
+        .flatten()?;
+    Some(Error::NoFileOffset {
+        name: s.name,
+        image: path.display().to_string(),
+        why,
+    })
 }
 
 fn no_match(pattern: &Pattern, image: &str, symbols: &[Symbol]) -> Error {
@@ -110,12 +151,22 @@ pub fn resolve_in_maps(
 ) -> Result<Vec<ProbeTarget>> {
     let pattern = Pattern::parse(pattern)?;
     let images = MappedImage::group(maps);
-    let (candidates, explicit) = match image {
-        Some(spec) => (vec![find_image(pid, &images, spec)?], true),
+    // Each candidate: a mapped file, and for an assembly inside a mapped single-file bundle
+    // its path in the bundle.
+    let (candidates, explicit): (Vec<(&MappedImage, Option<String>)>, bool) = match image {
+        Some(spec) => match find_image(pid, &images, spec) {
+            Ok(img) => (vec![(img, None)], true),
+            Err(e @ Error::ImageNotMapped { .. }) => match find_bundled(&images, &open, spec) {
+                Some((img, entry)) => (vec![(img, Some(entry.path))], true),
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        },
         None => (
             images
                 .iter()
                 .filter(|i| i.exec_mappings().next().is_some())
+                .map(|i| (i, None))
                 .collect(),
             false,
         ),
@@ -124,7 +175,8 @@ pub fn resolve_in_maps(
     let mut seen: Vec<Symbol> = Vec::new();
     // The first selected symbol without a file offset, and where it was read.
     let mut offsetless: Option<(Symbol, PathBuf)> = None;
-    for img in candidates {
+    let mut searched: Vec<PathBuf> = Vec::new();
+    for (img, entry) in candidates {
         if img.exec_mappings().next().is_none() {
             return Err(Error::NoExecutableMapping {
                 pid,
@@ -132,37 +184,102 @@ pub fn resolve_in_maps(
             });
         }
         let open_path = open(img);
-        let symbols = match image::load_symbols(&open_path) {
+        let loaded = match &entry {
+            Some(e) => {
+                let member = open_path.join(e);
+                let file_base = bundled_base(&open_path, &member).unwrap_or_default();
+                image::load_symbols(&member).map(|symbols| {
+                    vec![image::ImageSymbols {
+                        image: member,
+                        file_base,
+                        symbols,
+                    }]
+                })
+            }
+            None => image::load_image_symbols(&open_path),
+        };
+        let loaded = match loaded {
             Ok(s) => s,
             // Searching every mapped file: one unreadable or non-ELF file is no reason to fail.
             Err(_) if !explicit => continue,
             Err(e) => return Err(e),
         };
-        let selected = pattern.select(&symbols);
-        if offsetless.is_none() {
-            offsetless = selected
-                .iter()
-                .find(|s| s.file_offset.is_none())
-                .map(|s| ((*s).clone(), open_path.clone()));
+        searched.push(open_path.clone());
+        for part in loaded {
+            let name = if part.image == open_path {
+                img.path.clone()
+            } else {
+                part.image.clone()
+            };
+            let selected = pattern.select(&part.symbols);
+            if offsetless.is_none() {
+                offsetless = selected
+                    .iter()
+                    .find(|s| s.file_offset.is_none())
+                    .map(|s| ((*s).clone(), part.image.clone()));
+            }
+            targets.extend(place_symbols_at(
+                img,
+                &open_path,
+                &name,
+                part.file_base,
+                selected,
+            )?);
+            seen.extend(part.symbols);
         }
-        targets.extend(place_symbols(img, &open_path, selected)?);
-        seen.extend(symbols);
     }
     if targets.is_empty() {
-        if let Some((s, path)) = offsetless {
-            let why = crate::probe_safety::missing_offset_reasons(&path, std::slice::from_ref(&s));
-            if let Some(Some(why)) = why.into_iter().next() {
-                return Err(Error::NoFileOffset {
-                    name: s.name,
-                    image: path.display().to_string(),
-                    why,
-                });
-            }
+        if let Some(e) = offsetless.and_then(|(s, path)| no_file_offset(s, &path)) {
+            return Err(e);
         }
         let where_ = image.map_or_else(|| format!("process {pid}"), str::to_string);
+        // A single-file bundle among the searched files may explain why (compressed assemblies).
+        let note = searched
+            .iter()
+            .find_map(|p| image::bundle_notes(p).into_iter().next());
+        if let Some(note) = note {
+            return Err(Error::NoMatchInBundle {
+                pattern: pattern.as_str().to_string(),
+                image: where_,
+                note,
+            });
+        }
         return Err(no_match(&pattern, &where_, &seen));
     }
     Ok(targets)
+}
+
+/// The entry offset of the bundled assembly `member` inside the bundle `bundle` (opened at
+/// `bundle`); `None` when `member` is not a mapped assembly of it.
+fn bundled_base(bundle: &Path, member: &Path) -> Option<crate::addr::FileOffset> {
+    let rel = member.strip_prefix(bundle).ok()?;
+    let b = crate::dotnet::bundle::Bundle::open(bundle).ok()??;
+    let e = b.entry(&rel.to_string_lossy()).ok()?;
+    Some(e.offset)
+}
+
+/// A mapped single-file bundle holding an assembly `spec` names (`System.Private.CoreLib.dll`
+/// or `System.Private.CoreLib`), and that assembly's entry; `None` when no mapped bundle has
+/// one. `open` says where netprobe opens each mapped file.
+pub fn find_bundled<'a>(
+    images: &'a [MappedImage],
+    open: &impl Fn(&MappedImage) -> PathBuf,
+    spec: &str,
+) -> Option<(&'a MappedImage, crate::dotnet::bundle::BundleEntry)> {
+    if spec.contains('/') {
+        return None;
+    }
+    images
+        .iter()
+        .filter(|i| i.exec_mappings().next().is_some())
+        .find_map(|img| {
+            let bundle = crate::dotnet::bundle::Bundle::open(open(img)).ok()??;
+            let entry = bundle
+                .manifest()
+                .entry(spec)
+                .or_else(|| bundle.manifest().entry(&format!("{spec}.dll")))?;
+            Some((img, entry.clone()))
+        })
 }
 
 /// Places symbols of one mapped image: each must have a file offset that is mapped executable
@@ -173,6 +290,26 @@ pub fn place_symbols<'a>(
     probe_path: &Path,
     symbols: impl IntoIterator<Item = &'a Symbol>,
 ) -> Result<Vec<ProbeTarget>> {
+    place_symbols_at(
+        img,
+        probe_path,
+        &img.path,
+        crate::addr::FileOffset(0),
+        symbols,
+    )
+}
+
+/// [`place_symbols`] for the image whose byte 0 lies at `file_base` in the mapped file (a
+/// bundled assembly: its entry offset in the single-file bundle; 0 otherwise), named `image`
+/// in the targets. An RVA is checked against the live maps from that image's own base
+/// ([`rva_to_file_offset_at`]).
+pub fn place_symbols_at<'a>(
+    img: &MappedImage,
+    probe_path: &Path,
+    image: &Path,
+    file_base: crate::addr::FileOffset,
+    symbols: impl IntoIterator<Item = &'a Symbol>,
+) -> Result<Vec<ProbeTarget>> {
     let mut out = Vec::new();
     for s in symbols {
         let Some(off) = s.file_offset else { continue };
@@ -180,18 +317,18 @@ pub fn place_symbols<'a>(
             continue;
         };
         if let Address::Rva(rva) = s.address {
-            let live = rva_to_file_offset(img, rva).map(|(o, _)| o);
+            let live = rva_to_file_offset_at(img, rva, file_base).map(|(o, _)| o);
             if live != Some(off) {
                 return Err(Error::OffsetMismatch {
                     name: s.name.clone(),
-                    image: img.path.display().to_string(),
+                    image: image.display().to_string(),
                     file_offset: off,
                     live,
                 });
             }
         }
         out.push(ProbeTarget {
-            image: img.path.clone(),
+            image: image.to_path_buf(),
             probe_path: probe_path.to_path_buf(),
             file_offset: off,
             symbol: s.clone(),

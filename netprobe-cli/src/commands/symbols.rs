@@ -1,24 +1,24 @@
 //! `netprobe symbols FILE [PATTERN]`: every function/method with address, size and file offset.
+//!
+//! A .NET single-file bundle lists its own (app host) functions, then the methods of every
+//! assembly the runtime maps from it, one group per assembly under a `# NAME` line (file offsets
+//! are offsets in the bundle: what a uprobe on the bundle needs). `--files` lists the bundled
+//! files instead.
+//!
 //! A function without a file offset always says why: a numbered footnote in the table
 //! (`-[1]`), a `no_file_offset` field in JSON
 //! ([`netprobe_core::probe_safety::missing_offset_reasons`]).
 
 use crate::cli::SymbolsArgs;
 use crate::output::Out;
+use netprobe_core::dotnet::bundle::{Bundle, Placement};
 use netprobe_core::matching::Pattern;
 use netprobe_core::probe_safety::missing_offset_reasons;
 use netprobe_core::symbol::{Symbol, SymbolKind};
 use netprobe_core::{image, Error};
+use serde::Serialize;
+use std::path::Path;
 use std::process::ExitCode;
-
-/// A symbol as `--json` prints it: the symbol's fields, and why it has no file offset.
-#[derive(serde::Serialize)]
-struct Row<'a> {
-    #[serde(flatten)]
-    symbol: &'a Symbol,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    no_file_offset: Option<&'a str>,
-}
 
 /// Number of hex digits of `v` (at least 1).
 fn hex_len(v: u64) -> usize {
@@ -35,39 +35,160 @@ pub fn kind_label(k: SymbolKind) -> &'static str {
     }
 }
 
+/// One symbol of a listing in JSON, with the image it belongs to when the file holds several
+/// (a bundled assembly's member path).
+#[derive(Serialize)]
+struct JsonSymbol<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image: Option<String>,
+    #[serde(flatten)]
+    symbol: &'a Symbol,
+    /// Why the symbol has no file offset, when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_file_offset: Option<&'a str>,
+}
+
 pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
-    let mut symbols = image::load_symbols(&args.file)?;
+    if args.files {
+        return list_files(&args.file, args.json);
+    }
+    let mut groups = image::load_image_symbols(&args.file)?;
+    let notes = image::bundle_notes(&args.file);
     if let Some(p) = &args.pattern {
         let pattern = Pattern::parse(p)?;
-        let selected: Vec<Symbol> = pattern.select(&symbols).into_iter().cloned().collect();
-        if selected.is_empty() {
+        for g in &mut groups {
+            g.symbols = pattern.select(&g.symbols).into_iter().cloned().collect();
+        }
+        if groups.iter().all(|g| g.symbols.is_empty()) {
+            if let Some(note) = notes.into_iter().next() {
+                return Err(Error::NoMatchInBundle {
+                    pattern: p.clone(),
+                    image: args.file.display().to_string(),
+                    note,
+                }
+                .into());
+            }
+            let all = image::load_image_symbols(&args.file)?;
+            let every: Vec<Symbol> = all.into_iter().flat_map(|g| g.symbols).collect();
             return Err(Error::NoMatch {
                 pattern: p.clone(),
                 image: args.file.display().to_string(),
-                nearest: pattern.nearest(&symbols, 5),
+                nearest: pattern.nearest(&every, 5),
             }
             .into());
         }
-        symbols = selected;
     }
-    symbols.sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
-    let reasons = missing_offset_reasons(&args.file, &symbols);
+    let several = groups.len() > 1;
     let mut out = Out::new();
-    if args.json {
-        for (s, why) in symbols.iter().zip(&reasons) {
-            out.json(&Row {
-                symbol: s,
-                no_file_offset: why.as_deref(),
-            })?;
-        }
-    } else {
-        // Footnotes for missing offsets, numbered in order of first appearance.
-        let mut notes: Vec<&str> = Vec::new();
+    // Footnotes for missing offsets, numbered in order of first appearance over all groups.
+    let mut footnotes: Vec<String> = Vec::new();
+    if !args.json {
         out.line(&format!(
             "{:>18} {:>9} {:>12}  {:<6}  {:<9}  NAME",
             "ADDRESS", "SIZE", "FILE_OFFSET", "KIND", "SOURCE"
         ))?;
-        for (s, why) in symbols.iter().zip(&reasons) {
+    }
+    for (i, g) in groups.iter_mut().enumerate() {
+        if g.symbols.is_empty() {
+            continue;
+        }
+        g.symbols
+            .sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
+        let member = (i > 0).then(|| g.image.display().to_string());
+        let reasons = missing_offset_reasons(&args.file, &g.symbols);
+        if args.json {
+            for (s, why) in g.symbols.iter().zip(&reasons) {
+                out.json(&JsonSymbol {
+                    image: member.clone(),
+                    symbol: s,
+                    no_file_offset: why.as_deref(),
+                })?;
+            }
+            continue;
+        }
+        if several && i > 0 {
+            out.line(&format!(
+                "# {} (bundled at file offset {}; addresses are RVAs in it, file offsets are in the bundle)",
+                g.image.display(),
+                g.file_base
+            ))?;
+        }
+        write_table(&mut out, &g.symbols, &reasons, &mut footnotes)?;
+    }
+    for (i, why) in footnotes.iter().enumerate() {
+        writeln!(out, "[{}] no file offset: {why}", i + 1)?;
+    }
+    out.flush()?;
+    for note in notes {
+        eprintln!("netprobe: note: {note}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--files`: the manifest of a single-file bundle, one line (or JSON object) per file.
+fn list_files(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let Some(bundle) = Bundle::open(path)? else {
+        return Err(Error::Unsupported(format!(
+            "{} is not a .NET single-file bundle (no bundle manifest): --files lists the files of a bundle",
+            path.display()
+        ))
+        .into());
+    };
+    let mut out = Out::new();
+    let h = &bundle.manifest().header;
+    if json {
+        out.json(bundle.manifest())?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    out.line(&format!(
+        "# bundle format {}.{}, id {}, {} files, manifest at {}",
+        h.major_version,
+        h.minor_version,
+        h.bundle_id,
+        bundle.entries().len(),
+        h.offset
+    ))?;
+    out.line(&format!(
+        "{:>12} {:>10} {:>10}  {:<13}  {:<11}  PATH",
+        "OFFSET", "SIZE", "COMPRESSED", "TYPE", "PROBES"
+    ))?;
+    for e in bundle.entries() {
+        let probes = match bundle.placement(e) {
+            Placement::Mapped => "in bundle",
+            Placement::Compressed => "no: deflate",
+            Placement::Extracted => "extracted",
+            Placement::Data => "-",
+        };
+        let compressed = if e.is_compressed() {
+            e.compressed_size.to_string()
+        } else {
+            "-".into()
+        };
+        out.line(&format!(
+            "{:>12} {:>10} {:>10}  {:<13}  {:<11}  {}",
+            e.offset.to_string(),
+            e.size,
+            compressed,
+            e.file_type.label(),
+            probes,
+            e.path
+        ))?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The table rows of `symbols`; a symbol without a file offset gets the number of its reason in
+/// `footnotes` (added there when new).
+fn write_table(
+    out: &mut Out,
+    symbols: &[Symbol],
+    reasons: &[Option<String>],
+    footnotes: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    {
+        for (s, why) in symbols.iter().zip(reasons) {
             let addr = s.address.value();
             // Hex columns padded by hand: `{:>#18x}` pads the digits, not the `0x`.
             write!(out, "{:>width$}0x{addr:x} ", "", width = 16 - hex_len(addr))?;
@@ -85,11 +206,11 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
                 )?,
                 None => {
                     let why = why.as_deref().unwrap_or("unknown");
-                    let n = match notes.iter().position(|w| *w == why) {
+                    let n = match footnotes.iter().position(|w| w == why) {
                         Some(i) => i + 1,
                         None => {
-                            notes.push(why);
-                            notes.len()
+                            footnotes.push(why.to_string());
+                            footnotes.len()
                         }
                     };
                     write!(out, "{:>12}", format!("-[{n}]"))?
@@ -103,10 +224,6 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
                 s.name
             )?;
         }
-        for (i, why) in notes.iter().enumerate() {
-            writeln!(out, "[{}] no file offset: {why}", i + 1)?;
-        }
     }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

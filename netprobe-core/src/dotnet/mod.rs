@@ -15,6 +15,7 @@
 //! # Ok::<(), netprobe_core::Error>(())
 //! ```
 
+pub mod bundle;
 pub(crate) mod bytes;
 pub mod metadata;
 pub mod pe;
@@ -42,6 +43,9 @@ pub struct Assembly {
     md_layout: MetadataLayout,
     enclosing: Vec<u32>,
     r2r: Option<R2rImage>,
+    /// Where the assembly's first byte lies in the file it is stored in: 0 for an assembly file,
+    /// the entry's offset for an assembly inside a single-file bundle.
+    file_base: FileOffset,
 }
 
 /// The ReadyToRun part of an assembly.
@@ -59,9 +63,19 @@ impl Assembly {
     ///
     /// Returns `Err(Error::Io/PermissionDenied)` when the file cannot be read, and the errors of
     /// [`Assembly::parse`] otherwise.
+    ///
+    /// `path` may name an assembly inside a .NET single-file bundle as if the bundle were a
+    /// folder (`./app/System.Private.CoreLib.dll`, see [`bundle::split_member_path`]); it is
+    /// then opened in place ([`bundle::Bundle::assembly`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Assembly> {
         let path = path.as_ref();
-        Assembly::from_bytes(path, FileBytes::open(path)?)
+        match FileBytes::open(path) {
+            Ok(bytes) => Assembly::from_bytes(path, bytes),
+            Err(e) => match bundle::open_member(path)? {
+                Some(asm) => Ok(asm),
+                None => Err(e),
+            },
+        }
     }
 
     /// Parses an assembly from its bytes (`path` is only used in messages).
@@ -84,6 +98,13 @@ impl Assembly {
     /// [`Assembly::parse`] over bytes already opened (mapped) with [`FileBytes::open`], e.g. by
     /// `image::load_symbols` after sniffing `MZ`. Same results as [`Assembly::parse`].
     pub fn from_bytes(path: &Path, data: FileBytes) -> Result<Assembly> {
+        Assembly::from_bytes_at(path, data, FileOffset(0))
+    }
+
+    /// [`Assembly::from_bytes`] for an assembly stored at `file_base` inside a larger file (a
+    /// single-file bundle): parsing reads `data` alone, and [`Assembly::file_base`] says where
+    /// it lies in the file.
+    pub fn from_bytes_at(path: &Path, data: FileBytes, file_base: FileOffset) -> Result<Assembly> {
         let path = path.to_path_buf();
         let bad = |what: String| Error::malformed(&path, what);
         let pe = match PeImage::parse(&data) {
@@ -123,6 +144,7 @@ impl Assembly {
             md_layout,
             enclosing,
             r2r: None,
+            file_base,
         };
         asm.r2r = asm.parse_r2r()?;
         Ok(asm)
@@ -181,7 +203,16 @@ impl Assembly {
         &self.path
     }
 
-    /// The whole file's bytes.
+    /// Where the assembly's byte 0 lies in the file that stores it: 0 for an assembly file, the
+    /// entry's offset for an assembly inside a single-file bundle. Offsets of
+    /// [`Assembly::methods`], [`Assembly::rva_to_file_offset`] and [`Assembly::bytes`] are
+    /// relative to the assembly; add this for the offset a uprobe on the storing file needs
+    /// ([`SymbolSource::symbols`] does).
+    pub fn file_base(&self) -> FileOffset {
+        self.file_base
+    }
+
+    /// The assembly's bytes (for a bundled assembly: only its own, from its entry's offset).
     pub fn bytes(&self) -> &[u8] {
         &self.data
     }
@@ -355,9 +386,11 @@ impl Assembly {
 
 impl SymbolSource for Assembly {
     /// Every precompiled method as a [`Symbol`] (`ManagedMethod`, origin `ReadyToRun`, address =
-    /// RVA, size = main body plus funclets, file offset of the entry point). `Err(IlOnly)` for an
-    /// IL-only assembly.
+    /// RVA, size = main body plus funclets, file offset of the entry point in the file that
+    /// stores the assembly: shifted by [`Assembly::file_base`]). `Err(IlOnly)` for an IL-only
+    /// assembly.
     fn symbols(&self) -> Result<Vec<Symbol>> {
+        let base = self.file_base;
         Ok(self
             .methods()?
             .into_iter()
@@ -367,7 +400,7 @@ impl SymbolSource for Assembly {
                 origin: SymbolOrigin::ReadyToRun,
                 address: Address::Rva(m.rva),
                 size: Some(m.total_size),
-                file_offset: m.file_offset,
+                file_offset: m.file_offset.and_then(|o| bundle::bundle_offset(base, o)),
             })
             .collect())
     }

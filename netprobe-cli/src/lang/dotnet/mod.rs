@@ -62,6 +62,24 @@ pub fn is_managed(loc: &Location) -> bool {
     loc.kind() == Some(SymbolKind::ManagedMethod)
 }
 
+/// The assembly a managed location's method comes from: the probed file itself, or for a
+/// method of an assembly inside a .NET single-file bundle, its member path
+/// (`BUNDLE/System.Private.CoreLib.dll`, which `Assembly::open` opens in place).
+pub fn assembly_path(loc: &Location) -> &Path {
+    if netprobe_core::dotnet::bundle::is_member_of(&loc.image, &loc.probe_path) {
+        &loc.image
+    } else {
+        &loc.probe_path
+    }
+}
+
+/// Whether a planned function is managed ReadyToRun code: its probed file is a PE image, or it
+/// is a method of an assembly inside a .NET single-file bundle (`image` is then the member path
+/// of `probe_path`, see [`assembly_path`]).
+pub fn is_managed_function(image: &Path, probe_path: &Path) -> bool {
+    is_managed_image(probe_path) || netprobe_core::dotnet::bundle::is_member_of(image, probe_path)
+}
+
 /// Whether the file at `path` is a PE image (`MZ`): a probed function there is managed
 /// ReadyToRun code. Unreadable files are not.
 pub fn is_managed_image(path: &Path) -> bool {
@@ -114,7 +132,7 @@ impl Planner {
             }
         };
         self.strip_ret = false;
-        let loaded = self.load(&loc.probe_path)?;
+        let loaded = self.load(assembly_path(loc))?;
         let (asm, methods) = (&loaded.asm, &loaded.methods);
         let sym = loc.symbol.as_ref().ok_or_else(|| bad(spec, "no symbol"))?;
         let Address::Rva(rva) = sym.address else {
@@ -134,7 +152,13 @@ impl Planner {
                     ),
                 )
             })?;
-        let start = m.file_offset.unwrap_or(loc.file_offset);
+        // Offsets in the assembly (to read its code) and in the probed file (a single-file
+        // bundle stores the assembly at `file_base`; a loose assembly file has base 0).
+        let base = asm.file_base().0;
+        let start = m
+            .file_offset
+            .unwrap_or(FileOffset(loc.file_offset.0.saturating_sub(base)));
+        let probe_start = FileOffset(start.0 + base);
         let shape_storage = shape_of(asm, m)?;
         let shape = shape_storage.shape();
         if let Some(il) = (m.entry == EntryKind::MethodDef)
@@ -184,7 +208,7 @@ impl Planner {
                 exits
                     .rets
                     .iter()
-                    .map(|r| FileOffset(start.0 + (r - m.rva.0)))
+                    .map(|r| FileOffset(probe_start.0 + (r - m.rva.0)))
                     .collect(),
             )
         } else {
@@ -209,8 +233,12 @@ impl Planner {
             name: shape.display.clone(),
             image: loc.image.clone(),
             probe_path: loc.probe_path.clone(),
-            function_offset: start,
-            entry_offsets: if wants.entry { vec![start] } else { vec![] },
+            function_offset: probe_start,
+            entry_offsets: if wants.entry {
+                vec![probe_start]
+            } else {
+                vec![]
+            },
             returns,
             convention: CallingConvention::SysV,
             args: arg_requests,

@@ -313,7 +313,13 @@ pub fn resolve(
             .as_deref()
             .is_some_and(|i| Some(std::ffi::OsStr::new(i)) == exe.file_name());
         let is_path = spec.image.as_deref().is_some_and(|i| i.contains('/'));
-        if !names_exe && !is_path {
+        // A single-file bundle holds its own assemblies: the core's resolution searches them
+        // (`netprobe_core::resolve::resolve_file`), not the folders beside it.
+        let single_file = netprobe_core::dotnet::bundle::Bundle::open(exe)
+            .ok()
+            .flatten()
+            .is_some();
+        if !names_exe && !is_path && !single_file {
             return resolve_in_command(spec, p, cmd);
         }
     }
@@ -338,6 +344,16 @@ fn mapped_assemblies(pids: &[u32], image: Option<&str>) -> Vec<PathBuf> {
             None => images.iter().collect(),
         };
         for img in chosen {
+            let bundled = bundled_assemblies(&open_path(&process, img));
+            if !bundled.is_empty() {
+                out.extend(
+                    bundled
+                        .into_iter()
+                        .filter(|p| !out.contains(p))
+                        .collect::<Vec<_>>(),
+                );
+                continue;
+            }
             let is_pe = img
                 .path
                 .extension()
@@ -362,13 +378,26 @@ fn explain_failure(e: Error, spec: &ProbeSpec, targeting: &Targeting) -> Error {
         Error::Core(netprobe_core::Error::NoMatch { .. })
             | Error::Core(netprobe_core::Error::NoExecutableMapping { .. })
     );
-    let (true, SpecTarget::Pattern(p), Targeting::Pids(pids)) = (relevant, &spec.target, targeting)
-    else {
+    let (true, SpecTarget::Pattern(p)) = (relevant, &spec.target) else {
         return e;
     };
     let Ok(pat) = Pattern::parse(p) else { return e };
-    let images = mapped_assemblies(pids, spec.image.as_deref());
+    let images = match targeting {
+        Targeting::Pids(pids) => mapped_assemblies(pids, spec.image.as_deref()),
+        // A single-file app: the assemblies inside it (its own code is usually IL-only).
+        Targeting::Command { exe } => bundled_assemblies(exe),
+        Targeting::SystemWide => return e,
+    };
     explain(&pat, &images).unwrap_or(e)
+}
+
+/// The member paths of the assemblies a .NET single-file bundle at `path` maps (empty for any
+/// other file).
+fn bundled_assemblies(path: &Path) -> Vec<PathBuf> {
+    match netprobe_core::dotnet::bundle::Bundle::open(path) {
+        Ok(Some(b)) => b.mapped_assembly_paths(),
+        _ => Vec::new(),
+    }
 }
 
 /// Why `pattern` selects no probe-able method in `assemblies` although it names a method there:

@@ -7,10 +7,16 @@ use super::types::{R2rHeader, R2rSection, RuntimeFunction, SIGNATURE};
 use crate::dotnet::bytes::{u16_at, u32_at, us};
 use crate::dotnet::pe::{PeImage, MACHINE_AMD64};
 
-/// Oldest and newest major format versions this reader knows. .NET Core 3.1 writes 3.x (crossgen),
-/// .NET 5 4.x/5.x, .NET 6 5.x/6.x, .NET 7 7.x/8.x, .NET 8 9.x (crossgen2). The pieces read here
-/// (header, RUNTIME_FUNCTIONS, METHODDEF_ENTRYPOINTS, INSTANCE_METHOD_ENTRYPOINTS) have kept
-/// their layout since 1.x; a major version above this range may have changed them.
+/// Oldest and newest major format versions this reader accepts. `src/coreclr/inc/readytorun.h`
+/// in dotnet/runtime keeps the history: 2.x (.NET Core 2.x), 3.0 changed calling conventions,
+/// 6.0 type layout, 8.0 Int128 alignment, 9.x (.NET 8) Vector512 and new helpers, 10.x (.NET 9)
+/// per-type statics, 11 and 13 GC info v4 and the funclet ABI, 12 return buffers, 14 x86
+/// funclets, 15 helper removals, 16 (.NET 10) the debug-info encoding. None of these touches
+/// what netprobe reads: the header and section list, RUNTIME_FUNCTIONS, METHODDEF_ENTRYPOINTS,
+/// INSTANCE_METHOD_ENTRYPOINTS, COMPILER_IDENTIFIER and the composite sections
+/// (`docs/design/coreclr/botr/readytorun-format.md`). Seen on real images: 3.1 (.NET Core
+/// 3.1.23 CoreLib), 9.1 (.NET 8.0.4), 10.1 (.NET 9.0.5), 16.0 (.NET 10.0.13). A major version
+/// above [`MAX_MAJOR`] may have changed them, and is refused rather than guessed at.
 pub const MIN_MAJOR: u16 = 2;
 pub const MAX_MAJOR: u16 = 16;
 

@@ -23,9 +23,13 @@ pub mod section {
     pub const HOT_COLD_MAP: u32 = 120;
 }
 
-/// `READYTORUN_FLAG_*` (readytorun-format.md, "READYTORUN_CORE_HEADER::Flags").
+/// `READYTORUN_FLAG_*` (readytorun-format.md, "READYTORUN_CORE_HEADER::Flags";
+/// `src/coreclr/inc/readytorun.h`). A composite image has no flag of its own: it is told by its
+/// `RTR_HEADER` export.
 pub mod flags {
-    pub const COMPOSITE: u32 = 0x2;
+    /// Set on most framework images (.NET 8 and 10 CoreLib: 0x4a, 0x4b); says nothing about
+    /// composite images.
+    pub const SKIP_TYPE_VALIDATION: u32 = 0x2;
     pub const COMPONENT: u32 = 0x20;
     pub const MULTIMODULE_VERSION_BUBBLE: u32 = 0x40;
 }
