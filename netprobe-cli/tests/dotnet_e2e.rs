@@ -1,5 +1,6 @@
 //! End-to-end tests of .NET tracing on the real Microsoft runtimes (.NET 8.0.4 and .NET Core
-//! 3.1.23, fetched by `sample-app/dotnet/fetch-runtimes.sh`) and the C# sample app
+//! 3.1.23, fetched by `sample-app/dotnet/fetch-runtimes.sh`; .NET 9.0.5 by
+//! `sample-app/dotnet/fetch-net9-nativeaot.sh`) and the C# sample app
 //! (`sample-app/dotnet`, built with Debian's `mcs`). Every assertion is about real kernel hits:
 //! counts equal the calls the app made (it prints them), arguments equal the values it passed.
 //!
@@ -32,6 +33,14 @@ const NET8: Runtime = Runtime {
     version: "8.0.4",
     tfm: "net8.0",
     tag: "net8",
+};
+/// .NET 9.0.5: the runtime root `sample-app/dotnet/fetch-net9-nativeaot.sh` builds from the files
+/// of a self-contained .NET 9 app (npm `@azure/mcp-linux-x64@0.5.0`).
+const NET9: Runtime = Runtime {
+    major: "9",
+    version: "9.0.5",
+    tfm: "net9.0",
+    tag: "net9",
 };
 const NET31: Runtime = Runtime {
     major: "3.1",
@@ -673,7 +682,7 @@ fn trace_text_snapshot(rt: Runtime) -> Result<(), String> {
 
 fn main() {
     let mut trials = Vec::new();
-    for rt in [NET8, NET31] {
+    for rt in [NET8, NET9, NET31] {
         let needs = rt.needs();
         let built = e2e::unmet(&needs[2..]).is_none() && build_app(rt).is_ok();
         // A failed build shows up in every trial of the runtime.
