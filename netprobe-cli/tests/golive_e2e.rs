@@ -905,6 +905,124 @@ fn nativeaot_managedcode_section() -> R {
     Ok(())
 }
 
+/// ExcelReader.Native.so (PyPI excelreader-native 7.3.0, a .NET 10 NativeAOT library, fetched by
+/// `sample-app/dotnet/fetch-net9-nativeaot.sh`).
+fn real_nativeaot_lib() -> PathBuf {
+    fixtures::cache_dir().join("nativeaot/ExcelReader.Native.so")
+}
+
+/// `symbols` on a real NativeAOT library: recognised by its module header (the note names the
+/// `RTR` header and what can be probed), and every export `nm -D` lists is there at nm's
+/// address, with the file offset of the PT_LOAD formula (program headers read by goblin).
+fn nativeaot_real_library_symbols() -> R {
+    let lib = real_nativeaot_lib();
+    let out = netprobe(&["symbols", "--json", &lib.display().to_string()])?;
+    let stderr = text(&out.stderr);
+    if !out.status.success()
+        || !stderr.contains(".NET NativeAOT image (module header 'RTR' 16.0")
+        || !stderr.contains("managed method")
+    {
+        return Err(format!("{:?}: {stderr}", out.status));
+    }
+    let ours: std::collections::HashMap<String, (u64, u64)> = json_lines(&out.stdout)
+        .iter()
+        .filter_map(|s| {
+            let hex = |v: &Json| u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok();
+            Some((
+                s["name"].as_str()?.split('@').next()?.to_string(),
+                (hex(&s["address"]["value"])?, hex(&s["file_offset"])?),
+            ))
+        })
+        .collect();
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+        .map_err(err)?;
+    let bytes = std::fs::read(&lib).map_err(err)?;
+    let elf = goblin::elf::Elf::parse(&bytes).map_err(err)?;
+    let mut checked = 0;
+    for line in text(&nm.stdout).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [addr, "T", name] = f.as_slice() else {
+            continue;
+        };
+        let addr = u64::from_str_radix(addr, 16).map_err(err)?;
+        let name = name.split('@').next().unwrap_or(name);
+        let seg = elf
+            .program_headers
+            .iter()
+            .find(|p| {
+                p.p_type == goblin::elf::program_header::PT_LOAD
+                    && addr >= p.p_vaddr
+                    && addr < p.p_vaddr + p.p_filesz
+            })
+            .ok_or_else(|| format!("no PT_LOAD holds {name}"))?;
+        let want = (addr, addr - seg.p_vaddr + seg.p_offset);
+        if ours.get(name) != Some(&want) {
+            return Err(format!(
+                "{name}: nm/PT_LOAD say {want:x?}, netprobe {:x?}",
+                ours.get(name)
+            ));
+        }
+        checked += 1;
+    }
+    if checked < 50 {
+        return Err(format!("only {checked} exports compared"));
+    }
+    Ok(())
+}
+
+/// A C host dlopens the real NativeAOT library and calls its export `xl_abi_version` 25 times:
+/// 25 entry hits by name, 25 hits of a probe by offset inside the method (its `mov %ebx,%eax`
+/// at 0x14908c, objdump), and 25 returns whose value is what the host got back.
+fn nativeaot_real_library_hits() -> R {
+    const CALLS: usize = 25;
+    let lib = real_nativeaot_lib();
+    let host = fixtures::CProgram::new("nativeaot_dlhost")
+        .flags(&["-O2", "-ldl"])
+        .build();
+    let mut w = Waiting::start(
+        Command::new(host)
+            .arg(&lib)
+            .args(["xl_abi_version", &CALLS.to_string()]),
+    )?;
+    let pid = w.pid().to_string();
+    let l = lib.display().to_string();
+    let np = Running::start(&[
+        "trace",
+        "--json",
+        "-p",
+        &pid,
+        &format!("{l}:xl_abi_version"),
+        &format!("r:{l}:xl_abi_version s32"),
+        &format!("{l}:0x14908c"),
+    ])?;
+    let done = w.go()?;
+    w.finish();
+    let (stdout, stderr) = np.wait()?;
+    let value: i64 = done
+        .trim()
+        .strip_prefix(&format!("done calls={CALLS} value="))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("host said {done:?}"))?;
+    let hits = json_lines(stdout.as_bytes());
+    let n = |event: &str, f: &str| {
+        hits.iter()
+            .filter(|h| h["event"] == event && h["function"] == f)
+            .count()
+    };
+    let returns: Vec<&Json> = hits.iter().filter(|h| h["event"] == "return").collect();
+    if n("entry", "xl_abi_version@@V1.0") != CALLS
+        || n("entry", "ExcelReader.Native.so+0x14908c") != CALLS
+        || returns.len() != CALLS
+        || returns.iter().any(|h| h["retval"] != value)
+    {
+        return Err(format!("hits {hits:?}: {stderr}"));
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dry-run snapshots
 
@@ -1117,6 +1235,16 @@ fn main() {
             "nativeaot_managedcode_section",
             &cc,
             nativeaot_managedcode_section,
+        ),
+        e2e::trial(
+            "nativeaot_real_library_symbols",
+            &[Need::Program("nm"), Need::Path(real_nativeaot_lib())],
+            nativeaot_real_library_symbols,
+        ),
+        e2e::trial(
+            "nativeaot_real_library_hits",
+            &with(&[Need::CCompiler, Need::Path(real_nativeaot_lib())]),
+            nativeaot_real_library_hits,
         ),
         e2e::trial(
             "go_dry_run_snapshots",

@@ -2,6 +2,7 @@
 
 use crate::cli::SymbolsArgs;
 use crate::output::Out;
+use netprobe_core::elf::nativeaot::NativeAotImage;
 use netprobe_core::matching::Pattern;
 use netprobe_core::symbol::{Symbol, SymbolKind};
 use netprobe_core::{image, Error};
@@ -22,8 +23,22 @@ pub fn kind_label(k: SymbolKind) -> &'static str {
     }
 }
 
+/// The NativeAOT module header of `path`, when it is a NativeAOT ELF image
+/// (`netprobe_core::elf::nativeaot`).
+pub fn nativeaot_of(path: &std::path::Path) -> Option<NativeAotImage> {
+    let file = netprobe_core::elf::ElfFile::open(path).ok()?;
+    netprobe_core::elf::nativeaot::detect(&file.view().ok()?)
+}
+
 pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
     let mut symbols = image::load_symbols(&args.file)?;
+    if let Some(aot) = nativeaot_of(&args.file) {
+        eprintln!(
+            "netprobe: note: {}: {}",
+            args.file.display(),
+            aot.describe()
+        );
+    }
     if let Some(p) = &args.pattern {
         let pattern = Pattern::parse(p)?;
         let selected: Vec<Symbol> = pattern.select(&symbols).into_iter().cloned().collect();
