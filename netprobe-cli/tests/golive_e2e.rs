@@ -905,6 +905,56 @@ fn nativeaot_managedcode_section() -> R {
     Ok(())
 }
 
+/// A C function with eight integer arguments (`fixtures/c/stackargs.c`): the 7th and 8th are
+/// on the stack at entry (System V AMD64 ABI 3.2.3) and come out equal to the values passed, for
+/// every call; a probe inside the function (not at its first byte, where the stack offset is
+/// unknown) with stack arguments is refused with the reason.
+fn c_arguments_past_six_registers() -> R {
+    const CALLS: i64 = 29;
+    let bin = fixtures::CProgram::new("stackargs").flags(&["-O2"]).build();
+    let spec = format!(
+        "{}:np_eight a=s64 b=s64 c=s64 d=s64 e=s64 f=s64 g=s64 h=s64",
+        bin.display()
+    );
+    let mut w = Waiting::start(Command::new(&bin).arg(CALLS.to_string()))?;
+    let pid = w.pid().to_string();
+    let np = Running::start(&["trace", "--json", "-p", &pid, &spec])?;
+    w.go()?;
+    w.finish();
+    let (stdout, stderr) = np.wait()?;
+    let got: Vec<Vec<i64>> = json_lines(stdout.as_bytes())
+        .iter()
+        .filter(|h| h["event"] == "entry")
+        .map(|h| {
+            ["a", "b", "c", "d", "e", "f", "g", "h"]
+                .iter()
+                .map(|k| h["args"][*k].as_i64().unwrap_or(i64::MIN))
+                .collect()
+        })
+        .collect();
+    let want: Vec<Vec<i64>> = (1..=CALLS)
+        .map(|i| vec![i, -i, 2 * i, -2 * i, 3 * i, -3 * i, 1000 + i, -1000 - i])
+        .collect();
+    if got != want {
+        return Err(format!("got {got:?}; {stderr}"));
+    }
+    // Inside the function (after its first byte the stack pointer may have moved): refused
+    // with the reason, exit status 1.
+    let inside = entry_offset(&bin, "np_eight")?.0 + 4;
+    let out = netprobe(&[
+        "trace",
+        "--dry-run",
+        &format!(
+            "{}:{inside:#x} a=s64 b=s64 c=s64 d=s64 e=s64 f=s64 g=s64",
+            bin.display()
+        ),
+    ])?;
+    if out.status.code() != Some(1) || !text(&out.stderr).contains("first byte") {
+        return Err(format!("inside: {:?} {}", out.status, text(&out.stderr)));
+    }
+    Ok(())
+}
+
 /// ExcelReader.Native.so (PyPI excelreader-native 7.3.0, a .NET 10 NativeAOT library, fetched by
 /// `sample-app/dotnet/fetch-net9-nativeaot.sh`).
 fn real_nativeaot_lib() -> PathBuf {
@@ -1235,6 +1285,11 @@ fn main() {
             "nativeaot_managedcode_section",
             &cc,
             nativeaot_managedcode_section,
+        ),
+        e2e::trial(
+            "c_arguments_past_six_registers",
+            &cc,
+            c_arguments_past_six_registers,
         ),
         e2e::trial(
             "nativeaot_real_library_symbols",
