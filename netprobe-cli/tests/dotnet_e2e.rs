@@ -391,6 +391,58 @@ fn strings_are_decoded(rt: Runtime) -> Result<(), String> {
     no_tiering_messages(&stderr)
 }
 
+/// `System.DateTime::.ctor(int32 x7)`: with `this` that is eight integer arguments, so `second`
+/// and `millisecond` are on the stack at entry (`+8(%sp)`, `+16(%sp)`, System V AMD64 ABI
+/// 3.2.3): every call hits once with all seven values the app passed.
+fn stack_arguments_are_decoded(rt: Runtime) -> Result<(), String> {
+    const CTOR: &str = "System.DateTime::.ctor(int32,int32,int32,int32,int32,int32,int32)";
+    const N: i64 = 9;
+    let (hits, stderr, app_out) = trace_app(
+        rt,
+        &["dates", "--count", &N.to_string(), "--call", "reflection"],
+        &[(rt.guard_var(), "0")],
+        &["trace", "--json", CTOR],
+    )?;
+    if !app_out.contains(&format!("done calls={N}")) {
+        return Err(format!("app: {app_out}"));
+    }
+    let names = [
+        "year",
+        "month",
+        "day",
+        "hour",
+        "minute",
+        "second",
+        "millisecond",
+    ];
+    let got: Vec<Vec<i64>> = entries(&hits, CTOR)
+        .iter()
+        .map(|h| {
+            names
+                .iter()
+                .map(|k| h["args"][*k].as_i64().unwrap_or(i64::MIN))
+                .collect()
+        })
+        .collect();
+    let want: Vec<Vec<i64>> = (1..=N)
+        .map(|i| {
+            vec![
+                2000 + i,
+                1 + i % 12,
+                1 + i % 28,
+                i % 24,
+                i % 60,
+                (7 * i) % 60,
+                (13 * i) % 1000,
+            ]
+        })
+        .collect();
+    if got != want {
+        return Err(format!("got {got:?}, want {want:?}; {stderr}"));
+    }
+    Ok(())
+}
+
 /// Default settings: the warning names the variable this runtime reads, and once the runtime
 /// swaps in tier-1 code (hits stop while the app keeps calling) netprobe says so, once.
 fn default_tiering_warns_and_says_hits_stopped(rt: Runtime) -> Result<(), String> {
@@ -790,6 +842,11 @@ fn main() {
                 &needs,
             ),
             t("strings_are_decoded", strings_are_decoded, &needs),
+            t(
+                "stack_arguments_are_decoded",
+                stack_arguments_are_decoded,
+                &needs,
+            ),
             t(
                 "default_tiering_warns_and_says_hits_stopped",
                 default_tiering_warns_and_says_hits_stopped,
