@@ -89,7 +89,7 @@ pub fn detect(view: &ElfView<'_>) -> Option<NativeAotImage> {
         .0
         .iter()
         .find(|s| s.contains_file_backed(crate::addr::VirtAddr(header_vaddr)))
-        .map(|s| header_vaddr - s.vaddr + s.offset)?;
+        .and_then(|s| (header_vaddr - s.vaddr).checked_add(s.offset))?;
     let at = usize::try_from(at).ok()?;
     if u32_at(view.bytes, at)? != RTR_SIGNATURE {
         return None;
@@ -101,9 +101,9 @@ pub fn detect(view: &ElfView<'_>) -> Option<NativeAotImage> {
         .map(|sh| (sh.sh_addr, sh.sh_addr.saturating_add(sh.sh_size)));
     Some(NativeAotImage {
         header_vaddr,
-        major_version: u16_at(view.bytes, at + 4)?,
-        minor_version: u16_at(view.bytes, at + 6)?,
-        number_of_sections: u16_at(view.bytes, at + 12)?,
+        major_version: u16_at(view.bytes, at.checked_add(4)?)?,
+        minor_version: u16_at(view.bytes, at.checked_add(6)?)?,
+        number_of_sections: u16_at(view.bytes, at.checked_add(12)?)?,
         managed_code,
     })
 }
@@ -127,7 +127,80 @@ mod tests {
     use super::*;
     use std::path::Path;
 
+    /// A minimal 64-bit ELF: one PT_LOAD over the whole file, a `__modules` section at 0x100
+    /// whose pointer (0x140) leads to an `RTR` header 16.0 with 34 sections, `.shstrtab`.
+    fn tiny_nativeaot_elf() -> Vec<u8> {
+        let mut b = vec![0u8; 0x2c0];
+        let put = |b: &mut Vec<u8>, at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+        put(&mut b, 0, b"\x7fELF\x02\x01\x01");
+        put(&mut b, 16, &3u16.to_le_bytes()); // ET_DYN
+        put(&mut b, 18, &62u16.to_le_bytes()); // EM_X86_64
+        put(&mut b, 20, &1u32.to_le_bytes());
+        put(&mut b, 32, &64u64.to_le_bytes()); // e_phoff
+        put(&mut b, 40, &0x200u64.to_le_bytes()); // e_shoff
+        for (at, v) in [(52, 64u16), (54, 56), (56, 1), (58, 64), (60, 3), (62, 2)] {
+            put(&mut b, at, &v.to_le_bytes());
+        }
+        // PT_LOAD, RW, offset 0 = vaddr 0, the whole file.
+        put(&mut b, 64, &1u32.to_le_bytes());
+        put(&mut b, 68, &6u32.to_le_bytes());
+        put(&mut b, 64 + 32, &0x2c0u64.to_le_bytes());
+        put(&mut b, 64 + 40, &0x2c0u64.to_le_bytes());
+        put(&mut b, 0x100, &0x140u64.to_le_bytes());
+        put(&mut b, 0x140, &RTR_SIGNATURE.to_le_bytes());
+        put(&mut b, 0x144, &16u16.to_le_bytes());
+        put(&mut b, 0x14c, &34u16.to_le_bytes());
+        put(&mut b, 0x180, b"\0__modules\0.shstrtab\0");
+        // Section 1: __modules (PROGBITS); section 2: .shstrtab (STRTAB).
+        let sh = |b: &mut Vec<u8>, i: usize, name: u32, ty: u32, addr: u64, off: u64, size: u64| {
+            let at = 0x200 + 64 * i;
+            put(b, at, &name.to_le_bytes());
+            put(b, at + 4, &ty.to_le_bytes());
+            put(b, at + 16, &addr.to_le_bytes());
+            put(b, at + 24, &off.to_le_bytes());
+            put(b, at + 32, &size.to_le_bytes());
+        };
+        sh(&mut b, 1, 1, 1, 0x100, 0x100, 8);
+        sh(&mut b, 2, 11, 3, 0, 0x180, 21);
+        b
+    }
+
+    #[test]
+    fn module_header_found_through_modules_section() {
+        let bytes = tiny_nativeaot_elf();
+        let view = ElfView::parse(Path::new("x"), &bytes).unwrap();
+        let aot = detect(&view).unwrap();
+        assert_eq!(
+            (
+                aot.header_vaddr,
+                aot.major_version,
+                aot.minor_version,
+                aot.number_of_sections
+            ),
+            (0x140, 16, 0, 34)
+        );
+        assert!(aot.describe().contains("'RTR' 16.0"));
+        // Without the signature it is not NativeAOT.
+        let mut bad = bytes.clone();
+        bad[0x140] = b'X';
+        assert_eq!(detect(&ElfView::parse(Path::new("x"), &bad).unwrap()), None);
+    }
+
     proptest::proptest! {
+        /// Any corruption of a NativeAOT-shaped file never panics the detector.
+        #[test]
+        fn detect_never_panics_on_corrupted_images(
+            flips in proptest::collection::vec((0usize..0x2c0, proptest::prelude::any::<u8>()), 1..16)
+        ) {
+            let mut bytes = tiny_nativeaot_elf();
+            for (at, v) in flips {
+                bytes[at] = v;
+            }
+            if let Ok(view) = ElfView::parse(Path::new("x"), &bytes) {
+                let _ = detect(&view);
+            }
+        }
+
         /// Hostile bytes after a valid-looking ELF magic never panic the detector.
         #[test]
         fn detect_never_panics(tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4096)) {
