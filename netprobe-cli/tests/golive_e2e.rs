@@ -955,6 +955,86 @@ fn c_arguments_past_six_registers() -> R {
     Ok(())
 }
 
+/// `fixtures/go/stackargs` built once per source and `go version` (like the sample app's builds).
+fn go_stackargs_bin() -> Result<PathBuf, String> {
+    use std::hash::{Hash, Hasher};
+    let src = fixtures::workspace_root().join("fixtures/go/stackargs");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for f in ["main.go", "go.mod"] {
+        std::fs::read(src.join(f)).map_err(err)?.hash(&mut h);
+    }
+    let version = Command::new("go").arg("version").output().map_err(err)?;
+    version.stdout.hash(&mut h);
+    let dir = fixtures::build::target_dir().join("fixtures-bin");
+    let out = dir.join(format!("go-stackargs-{:016x}", h.finish()));
+    if out.exists() {
+        return Ok(out);
+    }
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    let tmp = fixtures::build::unique_tmp(&dir, "go-stackargs");
+    let built = Command::new("go")
+        .args(["build", "-trimpath", "-o"])
+        .arg(&tmp)
+        .arg(".")
+        .current_dir(&src)
+        .envs([
+            ("GOFLAGS", "-mod=mod"),
+            ("GOPROXY", "off"),
+            ("GOTOOLCHAIN", "local"),
+            ("CGO_ENABLED", "0"),
+        ])
+        .output()
+        .map_err(err)?;
+    if !built.status.success() {
+        return Err(format!("go build: {}", text(&built.stderr)));
+    }
+    fixtures::build::put_in_place(&tmp, &out);
+    Ok(out)
+}
+
+/// Go's register ABI passes nine integer arguments in registers and stack-assigns the tenth
+/// (`abi-internal.md`; `go tool objdump` shows `MOVQ 0x8(SP), DX` in `main.Ten`): every call of
+/// `Ten` (no prologue: probe at the first byte) and of `TenFramed` (probe after its stack check,
+/// before `SUBQ $.., SP`) hits once with all ten values passed.
+fn go_arguments_past_nine_registers() -> R {
+    const CALLS: i64 = 17;
+    let bin = go_stackargs_bin()?;
+    let mut w = Waiting::start(Command::new(&bin).arg(CALLS.to_string()))?;
+    let pid = w.pid().to_string();
+    let args = "a=s64 b=s64 c=s64 d=s64 e=s64 f=s64 g=s64 h=s64 i=s64 j=s64";
+    let np = Running::start(&[
+        "trace",
+        "--json",
+        "-p",
+        &pid,
+        &format!("main.Ten {args}"),
+        &format!("main.TenFramed {args}"),
+    ])?;
+    w.go()?;
+    w.finish();
+    let (stdout, stderr) = np.wait()?;
+    let hits = json_lines(stdout.as_bytes());
+    let want: Vec<Vec<i64>> = (1..=CALLS)
+        .map(|i| (1..=10).map(|k| k * i).collect())
+        .collect();
+    for f in ["main.Ten", "main.TenFramed"] {
+        let got: Vec<Vec<i64>> = hits
+            .iter()
+            .filter(|h| h["event"] == "entry" && h["function"] == f)
+            .map(|h| {
+                ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+                    .iter()
+                    .map(|k| h["args"][*k].as_i64().unwrap_or(i64::MIN))
+                    .collect()
+            })
+            .collect();
+        if got != want {
+            return Err(format!("{f}: got {got:?}; {stderr}"));
+        }
+    }
+    Ok(())
+}
+
 /// ExcelReader.Native.so (PyPI excelreader-native 7.3.0, a .NET 10 NativeAOT library, fetched by
 /// `sample-app/dotnet/fetch-net9-nativeaot.sh`).
 fn real_nativeaot_lib() -> PathBuf {
@@ -1290,6 +1370,11 @@ fn main() {
             "c_arguments_past_six_registers",
             &cc,
             c_arguments_past_six_registers,
+        ),
+        e2e::trial(
+            "go_arguments_past_nine_registers",
+            &with(&[Need::Go]),
+            go_arguments_past_nine_registers,
         ),
         e2e::trial(
             "nativeaot_real_library_symbols",
