@@ -100,6 +100,14 @@ impl CallingConvention {
         }
     }
 
+    /// The fetch-arg of stack argument slot `slot` at a function's entry (first byte), where
+    /// `0(%sp)` holds the return address and the caller's stack arguments follow it, one 8-byte
+    /// slot each: `+8(%sp)`, `+16(%sp)`, ... (System V AMD64 ABI 3.2.3, Figure 3.4 "Stack frame";
+    /// Go `abi-internal.md`: stack-assigned arguments start right above the return PC).
+    pub fn stack_slot(slot: usize) -> String {
+        format!("+{}(%sp)", 8 + 8 * slot)
+    }
+
     /// The fetch-args reading a `words`-word result at `site`; `None` when they cannot be
     /// placed (stack ABI without the argument size, or a result larger than it).
     ///
@@ -192,7 +200,7 @@ impl ArgType {
     }
 
     /// How many argument registers the type takes.
-    fn registers(self) -> usize {
+    pub fn registers(self) -> usize {
         match self {
             ArgType::GoString => 2,
             _ => 1,
@@ -372,8 +380,17 @@ impl ProbePlan {
         if f.entry_offsets.is_empty() && f.returns == Returns::None {
             return Err(bad("nothing to probe: no entry and no return".into()));
         }
-        // Entry fetch-args.
+        // Entry fetch-args. Register conventions pass an argument that no longer fits in the
+        // remaining registers on the stack, whole, and later arguments still take registers that
+        // are left (System V AMD64 ABI 3.2.3 "Parameter Passing"; Go `abi-internal.md`, "Function
+        // call argument and result passing": a failed register assignment is reset and the value
+        // is stack-assigned). Stack words are read relative to the stack pointer a call enters
+        // with, so only where the probe sees it: at the function's first byte, or (Go) after a
+        // stack-check prologue that `lang::go` checked does not move it.
+        let sp_is_entry_sp =
+            f.convention.is_go() || f.entry_offsets.iter().all(|o| *o == f.function_offset);
         let mut next_word = 0usize;
+        let mut next_stack_slot = 0usize;
         let mut entry_args = Vec::new();
         let mut entry_fetch = Vec::new();
         for (pos, req) in f.args.iter().enumerate() {
@@ -381,17 +398,35 @@ impl ProbePlan {
                 ArgRequest::Positional { name, ty } => {
                     let name = name.clone().unwrap_or_else(|| format!("arg{pos}"));
                     let need = ty.registers();
-                    let words: Option<Vec<String>> = (next_word..next_word + need)
-                        .map(|w| f.convention.arg_word(w))
-                        .collect();
+                    let regs = f.convention.int_registers().len();
+                    let in_registers = matches!(f.convention, CallingConvention::GoStackAbi { .. })
+                        || next_word + need <= regs;
+                    let words: Option<Vec<String>> = if in_registers {
+                        (next_word..next_word + need)
+                            .map(|w| f.convention.arg_word(w))
+                            .collect()
+                    } else if sp_is_entry_sp {
+                        let w = (next_stack_slot..next_stack_slot + need)
+                            .map(CallingConvention::stack_slot)
+                            .collect();
+                        next_stack_slot += need;
+                        Some(w)
+                    } else {
+                        None
+                    };
                     let Some(words) = words else {
                         return Err(bad(format!(
-                            "argument {name} needs register {} but the {} convention passes only {} integer arguments in registers; use a raw fetch-arg (NAME=EXPR:TYPE) for stack arguments",
-                            next_word + need,
+                            "argument {name} is passed on the stack (the {} convention has {} integer argument registers), and the probe is not at the function's first byte, where the stack offset is known; probe the function by name or at its entry, or use a raw fetch-arg (NAME=EXPR:TYPE)",
                             f.convention.label(),
-                            f.convention.arg_words()
+                            regs
                         )));
                     };
+                    if !in_registers {
+                        let (decode, fetch) = typed_fetch(&name, *ty, &words);
+                        entry_args.push(LogicalArg { name, decode });
+                        entry_fetch.extend(fetch);
+                        continue;
+                    }
                     next_word += need;
                     let (decode, fetch) = typed_fetch(&name, *ty, &words);
                     entry_args.push(LogicalArg { name, decode });
@@ -1073,15 +1108,56 @@ mod tests {
     }
 
     #[test]
-    fn too_many_register_args_is_an_error() {
+    fn arguments_past_the_registers_come_from_the_stack_at_entry() {
+        let int = |n| {
+            (0..n)
+                .map(|_| ArgRequest::Positional {
+                    name: None,
+                    ty: ArgType::Int(FetchType::U64),
+                })
+                .collect::<Vec<_>>()
+        };
+        let fetches = |plan: &ProbePlan| -> Vec<String> {
+            plan.probes[0]
+                .fetchargs
+                .iter()
+                .map(|a| a.expr.clone())
+                .collect()
+        };
+        // System V: the 7th and 8th integer arguments at +8(%sp), +16(%sp).
         let mut plan = ProbePlan::new(false);
-        let args = (0..7)
-            .map(|_| ArgRequest::Positional {
-                name: None,
-                ty: ArgType::Int(FetchType::U64),
-            })
-            .collect();
-        assert!(plan.add_function(c_function(args, Returns::None)).is_err());
+        plan.add_function(c_function(int(8), Returns::None))
+            .unwrap();
+        assert_eq!(
+            fetches(&plan),
+            ["%di", "%si", "%dx", "%cx", "%r8", "%r9", "+8(%sp)", "+16(%sp)"]
+        );
+        // A two-word argument that does not fit in the last register goes to the stack whole;
+        // the next one-word argument still takes that register (System V 3.2.3).
+        let mut args = int(5);
+        args.push(ArgRequest::Positional {
+            name: None,
+            ty: ArgType::GoString,
+        });
+        args.extend(int(1));
+        let mut plan = ProbePlan::new(false);
+        plan.add_function(c_function(args, Returns::None)).unwrap();
+        let f = fetches(&plan);
+        assert_eq!(&f[..5], ["%di", "%si", "%dx", "%cx", "%r8"]);
+        // gostring: the bytes at the pointer word, then the length word.
+        assert_eq!(&f[5..7], ["+0(+8(%sp))", "+16(%sp)"]);
+        assert_eq!(f[7], "%r9");
+        // Go register ABI: nine registers, then the stack.
+        let mut go = c_function(int(10), Returns::None);
+        go.convention = CallingConvention::GoRegAbi;
+        let mut plan = ProbePlan::new(false);
+        plan.add_function(go).unwrap();
+        assert_eq!(fetches(&plan)[8..], ["%r11", "+8(%sp)"]);
+        // Not at the first byte: the stack offset is unknown, so stack arguments are refused.
+        let mut inside = c_function(int(7), Returns::None);
+        inside.entry_offsets = vec![FileOffset(inside.function_offset.0 + 4)];
+        let e = ProbePlan::new(false).add_function(inside).unwrap_err();
+        assert!(e.to_string().contains("first byte"), "{e}");
     }
 
     /// A record laid out as the kernel formats the probe's fields.

@@ -1,5 +1,6 @@
 //! End-to-end tests of .NET tracing on the real Microsoft runtimes (.NET 8.0.4 and .NET Core
-//! 3.1.23, fetched by `sample-app/dotnet/fetch-runtimes.sh`) and the C# sample app
+//! 3.1.23, fetched by `sample-app/dotnet/fetch-runtimes.sh`; .NET 9.0.5 by
+//! `sample-app/dotnet/fetch-net9-nativeaot.sh`) and the C# sample app
 //! (`sample-app/dotnet`, built with Debian's `mcs`). Every assertion is about real kernel hits:
 //! counts equal the calls the app made (it prints them), arguments equal the values it passed.
 //!
@@ -32,6 +33,14 @@ const NET8: Runtime = Runtime {
     version: "8.0.4",
     tfm: "net8.0",
     tag: "net8",
+};
+/// .NET 9.0.5: the runtime root `sample-app/dotnet/fetch-net9-nativeaot.sh` builds from the files
+/// of a self-contained .NET 9 app (npm `@azure/mcp-linux-x64@0.5.0`).
+const NET9: Runtime = Runtime {
+    major: "9",
+    version: "9.0.5",
+    tfm: "net9.0",
+    tag: "net9",
 };
 const NET31: Runtime = Runtime {
     major: "3.1",
@@ -380,6 +389,58 @@ fn strings_are_decoded(rt: Runtime) -> Result<(), String> {
         }
     }
     no_tiering_messages(&stderr)
+}
+
+/// `System.DateTime::.ctor(int32 x7)`: with `this` that is eight integer arguments, so `second`
+/// and `millisecond` are on the stack at entry (`+8(%sp)`, `+16(%sp)`, System V AMD64 ABI
+/// 3.2.3): every call hits once with all seven values the app passed.
+fn stack_arguments_are_decoded(rt: Runtime) -> Result<(), String> {
+    const CTOR: &str = "System.DateTime::.ctor(int32,int32,int32,int32,int32,int32,int32)";
+    const N: i64 = 9;
+    let (hits, stderr, app_out) = trace_app(
+        rt,
+        &["dates", "--count", &N.to_string(), "--call", "reflection"],
+        &[(rt.guard_var(), "0")],
+        &["trace", "--json", CTOR],
+    )?;
+    if !app_out.contains(&format!("done calls={N}")) {
+        return Err(format!("app: {app_out}"));
+    }
+    let names = [
+        "year",
+        "month",
+        "day",
+        "hour",
+        "minute",
+        "second",
+        "millisecond",
+    ];
+    let got: Vec<Vec<i64>> = entries(&hits, CTOR)
+        .iter()
+        .map(|h| {
+            names
+                .iter()
+                .map(|k| h["args"][*k].as_i64().unwrap_or(i64::MIN))
+                .collect()
+        })
+        .collect();
+    let want: Vec<Vec<i64>> = (1..=N)
+        .map(|i| {
+            vec![
+                2000 + i,
+                1 + i % 12,
+                1 + i % 28,
+                i % 24,
+                i % 60,
+                (7 * i) % 60,
+                (13 * i) % 1000,
+            ]
+        })
+        .collect();
+    if got != want {
+        return Err(format!("got {got:?}, want {want:?}; {stderr}"));
+    }
+    Ok(())
 }
 
 /// Default settings: the warning names the variable this runtime reads, and once the runtime
@@ -745,9 +806,89 @@ fn mutated_r2r_entry_refused(rt: Runtime) -> Result<(), String> {
     Ok(())
 }
 
+/// azmcp 0.5.0 (npm `@azure/mcp-linux-x64`): a .NET 9.0.5 self-contained app, loose files, no
+/// `dotnet` host and no `shared/` folder (`libcoreclr.so` beside the apphost).
+fn azmcp() -> PathBuf {
+    fixtures::cache_dir().join("azmcp-0.5.0/azmcp")
+}
+
+/// `count -c 'azmcp --version'` on the self-contained app: `System.Console`'s type initializer
+/// runs exactly once per process (ECMA-335 II.10.5.3.1), so with --keep-r2r the count is 1; and
+/// without it the tiering warning names the runtime netprobe found in the app's own folder.
+fn azmcp_self_contained_counts_and_guard() -> Result<(), String> {
+    const CCTOR: &str = "System.Console::.cctor()";
+    let cmd = format!("{} --version", azmcp().display());
+    let run = |extra: &[&str]| -> Result<(String, String), String> {
+        let out = Command::new(NP)
+            .args(["count", "--json", "--duration", "60s"])
+            .args(extra)
+            .args(["-c", &cmd, &format!("System.Console.dll:{CCTOR}")])
+            .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+            .output()
+            .map_err(err)?;
+        let (o, e) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        if !out.status.success() || !o.contains("0.5.0+") {
+            return Err(format!("{:?}: {o} {e}", out.status));
+        }
+        Ok((o, e))
+    };
+    let (out, stderr) = run(&["--keep-r2r"])?;
+    let last = json_lines(&out).pop().ok_or("no JSON output")?;
+    if last["counts"][CCTOR] != 1 {
+        return Err(format!("{last}: expected 1 call; {stderr}"));
+    }
+    no_tiering_messages(&stderr)?;
+    let (_, stderr) = run(&[])?;
+    if !stderr.contains(
+        "the command (.NET 9.0.5 (file version 9.0.525.21509)) runs with tiered compilation on",
+    ) {
+        return Err(format!("no tiering warning naming .NET 9.0.5: {stderr}"));
+    }
+    Ok(())
+}
+
+/// `-p` on the running self-contained app (`azmcp server start` waits on stdin): netprobe finds
+/// the runtime from the mapped `libcoreclr.so` outside any `shared/` folder, warns with the
+/// variable .NET 9 reads, and says nothing when the app runs with it.
+fn azmcp_pid_guard_finds_the_runtime() -> Result<(), String> {
+    for guard in [false, true] {
+        let mut cmd = Command::new(azmcp());
+        cmd.args(["server", "start"])
+            .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if guard {
+            cmd.env("DOTNET_TieredCompilation", "0");
+        }
+        let mut app = cmd.spawn().map_err(err)?;
+        // The runtime is mapped once the host loaded it.
+        std::thread::sleep(Duration::from_secs(2));
+        let pid = app.id();
+        let out = Command::new(NP)
+            .args(["count", "--duration", "1s", "-p", &pid.to_string(), SLEEP])
+            .output()
+            .map_err(err);
+        let _ = app.kill();
+        let _ = app.wait();
+        let out = out?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let warned = stderr.contains(&format!(
+            "pid {pid} (.NET 9.0.5 (file version 9.0.525.21509)) runs with tiered compilation on"
+        )) && stderr.contains("DOTNET_TieredCompilation=0");
+        if !out.status.success() || warned == guard {
+            return Err(format!("guard {guard}: {:?} {stderr}", out.status));
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let mut trials = Vec::new();
-    for rt in [NET8, NET31] {
+    for rt in [NET8, NET9, NET31] {
         let needs = rt.needs();
         let built = e2e::unmet(&needs[2..]).is_none() && build_app(rt).is_ok();
         // A failed build shows up in every trial of the runtime.
@@ -775,6 +916,11 @@ fn main() {
                 &needs,
             ),
             t("strings_are_decoded", strings_are_decoded, &needs),
+            t(
+                "stack_arguments_are_decoded",
+                stack_arguments_are_decoded,
+                &needs,
+            ),
             t(
                 "default_tiering_warns_and_says_hits_stopped",
                 default_tiering_warns_and_says_hits_stopped,
@@ -804,5 +950,18 @@ fn main() {
             t("trace_text_snapshot", trace_text_snapshot, &needs),
         ]);
     }
+    let azmcp_needs = [Need::Root, Need::Tracefs, Need::Path(azmcp())];
+    trials.extend([
+        e2e::trial(
+            "azmcp_self_contained_counts_and_guard_net9",
+            &azmcp_needs,
+            azmcp_self_contained_counts_and_guard,
+        ),
+        e2e::trial(
+            "azmcp_pid_guard_finds_the_runtime_net9",
+            &azmcp_needs,
+            azmcp_pid_guard_finds_the_runtime,
+        ),
+    ]);
     e2e::run(trials);
 }

@@ -905,6 +905,254 @@ fn nativeaot_managedcode_section() -> R {
     Ok(())
 }
 
+/// A C function with eight integer arguments (`fixtures/c/stackargs.c`): the 7th and 8th are
+/// on the stack at entry (System V AMD64 ABI 3.2.3) and come out equal to the values passed, for
+/// every call; a probe inside the function (not at its first byte, where the stack offset is
+/// unknown) with stack arguments is refused with the reason.
+fn c_arguments_past_six_registers() -> R {
+    const CALLS: i64 = 29;
+    let bin = fixtures::CProgram::new("stackargs").flags(&["-O2"]).build();
+    let spec = format!(
+        "{}:np_eight a=s64 b=s64 c=s64 d=s64 e=s64 f=s64 g=s64 h=s64",
+        bin.display()
+    );
+    let mut w = Waiting::start(Command::new(&bin).arg(CALLS.to_string()))?;
+    let pid = w.pid().to_string();
+    let np = Running::start(&["trace", "--json", "-p", &pid, &spec])?;
+    w.go()?;
+    w.finish();
+    let (stdout, stderr) = np.wait()?;
+    let got: Vec<Vec<i64>> = json_lines(stdout.as_bytes())
+        .iter()
+        .filter(|h| h["event"] == "entry")
+        .map(|h| {
+            ["a", "b", "c", "d", "e", "f", "g", "h"]
+                .iter()
+                .map(|k| h["args"][*k].as_i64().unwrap_or(i64::MIN))
+                .collect()
+        })
+        .collect();
+    let want: Vec<Vec<i64>> = (1..=CALLS)
+        .map(|i| vec![i, -i, 2 * i, -2 * i, 3 * i, -3 * i, 1000 + i, -1000 - i])
+        .collect();
+    if got != want {
+        return Err(format!("got {got:?}; {stderr}"));
+    }
+    // Inside the function (after its first byte the stack pointer may have moved): refused
+    // with the reason, exit status 1.
+    let inside = entry_offset(&bin, "np_eight")?.0 + 4;
+    let out = netprobe(&[
+        "trace",
+        "--dry-run",
+        &format!(
+            "{}:{inside:#x} a=s64 b=s64 c=s64 d=s64 e=s64 f=s64 g=s64",
+            bin.display()
+        ),
+    ])?;
+    if out.status.code() != Some(1) || !text(&out.stderr).contains("first byte") {
+        return Err(format!("inside: {:?} {}", out.status, text(&out.stderr)));
+    }
+    Ok(())
+}
+
+/// `fixtures/go/stackargs` built once per source and `go version` (like the sample app's builds).
+fn go_stackargs_bin() -> Result<PathBuf, String> {
+    use std::hash::{Hash, Hasher};
+    let src = fixtures::workspace_root().join("fixtures/go/stackargs");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for f in ["main.go", "go.mod"] {
+        std::fs::read(src.join(f)).map_err(err)?.hash(&mut h);
+    }
+    let version = Command::new("go").arg("version").output().map_err(err)?;
+    version.stdout.hash(&mut h);
+    let dir = fixtures::build::target_dir().join("fixtures-bin");
+    let out = dir.join(format!("go-stackargs-{:016x}", h.finish()));
+    if out.exists() {
+        return Ok(out);
+    }
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    let tmp = fixtures::build::unique_tmp(&dir, "go-stackargs");
+    let built = Command::new("go")
+        .args(["build", "-trimpath", "-o"])
+        .arg(&tmp)
+        .arg(".")
+        .current_dir(&src)
+        .envs([
+            ("GOFLAGS", "-mod=mod"),
+            ("GOPROXY", "off"),
+            ("GOTOOLCHAIN", "local"),
+            ("CGO_ENABLED", "0"),
+        ])
+        .output()
+        .map_err(err)?;
+    if !built.status.success() {
+        return Err(format!("go build: {}", text(&built.stderr)));
+    }
+    fixtures::build::put_in_place(&tmp, &out);
+    Ok(out)
+}
+
+/// Go's register ABI passes nine integer arguments in registers and stack-assigns the tenth
+/// (`abi-internal.md`; `go tool objdump` shows `MOVQ 0x8(SP), DX` in `main.Ten`): every call of
+/// `Ten` (no prologue: probe at the first byte) and of `TenFramed` (probe after its stack check,
+/// before `SUBQ $.., SP`) hits once with all ten values passed.
+fn go_arguments_past_nine_registers() -> R {
+    const CALLS: i64 = 17;
+    let bin = go_stackargs_bin()?;
+    let mut w = Waiting::start(Command::new(&bin).arg(CALLS.to_string()))?;
+    let pid = w.pid().to_string();
+    let args = "a=s64 b=s64 c=s64 d=s64 e=s64 f=s64 g=s64 h=s64 i=s64 j=s64";
+    let np = Running::start(&[
+        "trace",
+        "--json",
+        "-p",
+        &pid,
+        &format!("main.Ten {args}"),
+        &format!("main.TenFramed {args}"),
+    ])?;
+    w.go()?;
+    w.finish();
+    let (stdout, stderr) = np.wait()?;
+    let hits = json_lines(stdout.as_bytes());
+    let want: Vec<Vec<i64>> = (1..=CALLS)
+        .map(|i| (1..=10).map(|k| k * i).collect())
+        .collect();
+    for f in ["main.Ten", "main.TenFramed"] {
+        let got: Vec<Vec<i64>> = hits
+            .iter()
+            .filter(|h| h["event"] == "entry" && h["function"] == f)
+            .map(|h| {
+                ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+                    .iter()
+                    .map(|k| h["args"][*k].as_i64().unwrap_or(i64::MIN))
+                    .collect()
+            })
+            .collect();
+        if got != want {
+            return Err(format!("{f}: got {got:?}; {stderr}"));
+        }
+    }
+    Ok(())
+}
+
+/// ExcelReader.Native.so (PyPI excelreader-native 7.3.0, a .NET 10 NativeAOT library, fetched by
+/// `sample-app/dotnet/fetch-net9-nativeaot.sh`).
+fn real_nativeaot_lib() -> PathBuf {
+    fixtures::cache_dir().join("nativeaot/ExcelReader.Native.so")
+}
+
+/// `symbols` on a real NativeAOT library: recognised by its module header (the note names the
+/// `RTR` header and what can be probed), and every export `nm -D` lists is there at nm's
+/// address, with the file offset of the PT_LOAD formula (program headers read by goblin).
+fn nativeaot_real_library_symbols() -> R {
+    let lib = real_nativeaot_lib();
+    let out = netprobe(&["symbols", "--json", &lib.display().to_string()])?;
+    let stderr = text(&out.stderr);
+    if !out.status.success()
+        || !stderr.contains(".NET NativeAOT image (module header 'RTR' 16.0")
+        || !stderr.contains("managed method")
+    {
+        return Err(format!("{:?}: {stderr}", out.status));
+    }
+    let ours: std::collections::HashMap<String, (u64, u64)> = json_lines(&out.stdout)
+        .iter()
+        .filter_map(|s| {
+            let hex = |v: &Json| u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok();
+            Some((
+                s["name"].as_str()?.split('@').next()?.to_string(),
+                (hex(&s["address"]["value"])?, hex(&s["file_offset"])?),
+            ))
+        })
+        .collect();
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+        .map_err(err)?;
+    let bytes = std::fs::read(&lib).map_err(err)?;
+    let elf = goblin::elf::Elf::parse(&bytes).map_err(err)?;
+    let mut checked = 0;
+    for line in text(&nm.stdout).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [addr, "T", name] = f.as_slice() else {
+            continue;
+        };
+        let addr = u64::from_str_radix(addr, 16).map_err(err)?;
+        let name = name.split('@').next().unwrap_or(name);
+        let seg = elf
+            .program_headers
+            .iter()
+            .find(|p| {
+                p.p_type == goblin::elf::program_header::PT_LOAD
+                    && addr >= p.p_vaddr
+                    && addr < p.p_vaddr + p.p_filesz
+            })
+            .ok_or_else(|| format!("no PT_LOAD holds {name}"))?;
+        let want = (addr, addr - seg.p_vaddr + seg.p_offset);
+        if ours.get(name) != Some(&want) {
+            return Err(format!(
+                "{name}: nm/PT_LOAD say {want:x?}, netprobe {:x?}",
+                ours.get(name)
+            ));
+        }
+        checked += 1;
+    }
+    if checked < 50 {
+        return Err(format!("only {checked} exports compared"));
+    }
+    Ok(())
+}
+
+/// A C host dlopens the real NativeAOT library and calls its export `xl_abi_version` 25 times:
+/// 25 entry hits by name, 25 hits of a probe by offset inside the method (its `mov %ebx,%eax`
+/// at 0x14908c, objdump), and 25 returns whose value is what the host got back.
+fn nativeaot_real_library_hits() -> R {
+    const CALLS: usize = 25;
+    let lib = real_nativeaot_lib();
+    let host = fixtures::CProgram::new("nativeaot_dlhost")
+        .flags(&["-O2", "-ldl"])
+        .build();
+    let mut w = Waiting::start(
+        Command::new(host)
+            .arg(&lib)
+            .args(["xl_abi_version", &CALLS.to_string()]),
+    )?;
+    let pid = w.pid().to_string();
+    let l = lib.display().to_string();
+    let np = Running::start(&[
+        "trace",
+        "--json",
+        "-p",
+        &pid,
+        &format!("{l}:xl_abi_version"),
+        &format!("r:{l}:xl_abi_version s32"),
+        &format!("{l}:0x14908c"),
+    ])?;
+    let done = w.go()?;
+    w.finish();
+    let (stdout, stderr) = np.wait()?;
+    let value: i64 = done
+        .trim()
+        .strip_prefix(&format!("done calls={CALLS} value="))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("host said {done:?}"))?;
+    let hits = json_lines(stdout.as_bytes());
+    let n = |event: &str, f: &str| {
+        hits.iter()
+            .filter(|h| h["event"] == event && h["function"] == f)
+            .count()
+    };
+    let returns: Vec<&Json> = hits.iter().filter(|h| h["event"] == "return").collect();
+    if n("entry", "xl_abi_version@@V1.0") != CALLS
+        || n("entry", "ExcelReader.Native.so+0x14908c") != CALLS
+        || returns.len() != CALLS
+        || returns.iter().any(|h| h["retval"] != value)
+    {
+        return Err(format!("hits {hits:?}: {stderr}"));
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dry-run snapshots
 
@@ -1202,6 +1450,26 @@ fn main() {
             "nativeaot_managedcode_section",
             &cc,
             nativeaot_managedcode_section,
+        ),
+        e2e::trial(
+            "c_arguments_past_six_registers",
+            &cc,
+            c_arguments_past_six_registers,
+        ),
+        e2e::trial(
+            "go_arguments_past_nine_registers",
+            &with(&[Need::Go]),
+            go_arguments_past_nine_registers,
+        ),
+        e2e::trial(
+            "nativeaot_real_library_symbols",
+            &[Need::Program("nm"), Need::Path(real_nativeaot_lib())],
+            nativeaot_real_library_symbols,
+        ),
+        e2e::trial(
+            "nativeaot_real_library_hits",
+            &with(&[Need::CCompiler, Need::Path(real_nativeaot_lib())]),
+            nativeaot_real_library_hits,
         ),
         e2e::trial(
             "go_dry_run_snapshots",

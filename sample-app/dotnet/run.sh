@@ -3,7 +3,8 @@
 # runtime (fetch-runtimes.sh), without an SDK.
 #
 # usage: run.sh [--runtime 8|3.1] [--keep-r2r] [--build-only] [--] MODE [mode options]
-#   --runtime 8|3.1  .NET 8.0.4 (default) or .NET Core 3.1.23 from $NETPROBE_CACHE/dotnet/
+#   --runtime 8|9|3.1  .NET 8.0.4 (default), .NET 9.0.5 (fetch-net9-nativeaot.sh) or .NET Core
+#                    3.1.23 from $NETPROBE_CACHE/dotnet/
 #   --keep-r2r       disable tiered compilation so ReadyToRun code is never replaced by tier-1 JIT
 #                    code (COMPlus_TieredCompilation=0, read by 3.1 and 8; 8 also reads DOTNET_)
 #   --build-only     build and print the path of the .dll, do not run
@@ -21,10 +22,10 @@ keep_r2r=0
 build_only=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --runtime) runtime="${2:?--runtime needs 8 or 3.1}"; shift 2 ;;
+        --runtime) runtime="${2:?--runtime needs 8, 9 or 3.1}"; shift 2 ;;
         --keep-r2r) keep_r2r=1; shift ;;
         --build-only) build_only=1; shift ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         --) shift; break ;;
         *) break ;;
     esac
@@ -32,8 +33,9 @@ done
 
 case "$runtime" in
     8) version=8.0.4; tfm=net8.0 ;;
+    9) version=9.0.5; tfm=net9.0 ;;
     3.1) version=3.1.23; tfm=netcoreapp3.1 ;;
-    *) echo "run.sh: --runtime must be 8 or 3.1" >&2; exit 2 ;;
+    *) echo "run.sh: --runtime must be 8, 9 or 3.1" >&2; exit 2 ;;
 esac
 root="$cache/dotnet/$runtime"
 if [[ ! -x "$root/dotnet" ]]; then

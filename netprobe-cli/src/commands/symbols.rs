@@ -12,6 +12,7 @@
 use crate::cli::SymbolsArgs;
 use crate::output::Out;
 use netprobe_core::dotnet::bundle::{Bundle, Placement};
+use netprobe_core::elf::nativeaot::NativeAotImage;
 use netprobe_core::matching::Pattern;
 use netprobe_core::probe_safety::missing_offset_reasons;
 use netprobe_core::symbol::{Symbol, SymbolKind};
@@ -35,6 +36,13 @@ pub fn kind_label(k: SymbolKind) -> &'static str {
     }
 }
 
+/// The NativeAOT module header of `path`, when it is a NativeAOT ELF image
+/// (`netprobe_core::elf::nativeaot`).
+pub fn nativeaot_of(path: &Path) -> Option<NativeAotImage> {
+    let file = netprobe_core::elf::ElfFile::open(path).ok()?;
+    netprobe_core::elf::nativeaot::detect(&file.view().ok()?)
+}
+
 /// One symbol of a listing in JSON, with the image it belongs to when the file holds several
 /// (a bundled assembly's member path).
 #[derive(Serialize)]
@@ -54,6 +62,13 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
     }
     let mut groups = image::load_image_symbols(&args.file)?;
     let notes = image::bundle_notes(&args.file);
+    if let Some(aot) = nativeaot_of(&args.file) {
+        eprintln!(
+            "netprobe: note: {}: {}",
+            args.file.display(),
+            aot.describe()
+        );
+    }
     if let Some(p) = &args.pattern {
         let pattern = Pattern::parse(p)?;
         for g in &mut groups {

@@ -224,6 +224,19 @@ pub struct GoSummary {
     pub after_prologue: usize,
 }
 
+/// Whether positional arguments `args` need more than the register ABI's nine integer registers,
+/// so that some are read from the stack (relative to the entry stack pointer).
+fn overflows_registers(args: &[crate::plan::ArgRequest]) -> bool {
+    let words: usize = args
+        .iter()
+        .map(|a| match a {
+            crate::plan::ArgRequest::Positional { ty, .. } => ty.registers(),
+            crate::plan::ArgRequest::Raw { .. } => 0,
+        })
+        .sum();
+    words > CallingConvention::GoRegAbi.int_registers().len()
+}
+
 /// The plan of one Go function at `loc` (see the module doc for the rules). `notes` receives
 /// per-function warnings; `summary` what [`GoSummary::notes`] reports once. `Ok(None)` when
 /// nothing can be probed (no RET for a return-only probe; the reason is in `notes`).
@@ -273,7 +286,9 @@ pub fn plan_function(
             ));
         }
         vec![loc.file_offset]
-    } else if img.abi == GoAbi::Stack && f.sp_moves_before_entry_probe {
+    } else if (img.abi == GoAbi::Stack || (wants.args && overflows_registers(&spec.args)))
+        && f.sp_moves_before_entry_probe
+    {
         notes.push(format!(
             "warning: {}: the stack pointer may change before the end of its stack check, so its stack-ABI arguments are read at the first byte, where a call whose stack grows is seen twice",
             f.name

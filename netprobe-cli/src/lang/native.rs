@@ -20,6 +20,39 @@ use netprobe_core::elf::ifunc::{resolve_ifunc, IfuncTarget};
 use netprobe_core::process::Process;
 use netprobe_core::symbol::{Address, SymbolKind};
 
+/// For an `IMAGE:0xOFFSET` probe whose arguments go past the six System V registers: the entry
+/// of the ELF function that contains the offset when the offset is inside it (not its first
+/// byte), so that the planner refuses stack arguments there (the stack pointer has moved since
+/// entry). `None` otherwise.
+fn stack_args_function_start(
+    spec: &ProbeSpec,
+    loc: &Location,
+    wants: Wants,
+) -> Option<netprobe_core::addr::FileOffset> {
+    if !wants.args || !matches!(spec.target, crate::spec::SpecTarget::Offset(_)) {
+        return None;
+    }
+    let words: usize = spec
+        .args
+        .iter()
+        .map(|a| match a {
+            crate::plan::ArgRequest::Positional { ty, .. } => ty.registers(),
+            crate::plan::ArgRequest::Raw { .. } => 0,
+        })
+        .sum();
+    if words <= CallingConvention::SysV.int_registers().len() {
+        return None;
+    }
+    let off = loc.file_offset.0;
+    netprobe_core::image::load_symbols(&loc.probe_path)
+        .ok()?
+        .into_iter()
+        .find_map(|s| {
+            let start = s.file_offset?.0;
+            (start < off && off - start < s.size?).then_some(netprobe_core::addr::FileOffset(start))
+        })
+}
+
 /// The plan of a native function at `loc`. `notes` receives what the user should know (IFUNC
 /// resolvers); `pids` are the `-p` processes, in which IFUNCs are looked up.
 pub fn plan_function(
@@ -36,7 +69,7 @@ pub fn plan_function(
         name: loc.name.clone(),
         image: loc.image.clone(),
         probe_path: loc.probe_path.clone(),
-        function_offset: loc.file_offset,
+        function_offset: stack_args_function_start(spec, loc, wants).unwrap_or(loc.file_offset),
         entry_offsets: if wants.entry {
             vec![loc.file_offset]
         } else {

@@ -2,6 +2,7 @@
 //! that place code in the file, and explanations of how an offset comes about.
 
 pub mod ifunc;
+pub mod nativeaot;
 pub mod parser;
 pub mod resolver;
 pub mod segments;

@@ -29,6 +29,10 @@ modes:
   strings  [--count 10] [--call direct|delegate|reflection] [--value S]...
            calls System.String.Replace(string,string) on each value (default: an ASCII,
            a non-ASCII and a 100-char string): this = value, oldValue = ""needle"", newValue = value
+  dates    [--count 10] [--call direct|reflection]
+           constructs System.DateTime(int32 x7) with year 2000+i, month 1+i%12, day 1+i%28,
+           hour i%24, minute i%60, second 7i%60, millisecond 13i%1000 for i in 1..count
+           (eight integer arguments with `this`: the last two on the stack)
   echo     VALUE...   calls EchoProvider.calculateEchoValue(string) once per value
   fib      N...       calls FibonacciProvider.calculateFibonacciValue(int32) once per value
 common options:
@@ -58,6 +62,7 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
                 case "serve": return new Server(new EchoProvider(), new FibonacciProvider()).Run(opts.Port, opts.MaxRequests);
                 case "sleep": return SleepMode(opts);
                 case "strings": return StringsMode(opts);
+                case "dates": return DatesMode(opts);
                 case "echo":
                     foreach (var v in opts.Values) Console.WriteLine("echo " + new EchoProvider().calculateEchoValue(v));
                     return 0;
@@ -149,6 +154,27 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
                     Console.WriteLine("call " + calls + " String.Replace this=" + Quote(v) + " oldValue=\"needle\" newValue=" +
                                       Quote(v) + " len=" + v.Length + " result_len=" + r.Length);
                 }
+            }
+            Console.WriteLine("done calls=" + calls);
+            return 0;
+        }
+
+        // The seven-int DateTime constructor, called through reflection by default (the IL of a
+        // direct call can be inlined into this JIT-compiled caller).
+        static int DatesMode(Options o)
+        {
+            var types = new Type[7];
+            for (int k = 0; k < 7; k++) types[k] = typeof(int);
+            ConstructorInfo ctor = typeof(DateTime).GetConstructor(types);
+            int calls = 0;
+            for (int i = 1; i <= o.Count; i++)
+            {
+                int[] a = { 2000 + i, 1 + i % 12, 1 + i % 28, i % 24, i % 60, (7 * i) % 60, (13 * i) % 1000 };
+                DateTime d = o.Call == "direct"
+                    ? new DateTime(a[0], a[1], a[2], a[3], a[4], a[5], a[6])
+                    : (DateTime)ctor.Invoke(new object[] { a[0], a[1], a[2], a[3], a[4], a[5], a[6] });
+                calls++;
+                Console.WriteLine("call " + calls + " DateTime(" + string.Join(",", a) + ") ticks=" + d.Ticks);
             }
             Console.WriteLine("done calls=" + calls);
             return 0;

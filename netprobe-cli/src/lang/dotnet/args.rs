@@ -14,6 +14,8 @@ use netprobe_core::dotnet::MethodDetails;
 
 /// Integer argument registers of System V AMD64.
 pub const INT_REGISTERS: usize = 6;
+/// Float argument registers of System V AMD64 (xmm0..xmm7).
+const XMM_REGISTERS: usize = 8;
 
 /// A hidden argument between `this` (or the start) and the declared parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -211,6 +213,7 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
     let mut out = Layout::default();
     let mut names = Names(Vec::new());
     let mut used = 0usize;
+    let mut floats = 0usize;
     let push = |out: &mut Layout, names: &mut Names, used: &mut usize, name: String, ty| {
         let name = names.take(name, ty);
         out.args.push(ArgRequest::Positional {
@@ -272,6 +275,7 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
         };
         let kind = resolved_kind(shape, p);
         if let ArgKind::Float { .. } = kind {
+            floats += 1;
             out.notes.push(format!(
                 "{}: {label} ({type_text}) is passed in an XMM register, which uprobe fetch-args cannot read (the kernel accepts only general-purpose registers); not shown",
                 shape.display
@@ -289,9 +293,13 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
             ));
             return out;
         };
-        if used >= INT_REGISTERS {
+        // Past the sixth integer register the argument is in its caller's stack slot, in
+        // order (System V AMD64 ABI 3.2.3, which CoreCLR follows on Unix x64); the planner
+        // reads it at `+8(%sp)`, `+16(%sp)`, ... at the method's first byte. Floats past the
+        // eighth XMM register would take stack slots too and shift the order: stop there.
+        if used >= INT_REGISTERS && floats > XMM_REGISTERS {
             out.notes.push(format!(
-                "{}: arguments from {label} on are passed on the stack; not shown",
+                "{}: arguments from {label} on are passed on the stack after more than {XMM_REGISTERS} float arguments, whose slots netprobe does not place; not shown",
                 shape.display
             ));
             return out;
@@ -482,11 +490,21 @@ mod tests {
     }
 
     #[test]
-    fn seventh_integer_argument_is_on_the_stack() {
+    fn arguments_past_the_sixth_register_are_kept_for_the_stack() {
         let d = details(true, TypeSig::Void, vec![TypeSig::I4; 7], &[]);
         let l = entry_layout(&shape(&d));
+        // this + 7: the planner reads the 7th and 8th words from the stack.
+        assert_eq!(l.args.len(), 8);
+        assert!(l.notes.is_empty(), "{:?}", l.notes);
+        let mut params = vec![TypeSig::R8; 9];
+        params.extend(vec![TypeSig::I4; 7]);
+        let l = entry_layout(&shape(&details(true, TypeSig::Void, params, &[])));
         assert_eq!(l.args.len(), 6);
-        assert!(l.notes[0].contains("stack"));
+        assert!(
+            l.notes.iter().any(|n| n.contains("float arguments")),
+            "{:?}",
+            l.notes
+        );
     }
 
     #[test]

