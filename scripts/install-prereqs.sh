@@ -56,6 +56,7 @@ fi
 
 # Project downloads and services. Each script is idempotent and says what it does.
 for step in "$root/sample-app/dotnet/fetch-runtimes.sh" "$root/scripts/fetch-go-binaries.sh" \
+  "$root/scripts/fetch-go-toolchains.sh" \
   "$root/scripts/docker-up.sh"; do
   if [ -x "$step" ]; then
     log "running ${step#"$root"/}"
