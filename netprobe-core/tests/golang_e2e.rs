@@ -7,10 +7,15 @@
 //! `scripts/fetch-go-binaries.sh` (one per pclntab layout; all stripped).
 
 use fixtures::e2e::{self, err, Need};
-use fixtures::go::{sample_app_variants, third_party_go_dir, SAMPLE_VARIANTS, THIRD_PARTY_GO};
+use fixtures::go::{
+    sample_app_variants, sample_app_variants_by, third_party_go_dir, toolchain_go, GO_TOOLCHAINS,
+    MATRIX_VARIANTS, SAMPLE_VARIANTS, THIRD_PARTY_GO,
+};
 use goblin::elf::sym::STT_FUNC;
 use goblin::elf::Elf;
 use netprobe_core::addr::VirtAddr;
+use netprobe_core::golang::moduledata::{find_moduledata, LinkImage, TableFacts};
+use netprobe_core::golang::TextStartSource;
 use netprobe_core::golang::{GSource, GoAbi, GoBinary, GoFunction, PclntabVersion};
 use netprobe_core::symbol::{Address, SymbolKind, SymbolOrigin, SymbolSource};
 use std::collections::HashMap;
@@ -37,43 +42,58 @@ fn main() {
             .iter()
             .map(|(f, _)| Need::Path(third_party_go_dir().join(f))),
     );
-    e2e::run(vec![
-        e2e::trial("sample_variants_agree_with_symtab", &build(), || {
-            each_variant(check_against_symtab)
-        }),
-        e2e::trial("sample_variants_agree_with_go_tool_nm", &build(), || {
-            each_variant(check_against_go_tool_nm)
-        }),
-        e2e::trial(
-            "sample_variants_agree_with_go_tool_addr2line",
-            &with(&[Need::Program("objcopy")]),
-            || each_variant(|p, b| check_against_addr2line(p, b, 7)),
-        ),
-        e2e::trial(
-            "extlink_pie_table_found_by_magic",
-            &build(),
-            extlink_pie_found_by_magic,
-        ),
-        e2e::trial("sample_version_and_module", &build(), || {
-            each_variant(check_version_and_module)
-        }),
-        e2e::trial("sample_file_offsets_match_text_section", &build(), || {
-            each_variant(|p, b| check_file_offsets(p, b, 1))
-        }),
-        e2e::trial(
-            "sample_rets_and_prologues_match_objdump",
-            &with(&[Need::Program("objdump")]),
-            sample_rets_and_prologues,
-        ),
-        e2e::trial(
-            "sample_main_functions_snapshot",
-            &build(),
-            sample_main_snapshot,
-        ),
-        e2e::trial("mutated_sample_never_panics", &build(), mutated_sample),
-        e2e::trial("debian_stripped_go_binaries", &debian, debian_binaries),
-        e2e::trial("esbuild_every_pclntab_layout", &esbuild, esbuild_layouts),
-    ]);
+    e2e::run(
+        vec![
+            e2e::trial("sample_variants_agree_with_symtab", &build(), || {
+                each_variant(check_against_symtab)
+            }),
+            e2e::trial("sample_variants_agree_with_go_tool_nm", &build(), || {
+                each_variant(check_against_go_tool_nm)
+            }),
+            e2e::trial(
+                "sample_variants_agree_with_go_tool_addr2line",
+                &with(&[Need::Program("objcopy")]),
+                || each_variant(|p, b| check_against_addr2line(p, b, 7)),
+            ),
+            e2e::trial(
+                "extlink_pie_table_found_by_magic",
+                &build(),
+                extlink_pie_found_by_magic,
+            ),
+            e2e::trial("sample_version_and_module", &build(), || {
+                each_variant(check_version_and_module)
+            }),
+            e2e::trial("sample_file_offsets_match_text_section", &build(), || {
+                each_variant(|p, b| check_file_offsets(p, b, 1))
+            }),
+            e2e::trial(
+                "sample_rets_and_prologues_match_objdump",
+                &with(&[Need::Program("objdump")]),
+                sample_rets_and_prologues,
+            ),
+            e2e::trial(
+                "sample_main_functions_snapshot",
+                &build(),
+                sample_main_snapshot,
+            ),
+            e2e::trial("mutated_sample_never_panics", &build(), mutated_sample),
+            e2e::trial("debian_stripped_go_binaries", &debian, debian_binaries),
+            e2e::trial("esbuild_every_pclntab_layout", &esbuild, esbuild_layouts),
+        ]
+        .into_iter()
+        .chain(GO_TOOLCHAINS.iter().map(|&version| {
+            e2e::trial(
+                &format!("go_toolchain_matrix::{version}"),
+                &[
+                    Need::Path(toolchain_go(version)),
+                    Need::CCompiler,
+                    Need::Program("objdump"),
+                ],
+                move || toolchain_matrix(version),
+            )
+        }))
+        .collect(),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -108,24 +128,30 @@ fn same_go_name(pcln: &str, sym: &str) -> bool {
     if pcln == sym || sym.strip_suffix(".abi0") == Some(pcln) {
         return true;
     }
-    let mut normalized = String::with_capacity(sym.len());
-    let mut depth = 0usize;
-    for c in sym.chars() {
-        match c {
-            '[' => {
-                if depth == 0 {
-                    normalized.push_str("[...]");
+    // Every bracketed group written `[...]`, on both sides: the pclntab writes some instantiations
+    // in full (`type:.eq.net.result[int]·1`, Go 1.21+ under external linking).
+    let brackets = |name: &str| {
+        let mut normalized = String::with_capacity(name.len());
+        let mut depth = 0usize;
+        for c in name.chars() {
+            match c {
+                '[' => {
+                    if depth == 0 {
+                        normalized.push_str("[...]");
+                    }
+                    depth += 1;
                 }
-                depth += 1;
+                ']' if depth > 0 => depth -= 1,
+                _ if depth > 0 => {}
+                _ => normalized.push(c),
             }
-            ']' if depth > 0 => depth -= 1,
-            _ if depth > 0 => {}
-            _ => normalized.push(c),
         }
-    }
+        normalized
+    };
+    let normalized = brackets(sym);
     // The ELF symbol table writes the middle dot of compiler-generated names as `.`
     // (`type..eq.net.dialResult·1` in the pclntab is `type..eq.net.dialResult.1` there).
-    let pcln = pcln.replace('·', ".");
+    let pcln = brackets(&pcln.replace('·', "."));
     normalized == pcln || normalized.strip_suffix(".abi0") == Some(pcln.as_str())
 }
 
@@ -368,7 +394,12 @@ fn compare_with_elf_funcs(
 
 /// On builds with a symbol table, `go tool nm`'s text symbols name every pclntab entry.
 fn check_against_go_tool_nm(path: &Path, go: &GoBinary<'_>) -> R {
-    let out = Command::new("go")
+    check_against_nm_of(Command::new("go"), path, go)
+}
+
+/// [`check_against_go_tool_nm`] with the `go` command `go_cmd` (a fetched toolchain's).
+fn check_against_nm_of(mut go_cmd: Command, path: &Path, go: &GoBinary<'_>) -> R {
+    let out = go_cmd
         .args(["tool", "nm"])
         .arg(path)
         .output()
@@ -767,21 +798,34 @@ fn debian_binaries() -> R {
     Ok(())
 }
 
-/// esbuild by Go 1.15 (1.2 layout), 1.16 and 1.17 (1.16 layout; stack vs register ABI) and 1.20
-/// (1.20 layout): version, layout, ABI, names/extents vs addr2line, RETs/prologues vs objdump.
+/// esbuild by Go 1.15 (1.2 layout), 1.16 and 1.17 (1.16 layout; stack vs register ABI), 1.20
+/// (1.20 layout) and 1.26 (1.20 layout, header textStart zero): version, layout, ABI,
+/// names/extents vs addr2line, RETs/prologues vs objdump (each sampled function's morestack
+/// block jumps back to the entry we report, which a wrong text start would not give).
 fn esbuild_layouts() -> R {
     let expected = [
         (PclntabVersion::Go12, GoAbi::Stack, GSource::Tls),
         (PclntabVersion::Go116, GoAbi::Stack, GSource::Tls),
         (PclntabVersion::Go116, GoAbi::Register, GSource::R14),
         (PclntabVersion::Go120, GoAbi::Register, GSource::R14),
+        (PclntabVersion::Go120, GoAbi::Register, GSource::R14),
     ];
     for ((file, go_version), (layout, abi, g)) in THIRD_PARTY_GO.iter().zip(expected) {
         let path = third_party_go_dir().join(file);
         with_binary(&path, |go| {
-            let version = go.version().ok_or("no version")?;
-            if version.raw != *go_version {
-                return Err(format!("version {version}, expected {go_version}"));
+            match go.version() {
+                Some(version) if version.raw != *go_version => {
+                    return Err(format!("version {version}, expected {go_version}"));
+                }
+                Some(_) => {}
+                // No build info (esbuild 0.28): the runtime's version string must be there.
+                None => {
+                    let bytes = std::fs::read(&path).map_err(err)?;
+                    let at = memchr::memmem::find(&bytes, go_version.as_bytes());
+                    if at.is_none() || go.build_info().is_some() {
+                        return Err(format!("no build info and no {go_version} string"));
+                    }
+                }
             }
             if go.pclntab().version() != layout || go.abi() != abi {
                 return Err(format!(
@@ -790,7 +834,7 @@ fn esbuild_layouts() -> R {
                     go.abi()
                 ));
             }
-            if go.module_path() != Some("github.com/evanw/esbuild") {
+            if go.build_info().is_some() && go.module_path() != Some("github.com/evanw/esbuild") {
                 return Err(format!("module {:?}", go.module_path()));
             }
             let main = go
@@ -824,8 +868,9 @@ fn esbuild_layouts() -> R {
         // Without build info the ABI still follows: from the layout, and for the 1.16 layout
         // (Go 1.16 stack, 1.17 registers) from where the stack checks read g.
         let mut bytes = std::fs::read(&path).map_err(err)?;
-        let at = memchr::memmem::find(&bytes, b"\xff Go buildinf:").ok_or("no build info")?;
-        bytes[at] = 0;
+        if let Some(at) = memchr::memmem::find(&bytes, b"\xff Go buildinf:") {
+            bytes[at] = 0;
+        }
         let go = GoBinary::parse(&path, &bytes)
             .map_err(err)?
             .ok_or("not Go")?;
@@ -837,6 +882,157 @@ fn esbuild_layouts() -> R {
                 "{file} without build info: version {:?}, abi {}",
                 go.version(),
                 go.abi()
+            ));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Go toolchain matrix
+
+/// `go` of the fetched toolchain `version`, ready to run (`GOROOT`, `GOTOOLCHAIN=local`).
+fn toolchain_cmd(version: &str) -> Command {
+    let go = toolchain_go(version);
+    let mut cmd = Command::new(&go);
+    if let Some(root) = go.parent().and_then(Path::parent) {
+        cmd.env("GOROOT", root).env("GOTOOLCHAIN", "local");
+    }
+    cmd
+}
+
+/// The sample app built by Go `version` in every matrix variant:
+/// - the text start comes from where that release puts it: the header (or, in the PIE, its
+///   relocation) before Go 1.26, the module data from 1.26 on (`runtime/symtab.go`, `pcHeader`);
+/// - where the header has it, the module data found without symbols says the same;
+/// - unstripped builds: every function is a text symbol of that release's `go tool nm` at the same
+///   address; the stripped build lists exactly the default build's functions (the same link);
+/// - every function's file offset is the `PT_LOAD` formula over the executable segment holding
+///   it (computed here from the program headers, as `readelf -l` shows them);
+/// - `main.` functions: RETs and post-prologue points as objdump shows them, the morestack block
+///   jumping back to the entry.
+fn toolchain_matrix(version: &str) -> R {
+    let dir = sample_app_variants_by(version);
+    let minor: u32 = version
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .ok_or("bad version")?;
+    let default_bytes = std::fs::read(dir.join("sampleapp-default")).map_err(err)?;
+    let default = GoBinary::parse("sampleapp-default", &default_bytes)
+        .map_err(err)?
+        .ok_or("default: not Go")?;
+    let default_funcs: Vec<(String, u64, u64)> = default
+        .functions()
+        .map(|f| (f.name.to_string(), f.entry.0, f.size()))
+        .collect();
+    for variant in MATRIX_VARIANTS {
+        let path = dir.join(variant);
+        with_binary(&path, |go| {
+            let want = format!("go{version}");
+            if go.version().map(|v| v.raw) != Some(want.clone()) {
+                return Err(format!("version {:?}, built by {want}", go.version()));
+            }
+            let loc = go.pclntab_location();
+            let header_zero = go.pclntab().header().text_start_field == Some(0);
+            match (minor >= 26, loc.text_start_source) {
+                (true, TextStartSource::ModuleData { .. }) if header_zero => {}
+                (false, TextStartSource::Header) if !header_zero => {}
+                (false, TextStartSource::Relocation) if variant.contains("pie") => {}
+                (_, other) => {
+                    return Err(format!(
+                        "text start {:#x} from {other:?} (header word {:?})",
+                        loc.text_start,
+                        go.pclntab().header().text_start_field
+                    ))
+                }
+            }
+            if !variant.contains("pie") && loc.text_start_source == TextStartSource::Header {
+                let md = locate_moduledata(&path, go)?;
+                if md != Some(loc.text_start) {
+                    return Err(format!(
+                        "module data says text {md:x?}, the header {:#x}",
+                        loc.text_start
+                    ));
+                }
+            }
+            if variant.contains("stripped") {
+                let funcs: Vec<(String, u64, u64)> = go
+                    .functions()
+                    .map(|f| (f.name.to_string(), f.entry.0, f.size()))
+                    .collect();
+                if funcs != default_funcs {
+                    return Err("functions differ from the unstripped build's".into());
+                }
+            } else {
+                check_against_nm_of(toolchain_cmd(version), &path, go)?;
+            }
+            check_segment_formula(&path, go)?;
+            let mains: Vec<GoFunction<'_>> = go
+                .functions()
+                .filter(|f| f.name.starts_with("main."))
+                .collect();
+            if mains.len() < 10 {
+                return Err(format!("only {} main. functions", mains.len()));
+            }
+            check_rets_and_prologues(&path, go, &mains)
+        })?;
+    }
+    Ok(())
+}
+
+/// The module data's `text` of a non-PIE build, found with the public locator over the file's
+/// loadable segments (no relocations in an executable).
+fn locate_moduledata(path: &Path, go: &GoBinary<'_>) -> Result<Option<u64>, String> {
+    let bytes = std::fs::read(path).map_err(err)?;
+    let elf = Elf::parse(&bytes).map_err(err)?;
+    let segments = elf
+        .program_headers
+        .iter()
+        .filter(|ph| ph.p_type == goblin::elf::program_header::PT_LOAD)
+        .filter_map(|ph| {
+            let data = bytes.get(ph.p_offset as usize..(ph.p_offset + ph.p_filesz) as usize)?;
+            Some((ph.p_vaddr, data))
+        })
+        .collect();
+    let h = go.pclntab().header();
+    let facts = TableFacts {
+        vaddr: go.pclntab_location().vaddr.ok_or("table has no address")?.0,
+        ptr_size: h.ptr_size,
+        nfunc: h.nfunc,
+        funcname_offset: h.funcname_offset,
+        pctab_offset: h.pctab_offset,
+        functab_offset: h.functab_offset,
+    };
+    let image = LinkImage {
+        segments,
+        relative: HashMap::new(),
+    };
+    Ok(find_moduledata(&image, &facts).map(|md| md.text))
+}
+
+/// Every function's file offset is `vaddr - p_vaddr + p_offset` over the executable `PT_LOAD`
+/// holding it.
+fn check_segment_formula(path: &Path, go: &GoBinary<'_>) -> R {
+    let bytes = std::fs::read(path).map_err(err)?;
+    let elf = Elf::parse(&bytes).map_err(err)?;
+    let exec: Vec<_> = elf
+        .program_headers
+        .iter()
+        .filter(|ph| ph.p_type == goblin::elf::program_header::PT_LOAD && ph.is_executable())
+        .collect();
+    let symbols = go.symbols().map_err(err)?;
+    for s in &symbols {
+        let a = s.address.value();
+        let ph = exec
+            .iter()
+            .find(|ph| (ph.p_vaddr..ph.p_vaddr + ph.p_filesz).contains(&a))
+            .ok_or_else(|| format!("{} at {a:#x} is in no executable PT_LOAD", s.name))?;
+        let want = a - ph.p_vaddr + ph.p_offset;
+        if s.file_offset.map(|o| o.0) != Some(want) {
+            return Err(format!(
+                "{} at {a:#x}: file offset {:?}, PT_LOAD formula {want:#x}",
+                s.name, s.file_offset
             ));
         }
     }
