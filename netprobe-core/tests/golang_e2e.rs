@@ -975,10 +975,56 @@ fn toolchain_matrix(version: &str) -> R {
             if mains.len() < 10 {
                 return Err(format!("only {} main. functions", mains.len()));
             }
-            check_rets_and_prologues(&path, go, &mains)
+            check_rets_and_prologues(&path, go, &mains)?;
+            // (In a PIE the relocation, not the file's word, carries the pointer.)
+            if let TextStartSource::ModuleData { moduledata_vaddr } = loc.text_start_source {
+                if !variant.contains("pie") {
+                    check_without_moduledata(&path, go, moduledata_vaddr)?;
+                }
+            }
+            Ok(())
         })?;
     }
     Ok(())
+}
+
+/// With the module data's pointer to the table zeroed in a copy: a build with a symbol table
+/// takes the same text start from `runtime.text`; a stripped one lists no function at all and
+/// says why (never offsets posing as addresses).
+fn check_without_moduledata(path: &Path, go: &GoBinary<'_>, moduledata_vaddr: u64) -> R {
+    let mut bytes = std::fs::read(path).map_err(err)?;
+    let at = go
+        .segments()
+        .file_offset(VirtAddr(moduledata_vaddr))
+        .ok_or("module data not in the file")?
+        .0 as usize;
+    bytes[at..at + 8].fill(0);
+    let stripped = path.to_string_lossy().contains("stripped");
+    match GoBinary::parse(path, &bytes) {
+        Ok(Some(again)) if !stripped => {
+            let loc = again.pclntab_location();
+            if loc.text_start_source != TextStartSource::RuntimeTextSymbol
+                || loc.text_start != go.pclntab_location().text_start
+            {
+                return Err(format!("without module data: {loc:?}"));
+            }
+            Ok(())
+        }
+        Err(e) if stripped && e.to_string().contains("text start") => {
+            let dir = tempfile::tempdir().map_err(err)?;
+            let copy = dir.path().join("no-moduledata");
+            std::fs::write(&copy, &bytes).map_err(err)?;
+            let listed = netprobe_core::image::load_symbols(&copy);
+            match listed {
+                Err(e) if e.to_string().contains("text start") => Ok(()),
+                other => Err(format!("load_symbols without module data: {other:?}")),
+            }
+        }
+        other => Err(format!(
+            "without module data (stripped: {stripped}): {:?}",
+            other.map(|o| o.map(|g| g.pclntab_location().clone()))
+        )),
+    }
 }
 
 /// The module data's `text` of a non-PIE build, found with the public locator over the file's

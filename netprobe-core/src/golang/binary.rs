@@ -144,13 +144,13 @@ impl<'a> GoBinary<'a> {
                 let table = Pclntab::parse(data)
                     .map_err(|e| Error::malformed(path, format!("section {name}: {e}")))?;
                 let (table, source) = establish_text_start(&elf, table, Some(VirtAddr(addr)))
-                    .map_err(|e| Error::malformed(path, format!("section {name}: {e}")))?;
+                    .map_err(|e| text_start_unknown(path, &format!("section {name}: {e}")))?;
                 (table, source, Some(name), off, Some(VirtAddr(addr)))
             }
             None => match scan_for_pclntab(&elf, bytes, &segments) {
                 Ok(Some((table, source, off, vaddr))) => (table, source, None, off, vaddr),
                 Ok(None) => return Ok(None),
-                Err(e) => return Err(Error::malformed(path, e)),
+                Err(e) => return Err(text_start_unknown(path, &e)),
             },
         };
         let text_start_from_relocation = text_start_source == TextStartSource::Relocation;
@@ -452,6 +452,16 @@ fn establish_text_start<'a>(
          (header textStart is {:#x}; {}): function addresses unknown, nothing can be probed",
         header.text_start_field.unwrap_or(0),
         tried.join("; ")
+    ))
+}
+
+/// The error for a table whose text start is not established: which sources were tried and what
+/// netprobe does instead of guessing.
+fn text_start_unknown(path: &Path, why: &str) -> Error {
+    Error::Unsupported(format!(
+        "{}: {why}; netprobe lists no Go function addresses rather than guess (a binary with a \
+         symbol table still lists its ELF functions): report the Go version that built it",
+        path.display()
     ))
 }
 
