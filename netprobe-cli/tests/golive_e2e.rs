@@ -6,6 +6,8 @@
 //!   first-byte probe counts more: the double fire the post-prologue probe avoids), RET probes give
 //!   every return value of a function with four RETs while the program runs to its end, latency
 //!   pairs every call, and a uretprobe kills the program where the RET plan runs clean.
+//! - The Go toolchain matrix: the same trace and count checks on the sample app built by each Go
+//!   release 1.21..1.27 (`scripts/fetch-go-toolchains.sh`) in five variants.
 //! - Go's stack ABI on third-party binaries (esbuild built by Go 1.15 and 1.16).
 //! - Debian's dockerd: a probe on `net/http.(*conn).serve` hits once per `docker version`.
 //! - Native: a shared library probed through a process that maps it, IFUNCs resolved to their
@@ -331,8 +333,10 @@ fn counts_with_growing_stacks(bin: &Path, variant: &str) -> R {
     {
         return Err(format!("{variant}: counts by name {last}"));
     }
-    // BigFrame's 64 KiB frame never fits a new goroutine's stack: every call enters twice.
-    if first_big != 2 * ROUNDS || first_rec <= 65 * ROUNDS {
+    // BigFrame's 64 KiB frame never fits a new goroutine's stack: every call enters at least
+    // twice (a third time when a preemption request, `stackPreempt` in `runtime/stack.go`, makes
+    // the same prologue check fail once more; seen about once in five runs).
+    if first_big < 2 * ROUNDS || first_rec <= 65 * ROUNDS {
         return Err(format!(
             "{variant}: first-byte counts BigFrame {first_big} Recurse {first_rec}: the double fire should show there ({last})"
         ));

@@ -3,8 +3,11 @@
 //! `go version -m`, `objdump -d`, and the `.text` section formula.
 //!
 //! Binaries: the sample app in all six variants (built by `sample-app/go/build.sh`), Debian's
-//! stripped dockerd/containerd/runc, and esbuild builds by Go 1.15/1.16/1.17/1.20 fetched by
-//! `scripts/fetch-go-binaries.sh` (one per pclntab layout; all stripped).
+//! stripped dockerd/containerd/runc, esbuild builds by Go 1.15/1.16/1.17/1.20/1.26 fetched by
+//! `scripts/fetch-go-binaries.sh` (every pclntab layout, and the zero header textStart of Go
+//! 1.26+; all stripped), and the Go toolchain matrix: the sample app built by each Go release
+//! 1.21..1.27 that `scripts/fetch-go-toolchains.sh` fetches, checked against that release's
+//! `go tool nm`.
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::go::{
