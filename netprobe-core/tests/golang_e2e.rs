@@ -79,6 +79,21 @@ fn main() {
                 &build(),
                 sample_main_snapshot,
             ),
+            e2e::trial("sample_module_data_agrees_with_header", &build(), || {
+                each_variant(|path, go| {
+                    if path.to_string_lossy().contains("pie") {
+                        return Ok(()); // the locator over relocations runs in GoBinary itself
+                    }
+                    let md = locate_moduledata(path, go)?;
+                    if md != Some(go.pclntab_location().text_start) {
+                        return Err(format!(
+                            "module data text {md:x?}: {:?}",
+                            go.pclntab_location()
+                        ));
+                    }
+                    Ok(())
+                })
+            }),
             e2e::trial("mutated_sample_never_panics", &build(), mutated_sample),
             e2e::trial("debian_stripped_go_binaries", &debian, debian_binaries),
             e2e::trial("esbuild_every_pclntab_layout", &esbuild, esbuild_layouts),
@@ -863,6 +878,17 @@ fn esbuild_layouts() -> R {
                     .ok_or("no os.Getenv")?;
                 if getenv.args_size != Some(32) {
                     return Err(format!("os.Getenv args size {:?}", getenv.args_size));
+                }
+            }
+            // 1.18+ layouts: the module data found without symbols holds the same text start
+            // (from the header for Go 1.20, the text start itself for Go 1.26).
+            if layout >= PclntabVersion::Go118 {
+                let md = locate_moduledata(&path, go)?;
+                if md != Some(go.pclntab_location().text_start) {
+                    return Err(format!(
+                        "module data text {md:x?}, text start {:?}",
+                        go.pclntab_location()
+                    ));
                 }
             }
             check_against_addr2line(&path, go, 23)?;

@@ -8,7 +8,8 @@
 //! (`cmd/link/internal/ld/pcln.go`, `textOff`: `SymValue(s) - SymValue("runtime.text")`), and the
 //! text start is taken, first that applies:
 //!
-//! 1. the header's `textStart` word (third word after the magic; `runtime/symtab.go`, `pcHeader`)
+//! 1. the header's `textStart` word (the third word after the 8-byte magic/pad/quantum/ptrsize
+//!    prefix; `runtime/symtab.go`, `pcHeader`)
 //!    when it is not zero: Go 1.18 to 1.25 write it;
 //! 2. the addend of the `R_X86_64_RELATIVE` relocation on that word, for a PIE whose linker left
 //!    the word for the loader (System V x86-64 psABI, "Relocation Types": `B + A`);
@@ -27,8 +28,9 @@
 //!
 //! # Module data, located without symbols
 //!
-//! From Go 1.16 to 1.27 (`runtime/symtab.go` of each release; checked in 1.16, 1.17, 1.19 and
-//! 1.21 to 1.27) `moduledata` begins with pointer-sized words:
+//! From Go 1.16 to 1.27 `moduledata` begins with pointer-sized words (`runtime/symtab.go`, read in
+//! the sources of 1.19 and 1.21 to 1.27, and in copies of go1.16's and go1.17's that cite them;
+//! the tests also find it in builds by Go 1.19, 1.20 and 1.21 to 1.27):
 //!
 //! ```text
 //! word 0       pcHeader       *pcHeader     == the function table's address
