@@ -1090,7 +1090,7 @@ fn main() {
     // The Go toolchain matrix: the sample app built by each fetched Go release (1.21 to the
     // newest) in the matrix variants; entries after the prologue count exactly, arguments and
     // the four RET return values of every call come back, on real kernel hits.
-    for &version in fixtures::go::GO_TOOLCHAINS.iter() {
+    for version in fixtures::go::matrix_versions() {
         let need = with(&[
             Need::Path(fixtures::go::toolchain_go(version)),
             Need::CCompiler,

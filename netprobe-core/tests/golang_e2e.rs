@@ -11,7 +11,7 @@
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::go::{
-    sample_app_variants, sample_app_variants_by, third_party_go_dir, toolchain_go, GO_TOOLCHAINS,
+    matrix_versions, sample_app_variants, sample_app_variants_by, third_party_go_dir, toolchain_go,
     MATRIX_VARIANTS, SAMPLE_VARIANTS, THIRD_PARTY_GO,
 };
 use goblin::elf::sym::STT_FUNC;
@@ -99,7 +99,7 @@ fn main() {
             e2e::trial("esbuild_every_pclntab_layout", &esbuild, esbuild_layouts),
         ]
         .into_iter()
-        .chain(GO_TOOLCHAINS.iter().map(|&version| {
+        .chain(matrix_versions().into_iter().map(|version| {
             e2e::trial(
                 &format!("go_toolchain_matrix::{version}"),
                 &[
