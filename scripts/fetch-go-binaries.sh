@@ -8,6 +8,9 @@
 #   esbuild-0.8.57   go1.16    pclntab 1.16 layout, stack ABI
 #   esbuild-0.13.15  go1.17.2  pclntab 1.16 layout, register ABI
 #   esbuild-0.17.19  go1.20.4  pclntab 1.20 layout
+#   esbuild-0.28.2   go1.26.5  pclntab 1.20 layout, header textStart zero (text start from the
+#                              module data); no .go.buildinfo (the version is the runtime's
+#                              `go1.26.5` string)
 #
 # Needs npm. Idempotent: a binary already in place is kept.
 set -euo pipefail
@@ -32,5 +35,6 @@ fetch esbuild-linux-64 0.7.22 esbuild-0.7.22
 fetch esbuild-linux-64 0.8.57 esbuild-0.8.57
 fetch esbuild-linux-64 0.13.15 esbuild-0.13.15
 fetch @esbuild/linux-x64 0.17.19 esbuild-0.17.19
+fetch @esbuild/linux-x64 0.28.2 esbuild-0.28.2
 
 ls -1 "$dest"

@@ -57,7 +57,8 @@ fi
 # Project downloads and services. Each script is idempotent and says what it does.
 for step in "$root/sample-app/dotnet/fetch-runtimes.sh" \
   "$root/sample-app/dotnet/fetch-net9-nativeaot.sh" \
-  "$root/scripts/fetch-go-binaries.sh" "$root/scripts/docker-up.sh"; do
+  "$root/scripts/fetch-go-binaries.sh" "$root/scripts/fetch-go-toolchains.sh" \
+  "$root/scripts/docker-up.sh"; do
   if [ -x "$step" ]; then
     log "running ${step#"$root"/}"
     "$step" >&2

@@ -41,7 +41,7 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
 ///
 /// Errors: [`Error::NotAnObjectFile`], [`Error::Malformed`], I/O errors naming the path, and for
 /// PE files the .NET-specific errors (IL-only assembly: not probe-able). A Go table that cannot be
-/// read leaves the ELF tables as the only source.
+/// read leaves the ELF tables as the only source; without them its error is returned.
 pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
     let bytes = match FileBytes::open(path) {
         Ok(b) => b,
@@ -56,12 +56,19 @@ pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
     };
     match sniff(&bytes) {
         Some(ImageFormat::Elf) => {
-            let go = match crate::golang::GoBinary::parse(path, &bytes) {
-                Ok(Some(bin)) => bin.symbols().ok(),
-                Ok(None) | Err(_) => None,
+            let (go, go_error) = match crate::golang::GoBinary::parse(path, &bytes) {
+                Ok(Some(bin)) => (bin.symbols().ok(), None),
+                Ok(None) => (None, None),
+                Err(e) => (None, Some(e)),
             };
             let elf = ElfFile::from_bytes(path, bytes)?.symbols()?;
             Ok(match go {
+                // A Go table whose function addresses cannot be established (see
+                // `golang::moduledata`) lists nothing; with no ELF functions either, its reason
+                // is the answer.
+                None if elf.is_empty() && go_error.is_some() => {
+                    return Err(go_error.expect("checked"));
+                }
                 None => elf,
                 Some(mut go) => {
                     let entries: std::collections::HashSet<u64> =

@@ -3,14 +3,22 @@
 //! `go version -m`, `objdump -d`, and the `.text` section formula.
 //!
 //! Binaries: the sample app in all six variants (built by `sample-app/go/build.sh`), Debian's
-//! stripped dockerd/containerd/runc, and esbuild builds by Go 1.15/1.16/1.17/1.20 fetched by
-//! `scripts/fetch-go-binaries.sh` (one per pclntab layout; all stripped).
+//! stripped dockerd/containerd/runc, esbuild builds by Go 1.15/1.16/1.17/1.20/1.26 fetched by
+//! `scripts/fetch-go-binaries.sh` (every pclntab layout, and the zero header textStart of Go
+//! 1.26+; all stripped), and the Go toolchain matrix: the sample app built by each Go release
+//! 1.21..1.27 that `scripts/fetch-go-toolchains.sh` fetches, checked against that release's
+//! `go tool nm`.
 
 use fixtures::e2e::{self, err, Need};
-use fixtures::go::{sample_app_variants, third_party_go_dir, SAMPLE_VARIANTS, THIRD_PARTY_GO};
+use fixtures::go::{
+    matrix_versions, sample_app_variants, sample_app_variants_by, third_party_go_dir, toolchain_go,
+    MATRIX_VARIANTS, SAMPLE_VARIANTS, THIRD_PARTY_GO,
+};
 use goblin::elf::sym::STT_FUNC;
 use goblin::elf::Elf;
 use netprobe_core::addr::VirtAddr;
+use netprobe_core::golang::moduledata::{find_moduledata, LinkImage, TableFacts};
+use netprobe_core::golang::TextStartSource;
 use netprobe_core::golang::{GSource, GoAbi, GoBinary, GoFunction, PclntabVersion};
 use netprobe_core::symbol::{Address, SymbolKind, SymbolOrigin, SymbolSource};
 use std::collections::HashMap;
@@ -37,76 +45,106 @@ fn main() {
             .iter()
             .map(|(f, _)| Need::Path(third_party_go_dir().join(f))),
     );
-    e2e::run(vec![
-        e2e::trial("sample_variants_agree_with_symtab", &build(), || {
-            each_variant(check_against_symtab)
-        }),
-        e2e::trial("sample_variants_agree_with_go_tool_nm", &build(), || {
-            each_variant(check_against_go_tool_nm)
-        }),
-        e2e::trial(
-            "sample_variants_agree_with_go_tool_addr2line",
-            &with(&[Need::Program("objcopy")]),
-            || each_variant(|p, b| check_against_addr2line(p, b, 7)),
-        ),
-        e2e::trial(
-            "extlink_pie_table_found_by_magic",
-            &build(),
-            extlink_pie_found_by_magic,
-        ),
-        e2e::trial("sample_version_and_module", &build(), || {
-            each_variant(check_version_and_module)
-        }),
-        e2e::trial("sample_file_offsets_match_text_section", &build(), || {
-            each_variant(|p, b| check_file_offsets(p, b, 1))
-        }),
-        e2e::trial(
-            "sample_rets_and_prologues_match_objdump",
-            &with(&[Need::Program("objdump")]),
-            sample_rets_and_prologues,
-        ),
-        e2e::trial(
-            "sample_main_functions_snapshot",
-            &build(),
-            sample_main_snapshot,
-        ),
-        e2e::trial("mutated_sample_never_panics", &build(), mutated_sample),
-        e2e::trial("debian_stripped_go_binaries", &debian, debian_binaries),
-        e2e::trial("esbuild_every_pclntab_layout", &esbuild, esbuild_layouts),
-        e2e::trial("gate_passes_every_planned_probe::sample", &build(), || {
-            let dir = sample_app_variants();
-            SAMPLE_VARIANTS
-                .iter()
-                .try_for_each(|v| gate_passes_planned(&dir.join(v)))
-        }),
-        e2e::trial("gate_passes_every_planned_probe::esbuild", &esbuild, || {
-            THIRD_PARTY_GO
-                .iter()
-                .try_for_each(|(f, _)| gate_passes_planned(&third_party_go_dir().join(f)))
-        }),
-        e2e::trial("gate_passes_every_planned_probe::debian", &debian, || {
-            DEBIAN_GO
-                .iter()
-                .try_for_each(|p| gate_passes_planned(Path::new(p)))
-        }),
-        e2e::trial("gate_refuses_mutated_entries::sample", &build(), || {
-            let dir = sample_app_variants();
-            SAMPLE_VARIANTS
-                .iter()
-                .try_for_each(|v| gate_refuses_mutated_entries(&dir.join(v)))
-        }),
-        e2e::trial("gate_refuses_shifted_text_start::sample", &build(), || {
-            let dir = sample_app_variants();
-            ["sampleapp-default", "sampleapp-stripped"]
-                .iter()
-                .try_for_each(|v| gate_refuses_shifted_text_start(&dir.join(v)))
-        }),
-        e2e::trial("gate_refuses_mutated_entries::esbuild", &esbuild, || {
-            THIRD_PARTY_GO
-                .iter()
-                .try_for_each(|(f, _)| gate_refuses_mutated_entries(&third_party_go_dir().join(f)))
-        }),
-    ]);
+    e2e::run(
+        vec![
+            e2e::trial("sample_variants_agree_with_symtab", &build(), || {
+                each_variant(check_against_symtab)
+            }),
+            e2e::trial("sample_variants_agree_with_go_tool_nm", &build(), || {
+                each_variant(check_against_go_tool_nm)
+            }),
+            e2e::trial(
+                "sample_variants_agree_with_go_tool_addr2line",
+                &with(&[Need::Program("objcopy")]),
+                || each_variant(|p, b| check_against_addr2line(p, b, 7)),
+            ),
+            e2e::trial(
+                "extlink_pie_table_found_by_magic",
+                &build(),
+                extlink_pie_found_by_magic,
+            ),
+            e2e::trial("sample_version_and_module", &build(), || {
+                each_variant(check_version_and_module)
+            }),
+            e2e::trial("sample_file_offsets_match_text_section", &build(), || {
+                each_variant(|p, b| check_file_offsets(p, b, 1))
+            }),
+            e2e::trial(
+                "sample_rets_and_prologues_match_objdump",
+                &with(&[Need::Program("objdump")]),
+                sample_rets_and_prologues,
+            ),
+            e2e::trial(
+                "sample_main_functions_snapshot",
+                &build(),
+                sample_main_snapshot,
+            ),
+            e2e::trial("sample_module_data_agrees_with_header", &build(), || {
+                each_variant(|path, go| {
+                    if path.to_string_lossy().contains("pie") {
+                        return Ok(()); // the locator over relocations runs in GoBinary itself
+                    }
+                    let md = locate_moduledata(path, go)?;
+                    if md != Some(go.pclntab_location().text_start) {
+                        return Err(format!(
+                            "module data text {md:x?}: {:?}",
+                            go.pclntab_location()
+                        ));
+                    }
+                    Ok(())
+                })
+            }),
+            e2e::trial("mutated_sample_never_panics", &build(), mutated_sample),
+            e2e::trial("debian_stripped_go_binaries", &debian, debian_binaries),
+            e2e::trial("esbuild_every_pclntab_layout", &esbuild, esbuild_layouts),
+            e2e::trial("gate_passes_every_planned_probe::sample", &build(), || {
+                let dir = sample_app_variants();
+                SAMPLE_VARIANTS
+                    .iter()
+                    .try_for_each(|v| gate_passes_planned(&dir.join(v)))
+            }),
+            e2e::trial("gate_passes_every_planned_probe::esbuild", &esbuild, || {
+                THIRD_PARTY_GO
+                    .iter()
+                    .try_for_each(|(f, _)| gate_passes_planned(&third_party_go_dir().join(f)))
+            }),
+            e2e::trial("gate_passes_every_planned_probe::debian", &debian, || {
+                DEBIAN_GO
+                    .iter()
+                    .try_for_each(|p| gate_passes_planned(Path::new(p)))
+            }),
+            e2e::trial("gate_refuses_mutated_entries::sample", &build(), || {
+                let dir = sample_app_variants();
+                SAMPLE_VARIANTS
+                    .iter()
+                    .try_for_each(|v| gate_refuses_mutated_entries(&dir.join(v)))
+            }),
+            e2e::trial("gate_refuses_shifted_text_start::sample", &build(), || {
+                let dir = sample_app_variants();
+                ["sampleapp-default", "sampleapp-stripped"]
+                    .iter()
+                    .try_for_each(|v| gate_refuses_shifted_text_start(&dir.join(v)))
+            }),
+            e2e::trial("gate_refuses_mutated_entries::esbuild", &esbuild, || {
+                THIRD_PARTY_GO.iter().try_for_each(|(f, _)| {
+                    gate_refuses_mutated_entries(&third_party_go_dir().join(f))
+                })
+            }),
+        ]
+        .into_iter()
+        .chain(matrix_versions().into_iter().map(|version| {
+            e2e::trial(
+                &format!("go_toolchain_matrix::{version}"),
+                &[
+                    Need::Path(toolchain_go(version)),
+                    Need::CCompiler,
+                    Need::Program("objdump"),
+                ],
+                move || toolchain_matrix(version),
+            )
+        }))
+        .collect(),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -141,24 +179,30 @@ fn same_go_name(pcln: &str, sym: &str) -> bool {
     if pcln == sym || sym.strip_suffix(".abi0") == Some(pcln) {
         return true;
     }
-    let mut normalized = String::with_capacity(sym.len());
-    let mut depth = 0usize;
-    for c in sym.chars() {
-        match c {
-            '[' => {
-                if depth == 0 {
-                    normalized.push_str("[...]");
+    // Every bracketed group written `[...]`, on both sides: the pclntab writes some instantiations
+    // in full (`type:.eq.net.result[int]·1`, Go 1.21+ under external linking).
+    let brackets = |name: &str| {
+        let mut normalized = String::with_capacity(name.len());
+        let mut depth = 0usize;
+        for c in name.chars() {
+            match c {
+                '[' => {
+                    if depth == 0 {
+                        normalized.push_str("[...]");
+                    }
+                    depth += 1;
                 }
-                depth += 1;
+                ']' if depth > 0 => depth -= 1,
+                _ if depth > 0 => {}
+                _ => normalized.push(c),
             }
-            ']' if depth > 0 => depth -= 1,
-            _ if depth > 0 => {}
-            _ => normalized.push(c),
         }
-    }
+        normalized
+    };
+    let normalized = brackets(sym);
     // The ELF symbol table writes the middle dot of compiler-generated names as `.`
     // (`type..eq.net.dialResult·1` in the pclntab is `type..eq.net.dialResult.1` there).
-    let pcln = pcln.replace('·', ".");
+    let pcln = brackets(&pcln.replace('·', "."));
     normalized == pcln || normalized.strip_suffix(".abi0") == Some(pcln.as_str())
 }
 
@@ -401,7 +445,12 @@ fn compare_with_elf_funcs(
 
 /// On builds with a symbol table, `go tool nm`'s text symbols name every pclntab entry.
 fn check_against_go_tool_nm(path: &Path, go: &GoBinary<'_>) -> R {
-    let out = Command::new("go")
+    check_against_nm_of(Command::new("go"), path, go)
+}
+
+/// [`check_against_go_tool_nm`] with the `go` command `go_cmd` (a fetched toolchain's).
+fn check_against_nm_of(mut go_cmd: Command, path: &Path, go: &GoBinary<'_>) -> R {
+    let out = go_cmd
         .args(["tool", "nm"])
         .arg(path)
         .output()
@@ -800,21 +849,34 @@ fn debian_binaries() -> R {
     Ok(())
 }
 
-/// esbuild by Go 1.15 (1.2 layout), 1.16 and 1.17 (1.16 layout; stack vs register ABI) and 1.20
-/// (1.20 layout): version, layout, ABI, names/extents vs addr2line, RETs/prologues vs objdump.
+/// esbuild by Go 1.15 (1.2 layout), 1.16 and 1.17 (1.16 layout; stack vs register ABI), 1.20
+/// (1.20 layout) and 1.26 (1.20 layout, header textStart zero): version, layout, ABI,
+/// names/extents vs addr2line, RETs/prologues vs objdump (each sampled function's morestack
+/// block jumps back to the entry we report, which a wrong text start would not give).
 fn esbuild_layouts() -> R {
     let expected = [
         (PclntabVersion::Go12, GoAbi::Stack, GSource::Tls),
         (PclntabVersion::Go116, GoAbi::Stack, GSource::Tls),
         (PclntabVersion::Go116, GoAbi::Register, GSource::R14),
         (PclntabVersion::Go120, GoAbi::Register, GSource::R14),
+        (PclntabVersion::Go120, GoAbi::Register, GSource::R14),
     ];
     for ((file, go_version), (layout, abi, g)) in THIRD_PARTY_GO.iter().zip(expected) {
         let path = third_party_go_dir().join(file);
         with_binary(&path, |go| {
-            let version = go.version().ok_or("no version")?;
-            if version.raw != *go_version {
-                return Err(format!("version {version}, expected {go_version}"));
+            match go.version() {
+                Some(version) if version.raw != *go_version => {
+                    return Err(format!("version {version}, expected {go_version}"));
+                }
+                Some(_) => {}
+                // No build info (esbuild 0.28): the runtime's version string must be there.
+                None => {
+                    let bytes = std::fs::read(&path).map_err(err)?;
+                    let at = memchr::memmem::find(&bytes, go_version.as_bytes());
+                    if at.is_none() || go.build_info().is_some() {
+                        return Err(format!("no build info and no {go_version} string"));
+                    }
+                }
             }
             if go.pclntab().version() != layout || go.abi() != abi {
                 return Err(format!(
@@ -823,7 +885,7 @@ fn esbuild_layouts() -> R {
                     go.abi()
                 ));
             }
-            if go.module_path() != Some("github.com/evanw/esbuild") {
+            if go.build_info().is_some() && go.module_path() != Some("github.com/evanw/esbuild") {
                 return Err(format!("module {:?}", go.module_path()));
             }
             let main = go
@@ -851,14 +913,26 @@ fn esbuild_layouts() -> R {
                     return Err(format!("os.Getenv args size {:?}", getenv.args_size));
                 }
             }
+            // 1.18+ layouts: the module data found without symbols holds the same text start
+            // (from the header for Go 1.20, the text start itself for Go 1.26).
+            if layout >= PclntabVersion::Go118 {
+                let md = locate_moduledata(&path, go)?;
+                if md != Some(go.pclntab_location().text_start) {
+                    return Err(format!(
+                        "module data text {md:x?}, text start {:?}",
+                        go.pclntab_location()
+                    ));
+                }
+            }
             check_against_addr2line(&path, go, 23)?;
             check_rets_and_prologues(&path, go, &sample(go, 211))
         })?;
         // Without build info the ABI still follows: from the layout, and for the 1.16 layout
         // (Go 1.16 stack, 1.17 registers) from where the stack checks read g.
         let mut bytes = std::fs::read(&path).map_err(err)?;
-        let at = memchr::memmem::find(&bytes, b"\xff Go buildinf:").ok_or("no build info")?;
-        bytes[at] = 0;
+        if let Some(at) = memchr::memmem::find(&bytes, b"\xff Go buildinf:") {
+            bytes[at] = 0;
+        }
         let go = GoBinary::parse(&path, &bytes)
             .map_err(err)?
             .ok_or("not Go")?;
@@ -1095,6 +1169,203 @@ fn gate_refuses_shifted_text_start(path: &Path) -> R {
                     q.offset
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Go toolchain matrix
+
+/// `go` of the fetched toolchain `version`, ready to run (`GOROOT`, `GOTOOLCHAIN=local`).
+fn toolchain_cmd(version: &str) -> Command {
+    let go = toolchain_go(version);
+    let mut cmd = Command::new(&go);
+    if let Some(root) = go.parent().and_then(Path::parent) {
+        cmd.env("GOROOT", root).env("GOTOOLCHAIN", "local");
+    }
+    cmd
+}
+
+/// The sample app built by Go `version` in every matrix variant:
+/// - the text start comes from where that release puts it: the header (or, in the PIE, its
+///   relocation) before Go 1.26, the module data from 1.26 on (`runtime/symtab.go`, `pcHeader`);
+/// - where the header has it, the module data found without symbols says the same;
+/// - unstripped builds: every function is a text symbol of that release's `go tool nm` at the same
+///   address; the stripped build lists exactly the default build's functions (the same link);
+/// - every function's file offset is the `PT_LOAD` formula over the executable segment holding
+///   it (computed here from the program headers, as `readelf -l` shows them);
+/// - `main.` functions: RETs and post-prologue points as objdump shows them, the morestack block
+///   jumping back to the entry.
+fn toolchain_matrix(version: &str) -> R {
+    let dir = sample_app_variants_by(version);
+    let minor: u32 = version
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .ok_or("bad version")?;
+    let default_bytes = std::fs::read(dir.join("sampleapp-default")).map_err(err)?;
+    let default = GoBinary::parse("sampleapp-default", &default_bytes)
+        .map_err(err)?
+        .ok_or("default: not Go")?;
+    let default_funcs: Vec<(String, u64, u64)> = default
+        .functions()
+        .map(|f| (f.name.to_string(), f.entry.0, f.size()))
+        .collect();
+    for variant in MATRIX_VARIANTS {
+        let path = dir.join(variant);
+        with_binary(&path, |go| {
+            let want = format!("go{version}");
+            if go.version().map(|v| v.raw) != Some(want.clone()) {
+                return Err(format!("version {:?}, built by {want}", go.version()));
+            }
+            let loc = go.pclntab_location();
+            let header_zero = go.pclntab().header().text_start_field == Some(0);
+            match (minor >= 26, loc.text_start_source) {
+                (true, TextStartSource::ModuleData { .. }) if header_zero => {}
+                (false, TextStartSource::Header) if !header_zero => {}
+                (false, TextStartSource::Relocation) if variant.contains("pie") => {}
+                (_, other) => {
+                    return Err(format!(
+                        "text start {:#x} from {other:?} (header word {:?})",
+                        loc.text_start,
+                        go.pclntab().header().text_start_field
+                    ))
+                }
+            }
+            if !variant.contains("pie") && loc.text_start_source == TextStartSource::Header {
+                let md = locate_moduledata(&path, go)?;
+                if md != Some(loc.text_start) {
+                    return Err(format!(
+                        "module data says text {md:x?}, the header {:#x}",
+                        loc.text_start
+                    ));
+                }
+            }
+            if variant.contains("stripped") {
+                let funcs: Vec<(String, u64, u64)> = go
+                    .functions()
+                    .map(|f| (f.name.to_string(), f.entry.0, f.size()))
+                    .collect();
+                if funcs != default_funcs {
+                    return Err("functions differ from the unstripped build's".into());
+                }
+            } else {
+                check_against_nm_of(toolchain_cmd(version), &path, go)?;
+            }
+            check_segment_formula(&path, go)?;
+            let mains: Vec<GoFunction<'_>> = go
+                .functions()
+                .filter(|f| f.name.starts_with("main."))
+                .collect();
+            if mains.len() < 10 {
+                return Err(format!("only {} main. functions", mains.len()));
+            }
+            check_rets_and_prologues(&path, go, &mains)?;
+            // (In a PIE the relocation, not the file's word, carries the pointer.)
+            if let TextStartSource::ModuleData { moduledata_vaddr } = loc.text_start_source {
+                if !variant.contains("pie") {
+                    check_without_moduledata(&path, go, moduledata_vaddr)?;
+                }
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// With the module data's pointer to the table zeroed in a copy: a build with a symbol table
+/// takes the same text start from `runtime.text`; a stripped one lists no function at all and
+/// says why (never offsets posing as addresses).
+fn check_without_moduledata(path: &Path, go: &GoBinary<'_>, moduledata_vaddr: u64) -> R {
+    let mut bytes = std::fs::read(path).map_err(err)?;
+    let at = go
+        .segments()
+        .file_offset(VirtAddr(moduledata_vaddr))
+        .ok_or("module data not in the file")?
+        .0 as usize;
+    bytes[at..at + 8].fill(0);
+    let stripped = path.to_string_lossy().contains("stripped");
+    match GoBinary::parse(path, &bytes) {
+        Ok(Some(again)) if !stripped => {
+            let loc = again.pclntab_location();
+            if loc.text_start_source != TextStartSource::RuntimeTextSymbol
+                || loc.text_start != go.pclntab_location().text_start
+            {
+                return Err(format!("without module data: {loc:?}"));
+            }
+            Ok(())
+        }
+        Err(e) if stripped && e.to_string().contains("text start") => {
+            let dir = tempfile::tempdir().map_err(err)?;
+            let copy = dir.path().join("no-moduledata");
+            std::fs::write(&copy, &bytes).map_err(err)?;
+            let listed = netprobe_core::image::load_symbols(&copy);
+            match listed {
+                Err(e) if e.to_string().contains("text start") => Ok(()),
+                other => Err(format!("load_symbols without module data: {other:?}")),
+            }
+        }
+        other => Err(format!(
+            "without module data (stripped: {stripped}): {:?}",
+            other.map(|o| o.map(|g| g.pclntab_location().clone()))
+        )),
+    }
+}
+
+/// The module data's `text` of a non-PIE build, found with the public locator over the file's
+/// loadable segments (no relocations in an executable).
+fn locate_moduledata(path: &Path, go: &GoBinary<'_>) -> Result<Option<u64>, String> {
+    let bytes = std::fs::read(path).map_err(err)?;
+    let elf = Elf::parse(&bytes).map_err(err)?;
+    let segments = elf
+        .program_headers
+        .iter()
+        .filter(|ph| ph.p_type == goblin::elf::program_header::PT_LOAD)
+        .filter_map(|ph| {
+            let data = bytes.get(ph.p_offset as usize..(ph.p_offset + ph.p_filesz) as usize)?;
+            Some((ph.p_vaddr, data))
+        })
+        .collect();
+    let h = go.pclntab().header();
+    let facts = TableFacts {
+        vaddr: go.pclntab_location().vaddr.ok_or("table has no address")?.0,
+        ptr_size: h.ptr_size,
+        nfunc: h.nfunc,
+        funcname_offset: h.funcname_offset,
+        pctab_offset: h.pctab_offset,
+        functab_offset: h.functab_offset,
+    };
+    let image = LinkImage {
+        segments,
+        relative: HashMap::new(),
+    };
+    Ok(find_moduledata(&image, &facts).map(|md| md.text))
+}
+
+/// Every function's file offset is `vaddr - p_vaddr + p_offset` over the executable `PT_LOAD`
+/// holding it.
+fn check_segment_formula(path: &Path, go: &GoBinary<'_>) -> R {
+    let bytes = std::fs::read(path).map_err(err)?;
+    let elf = Elf::parse(&bytes).map_err(err)?;
+    let exec: Vec<_> = elf
+        .program_headers
+        .iter()
+        .filter(|ph| ph.p_type == goblin::elf::program_header::PT_LOAD && ph.is_executable())
+        .collect();
+    let symbols = go.symbols().map_err(err)?;
+    for s in &symbols {
+        let a = s.address.value();
+        let ph = exec
+            .iter()
+            .find(|ph| (ph.p_vaddr..ph.p_vaddr + ph.p_filesz).contains(&a))
+            .ok_or_else(|| format!("{} at {a:#x} is in no executable PT_LOAD", s.name))?;
+        let want = a - ph.p_vaddr + ph.p_offset;
+        if s.file_offset.map(|o| o.0) != Some(want) {
+            return Err(format!(
+                "{} at {a:#x}: file offset {:?}, PT_LOAD formula {want:#x}",
+                s.name, s.file_offset
+            ));
         }
     }
     Ok(())

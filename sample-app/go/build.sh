@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Go sample app in every variant netprobe must handle, into OUT_DIR (default ./bin).
 #
-#   sample-app/go/build.sh [OUT_DIR]
+#   sample-app/go/build.sh [OUT_DIR [VARIANT...]]     (default: every variant)
 #
 # Variants (file names in OUT_DIR):
 #   sampleapp-default        internal link, ET_EXEC, with .symtab
@@ -11,7 +11,9 @@
 #   sampleapp-extlink        -ldflags=-linkmode=external (cgo off; gcc links)
 #   sampleapp-extlink-pie    external link + PIE: no .gopclntab section, the table sits in .data.rel.ro
 #
-# Needs Debian's golang-go and, for the external-link variants, gcc. Writes nothing outside
+# Uses `go` from PATH (Debian's golang-go), or the toolchain named by GO (a `go` binary; its
+# GOROOT is set from it), e.g. GO=~/.cache/netprobe/go-toolchains/1.26.6/go/bin/go from
+# scripts/fetch-go-toolchains.sh. The external-link variants need gcc. Writes nothing outside
 # OUT_DIR except Go's build cache. Nothing built here belongs in git.
 set -euo pipefail
 
@@ -23,11 +25,19 @@ out_dir=$(cd "$out_dir" && pwd)
 # Offline, reproducible, no module downloads: the app has no dependencies.
 export GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GO111MODULE=on
 export CGO_ENABLED=0
+go=${GO:-go}
+if [[ -n "${GO:-}" ]]; then
+	GOROOT=$(cd "$(dirname "$GO")/.." && pwd)
+	export GOROOT
+fi
 
+shift || true
+wanted=" $* "
 build() {
 	local name=$1
 	shift
-	(cd "$src_dir" && go build -trimpath -o "$out_dir/.$name.tmp" "$@" .)
+	[[ "$wanted" == "  " || "$wanted" == *" $name "* ]] || return 0
+	(cd "$src_dir" && "$go" build -trimpath -o "$out_dir/.$name.tmp" "$@" .)
 	mv -f "$out_dir/.$name.tmp" "$out_dir/$name"
 }
 

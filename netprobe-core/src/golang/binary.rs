@@ -2,6 +2,7 @@
 
 use super::abi::{abi_for, GoAbi};
 use super::buildinfo::{BuildInfo, GoVersion};
+use super::moduledata::{find_moduledata, LinkImage, TableFacts};
 use super::pclntab::{magic_candidates, GoFunction, Pclntab, PclntabResolver, PclntabVersion};
 use super::prologue::{self, GSource, StackCheck};
 use crate::addr::{FileOffset, VirtAddr};
@@ -12,10 +13,12 @@ use crate::{Error, Result};
 use goblin::container::Ctx;
 use goblin::elf::program_header::ProgramHeader;
 use goblin::elf::reloc::RelocSection;
-use goblin::elf::section_header::{SectionHeader, SHT_NOBITS, SHT_RELA};
+use goblin::elf::section_header::{SectionHeader, SHT_NOBITS, SHT_RELA, SHT_SYMTAB};
+use goblin::elf::sym::{Sym, Symtab};
 use goblin::elf::Elf;
 use goblin::strtab::Strtab;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -41,6 +44,24 @@ pub struct PclntabLocation {
     /// Whether `text_start` came from a dynamic relocation because the header field in the file
     /// was left zero for the loader.
     pub text_start_from_relocation: bool,
+    /// Where `text_start` came from (the rule: [`super::moduledata`]).
+    pub text_start_source: TextStartSource,
+}
+
+/// Where a table's text start came from, in the order [`super::moduledata`] tries them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum TextStartSource {
+    /// Go 1.2 and 1.16 layouts: entries are absolute addresses; no text start is needed.
+    NotNeeded,
+    /// The header's `textStart` word.
+    Header,
+    /// The `R_X86_64_RELATIVE` relocation on the header's `textStart` word.
+    Relocation,
+    /// The `text` field of `runtime.firstmoduledata`, found at `moduledata_vaddr`.
+    ModuleData { moduledata_vaddr: u64 },
+    /// The `runtime.text` symbol.
+    RuntimeTextSymbol,
 }
 
 /// A probe point: an address in the file's link-time address space and where it is in the file.
@@ -112,7 +133,7 @@ impl<'a> GoBinary<'a> {
             (PCLNTAB_SECTIONS.contains(&name) && sh.sh_type != SHT_NOBITS)
                 .then(|| (name.to_string(), sh.sh_offset, sh.sh_size, sh.sh_addr))
         });
-        let (pclntab, section, file_offset, vaddr) = match named {
+        let (pclntab, text_start_source, section, file_offset, vaddr) = match named {
             Some((name, off, size, addr)) => {
                 let data = crate::golang::read::bytes(bytes, off, size).ok_or_else(|| {
                     Error::malformed(
@@ -122,17 +143,17 @@ impl<'a> GoBinary<'a> {
                 })?;
                 let table = Pclntab::parse(data)
                     .map_err(|e| Error::malformed(path, format!("section {name}: {e}")))?;
-                (table, Some(name), off, Some(VirtAddr(addr)))
+                let (table, source) = establish_text_start(&elf, table, Some(VirtAddr(addr)))
+                    .map_err(|e| text_start_unknown(path, &format!("section {name}: {e}")))?;
+                (table, source, Some(name), off, Some(VirtAddr(addr)))
             }
             None => match scan_for_pclntab(&elf, bytes, &segments) {
-                Some((table, off, vaddr)) => (table, None, off, vaddr),
-                None => return Ok(None),
+                Ok(Some((table, source, off, vaddr))) => (table, source, None, off, vaddr),
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(text_start_unknown(path, &e)),
             },
         };
-
-        let (pclntab, _) = relocated_text_start(&elf, pclntab, vaddr);
-        let text_start_from_relocation =
-            pclntab.header().text_start_field == Some(0) && pclntab.text_start() != 0;
+        let text_start_from_relocation = text_start_source == TextStartSource::Relocation;
 
         let buildinfo_section = elf.sections.iter().find_map(|sh| {
             let name = elf.section_name(sh)?;
@@ -148,6 +169,7 @@ impl<'a> GoBinary<'a> {
             vaddr,
             text_start: pclntab.text_start(),
             text_start_from_relocation,
+            text_start_source,
         };
         Ok(Some(GoBinary {
             path: path.to_path_buf(),
@@ -312,27 +334,157 @@ impl SymbolSource for GoBinary<'_> {
     }
 }
 
-/// 1.18+: entries are offsets from textStart, a pointer the loader relocates in a PIE. Linkers
-/// write the link-time value into the file as well (GNU ld and Go's linker both do: checked on
-/// dockerd and the sample PIEs); when a file holds 0 there, the value is the addend of the
-/// `R_X86_64_RELATIVE` relocation on that word (`table_vaddr + 8 + 2 * ptrsize`). Returns the
-/// table (with that textStart when one was found) and whether a relocation supplied it
-/// (idempotent: a table whose textStart is set is returned as is).
-fn relocated_text_start<'a>(
+/// The table with its text start established by the rule [`super::moduledata`] documents, and
+/// where the value came from; `Err(reason)` when no source gives a value that passes the checks
+/// (then no function address can be known, and none is given).
+fn establish_text_start<'a>(
     elf: &ElfView<'_>,
     table: Pclntab<'a>,
     table_vaddr: Option<VirtAddr>,
-) -> (Pclntab<'a>, bool) {
-    if !table.version().entries_are_text_offsets() || table.text_start() != 0 {
-        return (table, false);
+) -> std::result::Result<(Pclntab<'a>, TextStartSource), String> {
+    if !table.version().entries_are_text_offsets() {
+        return Ok((table, TextStartSource::NotNeeded));
     }
-    let field =
-        table_vaddr.and_then(|v| v.0.checked_add(8 + 2 * u64::from(table.header().ptr_size)));
-    let addend = field.and_then(|at| elf.relative_addend(at));
-    match addend.and_then(|a| u64::try_from(a).ok()) {
-        Some(text_start) => (table.with_text_start(text_start), true),
-        None => (table, false),
+    let header = *table.header();
+    let mut tried = Vec::new();
+    let checked = |table: Pclntab<'a>, source: TextStartSource, tried: &mut Vec<String>| {
+        match entries_in_code(&elf.segments, &table) {
+            Ok(()) => Some((table, source)),
+            Err(e) => {
+                tried.push(format!(
+                    "{source:?} gives {:#x}, but {e}",
+                    table.text_start()
+                ));
+                None
+            }
+        }
+    };
+    // 1. The header word.
+    if let Some(v) = header.text_start_field.filter(|&v| v != 0) {
+        if let Some(ok) = checked(
+            table.clone().with_text_start(v),
+            TextStartSource::Header,
+            &mut tried,
+        ) {
+            return Ok(ok);
+        }
     }
+    // 2. The relocation on the header word (`table + 8 + 2 * ptrsize`).
+    let field = table_vaddr.and_then(|v| v.0.checked_add(8 + 2 * u64::from(header.ptr_size)));
+    let relocs = elf.relative_relocations();
+    if let Some(v) = field
+        .and_then(|at| relocs.get(&at).copied())
+        .filter(|&v| v != 0)
+    {
+        if let Some(ok) = checked(
+            table.clone().with_text_start(v),
+            TextStartSource::Relocation,
+            &mut tried,
+        ) {
+            return Ok(ok);
+        }
+    }
+    // 3. The module data's `text` field.
+    match table_vaddr {
+        Some(vaddr) => {
+            let image = LinkImage {
+                segments: elf
+                    .segments
+                    .0
+                    .iter()
+                    .filter_map(|s| {
+                        Some((
+                            s.vaddr,
+                            crate::golang::read::bytes(elf.bytes, s.offset, s.filesz)?,
+                        ))
+                    })
+                    .collect(),
+                relative: relocs,
+            };
+            let facts = TableFacts {
+                vaddr: vaddr.0,
+                ptr_size: header.ptr_size,
+                nfunc: header.nfunc,
+                funcname_offset: header.funcname_offset,
+                pctab_offset: header.pctab_offset,
+                functab_offset: header.functab_offset,
+            };
+            match find_moduledata(&image, &facts) {
+                Some(md) => {
+                    let t = table.clone().with_text_start(md.text);
+                    if t.entry(0).map(|e| e.0) != Some(md.minpc) {
+                        tried.push(format!(
+                            "runtime.firstmoduledata at {:#x} has text {:#x} but minpc {:#x} is not the first function's entry",
+                            md.vaddr, md.text, md.minpc
+                        ));
+                    } else if let Some(ok) = checked(
+                        t,
+                        TextStartSource::ModuleData {
+                            moduledata_vaddr: md.vaddr,
+                        },
+                        &mut tried,
+                    ) {
+                        return Ok(ok);
+                    }
+                }
+                None => tried.push("no runtime.firstmoduledata points at the table".into()),
+            }
+        }
+        None => {
+            tried.push("the table is in no loadable segment, so nothing can point at it".into())
+        }
+    }
+    // 4. The `runtime.text` symbol.
+    match elf.symbol_value("runtime.text") {
+        Some(v) => {
+            if let Some(ok) = checked(
+                table.clone().with_text_start(v),
+                TextStartSource::RuntimeTextSymbol,
+                &mut tried,
+            ) {
+                return Ok(ok);
+            }
+        }
+        None => tried.push("no runtime.text symbol".into()),
+    }
+    Err(format!(
+        "Go function table entries are offsets from a text start this file does not establish \
+         (header textStart is {:#x}; {}): function addresses unknown, nothing can be probed",
+        header.text_start_field.unwrap_or(0),
+        tried.join("; ")
+    ))
+}
+
+/// The error for a table whose text start is not established: which sources were tried and what
+/// netprobe does instead of guessing.
+fn text_start_unknown(path: &Path, why: &str) -> Error {
+    Error::Unsupported(format!(
+        "{}: {why}; netprobe lists no Go function addresses rather than guess (a binary with a \
+         symbol table still lists its ELF functions): report the Go version that built it",
+        path.display()
+    ))
+}
+
+/// The cross-check every text start passes: the text start, the first function's entry and the
+/// last function's entry all lie in executable `PT_LOAD` segments.
+fn entries_in_code(
+    segments: &LoadSegments,
+    table: &Pclntab<'_>,
+) -> std::result::Result<(), String> {
+    let in_code =
+        |a: Option<VirtAddr>| a.is_some_and(|a| segments.executable_containing(a).is_some());
+    let last = table
+        .header()
+        .nfunc
+        .checked_sub(1)
+        .and_then(|i| table.entry(i));
+    if !in_code(Some(VirtAddr(table.text_start()))) {
+        return Err("it is in no executable segment".into());
+    }
+    if !in_code(table.entry(0)) || !in_code(last) {
+        return Err("the first or last function then lies outside every executable segment".into());
+    }
+    Ok(())
 }
 
 /// The link-time address of file offset `off`, over whichever `PT_LOAD` holds it.
@@ -347,14 +499,17 @@ fn vaddr_of_file_offset(segments: &LoadSegments, off: u64) -> Option<VirtAddr> {
 
 /// Finds a table by its magic when no section is named for it (externally linked PIE: inside
 /// `.data.rel.ro`; files without section headers: anywhere). A candidate counts when it parses
-/// (header sane, offsets in bounds, entries sorted, records repeating their entries) and its first
-/// and last entries lie in an executable segment. Returns the table, its file offset and its
-/// link-time address.
+/// (header sane, offsets in bounds, entries sorted, records repeating their entries) and its text
+/// start is established (which checks its first and last entries lie in an executable segment).
+/// Returns the table, where its text start came from, its file offset and its link-time address;
+/// `Err` with the reason when a table parsed but its text start could not be established.
+#[allow(clippy::type_complexity)]
 fn scan_for_pclntab<'a>(
     elf: &ElfView<'_>,
     bytes: &'a [u8],
     segments: &LoadSegments,
-) -> Option<(Pclntab<'a>, u64, Option<VirtAddr>)> {
+) -> std::result::Result<Option<(Pclntab<'a>, TextStartSource, u64, Option<VirtAddr>)>, String> {
+    let mut unestablished = None;
     for at in magic_candidates(bytes) {
         let at = at as u64;
         // The table cannot run past the section (or else the segment, or the file) holding it.
@@ -379,20 +534,14 @@ fn scan_for_pclntab<'a>(
             continue;
         };
         let vaddr = vaddr_of_file_offset(segments, at);
-        let (table, _) = relocated_text_start(elf, table, vaddr);
-        let first = table.entry(0);
-        let last = table
-            .header()
-            .nfunc
-            .checked_sub(1)
-            .and_then(|i| table.entry(i));
-        let in_code =
-            |a: Option<VirtAddr>| a.is_some_and(|a| segments.executable_containing(a).is_some());
-        if in_code(first) && in_code(last) {
-            return Some((table, at, vaddr));
+        match establish_text_start(elf, table, vaddr) {
+            Ok((table, source)) => return Ok(Some((table, source, at, vaddr))),
+            Err(e) => {
+                unestablished.get_or_insert(format!("table at file offset {at:#x}: {e}"));
+            }
         }
     }
-    None
+    unestablished.map_or(Ok(None), Err)
 }
 
 /// The parts of an ELF file the Go reader needs, parsed without touching the symbol tables (a
@@ -448,9 +597,9 @@ impl<'a> ElfView<'a> {
         self.section_names.as_ref()?.get_at(sh.sh_name)
     }
 
-    /// The addend of the `R_X86_64_RELATIVE` relocation on the word at `vaddr`, from the RELA
-    /// sections; `None` when there is none.
-    fn relative_addend(&self, vaddr: u64) -> Option<i64> {
+    /// Every `R_X86_64_RELATIVE` relocation of the RELA sections: relocated word's address to
+    /// its addend (negative addends, which no pointer has, are left out).
+    fn relative_relocations(&self) -> HashMap<u64, u64> {
         self.sections
             .iter()
             .filter(|sh| sh.sh_type == SHT_RELA)
@@ -464,11 +613,39 @@ impl<'a> ElfView<'a> {
                 )
                 .ok()
             })
-            .find_map(|relocs| {
+            .flat_map(|relocs| {
                 relocs
                     .iter()
-                    .find(|r| r.r_offset == vaddr && r.r_type == R_X86_64_RELATIVE)
-                    .and_then(|r| r.r_addend)
+                    .filter(|r| r.r_type == R_X86_64_RELATIVE)
+                    .filter_map(|r| Some((r.r_offset, u64::try_from(r.r_addend?).ok()?)))
+                    .collect::<Vec<_>>()
             })
+            .collect()
+    }
+
+    /// The value of the `.symtab` symbol named `name`; `None` without a symbol table or symbol.
+    fn symbol_value(&self, name: &str) -> Option<u64> {
+        let symtab = self.sections.iter().find(|sh| sh.sh_type == SHT_SYMTAB)?;
+        let strtab = self.sections.get(usize::try_from(symtab.sh_link).ok()?)?;
+        let names = Strtab::parse(
+            self.bytes,
+            usize::try_from(strtab.sh_offset).ok()?,
+            usize::try_from(strtab.sh_size).ok()?,
+            0,
+        )
+        .ok()?;
+        let count = usize::try_from(symtab.sh_size / Sym::size(self.ctx.container) as u64).ok()?;
+        let syms = Symtab::parse(
+            self.bytes,
+            usize::try_from(symtab.sh_offset).ok()?,
+            count,
+            self.ctx,
+        )
+        .ok()?;
+        let found = syms
+            .iter()
+            .find(|s| names.get_at(s.st_name) == Some(name))
+            .map(|s| s.st_value);
+        found
     }
 }

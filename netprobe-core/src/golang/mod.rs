@@ -8,12 +8,13 @@
 pub mod abi;
 mod binary;
 pub mod buildinfo;
+pub mod moduledata;
 pub mod pclntab;
 pub mod prologue;
 pub(crate) mod read;
 
 pub use abi::{abi_for, GoAbi, Reg, WordLocation};
-pub use binary::{GoBinary, PclntabLocation, ProbePoint, ProbePoints};
+pub use binary::{GoBinary, PclntabLocation, ProbePoint, ProbePoints, TextStartSource};
 pub use buildinfo::{BuildInfo, GoVersion};
 pub use pclntab::{GoFunction, Pclntab, PclntabVersion};
 pub use prologue::{GSource, StackCheck};
