@@ -10,7 +10,7 @@
 use fixtures::e2e::{self, err, Need};
 use serde_json::Value as Json;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -217,19 +217,6 @@ fn json_lines(out: &str) -> Vec<Json> {
         .collect()
 }
 
-/// Whether netprobe process `pid` left probes or an instance behind.
-fn leftovers(pid: u32) -> Option<String> {
-    let group = format!("netprobe_{pid}/");
-    let events = std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).unwrap_or_default();
-    if let Some(l) = events.lines().find(|l| l.contains(&format!(":{group}"))) {
-        return Some(format!("probe left: {l}"));
-    }
-    if Path::new(&format!("{TRACEFS}/instances/netprobe_{pid}")).exists() {
-        return Some(format!("instance netprobe_{pid} left"));
-    }
-    None
-}
-
 fn entries<'a>(hits: &'a [Json], function: &str) -> Vec<&'a Json> {
     hits.iter()
         .filter(|h| h["event"] == "entry" && h["function"] == function)
@@ -256,7 +243,7 @@ fn trace_app(
     let np_pid = np.pid();
     let app_out = app.go_and_wait()?;
     let (out, stderr) = np.wait()?;
-    if let Some(l) = leftovers(np_pid) {
+    if let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
         return Err(l);
     }
     Ok((json_lines(&out), stderr, app_out))
@@ -459,7 +446,7 @@ fn default_tiering_warns_and_says_hits_stopped(rt: Runtime) -> Result<(), String
     let np_pid = np.pid();
     let app_out = app.go_and_wait()?;
     let (out, stderr) = np.wait()?;
-    if let Some(l) = leftovers(np_pid) {
+    if let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
         return Err(l);
     }
     if !app_out.contains("done calls=400") {
@@ -523,7 +510,7 @@ fn latency_survives_garbage_collections(rt: Runtime) -> Result<(), String> {
     let np_pid = np.pid();
     let app_out = app.go_and_wait()?;
     let (out, stderr) = np.wait()?;
-    if let Some(l) = leftovers(np_pid) {
+    if let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
         return Err(l);
     }
     let collections: u64 = app_out
@@ -609,7 +596,7 @@ fn http_echo_requests_hit_with_the_value(rt: Runtime) -> Result<(), String> {
         }
     }
     let (out, stderr) = np.wait()?;
-    if let Some(l) = leftovers(np_pid) {
+    if let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
         return Err(l);
     }
     let hits = json_lines(&out);
