@@ -422,6 +422,73 @@ fn app_code_is_explained() -> Result<(), String> {
     Ok(())
 }
 
+/// The tiering guard on a single-file app, which has no `dotnet` host, no `shared/` folder and
+/// no runtimeconfig beside it: with `-c` and default tiering, netprobe names the runtime linked
+/// into the bundle (.NET 10.0.13) and the variable that keeps every hit; with `-p` on a running
+/// bundle it warns for one started with default tiering and says nothing for one started with
+/// `DOTNET_TieredCompilation=0`. Hits are exact in both modes (`ReadLine()`: one per line plus
+/// the final one with `-c`).
+fn tiering_guard_on_a_bundle() -> Result<(), String> {
+    let extract = tempfile::tempdir().map_err(err)?;
+    let cmd = format!(
+        "{} proteins parse-accession",
+        bundle("uncompressed").display()
+    );
+    let args = ["count", "--json", "--duration", "90s", "-c", &cmd, READLINE];
+    let (stdout, stderr) = netprobe(&args, &input(), extract.path())?;
+    check_app_output(&stdout)?;
+    if !stderr.contains("the command (.NET 10.0.13")
+        || !stderr.contains("runs with tiered compilation on")
+        || !stderr.contains("--keep-r2r")
+    {
+        return Err(format!(
+            "-c: no tiering warning naming .NET 10.0.13: {stderr}"
+        ));
+    }
+    let last = json_lines(&stdout)
+        .into_iter()
+        .rfind(|j| j.get("counts").is_some())
+        .ok_or_else(|| format!("no counts: {stderr}"))?;
+    if last["counts"][READLINE] != ACCESSIONS.len() as u64 + 1 {
+        return Err(format!("-c: {last}"));
+    }
+    for tiering_off in [false, true] {
+        let mut app = Command::new(bundle("uncompressed"));
+        app.args(["proteins", "parse-accession"])
+            .env("DOTNET_BUNDLE_EXTRACT_BASE_DIR", extract.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if tiering_off {
+            app.env("DOTNET_TieredCompilation", "0");
+        }
+        let mut app = app.spawn().map_err(err)?;
+        let pid = app.id();
+        let result =
+            fixtures::live::wait_reading_stdin(pid, Duration::from_secs(60)).and_then(|_| {
+                let out = Command::new(NP)
+                    .args(["trace", "--dry-run", "-p", &pid.to_string(), READLINE])
+                    .output()
+                    .map_err(err)?;
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                let warned = stderr.contains(&format!("pid {pid} (.NET 10.0.13"))
+                    && stderr.contains("DOTNET_TieredCompilation=0");
+                if !out.status.success() || warned == tiering_off {
+                    return Err(format!(
+                        "-p, tiering off {tiering_off}: {:?} {stderr}",
+                        out.status
+                    ));
+                }
+                Ok(())
+            });
+        drop(app.stdin.take());
+        let _ = app.kill();
+        let _ = app.wait();
+        result?;
+    }
+    Ok(())
+}
+
 fn main() {
     e2e::run(vec![
         e2e::trial(
@@ -433,6 +500,11 @@ fn main() {
             "strings_decoded_in_command_mode",
             &needs("uncompressed"),
             strings_decoded_in_command_mode,
+        ),
+        e2e::trial(
+            "tiering_guard_on_a_bundle",
+            &needs("uncompressed"),
+            tiering_guard_on_a_bundle,
         ),
         e2e::trial(
             "count_on_a_running_bundle",

@@ -37,6 +37,7 @@
 
 use crate::addr::{FileOffset, Rva, VirtAddr};
 use crate::bytes::FileBytes;
+use crate::dotnet::bundle::Bundle;
 use crate::dotnet::pe::PeSection;
 use crate::dotnet::Assembly;
 use crate::elf::parser::{ElfView, RawFunction};
@@ -361,6 +362,11 @@ enum Tables<'a> {
         /// Go: how many function entries of the whole table are not preceded by padding, of
         /// how many could be checked ([`CodeFile::go_alignment`]).
         go_misaligned: (usize, usize),
+        /// A .NET single-file bundle's ReadyToRun assemblies, stored uncompressed after the
+        /// app host's segments (`dotnet::bundle`): each one's bytes in the file, `(offset, len)`,
+        /// and its tables with file offsets in the bundle. A probe there is checked as in the
+        /// assembly.
+        bundled: Vec<((u64, u64), Tables<'a>)>,
     },
     Pe {
         ranges: Vec<CodeRange>,
@@ -439,40 +445,29 @@ impl CodeFile {
                 let go_misaligned = go
                     .as_deref()
                     .map_or((0, 0), |g| self.go_alignment(&ranges, g));
+                let bundled = match Bundle::from_bytes(&self.path, self.reopen()?) {
+                    Ok(Some(bundle)) => bundle
+                        .mapped_assemblies()
+                        .into_iter()
+                        .filter_map(|(e, asm)| {
+                            let asm = asm.ok().filter(|a| a.r2r().is_some())?;
+                            Some(((e.offset.0, e.size), pe_tables(&asm)))
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
                 Ok(Tables::Elf {
                     ranges,
                     sections,
                     functions,
                     go,
                     go_misaligned,
+                    bundled,
                 })
             }
             Some(ImageFormat::Pe) => {
-                // The assembly reader owns its bytes: a second mapping (or copy) of the file.
-                let bytes = match &self.bytes {
-                    FileBytes::Mapped(_) => FileBytes::open(&self.path).map_err(unreadable)?,
-                    FileBytes::Owned(v) => FileBytes::Owned(v.clone()),
-                };
-                let asm = Assembly::from_bytes(&self.path, bytes).map_err(unreadable)?;
-                let ranges = asm
-                    .sections()
-                    .iter()
-                    .filter(|s| s.is_executable())
-                    .map(pe_range)
-                    .collect();
-                let runtime_functions = asm
-                    .r2r()
-                    .map(|r| {
-                        r.runtime_functions
-                            .iter()
-                            .map(|f| (u64::from(f.begin), u64::from(f.end)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                Ok(Tables::Pe {
-                    ranges,
-                    runtime_functions,
-                })
+                let asm = Assembly::from_bytes(&self.path, self.reopen()?).map_err(unreadable)?;
+                Ok(pe_tables(&asm))
             }
             None => Err(Refusal::Unreadable(format!(
                 "{} is neither ELF nor PE",
@@ -481,7 +476,25 @@ impl CodeFile {
         }
     }
 
+    /// The file's bytes again, for a reader that owns its bytes: a second mapping (or a copy).
+    fn reopen(&self) -> Result<FileBytes, Refusal> {
+        match &self.bytes {
+            FileBytes::Mapped(_) => {
+                FileBytes::open(&self.path).map_err(|e| Refusal::Unreadable(e.to_string()))
+            }
+            FileBytes::Owned(v) => Ok(FileBytes::Owned(v.clone())),
+        }
+    }
+
     fn check_one(&self, t: &Tables<'_>, r: &ProbeRequest) -> Result<Passed, Refusal> {
+        if let Tables::Elf { bundled, .. } = t {
+            let inside = |&&((at, len), _): &&((u64, u64), Tables<'_>)| {
+                r.offset.0 >= at && r.offset.0 - at < len
+            };
+            if let Some((_, member)) = bundled.iter().find(inside) {
+                return self.check_one(member, r);
+            }
+        }
         let (ranges, format) = match t {
             Tables::Elf { ranges, .. } => (ranges, "segment (PT_LOAD with PF_X)"),
             Tables::Pe { ranges, .. } => (ranges, "section"),
@@ -874,6 +887,37 @@ pub fn missing_offset_reasons(
             })
         })
         .collect()
+}
+
+/// The tables of a ReadyToRun assembly: its executable sections (at file offsets in the file
+/// that stores it: shifted by [`Assembly::file_base`] inside a bundle) and RUNTIME_FUNCTIONS.
+fn pe_tables<'a>(asm: &Assembly) -> Tables<'a> {
+    let base = asm.file_base().0;
+    let ranges = asm
+        .sections()
+        .iter()
+        .filter(|s| s.is_executable())
+        .map(|s| {
+            let r = pe_range(s);
+            CodeRange {
+                offset: r.offset + base,
+                ..r
+            }
+        })
+        .collect();
+    let runtime_functions = asm
+        .r2r()
+        .map(|r| {
+            r.runtime_functions
+                .iter()
+                .map(|f| (u64::from(f.begin), u64::from(f.end)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Tables::Pe {
+        ranges,
+        runtime_functions,
+    }
 }
 
 fn pe_range(s: &PeSection) -> CodeRange {

@@ -289,6 +289,39 @@ fn image_base_of_a_bundled_assembly() -> Result<(), String> {
     Ok(())
 }
 
+/// The probe-safety gate on the bundle file: the entry of every bundled CoreLib method with
+/// code passes (checked as in the assembly, at offsets in the bundle), and the same entry one
+/// byte in, or a method's entry shifted by one in the bundle, is refused.
+fn gate_checks_bundled_methods() -> Result<(), String> {
+    use netprobe_core::addr::FileOffset;
+    use netprobe_core::probe_safety::{CodeFile, ProbeRequest, Refusal};
+    let path = single_file("uncompressed");
+    let member = path.join("System.Private.CoreLib.dll");
+    let bundled = image::load_symbols(&member).map_err(err)?;
+    let entries: Vec<FileOffset> = bundled.iter().filter_map(|s| s.file_offset).collect();
+    if entries.len() < 1000 {
+        return Err(format!("only {} bundled methods with code", entries.len()));
+    }
+    let planned = |o: FileOffset, entry: FileOffset| ProbeRequest {
+        offset: o,
+        planned_entry: Some(entry),
+        uretprobe: false,
+    };
+    let requests: Vec<ProbeRequest> = entries.iter().map(|&e| planned(e, e)).collect();
+    let file = CodeFile::open(&path).map_err(err)?;
+    for (q, r) in requests.iter().zip(file.check(&requests)) {
+        if let Err(e) = r {
+            return Err(format!("bundled entry at {} refused: {e}", q.offset));
+        }
+    }
+    let e = entries[entries.len() / 2];
+    let inside = FileOffset(e.0 + 1);
+    match file.check(&[planned(inside, inside)]).remove(0) {
+        Err(Refusal::NoRuntimeFunction { .. }) => Ok(()),
+        other => Err(format!("entry + 1 at {inside} in the bundle: {other:?}")),
+    }
+}
+
 fn main() {
     let compressed = Need::Path(single_file("compressed"));
     let uncompressed = Need::Path(single_file("uncompressed"));
@@ -312,6 +345,11 @@ fn main() {
             "bundled_symbols_equal_extracted_shifted",
             std::slice::from_ref(&uncompressed),
             bundled_symbols_equal_extracted_shifted,
+        ),
+        e2e::trial(
+            "gate_checks_bundled_methods",
+            std::slice::from_ref(&uncompressed),
+            gate_checks_bundled_methods,
         ),
         e2e::trial(
             "compressed_entries_are_explained",

@@ -445,8 +445,13 @@ pub fn preflight(
                     continue;
                 };
                 let env = runtime::environment_of(pid);
-                let cfg_path = runtime::runtimeconfig_of_process(pid);
-                let cfg = cfg_path.as_deref().and_then(runtime::read_runtimeconfig);
+                let (cfg_path, cfg) = match runtime::runtimeconfig_of_process(pid) {
+                    Some(p) => {
+                        let cfg = runtime::read_runtimeconfig(&p);
+                        (Some(p), cfg)
+                    }
+                    None => runtime::bundled_runtimeconfig_of_process(pid).unzip(),
+                };
                 let k = runtime::knobs(&env, &version, cfg_path.as_deref().zip(cfg.as_ref()));
                 g.messages
                     .extend(runtime::guard_messages(&Subject::Pid(pid), &version, &k));
@@ -480,8 +485,14 @@ pub fn preflight(
                 })
                 .collect();
             env.extend(g.child_env.iter().cloned());
-            let cfg_path = command.and_then(|c| c.runtimeconfig.clone());
-            let cfg = cfg_path.as_deref().and_then(runtime::read_runtimeconfig);
+            let (cfg_path, cfg) = match command.and_then(|c| c.bundled_config.clone()) {
+                Some((p, json)) => (Some(p), Some(json)),
+                None => {
+                    let p = command.and_then(|c| c.runtimeconfig.clone());
+                    let cfg = p.as_deref().and_then(runtime::read_runtimeconfig);
+                    (p, cfg)
+                }
+            };
             let k = runtime::knobs(&env, &version, cfg_path.as_deref().zip(cfg.as_ref()));
             if keep_r2r {
                 g.messages.push(format!(

@@ -34,6 +34,9 @@ pub struct DotnetCommand {
     /// self-contained app: the app's folder).
     pub framework_dirs: Vec<PathBuf>,
     pub version: Option<RuntimeVersion>,
+    /// A single-file app's runtimeconfig.json, read from inside its bundle, with the path it is
+    /// shown under (its assemblies are searched through the bundle, not `framework_dirs`).
+    pub bundled_config: Option<(PathBuf, Json)>,
 }
 
 /// Where a framework-dependent app host looks for the runtime (dotnet/runtime
@@ -154,7 +157,16 @@ impl DotnetCommand {
             }
         }
         if !is_muxer && runtimeconfig.is_none() && !self_contained {
-            return None;
+            // A single-file app: the runtime is linked into its host and its runtimeconfig is
+            // bundled (dotnet/runtime `src/native/corehost/apphost/static/`).
+            let bundled_config = super::runtime::bundled_runtimeconfig(exe)?;
+            return Some(DotnetCommand {
+                app: None,
+                runtimeconfig: None,
+                framework_dirs: Vec::new(),
+                version: super::runtime::single_file_runtime(exe),
+                bundled_config: Some(bundled_config),
+            });
         }
         if is_muxer && app.is_none() {
             return None;
@@ -171,6 +183,7 @@ impl DotnetCommand {
             runtimeconfig,
             framework_dirs,
             version,
+            bundled_config: None,
         })
     }
 

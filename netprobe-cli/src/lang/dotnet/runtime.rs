@@ -509,6 +509,32 @@ pub fn runtimeconfig_of_process(pid: u32) -> Option<PathBuf> {
     Some(cfg)
 }
 
+/// The runtimeconfig.json bundled inside the single-file app `exe` (the host reads it from the
+/// bundle, never from beside the app: dotnet/runtime `src/native/corehost/bundle/runner.cpp`),
+/// with the path it is shown under (`EXE/NAME.runtimeconfig.json`). `None` when `exe` is no
+/// bundle or holds no readable runtimeconfig.
+pub fn bundled_runtimeconfig(exe: &Path) -> Option<(PathBuf, Json)> {
+    use netprobe_core::dotnet::bundle::{Bundle, BundleFileType};
+    let bundle = Bundle::open(exe).ok()??;
+    let json = serde_json::from_slice(bundle.runtimeconfig_json()?).ok()?;
+    let name = bundle
+        .entries()
+        .iter()
+        .find(|e| e.file_type == BundleFileType::RuntimeConfigJson)
+        .map_or("runtimeconfig.json", |e| e.path.as_str());
+    Some((exe.join(name), json))
+}
+
+/// [`bundled_runtimeconfig`] of the executable a live process runs, opened through
+/// `/proc/PID/exe` (which reaches the file from any mount namespace).
+pub fn bundled_runtimeconfig_of_process(pid: u32) -> Option<(PathBuf, Json)> {
+    let link = PathBuf::from(format!("/proc/{pid}/exe"));
+    let exe = std::fs::read_link(&link).ok()?;
+    let (path, json) = bundled_runtimeconfig(&link)?;
+    let name = path.file_name()?.to_owned();
+    Some((exe.join(name), json))
+}
+
 /// Reads a runtimeconfig.json; `None` when unreadable or not JSON.
 pub fn read_runtimeconfig(path: &Path) -> Option<Json> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
