@@ -401,6 +401,16 @@ mod tests {
         host.resize(64, 0);
         host.extend_from_slice(&types::SIGNATURE);
         assert!(bundle(host).unwrap().is_none());
+        // The signature as a constant in a program's read-only data (netprobe's own binary):
+        // the bytes before it are no offset of a manifest after it.
+        for before in [u64::MAX, 0x0102_0304_0506_0708, 3] {
+            let mut prog = b"\x7fELF".to_vec();
+            prog.resize(64, 0);
+            prog.extend_from_slice(&before.to_le_bytes());
+            prog.extend_from_slice(&types::SIGNATURE);
+            prog.resize(4096, 0xab);
+            assert!(bundle(prog).unwrap().is_none(), "{before:#x}");
+        }
         // Not ELF at all.
         assert!(
             bundle(synthetic(6, 0, &[("a.dll", 1, b"MZ", 0)])[1..].to_vec())

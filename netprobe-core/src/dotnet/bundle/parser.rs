@@ -23,11 +23,17 @@ use crate::dotnet::bytes::{slice, u32_at, u64_at, u8_at};
 const MAX_PATH_BYTES: usize = 4096;
 
 /// Where the bundle header starts, from the offset stored before the signature; `None` when
-/// the signature is absent or the stored offset is 0 (a plain app host, not a bundle).
+/// the signature is absent or no occurrence of it carries a plausible offset: 0 (a plain app
+/// host, not a bundle), or one outside the part of the file after the signature (the bundler
+/// appends the files and then the manifest to the app host: `Bundler.GenerateBundle` in
+/// `Microsoft.NET.HostModel`). The signature's bytes also occur as a constant in programs that
+/// look for bundles (netprobe itself), with arbitrary bytes before them: those are no bundles,
+/// and a bundle whose manifest would lie past the end of the file is read as none either.
 pub fn header_offset(data: &[u8]) -> Option<u64> {
-    let sig = memchr::memmem::find(data, &SIGNATURE)?;
-    let off = u64_at(data, sig.checked_sub(8)?)?;
-    (off != 0).then_some(off)
+    memchr::memmem::find_iter(data, &SIGNATURE).find_map(|sig| {
+        let off = u64_at(data, sig.checked_sub(8)?)?;
+        (off > sig as u64 && off < data.len() as u64).then_some(off)
+    })
 }
 
 /// A `BinaryWriter` string at `pos` (7-bit encoded length, UTF-8 bytes); returns the string
