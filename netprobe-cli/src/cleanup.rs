@@ -93,6 +93,9 @@ pub fn session_owner(name: &str) -> Option<SessionOwner> {
 pub struct Removed {
     pub events: Vec<String>,
     pub instance: bool,
+    /// The session's own watchdog removed it while [`clean_stale`] waited: nothing was left to
+    /// remove here.
+    pub by_watchdog: bool,
 }
 
 /// Removes group `name`'s events and the instance of the same name, retrying for up to `patience`
@@ -142,6 +145,23 @@ pub fn remove_session(tracefs: &Tracefs, name: &GroupName, patience: Duration) -
     }
 }
 
+/// Whether process `pid` has exited and only its exit status is left for its parent to read
+/// (state `Z`, zombie, or `X`, dead: `proc(5)`, `/proc/PID/stat` field 3). A zombie netprobe
+/// runs nothing: its session is no longer in use, though its watchdog may be removing it.
+fn is_exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The command name (field 2) is in parentheses and may itself hold ") ".
+            let after = &s[s.rfind(')')? + 1..];
+            after
+                .split_whitespace()
+                .next()
+                .map(|st| st == "Z" || st == "X")
+        })
+        .unwrap_or(false)
+}
+
 /// Whether a process is a netprobe (its command name or executable starts with `netprobe`).
 fn is_netprobe(pid: u32) -> bool {
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
@@ -160,7 +180,8 @@ fn innermost_pid(pid: u32) -> Option<u32> {
 }
 
 /// Whether the session of `owner` may still be running. `true` when:
-/// - the owner is in our pid namespace and `/proc/PID` is a netprobe;
+/// - the owner is in our pid namespace and `/proc/PID` is a netprobe that has not exited (a
+///   zombie, killed but not yet reaped by its parent, is gone);
 /// - the owner is in another namespace that we can see into (a container's), and one of its
 ///   processes is a netprobe whose pid there (`NSpid`) is the owner's;
 /// - we see no process of the owner's namespace but are not in the initial pid namespace: the
@@ -172,7 +193,9 @@ fn innermost_pid(pid: u32) -> Option<u32> {
 pub fn session_alive(tracefs: &Tracefs, owner: SessionOwner) -> bool {
     let mine = own_pidns();
     if owner.pidns == mine {
-        if std::path::Path::new(&format!("/proc/{}", owner.pid)).exists() && is_netprobe(owner.pid)
+        if std::path::Path::new(&format!("/proc/{}", owner.pid)).exists()
+            && is_netprobe(owner.pid)
+            && !is_exited(owner.pid)
         {
             return true;
         }
@@ -255,12 +278,44 @@ pub fn stale_sessions(tracefs: &Tracefs) -> Result<Vec<GroupName>> {
         .collect())
 }
 
-/// Removes every stale session; returns what went, per session name. A session that cannot be
+/// How long [`clean_stale`] lets the watchdog of a session whose owner has just died finish
+/// removing it before removing it itself.
+const WATCHDOG_GRACE: Duration = Duration::from_secs(3);
+
+/// Whether anything of session `name` is still registered (events in `uprobe_events`, or its
+/// instance).
+fn session_present(tracefs: &Tracefs, name: &GroupName) -> bool {
+    tracefs.path("instances").join(name.as_str()).exists()
+        || probe::list_events(tracefs, name).map_or(true, |e| !e.is_empty())
+}
+
+/// Removes every stale session; returns what went, per session name. A session whose owner is a
+/// zombie (killed a moment ago, not yet reaped) is usually being removed by its watchdog right
+/// then: it gets [`WATCHDOG_GRACE`] to finish (the result says `by_watchdog`), then is removed
+/// here. Either way a session returned here is gone when this returns. A session that cannot be
 /// removed is reported in the error after trying all the others.
 pub fn clean_stale(tracefs: &Tracefs) -> Result<Vec<(GroupName, Removed)>> {
     let mut out = Vec::new();
     let mut first_err = None;
     for name in stale_sessions(tracefs)? {
+        let just_died = session_owner(name.as_str())
+            .is_some_and(|o| o.pidns == own_pidns() && is_exited(o.pid));
+        if just_died {
+            let deadline = Instant::now() + WATCHDOG_GRACE;
+            while session_present(tracefs, &name) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if !session_present(tracefs, &name) {
+                out.push((
+                    name,
+                    Removed {
+                        by_watchdog: true,
+                        ..Removed::default()
+                    },
+                ));
+                continue;
+            }
+        }
         match remove_session(tracefs, &name, Duration::from_millis(500)) {
             Ok(r) => out.push((name, r)),
             Err(e) => {

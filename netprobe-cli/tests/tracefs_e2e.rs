@@ -565,6 +565,57 @@ fn main() {
             },
         ),
         e2e::trial(
+            "clean_right_after_sigkill_returns_only_when_clean",
+            NEEDS,
+            move || {
+                // `netprobe clean` the moment a netprobe is SIGKILLed, while it is a zombie (its
+                // parent, this test, has not reaped it) and its watchdog is removing the session:
+                // when clean returns, nothing of the session is left, and it says who removed it.
+                let _g = START_LOCK.write().unwrap_or_else(|e| e.into_inner());
+                let bin = tracee();
+                let (mut np, _e) = start_netprobe(&[
+                    "count",
+                    "-c",
+                    &format!("{} spin 60", bin.display()),
+                    &format!("{}:np_tick", bin.display()),
+                ]);
+                let pid = np.id();
+                if our_leftovers(pid) != (true, true) {
+                    return Err("session not placed".into());
+                }
+                signal(pid, libc::SIGKILL);
+                let zombie = || {
+                    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                        s.rsplit(')')
+                            .next()
+                            .is_some_and(|t| t.trim_start().starts_with('Z'))
+                    })
+                };
+                let end = Instant::now() + Duration::from_secs(5);
+                while !zombie() && Instant::now() < end {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                let was_zombie = zombie();
+                let out = Command::new(NP).arg("clean").output().map_err(err)?;
+                let left = our_leftovers(pid);
+                let _ = np.wait();
+                let text = String::from_utf8_lossy(&out.stdout);
+                if !was_zombie {
+                    return Err("the killed netprobe never showed as a zombie: test is void".into());
+                }
+                if !out.status.success() || left != (false, false) || !text.contains(&session(pid))
+                {
+                    return Err(format!(
+                        "clean returned with probes={} instance={} left: {text} {}",
+                        left.0,
+                        left.1,
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+                Ok(())
+            },
+        ),
+        e2e::trial(
             "shared_event_session_removed_after_sigkill_by_watchdog_and_clean",
             NEEDS,
             move || {

@@ -331,7 +331,7 @@ fn run_to_end(
 fn report_stale(tracefs: &Tracefs) {
     match cleanup::clean_stale(tracefs) {
         Ok(removed) => {
-            for (name, r) in removed {
+            for (name, r) in removed.into_iter().filter(|(_, r)| !r.by_watchdog) {
                 eprintln!(
                     "netprobe: removed {} event(s){} left by dead session {name}",
                     r.events.len(),
@@ -354,6 +354,13 @@ pub fn clean(out: &mut dyn Write) -> Result<i32> {
         );
     }
     for (name, r) in removed {
+        if r.by_watchdog {
+            let _ = writeln!(
+                out,
+                "{name}: removed by its own watchdog (its netprobe was killed a moment ago; waited for it to finish)"
+            );
+            continue;
+        }
         let _ = writeln!(
             out,
             "removed {name}: {} event(s){}",
