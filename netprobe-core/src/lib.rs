@@ -13,6 +13,7 @@ pub mod bytes;
 pub mod dotnet;
 pub mod elf;
 pub mod error;
+pub mod file_id;
 pub mod formulas;
 pub mod golang;
 pub mod image;
