@@ -1,11 +1,11 @@
 //! netprobe-cli's library half: the command-line interface (`cli`), the commands (`commands`),
-//! output helpers (`output`, `trace_output`), and the live-tracing backend. `main.rs` only calls
+//! output helpers (`output`, `sinks`), and the live-tracing backend. `main.rs` only calls
 //! [`cli::main`].
 //!
 //! Tracing layers, bottom up: [`tracefs`] (find/mount, probe lines, instances, ring buffers) →
 //! [`plan`] (functions → kernel probes, and hits back to functions) → [`session`] (one live
 //! recording: create, read, remove) with [`watchdog`] and [`signals`] for cleanup whatever happens →
-//! [`runner`] (event loop) and [`trace_output`] (trace lines, counts, latency) →
+//! [`runner`] (event loop) and [`sinks`] (trace lines, counts, latency; one printer per format) →
 //! [`commands::live`], [`demo`].
 
 pub mod cleanup;
@@ -23,9 +23,9 @@ pub mod plan;
 pub mod runner;
 pub mod session;
 pub mod signals;
+pub mod sinks;
 pub mod spec;
 pub mod targets;
-pub mod trace_output;
 pub mod tracefs;
 pub mod watchdog;
 

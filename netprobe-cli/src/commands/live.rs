@@ -11,10 +11,8 @@ use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
 use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::SignalPipe;
+use crate::sinks::{self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter};
 use crate::spec::{Location, ProbeSpec, SpecTarget, Targeting};
-use crate::trace_output::{
-    self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
-};
 use crate::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::tracefs::Tracefs;
 use crate::watchdog::Watchdog;
@@ -284,7 +282,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         "netprobe: {why} after {:.1}s; probes and instance removed",
         started.elapsed().as_secs_f64()
     );
-    if let Some(w) = trace_output::lost_warning(lost) {
+    if let Some(w) = sinks::lost_warning(lost) {
         eprintln!("{w}");
         return Ok(3);
     }
@@ -305,7 +303,7 @@ struct RunContext<'a> {
 fn run_to_end(
     session: &mut Session,
     ctx: &mut RunContext<'_>,
-    sink: &mut dyn runner::Sink,
+    sink: &mut dyn sinks::Sink,
     stall: &mut dotnet::stall::StallWatch,
 ) -> Result<(StopReason, crate::session::Lost)> {
     let reason = runner::run(

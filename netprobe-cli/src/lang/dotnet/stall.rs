@@ -7,8 +7,7 @@
 //! calling it; this watcher says what probably happened, once per method.
 
 use crate::plan::{FunctionId, Hit, ProbePlan, Role};
-use crate::runner::{Flow, Sink};
-use crate::trace_output::TaskInfo;
+use crate::sinks::{Flow, Sink, TaskInfo};
 use std::collections::HashMap;
 
 /// The shortest silence that counts as "stopped", and how many mean gaps between hits it must
