@@ -181,7 +181,9 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         25
     };
     let mut session = Session::start(&tracefs, &opts, plan)?;
-    let mut stall = dotnet::stall::StallWatch::new(
+    // Only a session with .NET methods is watched for hits that stop (tiered compilation);
+    // Go and native hits go straight to the sink.
+    let mut stall = dotnet::stall::StallWatch::for_session(
         session.plan(),
         |id| {
             let f = session.plan().function(id);
@@ -237,7 +239,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 },
             };
             let _ = printer.header();
-            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut printer, &mut stall)?;
+            let (reason, lost) =
+                run_to_end(&mut session, &mut run_ctx, &mut printer, stall.as_mut())?;
             let _ = printer.out.flush();
             (reason, lost)
         }
@@ -251,7 +254,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 format,
                 last_tick: Instant::now(),
             };
-            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut counter, &mut stall)?;
+            let (reason, lost) =
+                run_to_end(&mut session, &mut run_ctx, &mut counter, stall.as_mut())?;
             if o.interval.is_none() || counter.counter.total > 0 {
                 let elapsed = counter.last_tick.elapsed().as_secs_f64();
                 let _ =
@@ -266,7 +270,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 max_events: o.max_events,
                 ..Latency::default()
             };
-            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut lat, &mut stall)?;
+            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut lat, stall.as_mut())?;
             let _ = lat.report(session.plan(), format, lost, &mut stdout.lock());
             (reason, lost)
         }
@@ -297,25 +301,33 @@ struct RunContext<'a> {
     limits: Limits,
 }
 
-/// Runs the session into `sink` (watched for .NET hits that stop) until it stops, then stops
-/// recording and hands the sink what is still buffered, unless it had enough or nobody reads its
-/// output anymore. Returns why it stopped and what was lost.
+/// Runs the session into `sink` (wrapped by the stall watcher when there is one: .NET sessions)
+/// until it stops, then stops recording and hands the sink what is still buffered, unless it had
+/// enough or nobody reads its output anymore. Returns why it stopped and what was lost.
 fn run_to_end(
     session: &mut Session,
     ctx: &mut RunContext<'_>,
     sink: &mut dyn sinks::Sink,
-    stall: &mut dotnet::stall::StallWatch,
+    stall: Option<&mut dotnet::stall::StallWatch>,
 ) -> Result<(StopReason, crate::session::Lost)> {
+    let mut watched;
+    let first: &mut dyn sinks::Sink = match stall {
+        Some(watch) => {
+            watched = dotnet::stall::Watched {
+                inner: &mut *sink,
+                watch,
+            };
+            &mut watched
+        }
+        None => &mut *sink,
+    };
     let reason = runner::run(
         session,
         ctx.signals,
         ctx.pids,
         ctx.child.as_deref_mut(),
         ctx.limits,
-        &mut dotnet::stall::Watched {
-            inner: sink,
-            watch: stall,
-        },
+        first,
     )?;
     let lost = session.stop_and_drain(|plan, hit| {
         if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
