@@ -5,14 +5,14 @@ use crate::cleanup;
 use crate::dryrun::{self, Mode};
 use crate::error::{Error, Result};
 use crate::gate::{self, GateOptions};
-use crate::lang::{dotnet, PlanOptions, Planner};
+use crate::lang::{build_plan, dotnet, resolve_specs, PlanOptions};
 use crate::launch::{split_command, PausedChild};
 use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
 use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::SignalPipe;
 use crate::sinks::{self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter};
-use crate::spec::{Location, ProbeSpec, SpecTarget, Targeting};
+use crate::spec::Targeting;
 use crate::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::tracefs::Tracefs;
 use crate::watchdog::Watchdog;
@@ -39,67 +39,11 @@ pub struct LiveOptions {
     pub gate: GateOptions,
 }
 
-/// Builds the plan of a live command from parsed specs and their locations: each location is
-/// planned by its language's rules (`crate::lang`); what the user should know about the choices
-/// made is in the plan's `notes`.
-pub fn build_plan(
-    mode: Mode,
-    resolved: &[(ProbeSpec, Vec<Location>)],
-    options: &PlanOptions,
-) -> Result<ProbePlan> {
-    let mut plan = ProbePlan::new(mode == Mode::Trace);
-    let mut planner = Planner::new(
-        mode,
-        options.clone(),
-        resolved.iter().flat_map(|(_, locs)| locs),
-    );
-    for (spec, locs) in resolved {
-        for loc in locs {
-            if let Some(f) = planner.plan(spec, loc)? {
-                let id = plan.add_function(f)?;
-                planner.added(&mut plan, id);
-                if matches!(spec.target, SpecTarget::Offset(_)) {
-                    plan.user_offsets.push((id, loc.file_offset));
-                }
-            }
-        }
-    }
-    plan.notes = planner.finish();
-    if plan.functions.is_empty() {
-        return Err(Error::usage(format!(
-            "nothing to probe: {}",
-            plan.notes.join("; ")
-        )));
-    }
-    Ok(plan)
-}
-
 /// Prints the plan's notes and the probe-safety gate's on stderr, one `netprobe: ` line each.
 fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
     for n in plan.notes.iter().chain(&report.notes()) {
         eprintln!("netprobe: {n}");
     }
-}
-
-/// Parses and resolves every spec.
-fn resolve_specs(
-    specs: &[String],
-    targeting: &Targeting,
-    dotnet_command: Option<&dotnet::resolve::DotnetCommand>,
-) -> Result<Vec<(ProbeSpec, Vec<Location>)>> {
-    if specs.is_empty() {
-        return Err(Error::usage(
-            "no probe given: name a function, e.g. `netprobe trace -p PID libc.so.6:malloc`",
-        ));
-    }
-    specs
-        .iter()
-        .map(|s| {
-            let spec = ProbeSpec::parse(s)?;
-            let locs = dotnet::resolve::resolve(&spec, targeting, dotnet_command)?;
-            Ok((spec, locs))
-        })
-        .collect()
 }
 
 /// Runs a live command (`trace`, `count`, `latency`); returns the process exit code.
