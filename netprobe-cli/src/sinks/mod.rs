@@ -159,3 +159,50 @@ pub fn lost_warning(lost: Lost) -> Option<String> {
         "WARNING: some hits were lost (the kernel did not say how many); the output is INCOMPLETE. Use a larger --buffer-kb or fewer probes.".to_string()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn report(rows: &[(String, u64)], counted: u64) -> CountReport<'_> {
+        CountReport {
+            rows: rows.iter().map(|(n, c)| (n.as_str(), *c)).collect(),
+            lost: Lost {
+                counted,
+                unknown_amount: false,
+            },
+            elapsed_s: 1.0,
+        }
+    }
+
+    proptest! {
+        /// Both formats say the same counts: JSON's object reads back to the rows, text has a
+        /// line per row under its header (and one more when hits were lost).
+        #[test]
+        fn both_formats_carry_every_count(
+            counts in proptest::collection::vec(any::<u64>(), 0..8),
+            counted in 0u64..3,
+        ) {
+            let rows: Vec<(String, u64)> =
+                counts.iter().enumerate().map(|(i, &c)| (format!("f{i}"), c)).collect();
+            let r = report(&rows, counted);
+            let mut json = Vec::new();
+            Format::Json.printer().counts(&mut json, &r).unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+            for (name, c) in &rows {
+                prop_assert_eq!(v["counts"][name].as_u64(), Some(*c));
+            }
+            prop_assert_eq!(v["complete"].as_bool(), Some(counted == 0));
+            let mut text = Vec::new();
+            Format::Text.printer().counts(&mut text, &r).unwrap();
+            let text = String::from_utf8(text).unwrap();
+            prop_assert_eq!(text.lines().count(), 1 + rows.len() + usize::from(counted > 0));
+            for ((name, c), line) in rows.iter().zip(text.lines().skip(1)) {
+                let mut cols = line.split_whitespace();
+                prop_assert_eq!(cols.next(), Some(name.as_str()));
+                prop_assert_eq!(cols.next().map(str::to_string), Some(c.to_string()));
+            }
+        }
+    }
+}
