@@ -14,6 +14,8 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== the engine without the command line: netprobe-cli --no-default-features (no clap)"
+cargo clippy -p netprobe-cli --no-default-features --lib --examples --locked -- -D warnings
 echo "== cargo test --workspace"
 cargo test --workspace --locked --no-fail-fast
 

@@ -14,9 +14,10 @@ use crate::plan::{
     ArgRequest, ArgType, CallingConvention, FunctionPlan, Hit, PairingKey, ProbePlan, Returns,
     Role, Value,
 };
-use crate::runner::{self, Flow, Limits, Sink};
+use crate::runner::{self, Limits};
 use crate::session::{Session, SessionOptions};
 use crate::signals::SignalPipe;
+use crate::sinks::{Flow, Sink};
 use crate::targets::resolve_file;
 use crate::tracefs::probe::{self, FetchType};
 use crate::tracefs::Tracefs;

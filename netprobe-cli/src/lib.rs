@@ -1,15 +1,18 @@
-//! netprobe-cli's library half: the command-line interface (`cli`), the commands (`commands`),
-//! output helpers (`output`, `trace_output`), and the live-tracing backend. `main.rs` only calls
-//! [`cli::main`].
+//! netprobe-cli's library: the tracing engine, usable without the command line, and (feature
+//! `cli`, on by default) the command line itself: arguments (`cli`), the commands (`commands`)
+//! and their output helpers (`output`). `main.rs` only calls `cli::main`.
 //!
 //! Tracing layers, bottom up: [`tracefs`] (find/mount, probe lines, instances, ring buffers) →
-//! [`plan`] (functions → kernel probes, and hits back to functions) → [`session`] (one live
+//! [`spec`] and [`lang`] (what to probe, planned by each language's rules) → [`plan`] (functions →
+//! kernel probes, and hits back to functions) → [`gate`] (probe safety) → [`session`] (one live
 //! recording: create, read, remove) with [`watchdog`] and [`signals`] for cleanup whatever happens →
-//! [`runner`] (event loop) and [`trace_output`] (trace lines, counts, latency) →
-//! [`commands::live`], [`demo`].
+//! [`runner`] (event loop) and [`sinks`] (trace lines, counts, latency; one printer per format) →
+//! `commands::live`, [`demo`]. `examples/engine.rs` walks these steps without the command line.
 
 pub mod cleanup;
+#[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "cli")]
 pub mod commands;
 pub mod demo;
 pub mod dryrun;
@@ -17,15 +20,16 @@ pub mod error;
 pub mod gate;
 pub mod lang;
 pub mod launch;
+#[cfg(feature = "cli")]
 pub mod output;
 pub mod pidns;
 pub mod plan;
 pub mod runner;
 pub mod session;
 pub mod signals;
+pub mod sinks;
 pub mod spec;
 pub mod targets;
-pub mod trace_output;
 pub mod tracefs;
 pub mod watchdog;
 

@@ -4,32 +4,11 @@
 
 use crate::error::{Error, Result};
 use crate::launch::PausedChild;
-use crate::plan::{Hit, ProbePlan};
-use crate::session::{Lost, Session};
+use crate::session::Session;
 use crate::signals::SignalPipe;
+use crate::sinks::{Flow, Sink};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
-
-/// What a sink wants after a hit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
-    Continue,
-    /// The event limit is reached.
-    Enough,
-    /// The output is gone (EPIPE: `netprobe trace ... | head`).
-    OutputClosed,
-}
-
-/// Receives hits, and interval ticks.
-pub trait Sink {
-    fn hit(&mut self, plan: &ProbePlan, hit: Hit) -> Flow;
-    /// Called every `interval` with the lost count so far.
-    fn tick(&mut self, _plan: &ProbePlan, _lost: Lost) -> Flow {
-        Flow::Continue
-    }
-    /// Called on every turn of the event loop (at least every 200 ms), hits or not.
-    fn idle(&mut self, _plan: &ProbePlan) {}
-}
 
 /// Why the loop ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

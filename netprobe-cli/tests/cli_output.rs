@@ -6,9 +6,8 @@ use netprobe_cli::plan::{
     ArgRequest, ArgType, CallingConvention, FunctionPlan, Hit, PairingKey, ProbePlan, Returns,
     Role, Value,
 };
-use netprobe_cli::runner::Sink;
 use netprobe_cli::session::Lost;
-use netprobe_cli::trace_output::{Counter, Format, Latency, TaskInfo, TracePrinter};
+use netprobe_cli::sinks::{Counter, Format, Latency, Sink, TaskInfo, TracePrinter};
 use netprobe_cli::tracefs::probe::FetchType;
 use netprobe_core::addr::FileOffset;
 

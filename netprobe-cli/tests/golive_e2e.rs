@@ -16,11 +16,12 @@
 //! - `--dry-run` output for Go functions (insta snapshots).
 
 use fixtures::e2e::{self, err, Need};
+use fixtures::live::Waiting;
 use netprobe_core::addr::FileOffset;
 use serde_json::Value as Json;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::Duration;
 
 const NP: &str = env!("CARGO_BIN_EXE_netprobe");
@@ -82,61 +83,6 @@ fn entry_offset(bin: &Path, name: &str) -> Result<FileOffset, String> {
     match t.as_slice() {
         [one] => Ok(one.file_offset),
         _ => Err(format!("{name}: {} matches", t.len())),
-    }
-}
-
-/// A program that prints a ready line, then waits for a line on stdin before it calls anything.
-struct Waiting {
-    child: Child,
-    out: BufReader<std::process::ChildStdout>,
-    ready: String,
-}
-
-impl Waiting {
-    fn start(cmd: &mut Command) -> Result<Waiting, String> {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(err)?;
-        let mut out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        let mut ready = String::new();
-        out.read_line(&mut ready).map_err(err)?;
-        if !ready.starts_with("ready") {
-            let _ = child.kill();
-            return Err(format!("expected a ready line, got {ready:?}"));
-        }
-        Ok(Waiting { child, out, ready })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Lets it make its calls; returns the first line it prints after that.
-    fn go(&mut self) -> Result<String, String> {
-        let stdin = self.child.stdin.as_mut().ok_or("no stdin")?;
-        stdin.write_all(b"go\n").map_err(err)?;
-        stdin.flush().map_err(err)?;
-        let mut line = String::new();
-        self.out.read_line(&mut line).map_err(err)?;
-        Ok(line)
-    }
-
-    /// Closes stdin and waits for the exit; returns the rest of stdout.
-    fn finish(mut self) -> String {
-        drop(self.child.stdin.take());
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut self.out, &mut rest);
-        let _ = self.child.wait();
-        rest
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -5,16 +5,14 @@ use crate::cleanup;
 use crate::dryrun::{self, Mode};
 use crate::error::{Error, Result};
 use crate::gate::{self, GateOptions};
-use crate::lang::{dotnet, PlanOptions, Planner};
+use crate::lang::{build_plan, dotnet, resolve_specs, PlanOptions};
 use crate::launch::{split_command, PausedChild};
 use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
 use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::SignalPipe;
-use crate::spec::{Location, ProbeSpec, SpecTarget, Targeting};
-use crate::trace_output::{
-    self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
-};
+use crate::sinks::{self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter};
+use crate::spec::Targeting;
 use crate::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::tracefs::Tracefs;
 use crate::watchdog::Watchdog;
@@ -41,67 +39,11 @@ pub struct LiveOptions {
     pub gate: GateOptions,
 }
 
-/// Builds the plan of a live command from parsed specs and their locations: each location is
-/// planned by its language's rules (`crate::lang`); what the user should know about the choices
-/// made is in the plan's `notes`.
-pub fn build_plan(
-    mode: Mode,
-    resolved: &[(ProbeSpec, Vec<Location>)],
-    options: &PlanOptions,
-) -> Result<ProbePlan> {
-    let mut plan = ProbePlan::new(mode == Mode::Trace);
-    let mut planner = Planner::new(
-        mode,
-        options.clone(),
-        resolved.iter().flat_map(|(_, locs)| locs),
-    );
-    for (spec, locs) in resolved {
-        for loc in locs {
-            if let Some(f) = planner.plan(spec, loc)? {
-                let id = plan.add_function(f)?;
-                planner.added(&mut plan, id);
-                if matches!(spec.target, SpecTarget::Offset(_)) {
-                    plan.user_offsets.push((id, loc.file_offset));
-                }
-            }
-        }
-    }
-    plan.notes = planner.finish();
-    if plan.functions.is_empty() {
-        return Err(Error::usage(format!(
-            "nothing to probe: {}",
-            plan.notes.join("; ")
-        )));
-    }
-    Ok(plan)
-}
-
 /// Prints the plan's notes and the probe-safety gate's on stderr, one `netprobe: ` line each.
 fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
     for n in plan.notes.iter().chain(&report.notes()) {
         eprintln!("netprobe: {n}");
     }
-}
-
-/// Parses and resolves every spec.
-fn resolve_specs(
-    specs: &[String],
-    targeting: &Targeting,
-    dotnet_command: Option<&dotnet::resolve::DotnetCommand>,
-) -> Result<Vec<(ProbeSpec, Vec<Location>)>> {
-    if specs.is_empty() {
-        return Err(Error::usage(
-            "no probe given: name a function, e.g. `netprobe trace -p PID libc.so.6:malloc`",
-        ));
-    }
-    specs
-        .iter()
-        .map(|s| {
-            let spec = ProbeSpec::parse(s)?;
-            let locs = dotnet::resolve::resolve(&spec, targeting, dotnet_command)?;
-            Ok((spec, locs))
-        })
-        .collect()
 }
 
 /// Runs a live command (`trace`, `count`, `latency`); returns the process exit code.
@@ -183,7 +125,9 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         25
     };
     let mut session = Session::start(&tracefs, &opts, plan)?;
-    let mut stall = dotnet::stall::StallWatch::new(
+    // Only a session with .NET methods is watched for hits that stop (tiered compilation);
+    // Go and native hits go straight to the sink.
+    let mut stall = dotnet::stall::StallWatch::for_session(
         session.plan(),
         |id| {
             let f = session.plan().function(id);
@@ -239,7 +183,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 },
             };
             let _ = printer.header();
-            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut printer, &mut stall)?;
+            let (reason, lost) =
+                run_to_end(&mut session, &mut run_ctx, &mut printer, stall.as_mut())?;
             let _ = printer.out.flush();
             (reason, lost)
         }
@@ -253,7 +198,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 format,
                 last_tick: Instant::now(),
             };
-            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut counter, &mut stall)?;
+            let (reason, lost) =
+                run_to_end(&mut session, &mut run_ctx, &mut counter, stall.as_mut())?;
             if o.interval.is_none() || counter.counter.total > 0 {
                 let elapsed = counter.last_tick.elapsed().as_secs_f64();
                 let _ =
@@ -268,7 +214,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 max_events: o.max_events,
                 ..Latency::default()
             };
-            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut lat, &mut stall)?;
+            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut lat, stall.as_mut())?;
             let _ = lat.report(session.plan(), format, lost, &mut stdout.lock());
             (reason, lost)
         }
@@ -284,7 +230,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         "netprobe: {why} after {:.1}s; probes and instance removed",
         started.elapsed().as_secs_f64()
     );
-    if let Some(w) = trace_output::lost_warning(lost) {
+    if let Some(w) = sinks::lost_warning(lost) {
         eprintln!("{w}");
         return Ok(3);
     }
@@ -299,25 +245,33 @@ struct RunContext<'a> {
     limits: Limits,
 }
 
-/// Runs the session into `sink` (watched for .NET hits that stop) until it stops, then stops
-/// recording and hands the sink what is still buffered, unless it had enough or nobody reads its
-/// output anymore. Returns why it stopped and what was lost.
+/// Runs the session into `sink` (wrapped by the stall watcher when there is one: .NET sessions)
+/// until it stops, then stops recording and hands the sink what is still buffered, unless it had
+/// enough or nobody reads its output anymore. Returns why it stopped and what was lost.
 fn run_to_end(
     session: &mut Session,
     ctx: &mut RunContext<'_>,
-    sink: &mut dyn runner::Sink,
-    stall: &mut dotnet::stall::StallWatch,
+    sink: &mut dyn sinks::Sink,
+    stall: Option<&mut dotnet::stall::StallWatch>,
 ) -> Result<(StopReason, crate::session::Lost)> {
+    let mut watched;
+    let first: &mut dyn sinks::Sink = match stall {
+        Some(watch) => {
+            watched = dotnet::stall::Watched {
+                inner: &mut *sink,
+                watch,
+            };
+            &mut watched
+        }
+        None => &mut *sink,
+    };
     let reason = runner::run(
         session,
         ctx.signals,
         ctx.pids,
         ctx.child.as_deref_mut(),
         ctx.limits,
-        &mut dotnet::stall::Watched {
-            inner: sink,
-            watch: stall,
-        },
+        first,
     )?;
     let lost = session.stop_and_drain(|plan, hit| {
         if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {

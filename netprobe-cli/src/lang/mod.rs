@@ -1,6 +1,6 @@
 //! Language rules: which kernel probes observe a resolved location, by the kind of code it is.
 //!
-//! [`Planner`] is what `commands::live::build_plan` calls for each location: Go functions
+//! [`Planner`] is what [`build_plan`] calls for each location: Go functions
 //! ([`go`]: post-prologue entry, RET probes, Go ABIs, goroutine pairing), .NET ReadyToRun methods
 //! ([`dotnet`]: signature-typed arguments, RET probes, tiering and inlining notes), everything else
 //! as native ELF code ([`native`]: System V, uretprobes, IFUNC advice).
@@ -10,9 +10,9 @@ pub mod go;
 pub mod native;
 
 use crate::dryrun::Mode;
-use crate::error::Result;
-use crate::plan::FunctionPlan;
-use crate::spec::{Location, ProbeSpec, SpecKind};
+use crate::error::{Error, Result};
+use crate::plan::{FunctionPlan, ProbePlan};
+use crate::spec::{Location, ProbeSpec, SpecKind, SpecTarget, Targeting};
 
 /// What the user asked to see at one location.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,4 +132,60 @@ impl Planner {
         }
         out
     }
+}
+
+/// Parses and resolves every spec (a live command needs at least one).
+pub fn resolve_specs(
+    specs: &[String],
+    targeting: &Targeting,
+    dotnet_command: Option<&dotnet::resolve::DotnetCommand>,
+) -> Result<Vec<(ProbeSpec, Vec<Location>)>> {
+    if specs.is_empty() {
+        return Err(Error::usage(
+            "no probe given: name a function, e.g. `netprobe trace -p PID libc.so.6:malloc`",
+        ));
+    }
+    specs
+        .iter()
+        .map(|s| {
+            let spec = ProbeSpec::parse(s)?;
+            let locs = dotnet::resolve::resolve(&spec, targeting, dotnet_command)?;
+            Ok((spec, locs))
+        })
+        .collect()
+}
+
+/// Builds the plan of a live command from parsed specs and their locations: each location is
+/// planned by its language's rules (`crate::lang`); what the user should know about the choices
+/// made is in the plan's `notes`.
+pub fn build_plan(
+    mode: Mode,
+    resolved: &[(ProbeSpec, Vec<Location>)],
+    options: &PlanOptions,
+) -> Result<ProbePlan> {
+    let mut plan = ProbePlan::new(mode == Mode::Trace);
+    let mut planner = Planner::new(
+        mode,
+        options.clone(),
+        resolved.iter().flat_map(|(_, locs)| locs),
+    );
+    for (spec, locs) in resolved {
+        for loc in locs {
+            if let Some(f) = planner.plan(spec, loc)? {
+                let id = plan.add_function(f)?;
+                planner.added(&mut plan, id);
+                if matches!(spec.target, SpecTarget::Offset(_)) {
+                    plan.user_offsets.push((id, loc.file_offset));
+                }
+            }
+        }
+    }
+    plan.notes = planner.finish();
+    if plan.functions.is_empty() {
+        return Err(Error::usage(format!(
+            "nothing to probe: {}",
+            plan.notes.join("; ")
+        )));
+    }
+    Ok(plan)
 }

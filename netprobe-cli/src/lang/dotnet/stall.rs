@@ -7,8 +7,7 @@
 //! calling it; this watcher says what probably happened, once per method.
 
 use crate::plan::{FunctionId, Hit, ProbePlan, Role};
-use crate::runner::{Flow, Sink};
-use crate::trace_output::TaskInfo;
+use crate::sinks::{Flow, Sink, TaskInfo};
 use std::collections::HashMap;
 
 /// The shortest silence that counts as "stopped", and how many mean gaps between hits it must
@@ -87,6 +86,19 @@ impl StallWatch {
             tasks: TaskInfo::new(None),
             armed,
         }
+    }
+
+    /// A watcher for the session of `plan`, or `None` when it would never say anything: no
+    /// function is managed (a Go or native session: its hits never pass through the watcher), or
+    /// no target's runtime replaces ReadyToRun code.
+    pub fn for_session(
+        plan: &ProbePlan,
+        managed: impl Fn(FunctionId) -> bool,
+        fix: HashMap<u32, String>,
+        default_fix: Option<String>,
+    ) -> Option<StallWatch> {
+        let watch = StallWatch::new(plan, managed, fix, default_fix);
+        watch.armed.then_some(watch)
     }
 
     /// Records a hit.
@@ -281,6 +293,20 @@ mod tests {
         }
         assert!(w.check(6_000_000_000, |_| true).is_empty());
         assert_eq!(w.check(12_000_000_000, |_| true).len(), 1);
+    }
+
+    #[test]
+    fn only_sessions_with_managed_functions_are_watched() {
+        let me = std::process::id();
+        let fix = || HashMap::from([(me, "restart it".to_string())]);
+        assert!(StallWatch::for_session(&plan(), |_| true, fix(), None).is_some());
+        assert!(
+            StallWatch::for_session(&plan(), |_| true, HashMap::new(), Some("x".into())).is_some()
+        );
+        // Go or native functions only: nothing to watch.
+        assert!(StallWatch::for_session(&plan(), |_| false, fix(), Some("x".into())).is_none());
+        // No target replaces ReadyToRun code: a stop is the program not calling.
+        assert!(StallWatch::for_session(&plan(), |_| true, HashMap::new(), None).is_none());
     }
 
     #[test]

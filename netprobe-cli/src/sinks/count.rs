@@ -1,0 +1,101 @@
+//! `netprobe count`: calls per function (entry hits; return hits for return-only probes), once at
+//! the end or every interval.
+
+use super::{flow_of, CountReport, Flow, Format, Sink};
+use crate::plan::{FunctionId, Hit, ProbePlan, Role};
+use crate::session::Lost;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// `netprobe count`: calls per function (entry hits; return hits for return-only probes).
+#[derive(Debug, Default)]
+pub struct Counter {
+    pub counts: BTreeMap<FunctionId, u64>,
+    pub max_events: Option<u64>,
+    pub total: u64,
+}
+
+impl Counter {
+    /// The counts of every function of `plan`, in plan order.
+    pub fn counts_report<'a>(
+        &self,
+        plan: &'a ProbePlan,
+        lost: Lost,
+        elapsed_s: f64,
+    ) -> CountReport<'a> {
+        CountReport {
+            rows: plan
+                .functions
+                .iter()
+                .map(|f| {
+                    (
+                        f.name.as_str(),
+                        self.counts.get(&f.id).copied().unwrap_or(0),
+                    )
+                })
+                .collect(),
+            lost,
+            elapsed_s,
+        }
+    }
+
+    /// Writes the counts in `format`; `elapsed_s` is the length of the counted span.
+    pub fn report(
+        &self,
+        plan: &ProbePlan,
+        format: Format,
+        lost: Lost,
+        elapsed_s: f64,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        format
+            .printer()
+            .counts(out, &self.counts_report(plan, lost, elapsed_s))?;
+        out.flush()
+    }
+
+    /// Whether `hit` counts as a call.
+    fn counts_hit(plan: &ProbePlan, hit: &Hit) -> bool {
+        hit.role == Role::Entry
+            || !plan
+                .probes
+                .iter()
+                .any(|p| p.function == hit.function && p.role == Role::Entry)
+    }
+}
+
+impl Sink for Counter {
+    fn hit(&mut self, plan: &ProbePlan, hit: Hit) -> Flow {
+        if Counter::counts_hit(plan, &hit) {
+            *self.counts.entry(hit.function).or_insert(0) += 1;
+            self.total += 1;
+            if self.max_events.is_some_and(|m| self.total >= m) {
+                return Flow::Enough;
+            }
+        }
+        Flow::Continue
+    }
+}
+
+/// A counter that prints (and resets) every interval.
+pub struct IntervalCounter<W: Write> {
+    pub counter: Counter,
+    pub out: W,
+    pub format: Format,
+    pub last_tick: std::time::Instant,
+}
+
+impl<W: Write> Sink for IntervalCounter<W> {
+    fn hit(&mut self, plan: &ProbePlan, hit: Hit) -> Flow {
+        self.counter.hit(plan, hit)
+    }
+    fn tick(&mut self, plan: &ProbePlan, lost: Lost) -> Flow {
+        let elapsed = self.last_tick.elapsed().as_secs_f64();
+        self.last_tick = std::time::Instant::now();
+        let r = self
+            .counter
+            .report(plan, self.format, lost, elapsed, &mut self.out);
+        self.counter.counts.clear();
+        flow_of(r)
+    }
+}

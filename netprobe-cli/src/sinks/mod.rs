@@ -1,0 +1,208 @@
+//! Where hits go. A [`Sink`] receives the decoded hits of a session (the event loop in
+//! `crate::runner` calls it); what a sink prints goes through a [`Printer`], one per output
+//! [`Format`], so no sink matches on the format itself:
+//!
+//! - [`trace::TracePrinter`]: one line per hit (`netprobe trace`);
+//! - [`count::Counter`], [`count::IntervalCounter`]: calls per function (`netprobe count`, like
+//!   bcc funccount);
+//! - [`latency::Latency`]: durations of calls, log2 histogram and percentiles (`netprobe latency`,
+//!   like bcc funclatency);
+//! - [`text::TextPrinter`] and [`json::JsonPrinter`]: the two formats (JSON is one object a line,
+//!   <https://jsonlines.org/>).
+//!
+//! A new output format is a new module with a type implementing [`Printer`], and a [`Format`]
+//! variant that names it.
+
+pub mod count;
+pub mod json;
+pub mod latency;
+pub mod tasks;
+pub mod text;
+pub mod trace;
+
+pub use count::{Counter, IntervalCounter};
+pub use latency::Latency;
+pub use tasks::TaskInfo;
+pub use trace::TracePrinter;
+
+use crate::plan::{Hit, ProbePlan, Role, Value};
+use crate::session::Lost;
+use std::io::{self, Write};
+
+/// What a sink wants after a hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// The event limit is reached.
+    Enough,
+    /// The output is gone (EPIPE: `netprobe trace ... | head`).
+    OutputClosed,
+}
+
+/// Receives hits, and interval ticks.
+pub trait Sink {
+    fn hit(&mut self, plan: &ProbePlan, hit: Hit) -> Flow;
+    /// Called every `interval` with the lost count so far.
+    fn tick(&mut self, _plan: &ProbePlan, _lost: Lost) -> Flow {
+        Flow::Continue
+    }
+    /// Called on every turn of the event loop (at least every 200 ms), hits or not.
+    fn idle(&mut self, _plan: &ProbePlan) {}
+}
+
+/// The flow after a write: any write error (EPIPE or other) means nobody reads what we print
+/// anymore.
+pub fn flow_of(r: io::Result<()>) -> Flow {
+    match r {
+        Ok(()) => Flow::Continue,
+        Err(_) => Flow::OutputClosed,
+    }
+}
+
+/// Text or JSON lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+impl Format {
+    /// The printer of this format (the one place that matches on it).
+    pub fn printer(self) -> &'static dyn Printer {
+        match self {
+            Format::Text => &text::TextPrinter,
+            Format::Json => &json::JsonPrinter,
+        }
+    }
+}
+
+/// One hit as a trace line shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct TraceLine<'a> {
+    /// Seconds since the session started.
+    pub rel_s: f64,
+    /// CLOCK_MONOTONIC time of the hit, in ns.
+    pub mono_ns: u64,
+    /// The process, in the ids netprobe shows; `None` when it cannot be found out.
+    pub pid: Option<u32>,
+    pub tid: u32,
+    pub comm: &'a str,
+    pub function: &'a str,
+    pub image: &'a std::path::Path,
+    pub role: Role,
+    pub args: &'a [(String, Value)],
+}
+
+impl TraceLine<'_> {
+    /// The return value of a return hit, when the probe fetched one (`ret`).
+    pub fn retval(&self) -> Option<&Value> {
+        self.args.iter().find(|(n, _)| n == "ret").map(|(_, v)| v)
+    }
+}
+
+/// Calls per function over a span (`netprobe count`).
+#[derive(Clone, Debug)]
+pub struct CountReport<'a> {
+    /// Function name and calls, in plan order.
+    pub rows: Vec<(&'a str, u64)>,
+    pub lost: Lost,
+    /// Length of the counted span in seconds.
+    pub elapsed_s: f64,
+}
+
+/// Durations of one function's completed calls.
+#[derive(Clone, Debug)]
+pub struct LatencyStats<'a> {
+    pub calls: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    /// log2 buckets: index i counts durations in [2^i, 2^(i+1)) ns (see
+    /// [`latency::bucket_bounds`]).
+    pub log2: &'a [u64],
+}
+
+/// The latency report (`netprobe latency`): per function in plan order, `None` when no call
+/// completed.
+#[derive(Clone, Debug)]
+pub struct LatencyReport<'a> {
+    pub functions: Vec<(&'a str, Option<LatencyStats<'a>>)>,
+    /// Returns seen without an entry (the call began before the probes).
+    pub unpaired_returns: u64,
+    pub lost: Lost,
+}
+
+/// One output format: how each sink's results are written.
+pub trait Printer {
+    /// What comes before the first trace line.
+    fn trace_header(&self, out: &mut dyn Write) -> io::Result<()>;
+    /// One trace line.
+    fn trace_line(&self, out: &mut dyn Write, line: &TraceLine<'_>) -> io::Result<()>;
+    /// A count report.
+    fn counts(&self, out: &mut dyn Write, report: &CountReport<'_>) -> io::Result<()>;
+    /// A latency report.
+    fn latency(&self, out: &mut dyn Write, report: &LatencyReport<'_>) -> io::Result<()>;
+}
+
+/// A warning line for lost events (stderr), or `None` when nothing was lost.
+pub fn lost_warning(lost: Lost) -> Option<String> {
+    if !lost.any() {
+        return None;
+    }
+    Some(if lost.counted > 0 {
+        format!(
+            "WARNING: {} hit(s) were lost (ring buffer full); the output is INCOMPLETE. Use a larger --buffer-kb or fewer probes.",
+            lost.counted
+        )
+    } else {
+        "WARNING: some hits were lost (the kernel did not say how many); the output is INCOMPLETE. Use a larger --buffer-kb or fewer probes.".to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn report(rows: &[(String, u64)], counted: u64) -> CountReport<'_> {
+        CountReport {
+            rows: rows.iter().map(|(n, c)| (n.as_str(), *c)).collect(),
+            lost: Lost {
+                counted,
+                unknown_amount: false,
+            },
+            elapsed_s: 1.0,
+        }
+    }
+
+    proptest! {
+        /// Both formats say the same counts: JSON's object reads back to the rows, text has a
+        /// line per row under its header (and one more when hits were lost).
+        #[test]
+        fn both_formats_carry_every_count(
+            counts in proptest::collection::vec(any::<u64>(), 0..8),
+            counted in 0u64..3,
+        ) {
+            let rows: Vec<(String, u64)> =
+                counts.iter().enumerate().map(|(i, &c)| (format!("f{i}"), c)).collect();
+            let r = report(&rows, counted);
+            let mut json = Vec::new();
+            Format::Json.printer().counts(&mut json, &r).unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+            for (name, c) in &rows {
+                prop_assert_eq!(v["counts"][name].as_u64(), Some(*c));
+            }
+            prop_assert_eq!(v["complete"].as_bool(), Some(counted == 0));
+            let mut text = Vec::new();
+            Format::Text.printer().counts(&mut text, &r).unwrap();
+            let text = String::from_utf8(text).unwrap();
+            prop_assert_eq!(text.lines().count(), 1 + rows.len() + usize::from(counted > 0));
+            for ((name, c), line) in rows.iter().zip(text.lines().skip(1)) {
+                let mut cols = line.split_whitespace();
+                prop_assert_eq!(cols.next(), Some(name.as_str()));
+                prop_assert_eq!(cols.next().map(str::to_string), Some(c.to_string()));
+            }
+        }
+    }
+}

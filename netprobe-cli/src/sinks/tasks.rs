@@ -1,0 +1,75 @@
+//! Which process a thread belongs to, as the sinks show it.
+
+use std::collections::HashMap;
+
+/// Maps a tid to its process id, cached: `/proc/TID/status` (Tgid), else the kernel's
+/// `saved_tgids` table (kept for exited tasks while `options/record-tgid` is on).
+#[derive(Debug, Default)]
+pub struct TaskInfo {
+    tgid: HashMap<u32, Option<u32>>,
+    saved_tgids: Option<HashMap<u32, u32>>,
+    tracefs_root: Option<std::path::PathBuf>,
+    /// Inside a pid namespace: kernel ids → ours (hits carry the kernel's).
+    translation: Option<crate::pidns::PidMap>,
+}
+
+impl TaskInfo {
+    pub fn new(tracefs_root: Option<std::path::PathBuf>) -> TaskInfo {
+        TaskInfo {
+            tracefs_root,
+            ..TaskInfo::default()
+        }
+    }
+
+    /// Hits carry the kernel's ids; show `map`'s ids (our pid namespace's) instead.
+    pub fn set_translation(&mut self, map: Option<crate::pidns::PidMap>) {
+        self.translation = map;
+    }
+
+    /// The thread id to show for the kernel's `tid`: ours inside a pid namespace when known,
+    /// else `tid` itself.
+    pub fn display_tid(&self, tid: u32) -> u32 {
+        self.translation
+            .as_ref()
+            .and_then(|m| m.local(tid))
+            .map_or(tid, |(_, t)| t)
+    }
+
+    /// The process id of thread `tid` (a kernel id), in the ids netprobe shows; `None` when it
+    /// cannot be found out (inside a pid namespace: a thread created after tracing started).
+    pub fn pid_of(&mut self, tid: u32) -> Option<u32> {
+        if let Some(map) = &self.translation {
+            return map.local(tid).map(|(p, _)| p);
+        }
+        if let Some(p) = self.tgid.get(&tid) {
+            return *p;
+        }
+        let from_proc = std::fs::read_to_string(format!("/proc/{tid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse().ok())
+            });
+        let p = from_proc.or_else(|| {
+            if self.saved_tgids.is_none() {
+                let text = self
+                    .tracefs_root
+                    .as_ref()
+                    .and_then(|r| std::fs::read_to_string(r.join("saved_tgids")).ok())
+                    .unwrap_or_default();
+                self.saved_tgids = Some(
+                    text.lines()
+                        .filter_map(|l| {
+                            let (a, b) = l.split_once(' ')?;
+                            Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+                        })
+                        .collect(),
+                );
+            }
+            self.saved_tgids.as_ref()?.get(&tid).copied()
+        });
+        self.tgid.insert(tid, p);
+        p
+    }
+}

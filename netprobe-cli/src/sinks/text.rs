@@ -1,0 +1,107 @@
+//! The text format: aligned columns for people; trace lines like `perf script`, counts like bcc
+//! funccount, latency histograms like bcc funclatency (`tools/funclatency.py` in iovisor/bcc).
+
+use super::latency::bucket_bounds;
+use super::{CountReport, LatencyReport, Printer, TraceLine};
+use crate::plan::{Role, Value};
+use std::io::{self, Write};
+
+/// Prints text.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TextPrinter;
+
+/// The text of one argument list: `a=1, b=0x2, s="x"`.
+fn args_text(args: &[(String, Value)]) -> String {
+    args.iter()
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A duration with a unit that keeps it short: ns below 10 µs, µs below 10 ms, else ms.
+fn fmt_ns(ns: u64) -> String {
+    if ns < 10_000 {
+        format!("{ns} ns")
+    } else if ns < 10_000_000 {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    } else {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    }
+}
+
+impl Printer for TextPrinter {
+    fn trace_header(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "{:>12} {:>15} {:<16} EVENT",
+            "TIME(s)", "PID/TID", "COMM"
+        )
+    }
+
+    fn trace_line(&self, out: &mut dyn Write, l: &TraceLine<'_>) -> io::Result<()> {
+        let pidtid = format!(
+            "{}/{}",
+            l.pid.map_or_else(|| "?".to_string(), |p| p.to_string()),
+            l.tid
+        );
+        let event = match l.role {
+            Role::Entry => format!("-> {}({})", l.function, args_text(l.args)),
+            // A return without a value (void, or one no register holds) prints none.
+            Role::Return => match l.retval() {
+                Some(v) => format!("<- {} = {v}", l.function),
+                None => format!("<- {}", l.function),
+            },
+        };
+        writeln!(out, "{:>12.6} {pidtid:>15} {:<16} {event}", l.rel_s, l.comm)
+    }
+
+    fn counts(&self, out: &mut dyn Write, r: &CountReport<'_>) -> io::Result<()> {
+        writeln!(out, "{:<50} {:>12}", "FUNCTION", "CALLS")?;
+        for (name, n) in &r.rows {
+            writeln!(out, "{name:<50} {n:>12}")?;
+        }
+        if r.lost.any() {
+            writeln!(out, "(INCOMPLETE: counts are lower bounds, hits were lost)")?;
+        }
+        Ok(())
+    }
+
+    fn latency(&self, out: &mut dyn Write, r: &LatencyReport<'_>) -> io::Result<()> {
+        for (name, stats) in &r.functions {
+            let Some(s) = stats else {
+                writeln!(out, "{name}: no completed calls")?;
+                continue;
+            };
+            writeln!(out, "Function = {name} [{} calls]", s.calls)?;
+            writeln!(out, "{:>24} : {:<8} distribution", "nsecs", "count")?;
+            let first = s.log2.iter().position(|&c| c > 0).unwrap_or(0);
+            let last = s.log2.iter().rposition(|&c| c > 0).unwrap_or(0);
+            let peak = s.log2.iter().copied().max().unwrap_or(1).max(1);
+            for (i, &c) in s.log2.iter().enumerate().take(last + 1).skip(first) {
+                let (lo, hi) = bucket_bounds(i);
+                let bar = "*".repeat(((c * 40) / peak) as usize);
+                writeln!(out, "{:>10} -> {:<10} : {c:<8} |{bar:<40}|", lo, hi)?;
+            }
+            writeln!(
+                out,
+                "p50 = {}   p90 = {}   p99 = {}   max = {}",
+                fmt_ns(s.p50_ns),
+                fmt_ns(s.p90_ns),
+                fmt_ns(s.p99_ns),
+                fmt_ns(s.max_ns)
+            )?;
+            writeln!(out)?;
+        }
+        if r.unpaired_returns > 0 {
+            writeln!(
+                out,
+                "({} return(s) without a recorded entry were left out: those calls began before the probes were placed)",
+                r.unpaired_returns
+            )?;
+        }
+        if r.lost.any() {
+            writeln!(out, "(INCOMPLETE: hits were lost; histograms miss calls)")?;
+        }
+        Ok(())
+    }
+}
