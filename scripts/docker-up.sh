@@ -9,7 +9,7 @@
 # Idempotent and safe to call many times, also concurrently: an engine that already answers is left
 # alone, and a dockerd that is starting (pid file alive) is waited for, never started twice.
 # Never passes --bridge=none: a second dockerd started that way beside a running one deletes docker0
-# (shared/ENVIRONMENT.md, "Docker without a registry").
+# (seen on Debian bookworm's docker.io 20.10 with a second daemon on the same host).
 # Always talks to /usr/bin/docker: the 20.10 client that matches the engine (/usr/local/bin/docker
 # may be a newer client only).
 # Needs root. Exit status 0 when the engine answers, 1 otherwise (with the log's tail on stderr).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The harness's entry points for people and CI (issue 6).
+# The harness's entry points for people and CI.
 #
 #   scripts/harness.sh docker               Docker end to end: starts the engine (docker-up.sh),
 #                                           fetches the .NET runtimes when the fetch script is

@@ -1,11 +1,11 @@
-//! The Docker scenario of issue 6 (seed 003's `docker run --pid=container:ID --privileged`, seed
-//! 001's Kubernetes sidecar): an app container, and a netprobe sidecar joined to its PID namespace,
+//! The Docker scenario (`shared/seeds/003_*`'s `docker run --pid=container:ID --privileged`,
+//! `shared/seeds/001_*`'s Kubernetes sidecar): an app container, and a netprobe sidecar joined to its PID namespace,
 //! started with testcontainers 0.28 against the local engine.
 //!
 //! The sidecar asks for `--privileged` as the user asked. Where the engine refuses it (this VM:
 //! the capability bounding set lacks CAP_SYS_RESOURCE, so runc cannot apply "all caps"), it says
 //! so and falls back to [`MINIMAL_CAPS`] plus unconfined seccomp/AppArmor, which is enough to
-//! mount tracefs and place uprobes (shared/ENVIRONMENT.md, "Docker without a registry").
+//! mount tracefs and place uprobes (capabilities(7): CAP_SYS_ADMIN for mount and perf events).
 
 use crate::docker::{docker, docker_output, ContainerGuard, ImageGuard};
 use crate::owner::Owner;

@@ -1,9 +1,9 @@
 //! The Docker engine as the harness uses it: through `/usr/bin/docker` (the 20.10 client that
-//! matches Debian's engine; shared/ENVIRONMENT.md, "Docker without a registry"), with images made
+//! matches Debian's engine, installed by `scripts/docker-up.sh`), with images made
 //! locally (`docker import` of a [`Rootfs`], or `docker build` of a local Dockerfile whose base
 //! is such an image) and never pulled.
 //!
-//! Lifetime rules (issue 6: "leave no container, image layer of the test's own ... behind"):
+//! Lifetime rules (the harness leaves no container and no image layer of its own behind):
 //! - every container and image carries the run's [`Owner`] in its name;
 //! - [`ContainerGuard`] and [`ImageGuard`] remove theirs on drop, so also when a test panics;
 //! - [`sweep_dead_owners`] removes what runs that died without dropping (SIGKILL, power loss)

@@ -1,5 +1,5 @@
 //! The root file systems of the harness's images, assembled from host files (no registry, no
-//! base image): shared/ENVIRONMENT.md, "Docker without a registry".
+//! base image): the machines this runs on reach no image registry (see `scripts/docker-up.sh`).
 //!
 //! | image            | contents                                                                  |
 //! |------------------|---------------------------------------------------------------------------|
@@ -134,7 +134,8 @@ pub fn dotnet_changes() -> Vec<String> {
     vec![
         format!("ENV DOTNET_ROOT={DOTNET_ROOT}"),
         format!("ENV PATH={DOTNET_ROOT}:/bin"),
-        // No ICU in the image (shared/ENVIRONMENT.md, ".NET runtimes without an SDK").
+        // No ICU in the image; the runtime needs invariant globalization without it
+        // (dotnet/runtime `docs/design/features/globalization-invariant-mode.md`).
         "ENV DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1".into(),
         "WORKDIR /app".into(),
     ]

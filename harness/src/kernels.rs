@@ -2,7 +2,7 @@
 //! netprobe's own end-to-end checks ([`crate::checks::KERNEL_CHECKS`]), plus the same checks run
 //! directly on the host's kernel (its image is not available to boot).
 //!
-//! Facts relied on (shared/ENVIRONMENT.md, "Other kernels under QEMU"): Debian kernel packages
+//! Facts relied on (checked by `scripts/harness.sh kernels` on each run): Debian kernel packages
 //! download with `apt-get download`; `dpkg-deb` unpacks `/boot/vmlinuz-*`; nested KVM does not
 //! work here, so QEMU runs with `-accel tcg`; a busybox-static initramfs boots in seconds.
 //! Downloads are cached under `$NETPROBE_CACHE/kernels/` and never committed.

@@ -1,7 +1,7 @@
 //! Expected values computed with tools netprobe did not write: binutils' `nm` (a symbol's
 //! virtual address) and `readelf -lW` (the PT_LOAD segments). The file offset of code at `vaddr`
 //! is `vaddr - p_vaddr + p_offset` of the executable PT_LOAD that holds it (ELF gABI, program
-//! header; shared/ENVIRONMENT.md, "Offsets: what holds and what breaks").
+//! header; the same rule as `netprobe-core/src/formulas.rs`).
 
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Docker end to end (issue 6): apps in containers built locally (no registry), a netprobe
+//! Docker end to end: apps in containers built locally (no registry), a netprobe
 //! sidecar in the app's PID namespace, and netprobe from the host through the container's pid.
 //!
 //! Every container and image is named after this test process ([`Owner`]) and the trial, removed
@@ -403,7 +403,7 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
                 ];
                 argv.extend(with_port(args));
                 // Tiering off: ReadyToRun code is never replaced, every call hits (3.1 reads
-                // only COMPlus_, 8 both; shared/ENVIRONMENT.md).
+                // only COMPlus_, 8 both; learn.microsoft.com/dotnet/core/runtime-config/#environment-variables).
                 let env = vec![
                     ("COMPlus_TieredCompilation".to_string(), "0".to_string()),
                     ("DOTNET_TieredCompilation".to_string(), "0".to_string()),

@@ -5,10 +5,10 @@
 //! file offset 0 lives (its [`ImageBase`]), and converts between runtime addresses and file offsets
 //! with [`formulas::normalize`].
 //!
-//! The image base is *not* the lowest mapping of the file (what the .NET seeds 000/002 take as
+//! The image base is *not* the lowest mapping of the file (what `shared/seeds/000_*` and `002_*` take as
 //! "FirstSectionStartAddress"): .NET 8 additionally maps each ReadyToRun image whole as a shared
 //! `r--s` mapping, usually at a lower address, and the seed arithmetic then goes negative
-//! (`../shared/ENVIRONMENT.md`, "Offsets"). See [`MappedImage::image_base_for`] for the rule.
+//! (`fixtures/recorded/maps/net8-sleep.maps`). See [`MappedImage::image_base_for`] for the rule.
 
 use crate::addr::{FileOffset, ImageBase, RuntimeAddr};
 use crate::formulas;
@@ -88,7 +88,7 @@ impl MappedImage {
     /// Why each condition:
     /// - private: .NET 8's whole-file `r--s` mapping is shared and sits below the image;
     /// - not writable: PE data sections whose raw data starts below 0x1000 are mapped at the
-    ///   page-rounded offset 0 too, read-write (seed 000's `rw-p 00000000` line);
+    ///   page-rounded offset 0 too, read-write (`fixtures/recorded/maps/seed000-sample-netcore-app.maps`, the `rw-p 00000000` line);
     /// - highest at or below `exec`: a file loaded twice has a header mapping per load.
     ///
     /// Returns `None` when no mapping qualifies (then the image base cannot be known from the maps

@@ -115,7 +115,7 @@ impl Process {
 
     /// The path at which *we* open a file that the process knows as `path`: `path` itself when we
     /// share its root, else `/proc/PID/root/<path>` (works for a container's files from the host or
-    /// from a sidecar in its pid namespace; `../shared/ENVIRONMENT.md`, Docker).
+    /// from a sidecar in its pid namespace; proc(5), `/proc/pid/root`).
     pub fn host_path(&self, path: &Path) -> PathBuf {
         if self.shares_our_root() {
             path.to_path_buf()

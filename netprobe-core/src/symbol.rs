@@ -32,7 +32,7 @@ pub enum SymbolOrigin {
     ElfSymtab,
     /// ELF `.dynsym`.
     ElfDynsym,
-    /// A crossgen `/CreatePerfMap` map file (`ADDR SIZE NAME`, addresses are RVAs; seed 000).
+    /// A crossgen `/CreatePerfMap` map file (`ADDR SIZE NAME`, addresses are RVAs).
     CrossgenMap,
     /// The runtime's `/tmp/perf-PID.map` (`ADDR SIZE NAME`, addresses are runtime addresses).
     PerfMap,

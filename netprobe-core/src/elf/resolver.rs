@@ -69,7 +69,7 @@ impl ElfFile {
     }
 
     /// How the file offset of `vaddr` comes about: the segment formula netprobe uses and the
-    /// `.text` formula of seed 004, side by side.
+    /// `.text` formula of `shared/seeds/004_*`, side by side.
     pub fn explain(&self, vaddr: VirtAddr) -> Result<OffsetExplanation> {
         let view = self.view()?;
         let segments = LoadSegments::from_program_headers(&view.program_headers);

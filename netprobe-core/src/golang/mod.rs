@@ -1,5 +1,5 @@
 //! Go: the `.gopclntab` function table, `.go.buildinfo`, the calling conventions, and the
-//! stack-check prologue (issue 5).
+//! stack-check prologue.
 //!
 //! [`GoBinary`] is the entry point: it finds the function table in an ELF file (by section name,
 //! or by its magic where external linking folded it into `.data.rel.ro`), reads the Go version

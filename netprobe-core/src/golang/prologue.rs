@@ -3,7 +3,8 @@
 //! Why: almost every Go function starts by comparing SP with the goroutine's stack guard and, when
 //! the stack is too small, jumps to a block at its end that calls `runtime.morestack*` and then
 //! jumps back to the function's *first byte*. A uprobe at the first byte therefore fires twice for
-//! a call whose stack grows (`../shared/ENVIRONMENT.md`, "Go"); a probe on the instruction after
+//! a call whose stack grows (Go `src/runtime/stack.go`, `newstack`: the retried call restarts
+//! the function); a probe on the instruction after
 //! the check's conditional jump fires once per call, and the arguments are still in their
 //! registers (or stack slots) there because the check moves nothing.
 //!

@@ -1,11 +1,12 @@
 //! Parsers for the map files runtimes and crossgen write.
 //!
-//! - `ADDR SIZE NAME` lines: crossgen `/CreatePerfMap` files (seed 000:
+//! - `ADDR SIZE NAME` lines: crossgen `/CreatePerfMap` files (`fixtures/recorded/mapfiles/seed000-line.map`:
 //!   `0000000000021900 9 instance string [...]`) and the runtime's `/tmp/perf-PID.map` (the perf
 //!   JIT interface, `tools/perf/Documentation/jit-interface.txt`: "START SIZE symbolname", hex).
 //!   .NET Core 3.1 writes addresses as bare upper-case hex, .NET 8 with `0x` (recorded here in
 //!   `fixtures/recorded/`); sizes are hex in both.
-//! - `/tmp/perfinfo-PID.map` records `ImageLoad;PATH;{MVID};BASE;` (`../shared/ENVIRONMENT.md`):
+//! - `/tmp/perfinfo-PID.map` records `ImageLoad;PATH;{MVID};BASE;` (`fixtures/recorded/perfinfo/`;
+//!   dotnet/runtime `src/coreclr/vm/perfinfo.cpp`):
 //!   .NET 8 prints BASE as `0x7f...` and `(nil)` for IL-only images, 3.1 as `00007FE0A9B00000`
 //!   and all zeros.
 

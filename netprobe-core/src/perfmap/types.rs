@@ -18,7 +18,8 @@ pub struct MapLine {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MapFileKind {
-    /// crossgen `/CreatePerfMap` output: addresses are RVAs in the native image (seed 000).
+    /// crossgen `/CreatePerfMap` output: addresses are RVAs in the native image
+    /// (`fixtures/recorded/mapfiles/seed000-line.map`).
     Crossgen,
     /// The runtime's `/tmp/perf-PID.map`: runtime addresses of JIT code and stubs.
     Runtime,

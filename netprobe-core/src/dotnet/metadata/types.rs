@@ -189,7 +189,7 @@ impl TypeSig {
     }
 
     /// How a tracer can read a value of this type at a method's entry, on x86-64 System V
-    /// (`../shared/ENVIRONMENT.md`, "Managed x64 calling convention").
+    /// (dotnet/runtime `docs/design/coreclr/botr/clr-abi.md`: managed code uses the platform ABI).
     pub fn arg_kind(&self) -> ArgKind {
         match self.unmodified() {
             TypeSig::Boolean => ArgKind::Bool,
@@ -266,7 +266,7 @@ pub enum ArgKind {
     /// A float in an SSE register (xmm0..7), not in the integer sequence.
     Float { bits: u8 },
     /// A System.String reference in an integer register: int32 length at +8, UTF-16 chars
-    /// from +12 (`../shared/ENVIRONMENT.md`); null when 0.
+    /// from +12 (dotnet/runtime `src/coreclr/vm/object.h`, `StringObject`); null when 0.
     String,
     /// Any other object reference (class, array, boxed): one integer register.
     ObjectRef,
