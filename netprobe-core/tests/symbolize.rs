@@ -26,6 +26,28 @@ fn main() {
             go_stripped_frames_match,
         ),
         e2e::trial(
+            "go_1_27_stripped_frames_match_llvm_symbolizer_and_go_addr2line",
+            &[
+                Need::CCompiler,
+                Need::Program("llvm-symbolizer"),
+                Need::Path(fixtures::go::toolchain_go(NEWEST_GO)),
+            ],
+            || {
+                let dir = fixtures::go::sample_app_variants_by(NEWEST_GO);
+                let go = fixtures::go::toolchain_go(NEWEST_GO);
+                go_frames_match(
+                    &dir.join("sampleapp-default"),
+                    &dir.join("sampleapp-stripped"),
+                    &go,
+                )
+            },
+        ),
+        e2e::trial(
+            "go_mutated_tables_never_panic_the_index",
+            &[Need::Go, Need::CCompiler],
+            go_mutated_never_panics,
+        ),
+        e2e::trial(
             "go_round_trip_resolve_of_symbolize",
             &go_needs,
             go_round_trip,
@@ -74,7 +96,21 @@ fn file_offset(segs: &[(u64, u64, u64)], vaddr: u64) -> Option<u64> {
 
 /// Runs `prog args` with `input` on stdin; its stdout.
 fn run(prog: &str, args: &[&str], input: &str) -> Result<String, String> {
-    let mut child = Command::new(prog)
+    run_env(prog, args, input, None)
+}
+
+/// [`run`] with one more environment variable.
+fn run_env(
+    prog: &str,
+    args: &[&str],
+    input: &str,
+    env: Option<(&str, &Path)>,
+) -> Result<String, String> {
+    let mut cmd = Command::new(prog);
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -146,6 +182,17 @@ fn go_builds() -> (PathBuf, PathBuf) {
 /// unstripped build's DWARF, and the same outer function as `go tool addr2line`.
 fn go_stripped_frames_match() -> Result<(), String> {
     let (full, stripped) = go_builds();
+    go_frames_match(&full, &stripped, Path::new("go"))
+}
+
+/// The newest Go of the toolchain matrix: the 1.20 table layout (16-byte inline tree nodes,
+/// `startLine` in `_func`), where Debian's Go 1.19 writes the 1.18 layout.
+const NEWEST_GO: &str = "1.27.3";
+
+/// [`go_stripped_frames_match`] for the builds `full` (with symbols and DWARF) and `stripped`
+/// by the Go toolchain whose `go` command is `go` (its own `go tool addr2line` reads them).
+fn go_frames_match(full: &Path, stripped: &Path, go: &Path) -> Result<(), String> {
+    let (full, stripped) = (full.to_path_buf(), stripped.to_path_buf());
     let segs = load_segments(&full)?;
     let funcs = nm_functions(&full, &[])?;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -160,10 +207,15 @@ fn go_stripped_frames_match() -> Result<(), String> {
         &input,
     )?;
     let blocks: Vec<&str> = llvm.trim_end().split("\n\n").collect();
-    let go = run(
-        "go",
+    let goroot = go
+        .parent()
+        .and_then(Path::parent)
+        .filter(|r| !r.as_os_str().is_empty());
+    let go = run_env(
+        &go.to_string_lossy(),
         &["tool", "addr2line", &full.to_string_lossy()],
         &input,
+        goroot.map(|r| ("GOROOT", r)),
     )?;
     let go_names: Vec<&str> = go.lines().step_by(2).collect();
     if blocks.len() != vaddrs.len() || go_names.len() != vaddrs.len() {
@@ -283,6 +335,40 @@ fn ours_vs_go(frames: &[Frame], v: u64, go_name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Random bytes written over the stripped build's function table and data (where the inline
+/// trees live) never panic the index build or a lookup.
+fn go_mutated_never_panics() -> Result<(), String> {
+    use proptest::test_runner::{Config, TestRunner};
+    let (_, stripped) = go_builds();
+    let bytes = std::fs::read(&stripped).map_err(err)?;
+    let segs = load_segments(&stripped)?;
+    // The read-only data segment (function table, inline trees) and the start of the text.
+    let (lo, hi) = (segs[0].0 + 0x1000, segs[1].0 + segs[1].2);
+    let dir = tempfile::tempdir().map_err(err)?;
+    let mut runner = TestRunner::new(Config {
+        cases: 24,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = proptest::collection::vec((lo..hi, proptest::num::u8::ANY), 1..64);
+    runner
+        .run(&strategy, |edits| {
+            let mut b = bytes.clone();
+            for (at, v) in edits {
+                b[at as usize] = v;
+            }
+            let path = dir.path().join("mutated");
+            std::fs::write(&path, &b).expect("write the mutated copy");
+            if let Ok(index) = netprobe_core::symbolize::ImageIndex::build(&path) {
+                for off in (0x1000..segs[0].2).step_by(4099) {
+                    let _ = index.lookup(FileOffset(off));
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())
 }
 
 /// proptest invariant: for any function (from `go tool nm` on the unstripped build) and any

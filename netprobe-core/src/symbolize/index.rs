@@ -331,3 +331,78 @@ fn go_ranges(b: &mut Builder, go: &crate::golang::GoBinary<'_>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn built(ranges: &[(u64, u64)]) -> ImageIndex {
+        let mut b = Builder::default();
+        for (i, &(start, size)) in ranges.iter().enumerate() {
+            b.push(
+                start,
+                size,
+                start,
+                &format!("f{i}"),
+                SourceKind::ElfSymtab,
+                0,
+            );
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn same_start_keeps_the_first_pushed_and_a_later_start_cuts_the_earlier() {
+        let idx = built(&[(0x100, 0x10), (0x100, 0x40), (0x108, 0x10), (0x200, 0)]);
+        let name = |off| {
+            idx.lookup(FileOffset(off))
+                .map(|h| (h.function.to_string(), h.offset))
+        };
+        assert_eq!(name(0x100), Some(("f0".into(), 0)));
+        assert_eq!(name(0x107), Some(("f0".into(), 7)));
+        assert_eq!(name(0x108), Some(("f2".into(), 0)));
+        assert_eq!(name(0x117), Some(("f2".into(), 0xf)));
+        assert_eq!(name(0x118), None);
+        assert_eq!(name(0xff), None);
+        // A symbol without a size names nothing (its extent is unknown).
+        assert_eq!(name(0x200), None);
+    }
+
+    proptest! {
+        /// Whatever the ranges: a hit lies inside a pushed range that starts at the hit's
+        /// entry, its offset is the distance from there, and no byte outside every pushed range
+        /// is named.
+        #[test]
+        fn lookups_stay_inside_pushed_ranges(
+            ranges in proptest::collection::vec((0u64..0x400, 0u64..0x80), 0..40),
+            probes in proptest::collection::vec(0u64..0x500, 1..64),
+        ) {
+            let idx = built(&ranges);
+            for off in probes {
+                match idx.lookup(FileOffset(off)) {
+                    Some(hit) => {
+                        let i: usize = hit.function[1..].parse().unwrap();
+                        let (start, size) = ranges[i];
+                        prop_assert_eq!(hit.entry.0, start);
+                        prop_assert!(off >= start && off < start + size);
+                        prop_assert_eq!(hit.offset, off - start);
+                    }
+                    // Unnamed only where every range holding the byte was cut short by a
+                    // range starting after it (nested symbols: the inner one wins from its
+                    // start on, the outer one's tail is not named) or shadowed by one pushed
+                    // before it at the same start (the first source pushed wins).
+                    None => prop_assert!(
+                        ranges.iter().enumerate()
+                            .filter(|&(_, &(s, z))| off >= s && off < s + z)
+                            .all(|(i, &(s, _))| {
+                                ranges.iter().any(|&(t, z)| z > 0 && t > s && t <= off)
+                                    || ranges[..i].iter().any(|&(t, z)| z > 0 && t == s)
+                            }),
+                        "offset {:#x} is in a pushed range but unnamed", off
+                    ),
+                }
+            }
+        }
+    }
+}

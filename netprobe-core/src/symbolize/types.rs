@@ -45,7 +45,8 @@ impl SourceKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Frame {
     /// The address looked up: a runtime address for process lookups, the file offset for file
-    /// lookups.
+    /// lookups. Serialized as a `"0x..."` string, like every address of the crate.
+    #[serde(serialize_with = "ser_hex")]
     pub address: u64,
     /// The file that holds the code, as the process names it (a bundled assembly as
     /// `BUNDLE/NAME.dll`); `None` for anonymous memory.
@@ -63,6 +64,10 @@ pub struct Frame {
     pub source: SourceKind,
     /// The compiler inlined this function into the next frame: no call happened at run time.
     pub inlined: bool,
+}
+
+fn ser_hex<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:#x}"))
 }
 
 fn ser_opt_path<S: serde::Serializer>(p: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
@@ -90,5 +95,51 @@ impl fmt::Display for Frame {
                 _ => write!(f, "[unknown] ({:#x})", self.address),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(function: Option<&str>, offset: Option<u64>, inlined: bool) -> Frame {
+        Frame {
+            address: 0x7f00_0012_3456,
+            image: Some(PathBuf::from("/usr/lib/app/System.Private.CoreLib.dll")),
+            file_offset: Some(FileOffset(0x2_3456)),
+            function: function.map(str::to_string),
+            offset,
+            source: if function.is_some() {
+                SourceKind::DotnetR2r
+            } else {
+                SourceKind::Unknown
+            },
+            inlined,
+        }
+    }
+
+    #[test]
+    fn frames_print_as_name_offset_inlined_or_unknown_image_offset() {
+        let anon = Frame {
+            image: None,
+            file_offset: None,
+            ..frame(None, None, false)
+        };
+        let frames = [
+            frame(
+                Some("void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)"),
+                Some(0x1c),
+                false,
+            ),
+            Frame {
+                source: SourceKind::GoPclntab,
+                ..frame(Some("main.add"), None, true)
+            },
+            frame(None, None, false),
+            anon.clone(),
+        ];
+        let text: Vec<String> = frames.iter().map(ToString::to_string).collect();
+        insta::assert_snapshot!(text.join("\n"));
+        insta::assert_snapshot!(serde_json::to_string_pretty(&frames[..2]).unwrap());
     }
 }
