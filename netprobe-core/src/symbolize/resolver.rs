@@ -25,8 +25,9 @@ struct ProcessView {
     process: Process,
     /// Mappings by ascending start.
     maps: Vec<MapsEntry>,
-    /// Per mapping: where netprobe opens its file (`None` for non-file mappings).
-    open: Vec<Option<PathBuf>>,
+    /// Per mapping: where netprobe opens its file and that file's identity (`None` for
+    /// non-file mappings; no identity when it cannot be stat'ed).
+    open: Vec<Option<(PathBuf, Option<FileId>)>>,
     jit: JitNames,
     /// The process runs the .NET runtime (maps `libcoreclr.so`).
     dotnet: bool,
@@ -57,7 +58,9 @@ impl ProcessView {
                 let img = images
                     .iter()
                     .find(|i| i.mappings.iter().any(|x| x.start == m.start))?;
-                Some(crate::resolve::open_path(&self.process, img))
+                let open = crate::resolve::open_path(&self.process, img);
+                let id = FileId::of(&open);
+                Some((open, id))
             })
             .collect();
         self.dotnet = maps
@@ -80,6 +83,11 @@ impl ProcessView {
 #[derive(Default)]
 pub struct Symbolizer {
     images: HashMap<FileId, Arc<ImageIndex>>,
+    /// Identity of each path given to [`Symbolizer::symbolize_file`], stat'ed once.
+    paths: HashMap<PathBuf, FileId>,
+    /// The path and index of the last [`Symbolizer::symbolize_file`] (frames of one recording
+    /// come mostly from a few images in a row: no hashing of the path for those).
+    last_file: Option<(PathBuf, Arc<ImageIndex>)>,
     processes: HashMap<u32, ProcessView>,
     /// Processes already told about (see [`Symbolizer::take_notes`]).
     noted: HashSet<u32>,
@@ -99,14 +107,27 @@ impl Symbolizer {
     }
 
     /// The index of the file at `path` (as netprobe opens it), built on first use per
-    /// [`FileId`].
+    /// [`FileId`]. A path is stat'ed the first time it is given; a file rewritten under the same
+    /// path later is seen by a new `Symbolizer` (process lookups see it at the next maps refresh).
     pub fn image_index(&mut self, path: &Path) -> Result<Arc<ImageIndex>> {
-        let id = FileId::of(path).ok_or_else(|| {
-            crate::Error::io(
-                path,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "cannot stat the file"),
-            )
-        })?;
+        let id = match self.paths.get(path) {
+            Some(id) => *id,
+            None => {
+                let id = FileId::of(path).ok_or_else(|| {
+                    crate::Error::io(
+                        path,
+                        std::io::Error::new(std::io::ErrorKind::NotFound, "cannot stat the file"),
+                    )
+                })?;
+                self.paths.insert(path.to_path_buf(), id);
+                id
+            }
+        };
+        self.index_of(id, path)
+    }
+
+    /// The index of the file `path` whose identity is `id`, built on first use.
+    fn index_of(&mut self, id: FileId, path: &Path) -> Result<Arc<ImageIndex>> {
         if let Some(i) = self.images.get(&id) {
             return Ok(i.clone());
         }
@@ -121,7 +142,14 @@ impl Symbolizer {
     /// when no table names the byte. Errors: the file's own (missing, not an object file,
     /// malformed headers).
     pub fn symbolize_file(&mut self, path: &Path, off: FileOffset) -> Result<Vec<Frame>> {
-        let index = self.image_index(path)?;
+        let index = match &self.last_file {
+            Some((p, index)) if p == path => index.clone(),
+            _ => {
+                let index = self.image_index(path)?;
+                self.last_file = Some((path.to_path_buf(), index.clone()));
+                index
+            }
+        };
         Ok(index.frames(path, off, off.0))
     }
 
@@ -170,8 +198,12 @@ impl Symbolizer {
             let Some(off) = formulas::normalize(RuntimeAddr(addr), m.start, m.offset) else {
                 return Ok(vec![unknown(Some(path.clone()), None)]);
             };
-            let (path, open) = (path.clone(), open.clone());
-            return Ok(match self.image_index(&open) {
+            let (path, (open, id)) = (path.clone(), open.clone());
+            let index = match id {
+                Some(id) => self.index_of(id, &open),
+                None => self.image_index(&open),
+            };
+            return Ok(match index {
                 Ok(index) => index.frames(&path, off, addr),
                 Err(_) => vec![unknown(Some(path), Some(off))],
             });
