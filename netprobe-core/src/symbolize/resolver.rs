@@ -2,8 +2,8 @@
 //!
 //! Caches: one [`ImageIndex`] per file version ([`FileId`]: the same file under two paths, e.g.
 //! `/proc/PID/root/...` of two processes, is indexed once; a rewritten file is indexed anew), and
-//! per process a snapshot of its maps, re-read when an address falls in no mapping (the process
-//! mapped something since), and its JIT names ([`JitNames`]), re-read when an address in
+//! per process a snapshot of its maps, re-read when a user-space address falls in no mapping (the
+//! process mapped something since; at most once per 20 ms), and its JIT names ([`JitNames`]), re-read when an address in
 //! anonymous executable memory is not named and the files grew.
 
 use super::index::ImageIndex;
@@ -19,6 +19,7 @@ use crate::process::Process;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// One process as last seen.
 struct ProcessView {
@@ -31,7 +32,17 @@ struct ProcessView {
     jit: JitNames,
     /// The process runs the .NET runtime (maps `libcoreclr.so`).
     dotnet: bool,
+    /// When the maps were last read.
+    read_at: Instant,
 }
+
+/// Least time between two reads of one process's maps on misses: a burst of addresses in no
+/// mapping (a stack walked into garbage) costs one read, not one per address.
+const MAPS_REFRESH_INTERVAL: Duration = Duration::from_millis(20);
+
+/// First address of the kernel half of the x86-64 address space: user code is never there, so
+/// a miss there is no reason to read the maps again.
+const KERNEL_HALF: u64 = 0x8000_0000_0000;
 
 impl ProcessView {
     fn read(pid: u32) -> Result<ProcessView> {
@@ -43,6 +54,7 @@ impl ProcessView {
             open: Vec::new(),
             jit,
             dotnet: false,
+            read_at: Instant::now(),
         };
         view.refresh_maps()?;
         Ok(view)
@@ -67,6 +79,7 @@ impl ProcessView {
             .iter()
             .any(|m| m.file_name().is_some_and(|n| n == "libcoreclr.so"));
         self.maps = maps;
+        self.read_at = Instant::now();
         Ok(())
     }
 
@@ -158,6 +171,11 @@ impl Symbolizer {
     /// through the runtime's perf map / jitdump. Unknown code gives one
     /// [`SourceKind::Unknown`] frame (`[unknown] (image+0xOFF)`), never a guess.
     ///
+    /// For a return address of a call stack (every frame but the innermost), pass the address
+    /// minus one: the return address is the instruction after the call, which may already
+    /// belong to the next inlined function or, after a call that does not return, to the next
+    /// function (what perf and `runtime.CallersFrames` do too).
+    ///
     /// Errors: [`crate::Error::NoSuchProcess`] when the process is gone before its maps were
     /// first read, [`crate::Error::PermissionDenied`] without access to them. A file that cannot
     /// be indexed gives an unknown frame, not an error.
@@ -170,10 +188,13 @@ impl Symbolizer {
             Some(i) => Some(i),
             // Mapped since the snapshot: read the maps again (a process that exited keeps its
             // last snapshot).
-            None => match view.refresh_maps() {
-                Ok(()) => view.mapping(addr),
-                Err(_) => None,
-            },
+            None if addr < KERNEL_HALF && view.read_at.elapsed() >= MAPS_REFRESH_INTERVAL => {
+                match view.refresh_maps() {
+                    Ok(()) => view.mapping(addr),
+                    Err(_) => None,
+                }
+            }
+            None => None,
         };
         let unknown = |image: Option<PathBuf>, file_offset: Option<FileOffset>| Frame {
             address: addr,
