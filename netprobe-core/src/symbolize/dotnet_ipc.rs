@@ -3,17 +3,20 @@
 //! caller sends it when the user asks for JIT names of a process started without
 //! `DOTNET_PerfMapEnabled`.
 //!
-//! Protocol (`docs/design/features/...`/diagnostics `documentation/design-docs/ipc-protocol.md`;
-//! runtime `src/native/eventpipe/ds-protocol.h`, `ds-process-protocol.c`, `ds-types.h`):
+//! Protocol (dotnet/diagnostics `documentation/design-docs/ipc-protocol.md`; dotnet/runtime
+//! `src/native/eventpipe/ds-protocol.h`, `ds-process-protocol.h`, `ds-types.h`):
 //! - the runtime listens on a Unix socket `$TMPDIR/dotnet-diagnostic-{pid}-{disambiguation}-socket`
-//!   (pid in the process's own pid namespace; reached here through `/proc/PID/root/tmp`);
+//!   (pid in the process's own pid namespace; reached here through `/proc/PID/root/...` when the
+//!   process has another root);
 //! - a message is a 20-byte header: magic `"DOTNET_IPC_V1\0"` (14 bytes), `size` (u16, header plus
 //!   payload), `command_set` (u8), `command_id` (u8), `reserved` (u16, 0), then the payload;
 //! - Process command set `0x04`, `EnablePerfMap` = `0x05` (.NET 8+), payload `uint32 perfMapType`
 //!   (`src/coreclr/vm/perfmap.h`, `PerfMapType`: 1 = perf map and jitdump, 2 = jitdump only,
 //!   3 = perf map only);
 //! - the reply is a header with command set `0xFF` (server) and id `0x00` (OK, payload a u32
-//!   HRESULT 0) or `0xFF` (error, payload a u32 HRESULT).
+//!   HRESULT 0) or `0xFF` (error, payload a u32 HRESULT);
+//! - the runtime then calls `PerfMap::Enable(type, sendExisting = true)`
+//!   (`src/coreclr/vm/perfmap.cpp`): methods compiled before the command are written too.
 
 use crate::error::{Error, Result};
 use crate::process::Process;
@@ -55,7 +58,11 @@ pub fn enable_perf_map_message(kind: PerfMapType) -> Vec<u8> {
 pub fn diagnostic_socket(pid: u32) -> Result<Option<PathBuf>> {
     let process = Process::open(pid)?;
     let nspid = super::jit::namespace_pid(&process);
-    let tmp = process.host_path(std::path::Path::new("/tmp"));
+    // The runtime binds the socket in its `TMPDIR`, `/tmp` without one
+    // (`src/native/eventpipe/ds-ipc-pal-socket.c`, `ipc_transport_get_default_name`).
+    let tmpdir =
+        super::jit::env_var(&process, &["TMPDIR"]).unwrap_or_else(|| PathBuf::from("/tmp"));
+    let tmp = process.host_path(&tmpdir);
     let prefix = format!("dotnet-diagnostic-{nspid}-");
     let Ok(dir) = std::fs::read_dir(&tmp) else {
         return Ok(None);

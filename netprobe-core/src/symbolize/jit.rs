@@ -39,13 +39,31 @@ pub fn namespace_pid(process: &Process) -> u32 {
         .unwrap_or(process.pid())
 }
 
+/// The first of `names` set (non-empty) in the environment `process` started with.
+pub fn env_var(process: &Process, names: &[&str]) -> Option<PathBuf> {
+    let env = process.environ().ok()?;
+    names.iter().find_map(|n| {
+        env.iter()
+            .find(|(k, v)| k == n && !v.is_empty())
+            .map(|(_, v)| PathBuf::from(v))
+    })
+}
+
 impl JitNames {
-    /// The perf map and jitdump paths of `process` (nothing is read yet).
+    /// The perf map and jitdump paths of `process` (nothing is read yet): in the folder its
+    /// `DOTNET_PerfMapJitDumpPath` (or `COMPlus_PerfMapJitDumpPath`) names, else `/tmp`
+    /// (`src/coreclr/inc/clrconfignames.h`, `PerfMapJitDumpPath`; `perfmap.cpp` writes
+    /// `perf-PID.map` and `jit-PID.dump` there).
     pub fn for_process(process: &Process) -> JitNames {
         let nspid = namespace_pid(process);
+        let dir = env_var(
+            process,
+            &["DOTNET_PerfMapJitDumpPath", "COMPlus_PerfMapJitDumpPath"],
+        )
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
         JitNames {
-            perf_map: process.host_path(&PathBuf::from(format!("/tmp/perf-{nspid}.map"))),
-            jitdump: process.host_path(&PathBuf::from(format!("/tmp/jit-{nspid}.dump"))),
+            perf_map: process.host_path(&dir.join(format!("perf-{nspid}.map"))),
+            jitdump: process.host_path(&dir.join(format!("jit-{nspid}.dump"))),
             ..JitNames::default()
         }
     }

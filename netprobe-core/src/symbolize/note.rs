@@ -2,8 +2,9 @@
 
 /// The note for a .NET process `pid` that runs code in anonymous executable memory without a
 /// perf map: JIT-compiled methods have no names unless the runtime writes them
-/// (`DOTNET_PerfMapEnabled`, `docs/design/coreclr/jit/...`/runtime `src/coreclr/inc/clrconfignames.h`:
-/// 1 = perf map and jitdump, 2 = jitdump, 3 = perf map), or, in a running .NET 8+ process, the
+/// (`DOTNET_PerfMapEnabled`, dotnet/runtime `src/coreclr/inc/clrconfigvalues.h` and
+/// `src/coreclr/vm/perfmap.h`: 1 = perf map and jitdump, 2 = jitdump, 3 = perf map), or, in a
+/// running .NET 8+ process, the
 /// diagnostics IPC command `EnablePerfMap` ([`super::dotnet_ipc::enable_perf_map`]) turns it on.
 pub fn jit_names_note(pid: u32) -> String {
     format!(
