@@ -19,6 +19,7 @@ want() { if ! command -v "$1" >/dev/null 2>&1 && [ ! -e "$1" ]; then need_pkgs+=
 want cc gcc
 want make make
 want objdump binutils
+want llvm-symbolizer llvm
 want go golang-go
 want mcs mono-mcs
 want python3 python3

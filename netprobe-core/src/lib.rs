@@ -25,6 +25,7 @@ pub mod probe_safety;
 pub mod process;
 pub mod resolve;
 pub mod symbol;
+pub mod symbolize;
 pub mod x86;
 
 pub use error::{Error, Result};

@@ -182,6 +182,11 @@ impl<'a> GoBinary<'a> {
         }))
     }
 
+    /// The file's bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
     /// The path the binary was read from.
     pub fn path(&self) -> &Path {
         &self.path

@@ -8,6 +8,7 @@
 pub mod abi;
 mod binary;
 pub mod buildinfo;
+pub mod gofunc;
 pub mod moduledata;
 pub mod pclntab;
 pub mod prologue;

@@ -1,6 +1,7 @@
 //! Map files: crossgen `/CreatePerfMap` output, the runtime's `/tmp/perf-PID.map`, and the
 //! image-load records of `/tmp/perfinfo-PID.map`.
 
+pub mod jitdump;
 pub mod parser;
 pub mod types;
 

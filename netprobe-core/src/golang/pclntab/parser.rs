@@ -195,6 +195,16 @@ impl<'a> Pclntab<'a> {
         self.data
     }
 
+    /// The pc-value tables (`pcsp`, `pcfile`, `pcln`, pcdata offsets are relative to it).
+    pub(crate) fn pctab(&self) -> &'a [u8] {
+        self.pctab
+    }
+
+    /// The function name strings (name offsets are relative to it).
+    pub(crate) fn funcnametab(&self) -> &'a [u8] {
+        self.funcnametab
+    }
+
     /// Number of functions in the table.
     pub fn len(&self) -> u64 {
         self.header.nfunc
@@ -264,7 +274,7 @@ impl<'a> Pclntab<'a> {
     }
 
     /// The `_func` record of function `i`, from its first byte on.
-    fn func_record(&self, i: u64) -> Option<&'a [u8]> {
+    pub(crate) fn func_record(&self, i: u64) -> Option<&'a [u8]> {
         let off = self.raw_field(i.checked_mul(2)?.checked_add(1)?)?;
         read::tail(self.funcdata, off)
     }
@@ -280,7 +290,7 @@ impl<'a> Pclntab<'a> {
     }
 
     /// 4-byte field `n` (n >= 1) of a `_func` record (`debug/gosym`, `funcData.field`).
-    fn record_field(&self, rec: &[u8], n: u64) -> Option<u32> {
+    pub(crate) fn record_field(&self, rec: &[u8], n: u64) -> Option<u32> {
         let first = if self.header.version.entries_are_text_offsets() {
             4
         } else {

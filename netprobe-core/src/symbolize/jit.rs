@@ -1,0 +1,144 @@
+//! Names of JIT-compiled code in one process: the runtime's `/tmp/perf-PID.map` and, when it
+//! is there, its jitdump `/tmp/jit-PID.dump` ([`crate::perfmap::jitdump`]), read through the
+//! process's root (`/proc/PID/root/tmp/...`, so a process in a container is read in its own
+//! mount namespace) under the pid the process has in its own pid namespace (`NSpid` in
+//! `/proc/PID/status`, `proc(5)`): that is the pid the runtime writes into the file name.
+
+use crate::perfmap::{complete_lines, jitdump::parse_jitdump, parse_map_line};
+use crate::process::Process;
+use std::path::PathBuf;
+
+/// One named range of JIT code, in runtime addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct JitRange {
+    start: u64,
+    end: u64,
+    name: String,
+}
+
+/// The JIT code names of one process, re-read when its files grow.
+#[derive(Debug, Default)]
+pub struct JitNames {
+    perf_map: PathBuf,
+    jitdump: PathBuf,
+    /// Sizes of the two files when last read (`None`: absent).
+    read_sizes: (Option<u64>, Option<u64>),
+    ranges: Vec<JitRange>,
+}
+
+/// The pid of `process` in its own pid namespace: the last `NSpid` field of its status (the
+/// pid itself on kernels before 4.1, which have no such line).
+pub fn namespace_pid(process: &Process) -> u32 {
+    std::fs::read_to_string(process.dir().join("status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))
+                .and_then(|v| v.split_whitespace().last()?.parse().ok())
+        })
+        .unwrap_or(process.pid())
+}
+
+/// The first of `names` set (non-empty) in the environment `process` started with.
+pub fn env_var(process: &Process, names: &[&str]) -> Option<PathBuf> {
+    let env = process.environ().ok()?;
+    names.iter().find_map(|n| {
+        env.iter()
+            .find(|(k, v)| k == n && !v.is_empty())
+            .map(|(_, v)| PathBuf::from(v))
+    })
+}
+
+impl JitNames {
+    /// The perf map and jitdump paths of `process` (nothing is read yet): in the folder its
+    /// `DOTNET_PerfMapJitDumpPath` (or `COMPlus_PerfMapJitDumpPath`) names, else `/tmp`
+    /// (`src/coreclr/inc/clrconfignames.h`, `PerfMapJitDumpPath`; `perfmap.cpp` writes
+    /// `perf-PID.map` and `jit-PID.dump` there).
+    pub fn for_process(process: &Process) -> JitNames {
+        let nspid = namespace_pid(process);
+        let dir = env_var(
+            process,
+            &["DOTNET_PerfMapJitDumpPath", "COMPlus_PerfMapJitDumpPath"],
+        )
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+        JitNames {
+            perf_map: process.host_path(&dir.join(format!("perf-{nspid}.map"))),
+            jitdump: process.host_path(&dir.join(format!("jit-{nspid}.dump"))),
+            ..JitNames::default()
+        }
+    }
+
+    /// Whether the runtime writes a perf map or jitdump for this process (either file exists).
+    pub fn available(&self) -> bool {
+        self.perf_map.exists() || self.jitdump.exists()
+    }
+
+    /// The perf map's path as netprobe opens it.
+    pub fn perf_map_path(&self) -> &std::path::Path {
+        &self.perf_map
+    }
+
+    /// Re-reads both files when either changed size since the last read; `true` when it did.
+    pub fn refresh(&mut self) -> bool {
+        let size = |p: &PathBuf| std::fs::metadata(p).ok().map(|m| m.len());
+        let now = (size(&self.perf_map), size(&self.jitdump));
+        if now == self.read_sizes {
+            return false;
+        }
+        self.read_sizes = now;
+        let mut ranges = Vec::new();
+        // jitdump first: for code named in both, the perf map's line (read second, so later in
+        // the list) is the one kept below.
+        if let Some(loads) = std::fs::read(&self.jitdump)
+            .ok()
+            .and_then(|b| parse_jitdump(&b))
+        {
+            ranges.extend(
+                loads
+                    .into_iter()
+                    .filter(|l| l.code_size > 0)
+                    .map(|l| JitRange {
+                        start: l.code_addr,
+                        end: l.code_addr.saturating_add(l.code_size),
+                        name: l.name,
+                    }),
+            );
+        }
+        if let Ok(text) = std::fs::read(&self.perf_map) {
+            ranges.extend(
+                complete_lines(&text)
+                    .split(|&b| b == b'\n')
+                    .filter_map(|l| parse_map_line(l).ok())
+                    .filter(|l| l.size > 0)
+                    .map(|l| JitRange {
+                        start: l.addr,
+                        end: l.addr.saturating_add(l.size),
+                        name: l.name,
+                    }),
+            );
+        }
+        // Newest first among ranges starting at the same address (code memory is reused after
+        // a method is re-compiled at a higher tier), then cut overlaps.
+        ranges.reverse();
+        ranges.sort_by_key(|r| r.start);
+        ranges.dedup_by_key(|r| r.start);
+        for i in 1..ranges.len() {
+            let next = ranges[i].start;
+            if ranges[i - 1].end > next {
+                ranges[i - 1].end = next;
+            }
+        }
+        self.ranges = ranges;
+        true
+    }
+
+    /// The name and start of the JIT code holding `addr`.
+    pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
+        let i = self
+            .ranges
+            .partition_point(|r| r.start <= addr)
+            .checked_sub(1)?;
+        let r = &self.ranges[i];
+        (addr < r.end).then_some((r.name.as_str(), r.start))
+    }
+}

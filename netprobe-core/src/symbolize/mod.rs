@@ -1,0 +1,31 @@
+//! Symbolizing: the inverse of resolving. From a (pid, runtime address) or a (file, file offset)
+//! to the function running there: image, function name, offset in the function, and which table
+//! named it ([`SourceKind`]): ELF `.symtab`/`.dynsym`, Go's function table (with the functions
+//! inlined at that pc, from its inline trees), .NET ReadyToRun methods (the method whose
+//! RUNTIME_FUNCTION covers the address, named as `netprobe symbols` prints it), JIT-compiled
+//! code from the runtime's `/tmp/perf-PID.map` and jitdump; anything else is
+//! `[unknown] (image+0xOFF)`, never a guess.
+//!
+//! Layout after blazesym's: [`types`] (what a frame is), [`index`] (one file's code ranges,
+//! sorted by file offset), [`jit`] (one process's JIT names), [`resolver`] (the [`Symbolizer`]
+//! with its caches), [`note`] and [`dotnet_ipc`] (getting JIT names turned on).
+//!
+//! ```no_run
+//! use netprobe_core::symbolize::Symbolizer;
+//! let mut s = Symbolizer::new();
+//! for frame in s.symbolize(1234, 0x7f12_3456_7890)? {
+//!     println!("{frame}");
+//! }
+//! # Ok::<(), netprobe_core::Error>(())
+//! ```
+
+pub mod dotnet_ipc;
+pub mod index;
+pub mod jit;
+pub mod note;
+pub mod resolver;
+pub mod types;
+
+pub use index::{ImageIndex, IndexHit};
+pub use resolver::Symbolizer;
+pub use types::{Frame, SourceKind};

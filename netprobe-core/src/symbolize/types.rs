@@ -1,0 +1,145 @@
+//! What the symbolizer answers: one [`Frame`] per function running at an address (inlined
+//! functions first, innermost first, then the function the code belongs to).
+
+use crate::addr::FileOffset;
+use crate::symbol::SymbolOrigin;
+use serde::Serialize;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Which table named a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// ELF `.symtab`.
+    ElfSymtab,
+    /// ELF `.dynsym`.
+    ElfDynsym,
+    /// Go's function table (`.gopclntab`), inlined frames from its inline trees.
+    GoPclntab,
+    /// A .NET ReadyToRun method: the method whose RUNTIME_FUNCTION (main body, funclet or cold
+    /// part) covers the address.
+    DotnetR2r,
+    /// JIT-compiled code named by the runtime's `/tmp/perf-PID.map`.
+    PerfMap,
+    /// No table names the address: printed as `[unknown] (image+0xOFF)`, never guessed.
+    Unknown,
+}
+
+impl SourceKind {
+    /// The kind for a symbol of `origin`; `None` for origins the symbolizer does not index
+    /// (crossgen map files: their methods are read from the ReadyToRun header instead).
+    pub fn of_origin(origin: SymbolOrigin) -> Option<SourceKind> {
+        match origin {
+            SymbolOrigin::ElfSymtab => Some(SourceKind::ElfSymtab),
+            SymbolOrigin::ElfDynsym => Some(SourceKind::ElfDynsym),
+            SymbolOrigin::GoPclntab => Some(SourceKind::GoPclntab),
+            SymbolOrigin::ReadyToRun => Some(SourceKind::DotnetR2r),
+            SymbolOrigin::PerfMap => Some(SourceKind::PerfMap),
+            SymbolOrigin::CrossgenMap => None,
+        }
+    }
+}
+
+/// One frame of a symbolized address.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Frame {
+    /// The address looked up: a runtime address for process lookups, the file offset for file
+    /// lookups. Serialized as a `"0x..."` string, like every address of the crate.
+    #[serde(serialize_with = "ser_hex")]
+    pub address: u64,
+    /// The file that holds the code, as the process names it (a bundled assembly as
+    /// `BUNDLE/NAME.dll`); `None` for anonymous memory.
+    #[serde(serialize_with = "ser_opt_path")]
+    pub image: Option<PathBuf>,
+    /// Where the address lies in that file; `None` for anonymous memory.
+    pub file_offset: Option<FileOffset>,
+    /// The function's name as its source spells it (Go: `main.(*T).M`; .NET: crossgen's
+    /// `[instance ]RET [Assembly] Namespace.Type::Method(ARGS)`, as `netprobe symbols` prints
+    /// it); `None` for [`SourceKind::Unknown`].
+    pub function: Option<String>,
+    /// Bytes from the function's first instruction; `None` for inlined frames (their code is
+    /// spread through the caller) and unknown code.
+    pub offset: Option<u64>,
+    pub source: SourceKind,
+    /// The compiler inlined this function into the next frame: no call happened at run time.
+    pub inlined: bool,
+}
+
+fn ser_hex<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:#x}"))
+}
+
+fn ser_opt_path<S: serde::Serializer>(p: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+    match p {
+        Some(p) => s.serialize_some(&p.to_string_lossy()),
+        None => s.serialize_none(),
+    }
+}
+
+impl fmt::Display for Frame {
+    /// `function+0xOFF`, `function (inlined)`, or `[unknown] (image+0xOFF)` with the file
+    /// offset (`[unknown] (0xADDR)` in anonymous memory).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.function, self.inlined, self.offset) {
+            (Some(name), true, _) => write!(f, "{name} (inlined)"),
+            (Some(name), false, Some(off)) => write!(f, "{name}+{off:#x}"),
+            (Some(name), false, None) => f.write_str(name),
+            (None, _, _) => match (&self.image, self.file_offset) {
+                (Some(img), Some(off)) => {
+                    let name = img
+                        .file_name()
+                        .map_or_else(|| img.to_string_lossy(), |n| n.to_string_lossy());
+                    write!(f, "[unknown] ({name}+{off:#x})")
+                }
+                _ => write!(f, "[unknown] ({:#x})", self.address),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(function: Option<&str>, offset: Option<u64>, inlined: bool) -> Frame {
+        Frame {
+            address: 0x7f00_0012_3456,
+            image: Some(PathBuf::from("/usr/lib/app/System.Private.CoreLib.dll")),
+            file_offset: Some(FileOffset(0x2_3456)),
+            function: function.map(str::to_string),
+            offset,
+            source: if function.is_some() {
+                SourceKind::DotnetR2r
+            } else {
+                SourceKind::Unknown
+            },
+            inlined,
+        }
+    }
+
+    #[test]
+    fn frames_print_as_name_offset_inlined_or_unknown_image_offset() {
+        let anon = Frame {
+            image: None,
+            file_offset: None,
+            ..frame(None, None, false)
+        };
+        let frames = [
+            frame(
+                Some("void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)"),
+                Some(0x1c),
+                false,
+            ),
+            Frame {
+                source: SourceKind::GoPclntab,
+                ..frame(Some("main.add"), None, true)
+            },
+            frame(None, None, false),
+            anon.clone(),
+        ];
+        let text: Vec<String> = frames.iter().map(ToString::to_string).collect();
+        insta::assert_snapshot!(text.join("\n"));
+        insta::assert_snapshot!(serde_json::to_string_pretty(&frames[..2]).unwrap());
+    }
+}
