@@ -1,10 +1,11 @@
 //! `--dry-run`: what netprobe would do, as `uprobe_events` lines, `perf probe` commands and a
 //! bpftrace program, so the same probes can be placed by hand or by other tools.
 
+use crate::backend::tracefs::fetch;
+use crate::backend::tracefs::probe::{FetchType, GroupName};
+use crate::backend::tracefs::session::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
 use crate::gate::GateReport;
-use crate::plan::{ArgRequest, ArgType, Decode, ProbeKind, ProbePlan, Role};
-use crate::session::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
-use crate::tracefs::probe::{FetchType, GroupName};
+use crate::plan::{ArgRequest, Decode, ProbeKind, ProbePlan, Role};
 use netprobe_core::elf::LoadSegments;
 use std::fmt::Write;
 use std::path::Path;
@@ -374,9 +375,18 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
     let mut vals = Vec::new();
     let mut notes = Vec::new();
     for a in &p.args {
-        let fetch = |field: &str| p.fetchargs.iter().find(|x| x.name == field);
+        let fetchargs = fetch::fetchargs(p);
+        let fetch = |field: &str| fetchargs.iter().find(|x| x.name == field);
         match &a.decode {
-            Decode::Int { field, .. } | Decode::CString { field } => {
+            Decode::Raw { field }
+                if fetch(field).is_some_and(|fa| matches!(fa.ty, FetchType::Array { .. })) =>
+            {
+                notes.push(format!(
+                    "{}: array fetch-args are not translated to bpftrace",
+                    a.name
+                ))
+            }
+            Decode::Int { field, .. } | Decode::CString { field } | Decode::Raw { field } => {
                 if let Some(fa) = fetch(field) {
                     match bpf_value(&fa.expr, fa.ty) {
                         Some((v, f)) => {
@@ -417,10 +427,6 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
                     a.name
                 ));
             }
-            Decode::Array { .. } => notes.push(format!(
-                "{}: array fetch-args are not translated to bpftrace",
-                a.name
-            )),
         }
     }
     let arrow = match p.role {
@@ -448,10 +454,10 @@ pub fn describe_args(reqs: &[ArgRequest]) -> String {
                 format!(
                     "{}{}",
                     name.as_deref().map(|n| format!("{n}=")).unwrap_or_default(),
-                    ArgType::label(*ty)
+                    ty.label()
                 )
             }
-            ArgRequest::Raw { name, expr, ty } => format!("{name}={expr}:{}", ty.kernel_name()),
+            ArgRequest::Raw { name, text } => format!("{name}={text}"),
         })
         .collect::<Vec<_>>()
         .join(" ")

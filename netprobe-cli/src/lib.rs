@@ -8,6 +8,7 @@
 //! [`runner`] (event loop) and [`trace_output`] (trace lines, counts, latency) →
 //! [`commands::live`], [`demo`].
 
+pub mod backend;
 pub mod cleanup;
 pub mod cli;
 pub mod commands;
@@ -21,12 +22,9 @@ pub mod output;
 pub mod pidns;
 pub mod plan;
 pub mod runner;
-pub mod session;
 pub mod signals;
 pub mod spec;
-pub mod targets;
 pub mod trace_output;
-pub mod tracefs;
 pub mod watchdog;
 
 pub use error::{Error, Result};

@@ -1,9 +1,9 @@
 //! What the commands print: trace lines (text or JSON), call counts (bcc funccount), latency
 //! histograms (bcc funclatency).
 
+use crate::backend::Lost;
 use crate::plan::{FunctionId, Hit, ProbePlan, Role, Value};
 use crate::runner::{Flow, Sink};
-use crate::session::Lost;
 use hdrhistogram::Histogram;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};

@@ -1,6 +1,10 @@
 //! The commands: `trace`, `count`, `latency` (live sessions), `probe add|list|remove`
 //! (persistent probes), `clean`.
 
+use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
+use crate::backend::tracefs::session::{monotonic_ns, probe_defs, Session, SessionOptions};
+use crate::backend::tracefs::Tracefs;
+use crate::backend::Backend;
 use crate::cleanup;
 use crate::dryrun::{self, Mode};
 use crate::error::{Error, Result};
@@ -9,14 +13,11 @@ use crate::lang::{dotnet, PlanOptions, Planner};
 use crate::launch::{split_command, PausedChild};
 use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
-use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::SignalPipe;
 use crate::spec::{Location, ProbeSpec, SpecTarget, Targeting};
 use crate::trace_output::{
     self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter,
 };
-use crate::tracefs::probe::{self, GroupName, ProbeLine};
-use crate::tracefs::Tracefs;
 use crate::watchdog::Watchdog;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -303,11 +304,11 @@ struct RunContext<'a> {
 /// recording and hands the sink what is still buffered, unless it had enough or nobody reads its
 /// output anymore. Returns why it stopped and what was lost.
 fn run_to_end(
-    session: &mut Session,
+    session: &mut dyn Backend,
     ctx: &mut RunContext<'_>,
     sink: &mut dyn runner::Sink,
     stall: &mut dotnet::stall::StallWatch,
-) -> Result<(StopReason, crate::session::Lost)> {
+) -> Result<(StopReason, crate::backend::Lost)> {
     let reason = runner::run(
         session,
         ctx.signals,
@@ -319,7 +320,7 @@ fn run_to_end(
             watch: stall,
         },
     )?;
-    let lost = session.stop_and_drain(|plan, hit| {
+    let lost = session.stop(&mut |plan, hit| {
         if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
             let _ = sink.hit(plan, hit);
         }
@@ -415,7 +416,7 @@ pub fn probe_add(
     )?;
     plan.record_comm = false;
     for p in &mut plan.probes {
-        p.fetchargs.retain(|a| a.name != "np_comm");
+        p.fetches.retain(|a| a.field != "np_comm");
         p.comm_field = None;
     }
     let report = gate::check(&plan, gate_options);

@@ -27,8 +27,9 @@
 
 use crate::error::{Error, Result};
 use crate::lang::Wants;
-use crate::plan::{CallingConvention, FunctionPlan, PairingKey, Returns};
+use crate::plan::{FunctionPlan, PairingKey, Returns};
 use crate::spec::{Location, ProbeSpec, SpecTarget};
+use netprobe_core::abi::CallingConvention;
 use netprobe_core::addr::{FileOffset, VirtAddr};
 use netprobe_core::bytes::FileBytes;
 use netprobe_core::golang::{GoAbi, GoBinary, GoVersion};
@@ -230,7 +231,7 @@ fn overflows_registers(args: &[crate::plan::ArgRequest]) -> bool {
     let words: usize = args
         .iter()
         .map(|a| match a {
-            crate::plan::ArgRequest::Positional { ty, .. } => ty.registers(),
+            crate::plan::ArgRequest::Positional { ty, .. } => ty.words(),
             crate::plan::ArgRequest::Raw { .. } => 0,
         })
         .sum();
@@ -261,7 +262,7 @@ pub fn plan_function(
         },
     };
     let pairing = match img.abi {
-        GoAbi::Register => PairingKey::Register("r14".into()),
+        GoAbi::Register => PairingKey::Register(netprobe_core::abi::go::GOROUTINE_REGISTER),
         GoAbi::Stack => PairingKey::Thread,
     };
     let exact = matches!(spec.target, SpecTarget::Offset(_));
@@ -503,7 +504,10 @@ mod tests {
             Returns::Instructions(vec![FileOffset(0x213cf1)])
         );
         assert_eq!(plan.convention, CallingConvention::GoRegAbi);
-        assert_eq!(plan.pairing, PairingKey::Register("r14".into()));
+        assert_eq!(
+            plan.pairing,
+            PairingKey::Register(netprobe_core::abi::go::GOROUTINE_REGISTER)
+        );
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("on each RET instruction"), "{notes:?}");
     }
@@ -618,7 +622,7 @@ mod tests {
             plan.args,
             vec![ArgRequest::Positional {
                 name: None,
-                ty: crate::plan::ArgType::Int(crate::tracefs::probe::FetchType::S64)
+                ty: netprobe_core::abi::ValueType::Int(netprobe_core::abi::IntType::S64)
             }]
         );
         assert!(notes[0].contains("read at the first byte"));

@@ -12,7 +12,8 @@ pub mod native;
 use crate::dryrun::Mode;
 use crate::error::Result;
 use crate::plan::FunctionPlan;
-use crate::spec::{Location, ProbeSpec, SpecKind};
+use crate::plan::Role;
+use crate::spec::{Location, ProbeSpec};
 
 /// What the user asked to see at one location.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,8 +29,8 @@ impl Wants {
     pub fn of(mode: Mode, spec: &ProbeSpec) -> Wants {
         let latency = mode == Mode::Latency;
         Wants {
-            entry: latency || spec.kind == SpecKind::Entry,
-            ret: latency || spec.kind == SpecKind::Return,
+            entry: latency || spec.kind == Role::Entry,
+            ret: latency || spec.kind == Role::Return,
             args: matches!(mode, Mode::Trace | Mode::Persist),
         }
     }

@@ -7,8 +7,8 @@
 //! results in rax (rdx), floats in xmm0). Verified on this kernel: a fetch-arg naming `%xmm0` is
 //! refused ("Invalid register name"), so float arguments cannot be shown.
 
-use crate::plan::{ArgRequest, ArgType};
-use crate::tracefs::probe::FetchType;
+use crate::plan::ArgRequest;
+use netprobe_core::abi::{IntType, ValueType};
 use netprobe_core::dotnet::metadata::{ArgKind, TypeSig};
 use netprobe_core::dotnet::MethodDetails;
 
@@ -55,22 +55,22 @@ pub struct Layout {
 
 /// How a value of `kind` is fetched from one integer register; `None` for kinds that are not one
 /// integer register (floats, structs, unresolved generic parameters).
-fn register_type(kind: ArgKind) -> Option<ArgType> {
+fn register_type(kind: ArgKind) -> Option<ValueType> {
     Some(match kind {
-        ArgKind::Bool => ArgType::Int(FetchType::U8),
-        ArgKind::Char => ArgType::Int(FetchType::U16),
-        ArgKind::Int { bits, signed } => ArgType::Int(match (bits, signed) {
-            (8, true) => FetchType::S8,
-            (8, false) => FetchType::U8,
-            (16, true) => FetchType::S16,
-            (16, false) => FetchType::U16,
-            (32, true) => FetchType::S32,
-            (32, false) => FetchType::U32,
-            (_, true) => FetchType::S64,
-            (_, false) => FetchType::U64,
+        ArgKind::Bool => ValueType::Int(IntType::U8),
+        ArgKind::Char => ValueType::Int(IntType::U16),
+        ArgKind::Int { bits, signed } => ValueType::Int(match (bits, signed) {
+            (8, true) => IntType::S8,
+            (8, false) => IntType::U8,
+            (16, true) => IntType::S16,
+            (16, false) => IntType::U16,
+            (32, true) => IntType::S32,
+            (32, false) => IntType::U32,
+            (_, true) => IntType::S64,
+            (_, false) => IntType::U64,
         }),
-        ArgKind::String => ArgType::DotnetString,
-        ArgKind::ObjectRef | ArgKind::Pointer => ArgType::Int(FetchType::X64),
+        ArgKind::String => ValueType::DotnetString,
+        ArgKind::ObjectRef | ArgKind::Pointer => ValueType::Int(IntType::X64),
         ArgKind::Float { .. } | ArgKind::ValueType | ArgKind::GenericParam | ArgKind::Void => {
             return None
         }
@@ -182,10 +182,10 @@ pub fn field_name(param: &str, fallback: &str) -> String {
 struct Names(Vec<String>);
 
 impl Names {
-    fn take(&mut self, wanted: String, ty: ArgType) -> String {
+    fn take(&mut self, wanted: String, ty: ValueType) -> String {
         let fields = |n: &str| -> Vec<String> {
             match ty {
-                ArgType::DotnetString | ArgType::GoString => {
+                ValueType::DotnetString | ValueType::GoString => {
                     vec![n.to_string(), format!("{n}_len")]
                 }
                 _ => vec![n.to_string()],
@@ -224,9 +224,9 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
     };
     if sig.has_this && !sig.explicit_this {
         let ty = if shape.this_is_string {
-            ArgType::DotnetString
+            ValueType::DotnetString
         } else {
-            ArgType::Int(FetchType::X64)
+            ValueType::Int(IntType::X64)
         };
         push(&mut out, &mut names, &mut used, "this".into(), ty);
     }
@@ -249,7 +249,7 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
             &mut names,
             &mut used,
             "generic_ctx".into(),
-            ArgType::Int(FetchType::X64),
+            ValueType::Int(IntType::X64),
         ),
         Hidden::Unknown(why) => {
             if !sig.params.is_empty() {
@@ -317,7 +317,7 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
 
 /// How the return value reads at a RET instruction: `Ok(Some(type))` from rax, `Ok(None)` for
 /// `void`, `Err(note)` when it cannot be read (a float in xmm0, a struct).
-pub fn return_type(shape: &MethodShape<'_>) -> Result<Option<ArgType>, String> {
+pub fn return_type(shape: &MethodShape<'_>) -> Result<Option<ValueType>, String> {
     let kind = resolved_kind(shape, &shape.details.signature.ret);
     match kind {
         ArgKind::Void => Ok(None),
@@ -405,7 +405,7 @@ mod tests {
         }
     }
 
-    fn names_types(l: &Layout) -> Vec<(String, ArgType)> {
+    fn names_types(l: &Layout) -> Vec<(String, ValueType)> {
         l.args
             .iter()
             .map(|a| match a {
@@ -429,13 +429,13 @@ mod tests {
         assert_eq!(
             names_types(&l),
             [
-                ("this".into(), ArgType::DotnetString),
-                ("oldValue".into(), ArgType::DotnetString),
-                ("newValue".into(), ArgType::DotnetString)
+                ("this".into(), ValueType::DotnetString),
+                ("oldValue".into(), ValueType::DotnetString),
+                ("newValue".into(), ValueType::DotnetString)
             ]
         );
         assert!(l.notes.is_empty());
-        assert_eq!(return_type(&s), Ok(Some(ArgType::DotnetString)));
+        assert_eq!(return_type(&s), Ok(Some(ValueType::DotnetString)));
     }
 
     #[test]
@@ -450,8 +450,8 @@ mod tests {
         assert_eq!(
             names_types(&l),
             [
-                ("n".into(), ArgType::Int(FetchType::S32)),
-                ("flag".into(), ArgType::Int(FetchType::U8))
+                ("n".into(), ValueType::Int(IntType::S32)),
+                ("flag".into(), ValueType::Int(IntType::U8))
             ]
         );
         assert!(l.notes[0].contains("XMM"), "{:?}", l.notes);
@@ -484,7 +484,7 @@ mod tests {
         let l = entry_layout(&shape(&d));
         assert_eq!(
             names_types(&l),
-            [("this".into(), ArgType::Int(FetchType::X64))]
+            [("this".into(), ValueType::Int(IntType::X64))]
         );
         assert!(return_type(&shape(&d)).is_err());
     }
@@ -521,7 +521,7 @@ mod tests {
         let l = entry_layout(&s);
         assert_eq!(
             names_types(&l)[1],
-            ("value".into(), ArgType::Int(FetchType::S32))
+            ("value".into(), ValueType::Int(IntType::S32))
         );
         s.hidden = Hidden::GenericContext;
         let l = entry_layout(&s);

@@ -21,11 +21,10 @@ pub mod stall;
 
 use crate::error::{Error, Result};
 use crate::lang::Wants;
-use crate::plan::{
-    CallingConvention, FunctionId, FunctionPlan, PairingKey, ProbePlan, Returns, Role,
-};
+use crate::plan::{FunctionId, FunctionPlan, PairingKey, ProbePlan, Returns, Role};
 use crate::spec::{Location, ProbeSpec, Targeting};
 use args::{Hidden, MethodShape};
+use netprobe_core::abi::CallingConvention;
 use netprobe_core::addr::{FileOffset, VirtAddr};
 use netprobe_core::dotnet::metadata::table;
 use netprobe_core::dotnet::{Assembly, EntryKind, R2rMethod};
@@ -261,7 +260,7 @@ impl Planner {
                 .iter_mut()
                 .filter(|p| p.function == id && p.role == Role::Return)
             {
-                p.fetchargs.retain(|a| a.name != "ret");
+                p.fetches.retain(|a| a.field != "ret");
                 p.args.clear();
             }
         }

@@ -23,8 +23,8 @@
 //! 4096-byte WRITE_BUFSIZE so that no line is split across its internal chunks. When a write fails,
 //! the reason is read from `error_log` (the kernel logs the failing command and a caret there).
 
+use crate::backend::tracefs::Tracefs;
 use crate::error::{Error, Result};
-use crate::tracefs::Tracefs;
 use netprobe_core::addr::FileOffset;
 use std::fmt;
 use std::fs::OpenOptions;

@@ -6,15 +6,17 @@
 //! (also on every error path, and from `Drop`): disable → drain → read lost counters → close the
 //! readers → `-:GROUP/EVENT` for each probe → `rmdir` the instance.
 
+use crate::backend::tracefs::format::{EventFormat, PageLayout};
+use crate::backend::tracefs::instance::{threads_of, Instance};
+use crate::backend::tracefs::probe::{self, EventName, GroupName, ProbeDef, ProbeKind, ProbeLine};
+use crate::backend::tracefs::probe::{FetchArg, FetchType};
+use crate::backend::tracefs::ringbuf::{parse_page, CpuReader, Missed};
+use crate::backend::tracefs::Tracefs;
+use crate::backend::tracefs::{decode, fetch};
+use crate::backend::{Backend, Lost};
 use crate::error::{Error, Result};
 use crate::pidns::PidMap;
 use crate::plan::{Hit, ProbeKind as PlanKind, ProbePlan, Role};
-use crate::tracefs::format::{EventFormat, PageLayout};
-use crate::tracefs::instance::{threads_of, Instance};
-use crate::tracefs::probe::{self, EventName, GroupName, ProbeDef, ProbeKind, ProbeLine};
-use crate::tracefs::probe::{FetchArg, FetchType};
-use crate::tracefs::ringbuf::{parse_page, CpuReader, Missed};
-use crate::tracefs::Tracefs;
 use std::collections::HashMap;
 use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
@@ -48,26 +50,14 @@ impl SessionOptions {
     }
 }
 
-/// Events the kernel lost, and how sure we are.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Lost {
-    /// Sum of `overrun`, `commit overrun` and `dropped events` over all CPUs.
-    pub counted: u64,
-    /// A page said events were lost without saying how many.
-    pub unknown_amount: bool,
-}
-
-impl Lost {
-    pub fn any(&self) -> bool {
-        self.counted > 0 || self.unknown_amount
-    }
-}
-
 /// A running session.
 #[derive(Debug)]
 pub struct Session {
     tracefs: Tracefs,
     group: GroupName,
+    options: SessionOptions,
+    /// A plan was given to [`Backend::attach`] (placed or, on error, removed again).
+    attached: bool,
     instance: Option<Instance>,
     created: Vec<ProbeDef>,
     plan: ProbePlan,
@@ -149,9 +139,9 @@ pub fn event_layout(plan: &ProbePlan) -> Result<EventLayout> {
     for (i, p) in plan.probes.iter().enumerate() {
         let key: Key = (
             p.kind,
-            p.fetchargs
-                .iter()
-                .map(|a| (a.name.clone(), a.ty.kernel_name()))
+            fetch::fetchargs(p)
+                .into_iter()
+                .map(|a| (a.name, a.ty.kernel_name()))
                 .collect(),
         );
         let place = (p.path.clone(), p.offset.0);
@@ -195,7 +185,7 @@ pub fn probe_defs(plan: &ProbePlan, group: &GroupName) -> Result<Vec<ProbeDef>> 
         .map(|i| {
             let p = &plan.probes[i];
             let event = &layout.events[layout.event_of[i]];
-            let mut args = p.fetchargs.clone();
+            let mut args = fetch::fetchargs(p);
             if event.tagged() {
                 args.push(FetchArg::new(
                     PROBE_ID_FIELD,
@@ -240,23 +230,16 @@ enum Slot {
 }
 
 impl Session {
-    /// Places the plan's probes and starts recording. On error, everything created so far is
-    /// removed before returning.
-    ///
-    /// Takes only a plan the probe-safety gate approved (`crate::gate`).
-    pub fn start(
-        tracefs: &Tracefs,
-        opts: &SessionOptions,
-        plan: crate::gate::CheckedPlan,
-    ) -> Result<Session> {
-        let plan = plan.into_inner();
-        let defs = probe_defs(&plan, &opts.name)?;
-        let mut s = Session {
+    /// A session that records nothing yet: [`Backend::attach`] places a plan. Creates nothing.
+    pub fn new(tracefs: &Tracefs, opts: &SessionOptions) -> Session {
+        Session {
             tracefs: tracefs.clone(),
             group: opts.name.clone(),
+            options: opts.clone(),
+            attached: false,
             instance: None,
             created: Vec::new(),
-            plan,
+            plan: ProbePlan::default(),
             formats: HashMap::new(),
             readers: Vec::new(),
             layout: PageLayout::X86_64,
@@ -267,15 +250,21 @@ impl Session {
             pending: Vec::new(),
             finished: false,
             pid_map: None,
-        };
-        match s.setup(opts, defs) {
-            Ok(()) => Ok(s),
-            Err(e) => {
-                // Teardown errors are secondary to the one that stopped the start.
-                let _ = s.teardown();
-                Err(e)
-            }
         }
+    }
+
+    /// Places the plan's probes and starts recording ([`Session::new`], then
+    /// [`Backend::attach`]). On error, everything created so far is removed before returning.
+    ///
+    /// Takes only a plan the probe-safety gate approved (`crate::gate`).
+    pub fn start(
+        tracefs: &Tracefs,
+        opts: &SessionOptions,
+        plan: crate::gate::CheckedPlan,
+    ) -> Result<Session> {
+        let mut s = Session::new(tracefs, opts);
+        s.attach(plan)?;
+        Ok(s)
     }
 
     fn setup(&mut self, opts: &SessionOptions, defs: Vec<ProbeDef>) -> Result<()> {
@@ -446,7 +435,7 @@ impl Session {
                             id
                         }
                     };
-                    if let Some(hit) = self.plan.decode(probe, format, ts, &data) {
+                    if let Some(hit) = decode::decode(&self.plan, probe, format, ts, &data) {
                         self.pending.push(hit);
                     }
                 }
@@ -576,7 +565,7 @@ impl Session {
             let dir = inst.dir().to_path_buf();
             let deadline = Instant::now() + Duration::from_secs(2);
             loop {
-                match crate::tracefs::instance::remove_dir(&dir) {
+                match crate::backend::tracefs::instance::remove_dir(&dir) {
                     Ok(()) => break,
                     Err(e @ Error::Busy { .. }) if Instant::now() < deadline => {
                         let _ = e;
@@ -594,6 +583,54 @@ impl Session {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+impl Backend for Session {
+    fn attach(&mut self, plan: crate::gate::CheckedPlan) -> Result<()> {
+        if self.attached {
+            return Err(Error::Usage(format!(
+                "session {} already records a plan; start another session",
+                self.group
+            )));
+        }
+        self.attached = true;
+        self.plan = plan.into_inner();
+        let opts = self.options.clone();
+        let result = probe_defs(&self.plan, &opts.name).and_then(|defs| self.setup(&opts, defs));
+        if let Err(e) = result {
+            // Teardown errors are secondary to the one that stopped the start.
+            let _ = self.teardown();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn plan(&self) -> &ProbePlan {
+        &self.plan
+    }
+
+    fn event_fds(&self) -> Vec<BorrowedFd<'_>> {
+        self.reader_fds()
+    }
+
+    fn read(&mut self, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> Result<u64> {
+        self.drain(sink)
+    }
+
+    fn lost(&self) -> Lost {
+        Session::lost(self)
+    }
+
+    fn stop(&mut self, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> Result<Lost> {
+        if !self.attached || self.finished {
+            return Ok(Lost::default());
+        }
+        self.stop_and_drain(sink)
+    }
+
+    fn detach(&mut self) -> Result<()> {
+        self.teardown()
     }
 }
 
@@ -652,7 +689,8 @@ pub fn monotonic_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{CallingConvention, FunctionPlan, PairingKey, Returns};
+    use crate::plan::{FunctionPlan, PairingKey, Returns};
+    use netprobe_core::abi::CallingConvention;
     use netprobe_core::addr::FileOffset;
 
     fn function(name: &str, offset: u64, returns: Returns) -> FunctionPlan {
