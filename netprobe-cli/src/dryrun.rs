@@ -5,20 +5,11 @@ use crate::backend::tracefs::fetch;
 use crate::backend::tracefs::probe::{FetchType, GroupName};
 use crate::backend::tracefs::session::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
 use crate::gate::GateReport;
+use crate::mode::Mode;
 use crate::plan::{ArgRequest, Decode, ProbeKind, ProbePlan, Role};
 use netprobe_core::elf::LoadSegments;
 use std::fmt::Write;
 use std::path::Path;
-
-/// What the live command does with hits (decides the bpftrace program's body).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Trace,
-    Count,
-    Latency,
-    /// Persistent probes: no program, only the probes.
-    Persist,
-}
 
 /// The link-time virtual address of file offset `off` in the ELF file `path` (inverse of the
 /// segment formula over the PT_LOAD holding it); `None` if not ELF or not in a segment.

@@ -18,6 +18,7 @@ pub mod error;
 pub mod gate;
 pub mod lang;
 pub mod launch;
+pub mod mode;
 pub mod output;
 pub mod pidns;
 pub mod plan;

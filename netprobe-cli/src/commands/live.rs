@@ -6,11 +6,12 @@ use crate::backend::tracefs::session::{monotonic_ns, probe_defs, Session, Sessio
 use crate::backend::tracefs::Tracefs;
 use crate::backend::Backend;
 use crate::cleanup;
-use crate::dryrun::{self, Mode};
+use crate::dryrun;
 use crate::error::{Error, Result};
 use crate::gate::{self, GateOptions};
 use crate::lang::{dotnet, PlanOptions, Planner};
 use crate::launch::{split_command, PausedChild};
+use crate::mode::Mode;
 use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
 use crate::signals::SignalPipe;

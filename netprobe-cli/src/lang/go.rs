@@ -261,9 +261,12 @@ pub fn plan_function(
             args_size: f.args_size,
         },
     };
+    // Only a mode that pairs calls reads the goroutine.
     let pairing = match img.abi {
-        GoAbi::Register => PairingKey::Register(netprobe_core::abi::go::GOROUTINE_REGISTER),
-        GoAbi::Stack => PairingKey::Thread,
+        GoAbi::Register if wants.pair => {
+            PairingKey::Register(netprobe_core::abi::go::GOROUTINE_REGISTER)
+        }
+        _ => PairingKey::Thread,
     };
     let exact = matches!(spec.target, SpecTarget::Offset(_));
     let name = &loc.name;
@@ -472,6 +475,7 @@ mod tests {
         entry: true,
         ret: true,
         args: false,
+        pair: true,
     };
 
     fn run(
@@ -543,6 +547,7 @@ mod tests {
             entry: false,
             ret: true,
             args: false,
+            pair: false,
         };
         let (plan, notes) = run(
             &img,
@@ -564,6 +569,7 @@ mod tests {
             entry: true,
             ret: false,
             args: false,
+            pair: false,
         };
         // The first byte: probed there, with the double-fire warning.
         let loc = location(&f, f.entry_offset, false);
@@ -607,6 +613,7 @@ mod tests {
             entry: true,
             ret: false,
             args: true,
+            pair: false,
         };
         let (plan, notes) = run(
             &img,

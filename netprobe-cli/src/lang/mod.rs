@@ -9,8 +9,8 @@ pub mod dotnet;
 pub mod go;
 pub mod native;
 
-use crate::dryrun::Mode;
 use crate::error::Result;
+use crate::mode::Mode;
 use crate::plan::FunctionPlan;
 use crate::plan::Role;
 use crate::spec::{Location, ProbeSpec};
@@ -22,6 +22,8 @@ pub struct Wants {
     pub ret: bool,
     /// Fetch the spec's arguments (trace and persistent probes; count and latency need none).
     pub args: bool,
+    /// Pair entries with returns into calls (latency): read what pairs them (Go: the goroutine).
+    pub pair: bool,
 }
 
 impl Wants {
@@ -32,6 +34,7 @@ impl Wants {
             entry: latency || spec.kind == Role::Entry,
             ret: latency || spec.kind == Role::Return,
             args: matches!(mode, Mode::Trace | Mode::Persist),
+            pair: mode.pairs_calls(),
         }
     }
 }

@@ -196,6 +196,7 @@ mod tests {
             entry: true,
             ret: true,
             args: false,
+            pair: false,
         };
         let mut notes = Vec::new();
         let plan = plan_function(&spec, &strlen(), wants, &[], &mut notes);
