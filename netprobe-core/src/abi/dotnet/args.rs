@@ -7,49 +7,28 @@
 //! results in rax (rdx), floats in xmm0). Verified on this kernel: a fetch-arg naming `%xmm0` is
 //! refused ("Invalid register name"), so float arguments cannot be shown.
 
-use crate::plan::ArgRequest;
-use netprobe_core::abi::{IntType, ValueType};
-use netprobe_core::dotnet::metadata::{ArgKind, TypeSig};
-use netprobe_core::dotnet::MethodDetails;
+use super::{Hidden, MethodShape};
+use crate::abi::{IntType, ValueType};
+use crate::dotnet::metadata::{ArgKind, TypeSig};
+#[cfg(test)]
+use crate::dotnet::MethodDetails;
 
 /// Integer argument registers of System V AMD64.
 pub const INT_REGISTERS: usize = 6;
 /// Float argument registers of System V AMD64 (xmm0..xmm7).
 const XMM_REGISTERS: usize = 8;
 
-/// A hidden argument between `this` (or the start) and the declared parameters.
+/// One argument of a layout: its field name and type, in calling-convention order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Hidden {
-    /// None: the declared parameters follow `this` directly.
-    None,
-    /// Shared generic code of a generic method or a static method of a generic type: the
-    /// instantiation (MethodDesc or MethodTable pointer) comes first (clr-abi.md, "Generics").
-    GenericContext,
-    /// Whether a hidden argument is there cannot be told from the signature; the text says why.
-    Unknown(String),
-}
-
-/// Everything the layout needs about one method.
-#[derive(Clone, Debug)]
-pub struct MethodShape<'a> {
-    pub details: &'a MethodDetails,
-    /// The method's name for notes (`System.String::Replace(string,string)`).
-    pub display: String,
-    /// `this` is a `System.String` (instance methods of `System.String`).
-    pub this_is_string: bool,
-    pub hidden: Hidden,
-    /// How each parameter's type prints (`int32`, `valuetype System.TimeSpan`).
-    pub param_types: Vec<String>,
-    pub ret_type: String,
-    /// The owning type's type arguments as the instantiation names them (`System.__Canon`,
-    /// `System.Int32`); empty for non-generic owners.
-    pub owner_type_args: Vec<String>,
+pub struct NamedArg {
+    pub name: String,
+    pub ty: ValueType,
 }
 
 /// The arguments to fetch at entry, and why some are not shown.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Layout {
-    pub args: Vec<ArgRequest>,
+    pub args: Vec<NamedArg>,
     pub notes: Vec<String>,
 }
 
@@ -216,10 +195,7 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
     let mut floats = 0usize;
     let push = |out: &mut Layout, names: &mut Names, used: &mut usize, name: String, ty| {
         let name = names.take(name, ty);
-        out.args.push(ArgRequest::Positional {
-            name: Some(name),
-            ty,
-        });
+        out.args.push(NamedArg { name, ty });
         *used += 1;
     };
     if sig.has_this && !sig.explicit_this {
@@ -367,7 +343,7 @@ pub fn owner_type_args(last_type: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netprobe_core::dotnet::metadata::MethodSig;
+    use crate::dotnet::metadata::MethodSig;
 
     fn details(
         has_this: bool,
@@ -406,13 +382,7 @@ mod tests {
     }
 
     fn names_types(l: &Layout) -> Vec<(String, ValueType)> {
-        l.args
-            .iter()
-            .map(|a| match a {
-                ArgRequest::Positional { name, ty } => (name.clone().unwrap(), *ty),
-                ArgRequest::Raw { .. } => panic!("raw"),
-            })
-            .collect()
+        l.args.iter().map(|a| (a.name.clone(), a.ty)).collect()
     }
 
     #[test]
@@ -460,7 +430,7 @@ mod tests {
 
     #[test]
     fn a_struct_stops_the_layout() {
-        let tok = netprobe_core::dotnet::metadata::TypeToken {
+        let tok = crate::dotnet::metadata::TypeToken {
             module: 0,
             table: 1,
             rid: 1,
