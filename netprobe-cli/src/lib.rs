@@ -1,12 +1,13 @@
 //! netprobe-cli's library half: the command-line interface (`cli`), the commands (`commands`),
-//! output helpers (`output`, `trace_output`), and the live-tracing backend. `main.rs` only calls
+//! output helpers (`output`, `trace_output`), and the tracing engine. `main.rs` only calls
 //! [`cli::main`].
 //!
-//! Tracing layers, bottom up: [`tracefs`] (find/mount, probe lines, instances, ring buffers) →
-//! [`plan`] (functions → kernel probes, and hits back to functions) → [`session`] (one live
-//! recording: create, read, remove) with [`watchdog`] and [`signals`] for cleanup whatever happens →
-//! [`runner`] (event loop) and [`trace_output`] (trace lines, counts, latency) →
-//! [`commands::live`], [`demo`].
+//! Engine layers, bottom up: [`spec`] (what users type) → [`lang`] (language rules, one
+//! [`lang::Planner`]) → [`plan`] (backend-neutral probes: functions, probe points, values at
+//! `netprobe_core::abi` locations) → [`gate`] (every probe checked) → [`backend`] (the
+//! [`backend::Backend`] trait; [`backend::tracefs`]: probe lines, instances, ring buffers, the live
+//! session) with [`watchdog`] and [`signals`] for cleanup whatever happens → [`runner`] (event
+//! loop) and [`trace_output`] (trace lines, counts, latency) → [`commands::live`], [`demo`].
 
 pub mod backend;
 pub mod cleanup;

@@ -100,7 +100,7 @@ fn resolve_specs(
         .iter()
         .map(|s| {
             let spec = ProbeSpec::parse(s)?;
-            let locs = dotnet::resolve::resolve(&spec, targeting, dotnet_command)?;
+            let locs = crate::lang::resolve(&spec, targeting, dotnet_command)?;
             Ok((spec, locs))
         })
         .collect()

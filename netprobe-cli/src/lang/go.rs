@@ -131,6 +131,11 @@ impl GoImages {
         GoImages { images }
     }
 
+    /// Whether `probe_path` is a Go binary among those analyzed.
+    pub fn contains(&self, probe_path: &Path) -> bool {
+        self.images.contains_key(probe_path)
+    }
+
     /// The Go image and function of a location; `None` for native code.
     pub fn function(&self, loc: &Location) -> Option<(&GoImage, &GoFunctionFacts)> {
         if !may_be_go(loc) {

@@ -26,7 +26,7 @@ use netprobe_core::abi::dotnet::{args, exits, shape_of, ALWAYS_INLINE_IL_BYTES};
 use netprobe_core::abi::CallingConvention;
 use netprobe_core::addr::FileOffset;
 use netprobe_core::dotnet::{Assembly, EntryKind, R2rMethod};
-use netprobe_core::symbol::{Address, SymbolKind};
+use netprobe_core::symbol::Address;
 use resolve::DotnetCommand;
 use runtime::Subject;
 use std::collections::HashMap;
@@ -39,18 +39,14 @@ struct Loaded {
     methods: Vec<R2rMethod>,
 }
 
-/// Plans managed methods (called by [`crate::lang::Planner`] for each ReadyToRun location).
+/// The assemblies of one command's managed locations, each opened once, and how their methods
+/// are probed (asked by [`crate::lang::Planner`] for each ReadyToRun location).
 #[derive(Default)]
-pub struct Planner {
+pub struct Assemblies {
     loaded: HashMap<PathBuf, Rc<Loaded>>,
     /// The last planned function returns no value netprobe can read: its return probes fetch
-    /// nothing (see [`Planner::added`]).
+    /// nothing (see [`Assemblies::added`]).
     strip_ret: bool,
-}
-
-/// Whether a location is a .NET managed method (planned by [`Planner::plan_function`]).
-pub fn is_managed(loc: &Location) -> bool {
-    loc.kind() == Some(SymbolKind::ManagedMethod)
 }
 
 /// The assembly a managed location's method comes from: the probed file itself, or for a
@@ -84,11 +80,7 @@ pub fn is_managed_image(path: &Path) -> bool {
         && &magic == b"MZ"
 }
 
-impl Planner {
-    pub fn new() -> Planner {
-        Planner::default()
-    }
-
+impl Assemblies {
     fn load(&mut self, path: &Path) -> Result<Rc<Loaded>> {
         if let Some(l) = self.loaded.get(path) {
             return Ok(l.clone());
@@ -106,7 +98,7 @@ impl Planner {
     ///   when arguments are wanted and the spec gives none, `this` and the parameters its
     ///   signature puts in integer registers (strings decoded, see [`args::entry_layout`]);
     /// - return (`r:`, latency): a uprobe on every RET of the main body, the value typed from the
-    ///   signature unless the spec gives a type (nothing for `void`: call [`Planner::added`]).
+    ///   signature unless the spec gives a type (nothing for `void`: call [`Assemblies::added`]).
     ///
     /// Errors: the assembly cannot be read, the method is not in its ReadyToRun listing, or (for
     /// returns) its main body has no RET.
@@ -249,7 +241,7 @@ impl Planner {
         })
     }
 
-    /// After `plan.add_function` added the function [`Planner::plan_function`] planned last (as
+    /// After `plan.add_function` added the function [`Assemblies::plan_function`] planned last (as
     /// `id`): when its return has no value netprobe can read (`void`, a float in XMM0, a struct),
     /// its return probes fetch nothing, so returns print without a value.
     pub fn added(&mut self, plan: &mut ProbePlan, id: FunctionId) {
