@@ -1,9 +1,9 @@
 //! `--dry-run`: what netprobe would do, as `uprobe_events` lines, `perf probe` commands and a
 //! bpftrace program, so the same probes can be placed by hand or by other tools.
 
+use crate::backend::tracefs::events::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
 use crate::backend::tracefs::fetch;
 use crate::backend::tracefs::probe::{FetchType, GroupName};
-use crate::backend::tracefs::session::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
 use crate::gate::GateReport;
 use crate::mode::Mode;
 use crate::plan::{ArgRequest, Decode, ProbeKind, ProbePlan, Role};

@@ -1,8 +1,9 @@
 //! The commands: `trace`, `count`, `latency` (live sessions), `probe add|list|remove`
 //! (persistent probes), `clean`.
 
+use crate::backend::tracefs::events::probe_defs;
 use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
-use crate::backend::tracefs::session::{monotonic_ns, probe_defs, Session, SessionOptions};
+use crate::backend::tracefs::session::{monotonic_ns, Session, SessionOptions};
 use crate::backend::tracefs::Tracefs;
 use crate::backend::Backend;
 use crate::cleanup;

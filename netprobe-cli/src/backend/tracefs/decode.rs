@@ -227,32 +227,9 @@ fn decode_array(field: &str, elem_size: usize, format: &EventFormat, data: &[u8]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{ArgRequest, FunctionPlan, PairingKey, Returns};
-    use netprobe_core::abi::{CallingConvention, IntType as FetchType, ValueType as ArgType};
-    use netprobe_core::addr::FileOffset;
-
-    fn c_function(args: Vec<ArgRequest>, returns: Returns) -> FunctionPlan {
-        FunctionPlan {
-            name: "add".into(),
-            image: "/bin/x".into(),
-            probe_path: "/bin/x".into(),
-            function_offset: FileOffset(0x1139),
-            entry_offsets: vec![FileOffset(0x1139)],
-            returns,
-            convention: CallingConvention::SysV,
-            args,
-            ret: Some(ArgType::Int(FetchType::S32)),
-            pairing: PairingKey::Thread,
-            symbol: Some("add".into()),
-        }
-    }
-
-    fn pos(name: &str, ty: ArgType) -> ArgRequest {
-        ArgRequest::Positional {
-            name: Some(name.into()),
-            ty,
-        }
-    }
+    use crate::backend::tracefs::fetch::tests::{c_function, pos};
+    use crate::plan::Returns;
+    use netprobe_core::abi::ValueType;
 
     /// A record laid out as the kernel formats the probe's fields.
     #[test]
@@ -260,10 +237,10 @@ mod tests {
         let mut plan = ProbePlan::new(false);
         plan.add_function(c_function(
             vec![
-                pos("a", ArgType::Int(FetchType::S32)),
-                pos("b", ArgType::Int(FetchType::X64)),
-                pos("s", ArgType::CString),
-                pos("name", ArgType::DotnetString),
+                pos("a", ValueType::Int(IntType::S32)),
+                pos("b", ValueType::Int(IntType::X64)),
+                pos("s", ValueType::CString),
+                pos("name", ValueType::DotnetString),
             ],
             Returns::None,
         ))

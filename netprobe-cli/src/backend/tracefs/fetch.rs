@@ -108,15 +108,14 @@ pub fn field_type(p: &KernelProbe, field: &str) -> Option<FetchType> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::plan::{ArgRequest, FunctionPlan, PairingKey, ProbeKind, ProbePlan, Returns, Role};
-    use netprobe_core::abi::{
-        CallingConvention, IntType as FetchType, Register, ValueType as ArgType,
-    };
+    use netprobe_core::abi::{CallingConvention, Register, ValueType};
     use netprobe_core::addr::FileOffset;
 
-    fn c_function(args: Vec<ArgRequest>, returns: Returns) -> FunctionPlan {
+    /// A System V function `add` at 0x1139 of `/bin/x` returning an `s32`.
+    pub(crate) fn c_function(args: Vec<ArgRequest>, returns: Returns) -> FunctionPlan {
         FunctionPlan {
             name: "add".into(),
             image: "/bin/x".into(),
@@ -126,13 +125,13 @@ mod tests {
             returns,
             convention: CallingConvention::SysV,
             args,
-            ret: Some(ArgType::Int(FetchType::S32)),
+            ret: Some(ValueType::Int(IntType::S32)),
             pairing: PairingKey::Thread,
             symbol: Some("add".into()),
         }
     }
 
-    fn pos(name: &str, ty: ArgType) -> ArgRequest {
+    pub(crate) fn pos(name: &str, ty: ValueType) -> ArgRequest {
         ArgRequest::Positional {
             name: Some(name.into()),
             ty,
@@ -144,9 +143,9 @@ mod tests {
         let mut plan = ProbePlan::new(true);
         plan.add_function(c_function(
             vec![
-                pos("a", ArgType::Int(FetchType::S32)),
-                pos("b", ArgType::Int(FetchType::X64)),
-                pos("s", ArgType::CString),
+                pos("a", ValueType::Int(IntType::S32)),
+                pos("b", ValueType::Int(IntType::X64)),
+                pos("s", ValueType::CString),
             ],
             Returns::UretProbe,
         ))
@@ -181,11 +180,11 @@ mod tests {
             returns: Returns::Instructions(vec![FileOffset(0x130), FileOffset(0x150)]),
             convention: CallingConvention::GoRegAbi,
             args: vec![
-                pos("a", ArgType::Int(FetchType::S64)),
-                pos("s", ArgType::GoString),
-                pos("b", ArgType::Int(FetchType::S64)),
+                pos("a", ValueType::Int(IntType::S64)),
+                pos("s", ValueType::GoString),
+                pos("b", ValueType::Int(IntType::S64)),
             ],
-            ret: Some(ArgType::Int(FetchType::S64)),
+            ret: Some(ValueType::Int(IntType::S64)),
             pairing: PairingKey::Register(Register::R14),
             symbol: None,
         })
@@ -230,10 +229,10 @@ mod tests {
             returns: Returns::Instructions(vec![FileOffset(0xc5c6a)]),
             convention: conv,
             args: vec![
-                pos("key", ArgType::GoString),
-                pos("n", ArgType::Int(FetchType::S64)),
+                pos("key", ValueType::GoString),
+                pos("n", ValueType::Int(IntType::S64)),
             ],
-            ret: Some(ArgType::GoString),
+            ret: Some(ValueType::GoString),
             pairing: PairingKey::Thread,
             symbol: None,
         })
@@ -284,7 +283,7 @@ mod tests {
             returns: Returns::UretProbe,
             convention: CallingConvention::GoRegAbi,
             args: vec![],
-            ret: Some(ArgType::GoString),
+            ret: Some(ValueType::GoString),
             pairing: PairingKey::Register(Register::R14),
             symbol: None,
         })
@@ -304,7 +303,7 @@ mod tests {
             (0..n)
                 .map(|_| ArgRequest::Positional {
                     name: None,
-                    ty: ArgType::Int(FetchType::U64),
+                    ty: ValueType::Int(IntType::U64),
                 })
                 .collect::<Vec<_>>()
         };
@@ -327,7 +326,7 @@ mod tests {
         let mut args = int(5);
         args.push(ArgRequest::Positional {
             name: None,
-            ty: ArgType::GoString,
+            ty: ValueType::GoString,
         });
         args.extend(int(1));
         let mut plan = ProbePlan::new(false);

@@ -2,6 +2,7 @@
 //! ring buffers in binary.
 
 pub mod decode;
+pub mod events;
 pub mod fetch;
 pub mod format;
 pub mod instance;
