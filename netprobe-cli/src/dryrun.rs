@@ -3,10 +3,12 @@
 
 use crate::backend::tracefs::events::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
 use crate::backend::tracefs::fetch;
-use crate::backend::tracefs::probe::{FetchType, GroupName};
+use crate::backend::tracefs::fetch::FetchType;
+use crate::backend::tracefs::probe::GroupName;
 use crate::gate::GateReport;
 use crate::mode::Mode;
 use crate::plan::{ArgRequest, Decode, ProbeKind, ProbePlan, Role};
+use netprobe_core::abi::IntType;
 use netprobe_core::elf::LoadSegments;
 use std::fmt::Write;
 use std::path::Path;
@@ -325,15 +327,15 @@ fn pair_expr(plan: &ProbePlan, i: usize) -> String {
 fn bpf_value(expr: &str, ty: FetchType) -> Option<(String, &'static str)> {
     let cast = |v: String| -> (String, &'static str) {
         match ty {
-            FetchType::S8 => (format!("(int8){v}"), "%d"),
-            FetchType::S16 => (format!("(int16){v}"), "%d"),
-            FetchType::S32 => (format!("(int32){v}"), "%d"),
-            FetchType::S64 => (format!("(int64){v}"), "%lld"),
-            FetchType::U8 => (format!("(uint8){v}"), "%u"),
-            FetchType::U16 => (format!("(uint16){v}"), "%u"),
-            FetchType::U32 => (format!("(uint32){v}"), "%u"),
-            FetchType::U64 => (format!("(uint64){v}"), "%llu"),
-            FetchType::X8 | FetchType::X16 | FetchType::X32 | FetchType::X64 => (v, "0x%lx"),
+            FetchType::Int(IntType::S8) => (format!("(int8){v}"), "%d"),
+            FetchType::Int(IntType::S16) => (format!("(int16){v}"), "%d"),
+            FetchType::Int(IntType::S32) => (format!("(int32){v}"), "%d"),
+            FetchType::Int(IntType::S64) => (format!("(int64){v}"), "%lld"),
+            FetchType::Int(IntType::U8) => (format!("(uint8){v}"), "%u"),
+            FetchType::Int(IntType::U16) => (format!("(uint16){v}"), "%u"),
+            FetchType::Int(IntType::U32) => (format!("(uint32){v}"), "%u"),
+            FetchType::Int(IntType::U64) => (format!("(uint64){v}"), "%llu"),
+            FetchType::Int(_) => (v, "0x%lx"),
             FetchType::String => (format!("str({v})"), "\"%s\""),
             FetchType::Array { .. } => (v, "%p"),
         }
@@ -352,9 +354,9 @@ fn bpf_value(expr: &str, ty: FetchType) -> Option<(String, &'static str)> {
     let addr = format!("reg(\"{reg}\") + {off}");
     Some(match ty {
         FetchType::String => (format!("str({addr})"), "\"%s\""),
-        FetchType::S32 => (format!("*(int32 *)({addr})"), "%d"),
-        FetchType::U32 => (format!("*(uint32 *)({addr})"), "%u"),
-        FetchType::S64 => (format!("*(int64 *)({addr})"), "%lld"),
+        FetchType::Int(IntType::S32) => (format!("*(int32 *)({addr})"), "%d"),
+        FetchType::Int(IntType::U32) => (format!("*(uint32 *)({addr})"), "%u"),
+        FetchType::Int(IntType::S64) => (format!("*(int64 *)({addr})"), "%lld"),
         _ => (format!("*(uint64 *)({addr})"), "0x%lx"),
     })
 }
@@ -396,8 +398,9 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
                 // the pointer is the expression the bytes fetch-arg dereferences, `+0(PTR)`.
                 let ptr = fetch(bytes_field)
                     .and_then(|fa| fa.expr.strip_prefix("+0(")?.strip_suffix(')'))
-                    .and_then(|inner| bpf_value(inner, FetchType::X64));
-                let len = fetch(len_field).and_then(|fa| bpf_value(&fa.expr, FetchType::X64));
+                    .and_then(|inner| bpf_value(inner, FetchType::Int(IntType::X64)));
+                let len = fetch(len_field)
+                    .and_then(|fa| bpf_value(&fa.expr, FetchType::Int(IntType::X64)));
                 match (ptr, len) {
                     (Some((p, _)), Some((l, _))) => {
                         fmt_parts.push(format!("{}=\"%s\"", a.name));

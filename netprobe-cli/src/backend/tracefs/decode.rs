@@ -4,8 +4,8 @@
 //! decodes what is there, or nothing, and never panics.
 
 use super::fetch;
+use super::fetch::{ArrayElem, FetchType};
 use super::format::{EventFormat, Field, FieldKind};
-use super::probe::{ArrayElem, FetchType};
 use crate::plan::{Decode, Hit, KernelProbe, ProbePlan, Value};
 use netprobe_core::abi::IntType;
 
@@ -116,18 +116,15 @@ fn decode_arg(p: &KernelProbe, d: &Decode, format: &EventFormat, data: &[u8]) ->
                 format,
                 data,
             ),
-            Some(t) => match IntType::parse(&t.kernel_name()) {
-                Some(ty) => decode_arg(
-                    p,
-                    &Decode::Int {
-                        field: field.clone(),
-                        ty,
-                    },
-                    format,
-                    data,
-                ),
-                None => Value::Fault,
-            },
+            Some(FetchType::Int(ty)) => decode_arg(
+                p,
+                &Decode::Int {
+                    field: field.clone(),
+                    ty,
+                },
+                format,
+                data,
+            ),
             None => Value::Fault,
         },
         Decode::Int { field, ty } => format

@@ -1,12 +1,11 @@
 //! How a plan's probes become kernel events and `uprobe_events` lines: event names, probes of
 //! one signature sharing an event, and the lines that add and remove them.
 
-use crate::backend::tracefs::fetch;
-use crate::backend::tracefs::probe::{
-    EventName, FetchArg, FetchType, GroupName, ProbeDef, ProbeKind, ProbeLine,
-};
+use crate::backend::tracefs::fetch::{self, FetchArg, FetchType};
+use crate::backend::tracefs::probe::{EventName, GroupName, ProbeDef, ProbeKind, ProbeLine};
 use crate::error::Result;
 use crate::plan::{ProbeKind as PlanKind, ProbePlan, Role};
+use netprobe_core::abi::IntType;
 use std::path::PathBuf;
 
 /// The event name of probe `index` of the plan: `<function>_e<index>` / `_r<index>`.
@@ -123,7 +122,7 @@ pub fn probe_defs(plan: &ProbePlan, group: &GroupName) -> Result<Vec<ProbeDef>> 
                 args.push(FetchArg::new(
                     PROBE_ID_FIELD,
                     format!("\\{i}"),
-                    FetchType::U32,
+                    FetchType::Int(IntType::U32),
                 ));
             }
             ProbeDef::new(

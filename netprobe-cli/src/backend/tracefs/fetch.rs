@@ -2,26 +2,144 @@
 //! "Fetch-args"): `%di`, `+8(%sp)`, `+12(%di):u16[64]`, `$retval`, `$comm`, and the user's raw
 //! `FETCHARG:TYPE` text, which only this backend reads.
 
-use super::probe::{ArrayElem, FetchArg, FetchType};
+use super::probe::{check_identifier, invalid, MAX_ARG_EXPR_LEN, MAX_ARG_NAME_LEN};
+use crate::error::Result;
 use crate::plan::{Fetch, FetchValue, KernelProbe, ProbeKind};
 use netprobe_core::abi::{ArgLocation, IntType};
 
+/// The kernel type of a fetched value (uprobetracer.rst, "Types").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FetchType {
+    /// `u8`..`u64`, `s8`..`s64`, `x8`..`x64`.
+    Int(IntType),
+    /// A NUL-terminated string read from user memory (`+0(%di):string`); stored as `__data_loc`.
+    String,
+    /// A fixed array of `len` elements of an integer type, from memory: `u16[64]`. The kernel
+    /// accepts at most 64 elements (65 is rejected here: "Array number is too big").
+    Array { elem: ArrayElem, len: u8 },
+}
+
+/// Element types netprobe fetches arrays of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArrayElem {
+    U8,
+    U16,
+}
+
+/// Kernel maximum array length in a fetch-arg type.
+pub const MAX_ARRAY_LEN: u8 = 64;
+
+impl FetchType {
+    /// The type as written after `:` in a fetch-arg.
+    pub fn kernel_name(self) -> String {
+        match self {
+            FetchType::Int(t) => t.name().into(),
+            FetchType::String => "string".into(),
+            FetchType::Array { elem, len } => format!(
+                "{}[{len}]",
+                match elem {
+                    ArrayElem::U8 => "u8",
+                    ArrayElem::U16 => "u16",
+                }
+            ),
+        }
+    }
+
+    /// Parses the kernel type names netprobe supports; `None` for anything else.
+    pub fn parse(s: &str) -> Option<FetchType> {
+        if let Some(t) = IntType::parse(s) {
+            return Some(FetchType::Int(t));
+        }
+        Some(match s {
+            "string" => FetchType::String,
+            _ => {
+                let (elem, rest) = if let Some(r) = s.strip_prefix("u8[") {
+                    (ArrayElem::U8, r)
+                } else if let Some(r) = s.strip_prefix("u16[") {
+                    (ArrayElem::U16, r)
+                } else {
+                    return None;
+                };
+                let len: u8 = rest.strip_suffix(']')?.parse().ok()?;
+                if len == 0 || len > MAX_ARRAY_LEN {
+                    return None;
+                }
+                FetchType::Array { elem, len }
+            }
+        })
+    }
+
+    /// Whether values of this type print in hex.
+    pub fn is_hex(self) -> bool {
+        matches!(self, FetchType::Int(t) if t.is_hex())
+    }
+}
+
+/// One fetch-arg of a probe line: `NAME=EXPR:TYPE`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FetchArg {
+    pub name: String,
+    /// A register (`%di`), a memory dereference (`+8(%si)`), `$retval`, `$comm`, ...
+    pub expr: String,
+    pub ty: FetchType,
+}
+
+impl FetchArg {
+    pub fn new(name: impl Into<String>, expr: impl Into<String>, ty: FetchType) -> FetchArg {
+        FetchArg {
+            name: name.into(),
+            expr: expr.into(),
+            ty,
+        }
+    }
+
+    /// `NAME=EXPR:TYPE`.
+    pub fn render(&self) -> String {
+        format!("{}={}:{}", self.name, self.expr, self.ty.kernel_name())
+    }
+
+    /// Checks the name and expression the kernel would refuse, or that would end the line.
+    pub(super) fn validate(&self) -> Result<()> {
+        check_identifier("fetch-arg name", &self.name, MAX_ARG_NAME_LEN)?;
+        if self.name.starts_with("common_") || self.name.starts_with("__probe_") {
+            return Err(invalid(
+                "fetch-arg name",
+                &self.name,
+                "names starting with common_ or __probe_ are the event's own fields",
+            ));
+        }
+        let body = format!("{}:{}", self.expr, self.ty.kernel_name());
+        if self.expr.is_empty() {
+            return Err(invalid("fetch-arg expression", &self.expr, "it is empty"));
+        }
+        if let Some(c) = self
+            .expr
+            .chars()
+            .find(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(invalid(
+                "fetch-arg expression",
+                &self.expr,
+                format!("it contains {c:?}, which would end the argument or the line"),
+            ));
+        }
+        if body.len() > MAX_ARG_EXPR_LEN {
+            return Err(invalid(
+                "fetch-arg expression",
+                &body,
+                format!(
+                    "it is {} bytes long; the kernel allows at most {MAX_ARG_EXPR_LEN}",
+                    body.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl From<IntType> for FetchType {
     fn from(t: IntType) -> FetchType {
-        match t {
-            IntType::U8 => FetchType::U8,
-            IntType::U16 => FetchType::U16,
-            IntType::U32 => FetchType::U32,
-            IntType::U64 => FetchType::U64,
-            IntType::S8 => FetchType::S8,
-            IntType::S16 => FetchType::S16,
-            IntType::S32 => FetchType::S32,
-            IntType::S64 => FetchType::S64,
-            IntType::X8 => FetchType::X8,
-            IntType::X16 => FetchType::X16,
-            IntType::X32 => FetchType::X32,
-            IntType::X64 => FetchType::X64,
-        }
+        FetchType::Int(t)
     }
 }
 
@@ -89,7 +207,7 @@ pub fn fetcharg(f: &Fetch, kind: ProbeKind) -> FetchArg {
         FetchValue::Comm => FetchArg::new(f.field.clone(), "$comm", FetchType::String),
         FetchValue::Backend { text } => match parse_raw(text) {
             Ok((expr, ty)) => FetchArg::new(f.field.clone(), expr, ty),
-            Err(_) => FetchArg::new(f.field.clone(), text.clone(), FetchType::X64),
+            Err(_) => FetchArg::new(f.field.clone(), text.clone(), FetchType::Int(IntType::X64)),
         },
     }
 }
@@ -113,6 +231,19 @@ pub(crate) mod tests {
     use crate::plan::{ArgRequest, FunctionPlan, PairingKey, ProbeKind, ProbePlan, Returns, Role};
     use netprobe_core::abi::{CallingConvention, Register, ValueType};
     use netprobe_core::addr::FileOffset;
+
+    #[test]
+    fn fetch_types_round_trip() {
+        for t in [
+            "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "x8", "x16", "x32", "x64",
+            "string", "u16[64]", "u8[1]",
+        ] {
+            assert_eq!(FetchType::parse(t).unwrap().kernel_name(), t);
+        }
+        assert_eq!(FetchType::parse("u16[65]"), None);
+        assert_eq!(FetchType::parse("u16[0]"), None);
+        assert_eq!(FetchType::parse("bad"), None);
+    }
 
     /// A System V function `add` at 0x1139 of `/bin/x` returning an `s32`.
     pub(crate) fn c_function(args: Vec<ArgRequest>, returns: Returns) -> FunctionPlan {
