@@ -13,15 +13,16 @@
 //! it records only that process and stops when it exits; otherwise every process running FILE,
 //! for `--seconds` (default 5). Needs root and tracefs, like netprobe.
 
-use netprobe_cli::dryrun::Mode;
+use netprobe_cli::backend::tracefs::session::{monotonic_ns, Session, SessionOptions};
+use netprobe_cli::backend::tracefs::Tracefs;
+use netprobe_cli::backend::Backend;
 use netprobe_cli::gate::{self, GateOptions};
 use netprobe_cli::lang::{build_plan, resolve_specs, PlanOptions};
+use netprobe_cli::mode::Mode;
 use netprobe_cli::runner::{self, Limits};
-use netprobe_cli::session::{monotonic_ns, Session, SessionOptions};
 use netprobe_cli::signals::SignalPipe;
 use netprobe_cli::sinks::{Format, Sink, TaskInfo, TracePrinter};
 use netprobe_cli::spec::Targeting;
-use netprobe_cli::tracefs::Tracefs;
 use netprobe_cli::watchdog::Watchdog;
 use netprobe_cli::{cleanup, Error, Result};
 use std::io::Write;
@@ -123,7 +124,7 @@ fn trace(r: &Request) -> Result<u64> {
         interval: None,
     };
     let reason = runner::run(&mut session, &signals, &pids, None, limits, &mut printer)?;
-    let lost = session.stop_and_drain(|plan, hit| {
+    let lost = session.stop(&mut |plan, hit| {
         printer.hit(plan, hit);
     })?;
     let _ = printer.out.flush();

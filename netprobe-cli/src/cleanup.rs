@@ -12,10 +12,10 @@
 //! Removal order (the kernel refuses to delete an enabled event with EBUSY): disable the group in
 //! the instance, delete each event with `-:GROUP/EVENT`, then `rmdir` the instance.
 
+use crate::backend::tracefs::instance::{remove_dir, Instance};
+use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
+use crate::backend::tracefs::Tracefs;
 use crate::error::{Error, Result};
-use crate::tracefs::instance::{remove_dir, Instance};
-use crate::tracefs::probe::{self, GroupName, ProbeLine};
-use crate::tracefs::Tracefs;
 use std::time::{Duration, Instant};
 
 /// Prefix of session group/instance names.

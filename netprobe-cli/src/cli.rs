@@ -3,7 +3,7 @@
 
 use crate::commands;
 use crate::commands::live::{self, parse_duration, LiveOptions};
-use crate::dryrun::Mode;
+use crate::mode::Mode;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;

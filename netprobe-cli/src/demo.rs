@@ -7,22 +7,20 @@
 //! child, lets the child run, prints every hit, checks each against what the child was asked to
 //! do, and removes everything.
 
+use crate::backend::tracefs::probe;
+use crate::backend::tracefs::session::{Session, SessionOptions};
+use crate::backend::tracefs::Tracefs;
 use crate::cleanup;
 use crate::error::{Error, Result};
 use crate::launch::PausedChild;
-use crate::plan::{
-    ArgRequest, ArgType, CallingConvention, FunctionPlan, Hit, PairingKey, ProbePlan, Returns,
-    Role, Value,
-};
+use crate::plan::{ArgRequest, FunctionPlan, Hit, PairingKey, ProbePlan, Returns, Role, Value};
 use crate::runner::{self, Limits};
-use crate::session::{Session, SessionOptions};
 use crate::signals::SignalPipe;
 use crate::sinks::{Flow, Sink};
-use crate::targets::resolve_file;
-use crate::tracefs::probe::{self, FetchType};
-use crate::tracefs::Tracefs;
 use crate::watchdog::Watchdog;
+use netprobe_core::abi::{CallingConvention, IntType, ValueType};
 use netprobe_core::elf::ElfFile;
+use netprobe_core::resolve::resolve_file;
 use netprobe_core::symbol::Address;
 use std::ffi::{c_char, CStr, CString};
 use std::io::Write;
@@ -183,18 +181,18 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         args: vec![
             ArgRequest::Positional {
                 name: Some("a".into()),
-                ty: ArgType::Int(FetchType::S32),
+                ty: ValueType::Int(IntType::S32),
             },
             ArgRequest::Positional {
                 name: Some("b".into()),
-                ty: ArgType::Int(FetchType::U64),
+                ty: ValueType::Int(IntType::U64),
             },
             ArgRequest::Positional {
                 name: Some("label".into()),
-                ty: ArgType::CString,
+                ty: ValueType::CString,
             },
         ],
-        ret: Some(ArgType::Int(FetchType::S64)),
+        ret: Some(ValueType::Int(IntType::S64)),
         pairing: PairingKey::Thread,
         symbol: Some(DEMO_SYMBOL.into()),
     })?;

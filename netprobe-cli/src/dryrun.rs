@@ -1,23 +1,17 @@
 //! `--dry-run`: what netprobe would do, as `uprobe_events` lines, `perf probe` commands and a
 //! bpftrace program, so the same probes can be placed by hand or by other tools.
 
+use crate::backend::tracefs::events::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
+use crate::backend::tracefs::fetch;
+use crate::backend::tracefs::fetch::FetchType;
+use crate::backend::tracefs::probe::GroupName;
 use crate::gate::GateReport;
-use crate::plan::{ArgRequest, ArgType, Decode, ProbeKind, ProbePlan, Role};
-use crate::session::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
-use crate::tracefs::probe::{FetchType, GroupName};
+use crate::mode::Mode;
+use crate::plan::{ArgRequest, Decode, ProbeKind, ProbePlan, Role};
+use netprobe_core::abi::IntType;
 use netprobe_core::elf::LoadSegments;
 use std::fmt::Write;
 use std::path::Path;
-
-/// What the live command does with hits (decides the bpftrace program's body).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Trace,
-    Count,
-    Latency,
-    /// Persistent probes: no program, only the probes.
-    Persist,
-}
 
 /// The link-time virtual address of file offset `off` in the ELF file `path` (inverse of the
 /// segment formula over the PT_LOAD holding it); `None` if not ELF or not in a segment.
@@ -333,15 +327,15 @@ fn pair_expr(plan: &ProbePlan, i: usize) -> String {
 fn bpf_value(expr: &str, ty: FetchType) -> Option<(String, &'static str)> {
     let cast = |v: String| -> (String, &'static str) {
         match ty {
-            FetchType::S8 => (format!("(int8){v}"), "%d"),
-            FetchType::S16 => (format!("(int16){v}"), "%d"),
-            FetchType::S32 => (format!("(int32){v}"), "%d"),
-            FetchType::S64 => (format!("(int64){v}"), "%lld"),
-            FetchType::U8 => (format!("(uint8){v}"), "%u"),
-            FetchType::U16 => (format!("(uint16){v}"), "%u"),
-            FetchType::U32 => (format!("(uint32){v}"), "%u"),
-            FetchType::U64 => (format!("(uint64){v}"), "%llu"),
-            FetchType::X8 | FetchType::X16 | FetchType::X32 | FetchType::X64 => (v, "0x%lx"),
+            FetchType::Int(IntType::S8) => (format!("(int8){v}"), "%d"),
+            FetchType::Int(IntType::S16) => (format!("(int16){v}"), "%d"),
+            FetchType::Int(IntType::S32) => (format!("(int32){v}"), "%d"),
+            FetchType::Int(IntType::S64) => (format!("(int64){v}"), "%lld"),
+            FetchType::Int(IntType::U8) => (format!("(uint8){v}"), "%u"),
+            FetchType::Int(IntType::U16) => (format!("(uint16){v}"), "%u"),
+            FetchType::Int(IntType::U32) => (format!("(uint32){v}"), "%u"),
+            FetchType::Int(IntType::U64) => (format!("(uint64){v}"), "%llu"),
+            FetchType::Int(_) => (v, "0x%lx"),
             FetchType::String => (format!("str({v})"), "\"%s\""),
             FetchType::Array { .. } => (v, "%p"),
         }
@@ -360,9 +354,9 @@ fn bpf_value(expr: &str, ty: FetchType) -> Option<(String, &'static str)> {
     let addr = format!("reg(\"{reg}\") + {off}");
     Some(match ty {
         FetchType::String => (format!("str({addr})"), "\"%s\""),
-        FetchType::S32 => (format!("*(int32 *)({addr})"), "%d"),
-        FetchType::U32 => (format!("*(uint32 *)({addr})"), "%u"),
-        FetchType::S64 => (format!("*(int64 *)({addr})"), "%lld"),
+        FetchType::Int(IntType::S32) => (format!("*(int32 *)({addr})"), "%d"),
+        FetchType::Int(IntType::U32) => (format!("*(uint32 *)({addr})"), "%u"),
+        FetchType::Int(IntType::S64) => (format!("*(int64 *)({addr})"), "%lld"),
         _ => (format!("*(uint64 *)({addr})"), "0x%lx"),
     })
 }
@@ -374,9 +368,18 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
     let mut vals = Vec::new();
     let mut notes = Vec::new();
     for a in &p.args {
-        let fetch = |field: &str| p.fetchargs.iter().find(|x| x.name == field);
+        let fetchargs = fetch::fetchargs(p);
+        let fetch = |field: &str| fetchargs.iter().find(|x| x.name == field);
         match &a.decode {
-            Decode::Int { field, .. } | Decode::CString { field } => {
+            Decode::Raw { field }
+                if fetch(field).is_some_and(|fa| matches!(fa.ty, FetchType::Array { .. })) =>
+            {
+                notes.push(format!(
+                    "{}: array fetch-args are not translated to bpftrace",
+                    a.name
+                ))
+            }
+            Decode::Int { field, .. } | Decode::CString { field } | Decode::Raw { field } => {
                 if let Some(fa) = fetch(field) {
                     match bpf_value(&fa.expr, fa.ty) {
                         Some((v, f)) => {
@@ -395,8 +398,9 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
                 // the pointer is the expression the bytes fetch-arg dereferences, `+0(PTR)`.
                 let ptr = fetch(bytes_field)
                     .and_then(|fa| fa.expr.strip_prefix("+0(")?.strip_suffix(')'))
-                    .and_then(|inner| bpf_value(inner, FetchType::X64));
-                let len = fetch(len_field).and_then(|fa| bpf_value(&fa.expr, FetchType::X64));
+                    .and_then(|inner| bpf_value(inner, FetchType::Int(IntType::X64)));
+                let len = fetch(len_field)
+                    .and_then(|fa| bpf_value(&fa.expr, FetchType::Int(IntType::X64)));
                 match (ptr, len) {
                     (Some((p, _)), Some((l, _))) => {
                         fmt_parts.push(format!("{}=\"%s\"", a.name));
@@ -417,10 +421,6 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
                     a.name
                 ));
             }
-            Decode::Array { .. } => notes.push(format!(
-                "{}: array fetch-args are not translated to bpftrace",
-                a.name
-            )),
         }
     }
     let arrow = match p.role {
@@ -448,10 +448,10 @@ pub fn describe_args(reqs: &[ArgRequest]) -> String {
                 format!(
                     "{}{}",
                     name.as_deref().map(|n| format!("{n}=")).unwrap_or_default(),
-                    ArgType::label(*ty)
+                    ty.label()
                 )
             }
-            ArgRequest::Raw { name, expr, ty } => format!("{name}={expr}:{}", ty.kernel_name()),
+            ArgRequest::Raw { name, text } => format!("{name}={text}"),
         })
         .collect::<Vec<_>>()
         .join(" ")

@@ -3,7 +3,7 @@
 //!
 //! [`check`] runs the checks over a plan and says, per probe, whether it passed, was let
 //! through by `--unsafe-offset`, or is refused. [`GateReport::approve`] turns the plan into a
-//! [`CheckedPlan`], the only thing [`crate::session::Session::start`] and `probe add` accept, so
+//! [`CheckedPlan`], the only thing [`crate::backend::tracefs::session::Session::start`] and `probe add` accept, so
 //! no command can place a probe the gate did not see; `--dry-run` renders the report instead
 //! (refused probes marked). A refusal is one line naming the function, the offset and the
 //! reason, and nothing of the plan is placed.

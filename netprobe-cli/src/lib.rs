@@ -2,13 +2,15 @@
 //! `cli`, on by default) the command line itself: arguments (`cli`), the commands (`commands`)
 //! and their output helpers (`output`). `main.rs` only calls `cli::main`.
 //!
-//! Tracing layers, bottom up: [`tracefs`] (find/mount, probe lines, instances, ring buffers) →
-//! [`spec`] and [`lang`] (what to probe, planned by each language's rules) → [`plan`] (functions →
-//! kernel probes, and hits back to functions) → [`gate`] (probe safety) → [`session`] (one live
-//! recording: create, read, remove) with [`watchdog`] and [`signals`] for cleanup whatever happens →
-//! [`runner`] (event loop) and [`sinks`] (trace lines, counts, latency; one printer per format) →
+//! Engine layers, bottom up: [`spec`] (what users type) → [`lang`] (language rules, one
+//! [`lang::Planner`]) → [`plan`] (backend-neutral probes: functions, probe points, values at
+//! `netprobe_core::abi` locations) → [`gate`] (every probe checked) → [`backend`] (the
+//! [`backend::Backend`] trait; [`backend::tracefs`]: probe lines, instances, ring buffers, the live
+//! session) with [`watchdog`] and [`signals`] for cleanup whatever happens → [`runner`] (event
+//! loop) and [`sinks`] (trace lines, counts, latency; one printer per format) →
 //! `commands::live`, [`demo`]. `examples/engine.rs` walks these steps without the command line.
 
+pub mod backend;
 pub mod cleanup;
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -20,17 +22,15 @@ pub mod error;
 pub mod gate;
 pub mod lang;
 pub mod launch;
+pub mod mode;
 #[cfg(feature = "cli")]
 pub mod output;
 pub mod pidns;
 pub mod plan;
 pub mod runner;
-pub mod session;
 pub mod signals;
 pub mod sinks;
 pub mod spec;
-pub mod targets;
-pub mod tracefs;
 pub mod watchdog;
 
 pub use error::{Error, Result};

@@ -13,8 +13,8 @@
 //! Side effect: with CAP_SYS_RESOURCE (not granted to the sidecar set documented in the README)
 //! the kernel also sets the process's `oom_score_adj_min` to its current value.
 
+use crate::backend::tracefs::instance::{threads_of, Instance};
 use crate::error::{Error, Result};
-use crate::tracefs::instance::{threads_of, Instance};
 use netprobe_core::process::Process;
 use std::collections::HashMap;
 

@@ -2,9 +2,9 @@
 //! hand hits to a sink; stop on a signal, the duration, the event limit, the targets' exit or a
 //! closed output.
 
+use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::launch::PausedChild;
-use crate::session::Session;
 use crate::signals::SignalPipe;
 use crate::sinks::{Flow, Sink};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -46,9 +46,10 @@ fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// Runs until a stop condition; the session is still live afterwards (call `finish`).
+/// Runs until a stop condition; the backend still holds its probes afterwards (call
+/// [`Backend::stop`] and [`Backend::detach`]).
 pub fn run(
-    session: &mut Session,
+    session: &mut dyn Backend,
     signals: &SignalPipe,
     targets: &[u32],
     mut child: Option<&mut PausedChild>,
@@ -82,7 +83,7 @@ pub fn run(
             events: libc::POLLIN,
             revents: 0,
         }];
-        fds.extend(session.reader_fds().iter().map(|fd| libc::pollfd {
+        fds.extend(session.event_fds().iter().map(|fd| libc::pollfd {
             fd: fd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
@@ -109,7 +110,7 @@ pub fn run(
                 return Err(Error::io("poll", e));
             }
         }
-        session.drain(|plan, hit| {
+        session.read(&mut |plan, hit| {
             if flow == Flow::Continue {
                 flow = sink.hit(plan, hit);
             }

@@ -35,22 +35,15 @@
 //! `System.Private.CoreLib.dll:*String::Concat* this=x64 s=utf16`, `./app:0x1139 a=s32`.
 
 use crate::error::{Error, Result};
-use crate::plan::{ArgRequest, ArgType};
-use crate::targets::{resolve_file, resolve_in_process, ProbeTarget};
-use crate::tracefs::probe::FetchType;
+use crate::plan::{ArgRequest, Role};
+use netprobe_core::abi::ValueType;
 use netprobe_core::addr::FileOffset;
 use netprobe_core::normalize::MappedImage;
 use netprobe_core::process::Process;
+use netprobe_core::resolve::{resolve_file, resolve_in_process, ProbeTarget};
 use netprobe_core::symbol::{Symbol, SymbolKind};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-
-/// Entry or return.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpecKind {
-    Entry,
-    Return,
-}
 
 /// What a location names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,13 +57,14 @@ pub enum SpecTarget {
 pub struct ProbeSpec {
     /// As typed.
     pub text: String,
-    pub kind: SpecKind,
+    /// `p:` (entry, the default) or `r:` (return).
+    pub kind: Role,
     pub image: Option<String>,
     pub target: SpecTarget,
     /// Entry arguments (empty for return specs).
     pub args: Vec<ArgRequest>,
     /// Return type (return specs).
-    pub ret: Option<ArgType>,
+    pub ret: Option<ValueType>,
 }
 
 fn bad(spec: &str, why: impl Into<String>) -> Error {
@@ -105,9 +99,9 @@ impl ProbeSpec {
         let Some(mut location) = words.next() else {
             return Err(bad(text, "it is empty; write IMAGE:FUNCTION or FUNCTION"));
         };
-        let mut kind = SpecKind::Entry;
+        let mut kind = Role::Entry;
         if let Some(rest) = location.strip_prefix("r:") {
-            kind = SpecKind::Return;
+            kind = Role::Return;
             location = rest;
         } else if let Some(rest) = location.strip_prefix("p:") {
             location = rest;
@@ -137,7 +131,7 @@ impl ProbeSpec {
         let mut ret = None;
         for word in words {
             match kind {
-                SpecKind::Return => {
+                Role::Return => {
                     if ret.is_some() {
                         return Err(bad(
                             text,
@@ -145,14 +139,14 @@ impl ProbeSpec {
                         ));
                     }
                     let t = word.rsplit('=').next().unwrap_or(word);
-                    ret = Some(ArgType::parse(t).ok_or_else(|| {
+                    ret = Some(ValueType::parse(t).ok_or_else(|| {
                         bad(
                             text,
                             format!("unknown return type '{t}' (use s32, u64, x64, string, ...)"),
                         )
                     })?);
                 }
-                SpecKind::Entry => args.push(parse_arg(text, word)?),
+                Role::Entry => args.push(parse_arg(text, word)?),
             }
         }
         Ok(ProbeSpec {
@@ -182,27 +176,23 @@ fn parse_arg(spec: &str, word: &str) -> Result<ArgRequest> {
     match word.split_once('=') {
         None => Ok(ArgRequest::Positional {
             name: None,
-            ty: ArgType::parse(word).ok_or_else(|| {
+            ty: ValueType::parse(word).ok_or_else(|| {
                 bad(spec, format!("unknown argument type '{word}' (use s32, u64, x64, string, utf16, gostring, or NAME=FETCHARG:TYPE)"))
             })?,
         }),
         Some((name, rest)) => {
-            if let Some(ty) = ArgType::parse(rest) {
+            if let Some(ty) = ValueType::parse(rest) {
                 return Ok(ArgRequest::Positional {
                     name: Some(name.to_string()),
                     ty,
                 });
             }
-            let Some((expr, ty)) = rest.rsplit_once(':') else {
-                return Err(bad(spec, format!("argument '{word}': write NAME=TYPE or NAME=FETCHARG:TYPE (e.g. len=+8(%si):s32)")));
-            };
-            let ty = FetchType::parse(ty).ok_or_else(|| {
-                bad(spec, format!("argument '{word}': unknown kernel type '{ty}'"))
-            })?;
+            // A raw fetch-arg is the tracefs backend's own syntax: it checks the text.
+            crate::backend::tracefs::fetch::parse_raw(rest)
+                .map_err(|why| bad(spec, format!("argument '{word}': {why}")))?;
             Ok(ArgRequest::Raw {
                 name: name.to_string(),
-                expr: expr.to_string(),
-                ty,
+                text: rest.to_string(),
             })
         }
     }
@@ -378,7 +368,7 @@ mod tests {
     #[test]
     fn parses_specs() {
         let s = ProbeSpec::parse("./app:add s32 b=x64 s=string len=+8(%si):s32").unwrap();
-        assert_eq!(s.kind, SpecKind::Entry);
+        assert_eq!(s.kind, Role::Entry);
         assert_eq!(s.image.as_deref(), Some("./app"));
         assert_eq!(s.target, SpecTarget::Pattern("add".into()));
         assert_eq!(s.args.len(), 4);
@@ -386,13 +376,15 @@ mod tests {
             s.args[3],
             ArgRequest::Raw {
                 name: "len".into(),
-                expr: "+8(%si)".into(),
-                ty: FetchType::S32
+                text: "+8(%si):s32".into(),
             }
         );
         let r = ProbeSpec::parse("r:./app:add s32").unwrap();
-        assert_eq!(r.kind, SpecKind::Return);
-        assert_eq!(r.ret, Some(ArgType::Int(FetchType::S32)));
+        assert_eq!(r.kind, Role::Return);
+        assert_eq!(
+            r.ret,
+            Some(ValueType::Int(netprobe_core::abi::IntType::S32))
+        );
         let o = ProbeSpec::parse("/bin/x:0x1139").unwrap();
         assert_eq!(o.target, SpecTarget::Offset(FileOffset(0x1139)));
         let n = ProbeSpec::parse("System.String::Concat").unwrap();

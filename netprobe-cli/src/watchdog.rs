@@ -8,10 +8,10 @@
 //! its own session (`setsid`) and ignores SIGINT/SIGHUP, so Ctrl-C or a closed terminal, which hit
 //! netprobe's whole process group, do not take it down before it is needed.
 
+use crate::backend::tracefs::probe::GroupName;
+use crate::backend::tracefs::Tracefs;
 use crate::cleanup;
 use crate::error::{Error, Result};
-use crate::tracefs::probe::GroupName;
-use crate::tracefs::Tracefs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 

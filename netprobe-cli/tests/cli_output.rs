@@ -2,13 +2,12 @@
 //! trace/count/latency rendering of decoded hits. Snapshots filter paths, pids and offsets.
 
 use assert_cmd::Command;
+use netprobe_cli::backend::Lost;
 use netprobe_cli::plan::{
-    ArgRequest, ArgType, CallingConvention, FunctionPlan, Hit, PairingKey, ProbePlan, Returns,
-    Role, Value,
+    ArgRequest, FunctionPlan, Hit, PairingKey, ProbePlan, Returns, Role, Value,
 };
-use netprobe_cli::session::Lost;
 use netprobe_cli::sinks::{Counter, Format, Latency, Sink, TaskInfo, TracePrinter};
-use netprobe_cli::tracefs::probe::FetchType;
+use netprobe_core::abi::{CallingConvention, IntType as FetchType, ValueType as ArgType};
 use netprobe_core::addr::FileOffset;
 
 /// Built once per test process: the fixture builder names its temporary file by pid, so two test

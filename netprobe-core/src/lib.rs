@@ -8,6 +8,7 @@
 //! normalization is its own module (`normalize`), and every offset formula lives in `formulas`
 //! with its source cited.
 
+pub mod abi;
 pub mod addr;
 pub mod bytes;
 pub mod dotnet;

@@ -1,20 +1,23 @@
 //! The commands: `trace`, `count`, `latency` (live sessions), `probe add|list|remove`
 //! (persistent probes), `clean`.
 
+use crate::backend::tracefs::events::probe_defs;
+use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
+use crate::backend::tracefs::session::{monotonic_ns, Session, SessionOptions};
+use crate::backend::tracefs::Tracefs;
+use crate::backend::Backend;
 use crate::cleanup;
-use crate::dryrun::{self, Mode};
+use crate::dryrun;
 use crate::error::{Error, Result};
 use crate::gate::{self, GateOptions};
 use crate::lang::{build_plan, dotnet, resolve_specs, PlanOptions};
 use crate::launch::{split_command, PausedChild};
+use crate::mode::Mode;
 use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
-use crate::session::{monotonic_ns, probe_defs, Session, SessionOptions};
 use crate::signals::SignalPipe;
 use crate::sinks::{self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter};
 use crate::spec::Targeting;
-use crate::tracefs::probe::{self, GroupName, ProbeLine};
-use crate::tracefs::Tracefs;
 use crate::watchdog::Watchdog;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -249,11 +252,11 @@ struct RunContext<'a> {
 /// until it stops, then stops recording and hands the sink what is still buffered, unless it had
 /// enough or nobody reads its output anymore. Returns why it stopped and what was lost.
 fn run_to_end(
-    session: &mut Session,
+    session: &mut dyn Backend,
     ctx: &mut RunContext<'_>,
     sink: &mut dyn sinks::Sink,
     stall: Option<&mut dotnet::stall::StallWatch>,
-) -> Result<(StopReason, crate::session::Lost)> {
+) -> Result<(StopReason, crate::backend::Lost)> {
     let mut watched;
     let first: &mut dyn sinks::Sink = match stall {
         Some(watch) => {
@@ -273,7 +276,7 @@ fn run_to_end(
         ctx.limits,
         first,
     )?;
-    let lost = session.stop_and_drain(|plan, hit| {
+    let lost = session.stop(&mut |plan, hit| {
         if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
             let _ = sink.hit(plan, hit);
         }
@@ -369,7 +372,7 @@ pub fn probe_add(
     )?;
     plan.record_comm = false;
     for p in &mut plan.probes {
-        p.fetchargs.retain(|a| a.name != "np_comm");
+        p.fetches.retain(|a| a.field != "np_comm");
         p.comm_field = None;
     }
     let report = gate::check(&plan, gate_options);

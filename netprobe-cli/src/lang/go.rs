@@ -27,8 +27,9 @@
 
 use crate::error::{Error, Result};
 use crate::lang::Wants;
-use crate::plan::{CallingConvention, FunctionPlan, PairingKey, Returns};
+use crate::plan::{FunctionPlan, PairingKey, Returns};
 use crate::spec::{Location, ProbeSpec, SpecTarget};
+use netprobe_core::abi::CallingConvention;
 use netprobe_core::addr::{FileOffset, VirtAddr};
 use netprobe_core::bytes::FileBytes;
 use netprobe_core::golang::{GoAbi, GoBinary, GoVersion};
@@ -128,6 +129,11 @@ impl GoImages {
             }
         }
         GoImages { images }
+    }
+
+    /// Whether `probe_path` is a Go binary among those analyzed.
+    pub fn contains(&self, probe_path: &Path) -> bool {
+        self.images.contains_key(probe_path)
     }
 
     /// The Go image and function of a location; `None` for native code.
@@ -230,7 +236,7 @@ fn overflows_registers(args: &[crate::plan::ArgRequest]) -> bool {
     let words: usize = args
         .iter()
         .map(|a| match a {
-            crate::plan::ArgRequest::Positional { ty, .. } => ty.registers(),
+            crate::plan::ArgRequest::Positional { ty, .. } => ty.words(),
             crate::plan::ArgRequest::Raw { .. } => 0,
         })
         .sum();
@@ -260,9 +266,12 @@ pub fn plan_function(
             args_size: f.args_size,
         },
     };
+    // Only a mode that pairs calls reads the goroutine.
     let pairing = match img.abi {
-        GoAbi::Register => PairingKey::Register("r14".into()),
-        GoAbi::Stack => PairingKey::Thread,
+        GoAbi::Register if wants.pair => {
+            PairingKey::Register(netprobe_core::abi::go::GOROUTINE_REGISTER)
+        }
+        _ => PairingKey::Thread,
     };
     let exact = matches!(spec.target, SpecTarget::Offset(_));
     let name = &loc.name;
@@ -471,6 +480,7 @@ mod tests {
         entry: true,
         ret: true,
         args: false,
+        pair: true,
     };
 
     fn run(
@@ -503,7 +513,10 @@ mod tests {
             Returns::Instructions(vec![FileOffset(0x213cf1)])
         );
         assert_eq!(plan.convention, CallingConvention::GoRegAbi);
-        assert_eq!(plan.pairing, PairingKey::Register("r14".into()));
+        assert_eq!(
+            plan.pairing,
+            PairingKey::Register(netprobe_core::abi::go::GOROUTINE_REGISTER)
+        );
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("on each RET instruction"), "{notes:?}");
     }
@@ -539,6 +552,7 @@ mod tests {
             entry: false,
             ret: true,
             args: false,
+            pair: false,
         };
         let (plan, notes) = run(
             &img,
@@ -560,6 +574,7 @@ mod tests {
             entry: true,
             ret: false,
             args: false,
+            pair: false,
         };
         // The first byte: probed there, with the double-fire warning.
         let loc = location(&f, f.entry_offset, false);
@@ -603,6 +618,7 @@ mod tests {
             entry: true,
             ret: false,
             args: true,
+            pair: false,
         };
         let (plan, notes) = run(
             &img,
@@ -618,7 +634,7 @@ mod tests {
             plan.args,
             vec![ArgRequest::Positional {
                 name: None,
-                ty: crate::plan::ArgType::Int(crate::tracefs::probe::FetchType::S64)
+                ty: netprobe_core::abi::ValueType::Int(netprobe_core::abi::IntType::S64)
             }]
         );
         assert!(notes[0].contains("read at the first byte"));

@@ -1,18 +1,24 @@
-//! Language rules: which kernel probes observe a resolved location, by the kind of code it is.
+//! Language rules: where a spec's functions are ([`resolve`]) and which probes observe each
+//! resolved location, by the kind of code it is.
 //!
-//! [`Planner`] is what [`build_plan`] calls for each location: Go functions
-//! ([`go`]: post-prologue entry, RET probes, Go ABIs, goroutine pairing), .NET ReadyToRun methods
-//! ([`dotnet`]: signature-typed arguments, RET probes, tiering and inlining notes), everything else
-//! as native ELF code ([`native`]: System V, uretprobes, IFUNC advice).
+//! [`Planner`] is what [`build_plan`] calls for each location. It decides the kind
+//! of each image once, when it is made: .NET ReadyToRun assemblies ([`dotnet`]: signature-typed
+//! arguments, RET probes, tiering and inlining notes), Go binaries ([`go`]: post-prologue entry,
+//! RET probes, Go ABIs, goroutine pairing), and native ELF code ([`native`]: System V,
+//! uretprobes, IFUNC advice); a location is planned by its image's rules only, so a Go session
+//! never runs .NET planning and a .NET one never reads Go tables of its assemblies.
 
 pub mod dotnet;
 pub mod go;
 pub mod native;
 
-use crate::dryrun::Mode;
 use crate::error::{Error, Result};
-use crate::plan::{FunctionPlan, ProbePlan};
-use crate::spec::{Location, ProbeSpec, SpecKind, SpecTarget, Targeting};
+use crate::mode::Mode;
+use crate::plan::{FunctionPlan, ProbePlan, Role};
+use crate::spec::{self, Location, ProbeSpec, SpecTarget, Targeting};
+use netprobe_core::symbol::SymbolKind;
+use std::collections::HashMap;
+use std::path::PathBuf;
 
 /// What the user asked to see at one location.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +27,8 @@ pub struct Wants {
     pub ret: bool,
     /// Fetch the spec's arguments (trace and persistent probes; count and latency need none).
     pub args: bool,
+    /// Pair entries with returns into calls (latency): read what pairs them (Go: the goroutine).
+    pub pair: bool,
 }
 
 impl Wants {
@@ -28,9 +36,10 @@ impl Wants {
     pub fn of(mode: Mode, spec: &ProbeSpec) -> Wants {
         let latency = mode == Mode::Latency;
         Wants {
-            entry: latency || spec.kind == SpecKind::Entry,
-            ret: latency || spec.kind == SpecKind::Return,
+            entry: latency || spec.kind == Role::Entry,
+            ret: latency || spec.kind == Role::Return,
             args: matches!(mode, Mode::Trace | Mode::Persist),
+            pair: mode.pairs_calls(),
         }
     }
 }
@@ -45,29 +54,85 @@ pub struct PlanOptions {
     pub pids: Vec<u32>,
 }
 
+/// Resolves `spec` for `targeting`: the assemblies of a .NET `-c` command (`dotnet_command`) are
+/// searched the way its host finds them; everything else by [`spec::resolve`]. A pattern that
+/// matches nothing gets the .NET explanation when it names a method that exists without
+/// precompiled code in one of the targets' assemblies.
+pub fn resolve(
+    spec: &ProbeSpec,
+    targeting: &Targeting,
+    dotnet_command: Option<&dotnet::resolve::DotnetCommand>,
+) -> Result<Vec<Location>> {
+    if let Some(found) = dotnet_command
+        .and_then(|cmd| dotnet::resolve::resolve_in_dotnet_command(spec, targeting, cmd))
+    {
+        return found;
+    }
+    spec::resolve(spec, targeting).map_err(|e| dotnet::resolve::explain_failure(e, spec, targeting))
+}
+
+/// Which language's rules plan the locations of one image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ImageKind {
+    /// A .NET assembly (a PE file, or an assembly inside a single-file bundle).
+    Managed,
+    /// A Go binary (it has a Go function table).
+    Go,
+    /// Anything else: native ELF code.
+    Native,
+}
+
 /// Plans the functions of one command, location by location.
 pub struct Planner {
     mode: Mode,
     options: PlanOptions,
+    /// By (probe path, image): decided once per image in [`Planner::new`].
+    kinds: HashMap<(PathBuf, PathBuf), ImageKind>,
     go: go::GoImages,
     go_summary: go::GoSummary,
-    dotnet: dotnet::Planner,
+    dotnet: dotnet::Assemblies,
     notes: Vec<String>,
 }
 
 impl Planner {
-    /// Reads what the locations' images need (Go function tables) once.
+    /// Decides the kind of each image the locations name, once, and reads what planning needs
+    /// from Go images (their function tables).
     pub fn new<'a>(
         mode: Mode,
         options: PlanOptions,
         locations: impl IntoIterator<Item = &'a Location>,
     ) -> Planner {
+        let mut kinds = HashMap::new();
+        let mut unmanaged = Vec::new();
+        for loc in locations {
+            let key = (loc.probe_path.clone(), loc.image.clone());
+            if kinds.contains_key(&key) {
+                if kinds[&key] != ImageKind::Managed {
+                    unmanaged.push(loc);
+                }
+                continue;
+            }
+            let kind = if dotnet::is_managed_function(&loc.image, &loc.probe_path) {
+                ImageKind::Managed
+            } else {
+                unmanaged.push(loc);
+                ImageKind::Native
+            };
+            kinds.insert(key, kind);
+        }
+        let go = go::GoImages::analyze(unmanaged);
+        for ((probe_path, _), kind) in kinds.iter_mut() {
+            if *kind == ImageKind::Native && go.contains(probe_path) {
+                *kind = ImageKind::Go;
+            }
+        }
         Planner {
             mode,
             options,
-            go: go::GoImages::analyze(locations),
+            kinds,
+            go,
             go_summary: go::GoSummary::default(),
-            dotnet: dotnet::Planner::new(),
+            dotnet: dotnet::Assemblies::default(),
             notes: Vec::new(),
         }
     }
@@ -76,25 +141,35 @@ impl Planner {
     /// notes).
     pub fn plan(&mut self, spec: &ProbeSpec, loc: &Location) -> Result<Option<FunctionPlan>> {
         let wants = Wants::of(self.mode, spec);
-        if dotnet::is_managed(loc) {
-            return self
-                .dotnet
-                .plan_function(spec, loc, wants, &mut self.notes)
-                .map(Some);
+        let kind = self
+            .kinds
+            .get(&(loc.probe_path.clone(), loc.image.clone()))
+            .copied()
+            .unwrap_or(ImageKind::Native);
+        match kind {
+            ImageKind::Managed if loc.kind() == Some(SymbolKind::ManagedMethod) => {
+                return self
+                    .dotnet
+                    .plan_function(spec, loc, wants, &mut self.notes)
+                    .map(Some);
+            }
+            ImageKind::Go => {
+                if let Some((img, f)) = self.go.function(loc) {
+                    return go::plan_function(
+                        img,
+                        f,
+                        spec,
+                        loc,
+                        wants,
+                        self.options.force_uretprobe,
+                        &mut self.notes,
+                        &mut self.go_summary,
+                    );
+                }
+            }
+            _ => {}
         }
-        if let Some((img, f)) = self.go.function(loc) {
-            return go::plan_function(
-                img,
-                f,
-                spec,
-                loc,
-                wants,
-                self.options.force_uretprobe,
-                &mut self.notes,
-                &mut self.go_summary,
-            );
-        }
-        if loc.kind() == Some(netprobe_core::symbol::SymbolKind::GoFunction) {
+        if loc.kind() == Some(SymbolKind::GoFunction) {
             // A pclntab function whose code could not be decoded: planning it as native code
             // would give it a uretprobe, which can kill the program.
             return Err(crate::error::Error::BadSpec {
@@ -149,15 +224,15 @@ pub fn resolve_specs(
         .iter()
         .map(|s| {
             let spec = ProbeSpec::parse(s)?;
-            let locs = dotnet::resolve::resolve(&spec, targeting, dotnet_command)?;
+            let locs = resolve(&spec, targeting, dotnet_command)?;
             Ok((spec, locs))
         })
         .collect()
 }
 
 /// Builds the plan of a live command from parsed specs and their locations: each location is
-/// planned by its language's rules (`crate::lang`); what the user should know about the choices
-/// made is in the plan's `notes`.
+/// planned by its image's rules ([`Planner`]); what the user should know about the choices made
+/// is in the plan's `notes`.
 pub fn build_plan(
     mode: Mode,
     resolved: &[(ProbeSpec, Vec<Location>)],

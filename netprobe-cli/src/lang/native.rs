@@ -14,8 +14,9 @@
 //!   the segment formula like any code outside `.text`.
 
 use crate::lang::Wants;
-use crate::plan::{CallingConvention, FunctionPlan, PairingKey, Returns};
+use crate::plan::{FunctionPlan, PairingKey, Returns};
 use crate::spec::{Location, ProbeSpec};
+use netprobe_core::abi::CallingConvention;
 use netprobe_core::elf::ifunc::{resolve_ifunc, IfuncTarget};
 use netprobe_core::process::Process;
 use netprobe_core::symbol::{Address, SymbolKind};
@@ -36,7 +37,7 @@ fn stack_args_function_start(
         .args
         .iter()
         .map(|a| match a {
-            crate::plan::ArgRequest::Positional { ty, .. } => ty.registers(),
+            crate::plan::ArgRequest::Positional { ty, .. } => ty.words(),
             crate::plan::ArgRequest::Raw { .. } => 0,
         })
         .sum();
@@ -195,6 +196,7 @@ mod tests {
             entry: true,
             ret: true,
             args: false,
+            pair: false,
         };
         let mut notes = Vec::new();
         let plan = plan_function(&spec, &strlen(), wants, &[], &mut notes);

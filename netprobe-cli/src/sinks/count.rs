@@ -2,8 +2,8 @@
 //! the end or every interval.
 
 use super::{flow_of, CountReport, Flow, Format, Sink};
+use crate::backend::Lost;
 use crate::plan::{FunctionId, Hit, ProbePlan, Role};
-use crate::session::Lost;
 use std::collections::BTreeMap;
 use std::io::Write;
 

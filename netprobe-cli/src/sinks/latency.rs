@@ -2,8 +2,8 @@
 //! histogram (percentiles) and in log2 buckets (the bcc funclatency layout).
 
 use super::{Flow, Format, LatencyReport, LatencyStats, Sink};
+use crate::backend::Lost;
 use crate::plan::{FunctionId, Hit, ProbePlan, Role};
-use crate::session::Lost;
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;

@@ -25,8 +25,8 @@ pub use latency::Latency;
 pub use tasks::TaskInfo;
 pub use trace::TracePrinter;
 
+use crate::backend::Lost;
 use crate::plan::{Hit, ProbePlan, Role, Value};
-use crate::session::Lost;
 use std::io::{self, Write};
 
 /// What a sink wants after a hit.

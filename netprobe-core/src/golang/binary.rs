@@ -1,10 +1,10 @@
 //! [`GoBinary`]: one Go ELF executable, its function table, build info and probe points.
 
-use super::abi::{abi_for, GoAbi};
 use super::buildinfo::{BuildInfo, GoVersion};
 use super::moduledata::{find_moduledata, LinkImage, TableFacts};
 use super::pclntab::{magic_candidates, GoFunction, Pclntab, PclntabResolver, PclntabVersion};
 use super::prologue::{self, GSource, StackCheck};
+use crate::abi::go::{abi_for, GoAbi};
 use crate::addr::{FileOffset, VirtAddr};
 use crate::elf::LoadSegments;
 use crate::symbol::{Address, Symbol, SymbolKind, SymbolOrigin, SymbolSource};

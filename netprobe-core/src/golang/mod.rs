@@ -5,7 +5,6 @@
 //! or by its magic where external linking folded it into `.data.rel.ro`), reads the Go version
 //! and module from `.go.buildinfo`, and yields [`crate::symbol::Symbol`]s and probe points.
 
-pub mod abi;
 mod binary;
 pub mod buildinfo;
 pub mod gofunc;
@@ -14,7 +13,7 @@ pub mod pclntab;
 pub mod prologue;
 pub(crate) mod read;
 
-pub use abi::{abi_for, GoAbi, Reg, WordLocation};
+pub use crate::abi::go::{abi_for, GoAbi};
 pub use binary::{GoBinary, PclntabLocation, ProbePoint, ProbePoints, TextStartSource};
 pub use buildinfo::{BuildInfo, GoVersion};
 pub use pclntab::{GoFunction, Pclntab, PclntabVersion};

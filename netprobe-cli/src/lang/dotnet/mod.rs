@@ -14,33 +14,24 @@
 //! - [`resolve`]: `-c` commands running a .NET app, and the JIT explanation for methods without
 //!   precompiled code.
 
-pub mod args;
 pub mod resolve;
 pub mod runtime;
 pub mod stall;
 
 use crate::error::{Error, Result};
 use crate::lang::Wants;
-use crate::plan::{
-    CallingConvention, FunctionId, FunctionPlan, PairingKey, ProbePlan, Returns, Role,
-};
+use crate::plan::{ArgRequest, FunctionId, FunctionPlan, PairingKey, ProbePlan, Returns, Role};
 use crate::spec::{Location, ProbeSpec, Targeting};
-use args::{Hidden, MethodShape};
-use netprobe_core::addr::{FileOffset, VirtAddr};
-use netprobe_core::dotnet::metadata::table;
+use netprobe_core::abi::dotnet::{args, exits, shape_of, ALWAYS_INLINE_IL_BYTES};
+use netprobe_core::abi::CallingConvention;
+use netprobe_core::addr::FileOffset;
 use netprobe_core::dotnet::{Assembly, EntryKind, R2rMethod};
-use netprobe_core::symbol::{Address, SymbolKind};
+use netprobe_core::symbol::Address;
 use resolve::DotnetCommand;
 use runtime::Subject;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-
-/// The JIT inlines callees of at most this many IL bytes almost always (RyuJIT's
-/// `DEFAULT_ALWAYS_INLINE_SIZE`, `src/coreclr/jit/inline.h`); calls that are inlined never run
-/// the precompiled code. Verified: `Thread.Sleep(int32)` has 7 bytes of IL on 3.1 and a direct
-/// call to it from app code never hits; on .NET 8 it has 19 and every call hits.
-pub const ALWAYS_INLINE_IL_BYTES: u32 = 16;
 
 /// An assembly opened for planning, with its precompiled methods.
 struct Loaded {
@@ -48,18 +39,14 @@ struct Loaded {
     methods: Vec<R2rMethod>,
 }
 
-/// Plans managed methods (called by [`crate::lang::Planner`] for each ReadyToRun location).
+/// The assemblies of one command's managed locations, each opened once, and how their methods
+/// are probed (asked by [`crate::lang::Planner`] for each ReadyToRun location).
 #[derive(Default)]
-pub struct Planner {
+pub struct Assemblies {
     loaded: HashMap<PathBuf, Rc<Loaded>>,
     /// The last planned function returns no value netprobe can read: its return probes fetch
-    /// nothing (see [`Planner::added`]).
+    /// nothing (see [`Assemblies::added`]).
     strip_ret: bool,
-}
-
-/// Whether a location is a .NET managed method (planned by [`Planner::plan_function`]).
-pub fn is_managed(loc: &Location) -> bool {
-    loc.kind() == Some(SymbolKind::ManagedMethod)
 }
 
 /// The assembly a managed location's method comes from: the probed file itself, or for a
@@ -93,11 +80,7 @@ pub fn is_managed_image(path: &Path) -> bool {
         && &magic == b"MZ"
 }
 
-impl Planner {
-    pub fn new() -> Planner {
-        Planner::default()
-    }
-
+impl Assemblies {
     fn load(&mut self, path: &Path) -> Result<Rc<Loaded>> {
         if let Some(l) = self.loaded.get(path) {
             return Ok(l.clone());
@@ -115,7 +98,7 @@ impl Planner {
     ///   when arguments are wanted and the spec gives none, `this` and the parameters its
     ///   signature puts in integer registers (strings decoded, see [`args::entry_layout`]);
     /// - return (`r:`, latency): a uprobe on every RET of the main body, the value typed from the
-    ///   signature unless the spec gives a type (nothing for `void`: call [`Planner::added`]).
+    ///   signature unless the spec gives a type (nothing for `void`: call [`Assemblies::added`]).
     ///
     /// Errors: the assembly cannot be read, the method is not in its ReadyToRun listing, or (for
     /// returns) its main body has no RET.
@@ -223,7 +206,14 @@ impl Planner {
             for n in layout.notes {
                 note(n);
             }
-            layout.args
+            layout
+                .args
+                .into_iter()
+                .map(|a| ArgRequest::Positional {
+                    name: Some(a.name),
+                    ty: a.ty,
+                })
+                .collect()
         } else {
             vec![]
         };
@@ -251,7 +241,7 @@ impl Planner {
         })
     }
 
-    /// After `plan.add_function` added the function [`Planner::plan_function`] planned last (as
+    /// After `plan.add_function` added the function [`Assemblies::plan_function`] planned last (as
     /// `id`): when its return has no value netprobe can read (`void`, a float in XMM0, a struct),
     /// its return probes fetch nothing, so returns print without a value.
     pub fn added(&mut self, plan: &mut ProbePlan, id: FunctionId) {
@@ -261,7 +251,7 @@ impl Planner {
                 .iter_mut()
                 .filter(|p| p.function == id && p.role == Role::Return)
             {
-                p.fetchargs.retain(|a| a.name != "ret");
+                p.fetches.retain(|a| a.field != "ret");
                 p.args.clear();
             }
         }
@@ -272,135 +262,6 @@ fn bad(spec: &ProbeSpec, why: impl Into<String>) -> Error {
     Error::BadSpec {
         spec: spec.text.clone(),
         why: why.into(),
-    }
-}
-
-/// The owned parts of a [`MethodShape`].
-struct ShapeStorage {
-    details: netprobe_core::dotnet::MethodDetails,
-    display: String,
-    this_is_string: bool,
-    hidden: Hidden,
-    param_types: Vec<String>,
-    ret_type: String,
-    owner_type_args: Vec<String>,
-}
-
-impl ShapeStorage {
-    fn shape(&self) -> MethodShape<'_> {
-        MethodShape {
-            details: &self.details,
-            display: self.display.clone(),
-            this_is_string: self.this_is_string,
-            hidden: self.hidden.clone(),
-            param_types: self.param_types.clone(),
-            ret_type: self.ret_type.clone(),
-            owner_type_args: self.owner_type_args.clone(),
-        }
-    }
-}
-
-fn shape_of(asm: &Assembly, m: &R2rMethod) -> Result<ShapeStorage> {
-    let details = asm.details(m)?;
-    let sig = &details.signature;
-    let last = details.type_path.last().cloned().unwrap_or_default();
-    let owner_type_args = args::owner_type_args(&last);
-    let this_is_string = sig.has_this
-        && details.namespace == "System"
-        && details.type_path == ["String"]
-        && asm.name() == Some("System.Private.CoreLib");
-    // clr-abi.md "Generics": shared code needs the instantiation as a hidden argument unless
-    // `this` carries it (instance methods of reference types).
-    let shared = m.entry == EntryKind::Instance && m.name.contains("System.__Canon");
-    let hidden = if !shared {
-        Hidden::None
-    } else if sig.generic_params > 0 || !sig.has_this {
-        Hidden::GenericContext
-    } else {
-        let base = last.split('[').next().unwrap_or(&last);
-        match owner_is_value_type(asm, &details.namespace, &details.type_path, base) {
-            Some(false) => Hidden::None,
-            Some(true) => Hidden::GenericContext,
-            None => Hidden::Unknown(format!(
-                "shared generic code of {base}: whether a hidden generic-context argument comes first depends on whether it is a struct, which netprobe could not tell"
-            )),
-        }
-    };
-    let param_types = sig.params.iter().map(|p| asm.type_text(p)).collect();
-    let ret_type = asm.type_text(&sig.ret);
-    let short = m.short_name();
-    let params = m.name.rfind('(').map(|i| &m.name[i..]).unwrap_or_default();
-    Ok(ShapeStorage {
-        display: format!("{short}{params}"),
-        details,
-        this_is_string,
-        hidden,
-        param_types,
-        ret_type,
-        owner_type_args,
-    })
-}
-
-/// Whether the type named `namespace`/`path` (last element `name`, without type arguments) is a
-/// value type, from its TypeDef's `Extends` (ECMA-335 II.22.37: value types extend
-/// `System.ValueType` or `System.Enum`). `None` when it is not defined in `asm`, or ambiguous.
-fn owner_is_value_type(
-    asm: &Assembly,
-    namespace: &str,
-    path: &[String],
-    name: &str,
-) -> Option<bool> {
-    let md = asm.metadata();
-    let ns = if path.len() > 1 { "" } else { namespace };
-    let mut answer = None;
-    for rid in 1..=md.rows(table::TYPE_DEF) {
-        let Some((_, n, tns)) = md.type_def(rid) else {
-            continue;
-        };
-        if n != name || tns != ns {
-            continue;
-        }
-        // Extends: TypeDefOrRef coded index, 2 tag bits (II.24.2.6): 0 TypeDef, 1 TypeRef.
-        let v = md.cell(table::TYPE_DEF, rid, 3)?;
-        let (base_ns, base_name) = match v & 3 {
-            0 => md.type_def(v >> 2).map(|(_, n, ns)| (ns, n))?,
-            1 => md.type_ref(v >> 2).map(|(_, n, ns)| (ns, n))?,
-            _ => return None,
-        };
-        let is_vt = base_ns == "System" && (base_name == "ValueType" || base_name == "Enum");
-        match answer {
-            None => answer = Some(is_vt),
-            Some(a) if a != is_vt => return None,
-            _ => {}
-        }
-    }
-    answer
-}
-
-/// How a method body can be left.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Exits {
-    /// RVAs of its RET instructions.
-    pub rets: Vec<u64>,
-    /// Jumps out of the body: direct jumps to another method, and indirect jumps through memory
-    /// (a ReadyToRun tail call goes through an import cell, `jmp [rip+X]`).
-    pub tail_calls: usize,
-}
-
-/// The exits of the main body `code` of a method at `rva` (core `x86::scan`, plus indirect
-/// jumps through memory, which a ReadyToRun tail call uses).
-pub fn exits(code: &[u8], rva: u64) -> Exits {
-    let scan = netprobe_core::x86::scan(code, VirtAddr(rva));
-    let indirect = netprobe_core::x86::instructions(code, VirtAddr(rva))
-        .filter(|i| {
-            i.mnemonic() == iced_x86::Mnemonic::Jmp
-                && i.flow_control() == iced_x86::FlowControl::IndirectBranch
-                && i.op0_kind() == iced_x86::OpKind::Memory
-        })
-        .count();
-    Exits {
-        rets: scan.rets.iter().map(|r| r.0).collect(),
-        tail_calls: scan.tail_jumps.len() + indirect,
     }
 }
 
@@ -555,16 +416,5 @@ mod tests {
         )
         .unwrap();
         assert_eq!(g.child_env, runtime::keep_r2r_env());
-    }
-
-    #[test]
-    fn exits_of_a_small_method() {
-        // push rbp; mov rbp,rsp; pop rbp; ret; jmp [rip+0x10]; ret
-        let code = [
-            0x55, 0x48, 0x8b, 0xec, 0x5d, 0xc3, 0xff, 0x25, 0x10, 0, 0, 0, 0xc3,
-        ];
-        let e = exits(&code, 0x1000);
-        assert_eq!(e.rets, vec![0x1005, 0x100c]);
-        assert_eq!(e.tail_calls, 1);
     }
 }

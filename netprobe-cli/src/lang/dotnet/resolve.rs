@@ -13,7 +13,7 @@ use super::runtime::{
     version_from_sccsid, RuntimeVersion,
 };
 use crate::error::{Error, Result};
-use crate::spec::{self, Location, ProbeSpec, SpecTarget, Targeting};
+use crate::spec::{Location, ProbeSpec, SpecTarget, Targeting};
 use netprobe_core::dotnet::Assembly;
 use netprobe_core::matching::Pattern;
 use netprobe_core::normalize::MappedImage;
@@ -311,35 +311,34 @@ fn resolve_in_command(
     Ok(out)
 }
 
-/// Resolves a spec like [`spec::resolve`], with .NET's additions (module doc). `command` is the
-/// `-c` command when it runs a .NET app.
-pub fn resolve(
+/// Resolves `spec` among the assemblies of the .NET `-c` command `cmd` (the app's folder and
+/// its framework, found as the host finds them); `None` when the spec is resolved like any other
+/// (it names the executable or a path, or the app is a single-file bundle, whose assemblies the
+/// core's resolution searches inside it: `netprobe_core::resolve::resolve_file`).
+pub fn resolve_in_dotnet_command(
     spec: &ProbeSpec,
     targeting: &Targeting,
-    command: Option<&DotnetCommand>,
-) -> Result<Vec<Location>> {
-    if let (Targeting::Command { exe }, Some(cmd), SpecTarget::Pattern(p)) =
-        (targeting, command, &spec.target)
-    {
-        let names_exe = spec
-            .image
-            .as_deref()
-            .is_some_and(|i| Some(std::ffi::OsStr::new(i)) == exe.file_name());
-        let is_path = spec.image.as_deref().is_some_and(|i| i.contains('/'));
-        // A single-file bundle holds its own assemblies: the core's resolution searches them
-        // (`netprobe_core::resolve::resolve_file`), not the folders beside it.
-        let single_file = netprobe_core::dotnet::bundle::Bundle::open(exe)
-            .ok()
-            .flatten()
-            .is_some();
-        if !names_exe && !is_path && !single_file {
-            return resolve_in_command(spec, p, cmd);
-        }
+    cmd: &DotnetCommand,
+) -> Option<Result<Vec<Location>>> {
+    let (Targeting::Command { exe }, SpecTarget::Pattern(p)) = (targeting, &spec.target) else {
+        return None;
+    };
+    let names_exe = spec
+        .image
+        .as_deref()
+        .is_some_and(|i| Some(std::ffi::OsStr::new(i)) == exe.file_name());
+    let is_path = spec.image.as_deref().is_some_and(|i| i.contains('/'));
+    if names_exe || is_path || cmd.bundled_config.is_some() || is_bundle(exe) {
+        return None;
     }
-    match spec::resolve(spec, targeting) {
-        Ok(l) => Ok(l),
-        Err(e) => Err(explain_failure(e, spec, targeting)),
-    }
+    Some(resolve_in_command(spec, p, cmd))
+}
+
+fn is_bundle(exe: &Path) -> bool {
+    netprobe_core::dotnet::bundle::Bundle::open(exe)
+        .ok()
+        .flatten()
+        .is_some()
 }
 
 /// The managed assemblies mapped by the target processes (paths netprobe opens), restricted to
@@ -385,7 +384,7 @@ fn mapped_assemblies(pids: &[u32], image: Option<&str>) -> Vec<PathBuf> {
 /// Turns a "no match" / "not code" failure into the JIT explanation when the pattern names a
 /// method that exists without precompiled code in one of the target's assemblies; any other
 /// error comes back unchanged.
-fn explain_failure(e: Error, spec: &ProbeSpec, targeting: &Targeting) -> Error {
+pub fn explain_failure(e: Error, spec: &ProbeSpec, targeting: &Targeting) -> Error {
     let relevant = matches!(
         e,
         Error::Core(netprobe_core::Error::NoMatch { .. })

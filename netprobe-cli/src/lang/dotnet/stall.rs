@@ -197,15 +197,15 @@ impl Sink for Watched<'_> {
         self.inner.hit(plan, hit)
     }
 
-    fn tick(&mut self, plan: &ProbePlan, lost: crate::session::Lost) -> Flow {
+    fn tick(&mut self, plan: &ProbePlan, lost: crate::backend::Lost) -> Flow {
         self.inner.tick(plan, lost)
     }
 
     fn idle(&mut self, plan: &ProbePlan) {
-        for m in self
-            .watch
-            .check(crate::session::monotonic_ns(), process_alive)
-        {
+        for m in self.watch.check(
+            crate::backend::tracefs::session::monotonic_ns(),
+            process_alive,
+        ) {
             eprintln!("{m}");
         }
         self.inner.idle(plan);
@@ -215,7 +215,8 @@ impl Sink for Watched<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{CallingConvention, FunctionPlan, PairingKey, Returns};
+    use crate::plan::{FunctionPlan, PairingKey, Returns};
+    use netprobe_core::abi::CallingConvention;
     use netprobe_core::addr::FileOffset;
 
     fn plan() -> ProbePlan {

@@ -7,70 +7,49 @@
 //! results in rax (rdx), floats in xmm0). Verified on this kernel: a fetch-arg naming `%xmm0` is
 //! refused ("Invalid register name"), so float arguments cannot be shown.
 
-use crate::plan::{ArgRequest, ArgType};
-use crate::tracefs::probe::FetchType;
-use netprobe_core::dotnet::metadata::{ArgKind, TypeSig};
-use netprobe_core::dotnet::MethodDetails;
+use super::{Hidden, MethodShape};
+use crate::abi::{IntType, ValueType};
+use crate::dotnet::metadata::{ArgKind, TypeSig};
+#[cfg(test)]
+use crate::dotnet::MethodDetails;
 
 /// Integer argument registers of System V AMD64.
 pub const INT_REGISTERS: usize = 6;
 /// Float argument registers of System V AMD64 (xmm0..xmm7).
 const XMM_REGISTERS: usize = 8;
 
-/// A hidden argument between `this` (or the start) and the declared parameters.
+/// One argument of a layout: its field name and type, in calling-convention order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Hidden {
-    /// None: the declared parameters follow `this` directly.
-    None,
-    /// Shared generic code of a generic method or a static method of a generic type: the
-    /// instantiation (MethodDesc or MethodTable pointer) comes first (clr-abi.md, "Generics").
-    GenericContext,
-    /// Whether a hidden argument is there cannot be told from the signature; the text says why.
-    Unknown(String),
-}
-
-/// Everything the layout needs about one method.
-#[derive(Clone, Debug)]
-pub struct MethodShape<'a> {
-    pub details: &'a MethodDetails,
-    /// The method's name for notes (`System.String::Replace(string,string)`).
-    pub display: String,
-    /// `this` is a `System.String` (instance methods of `System.String`).
-    pub this_is_string: bool,
-    pub hidden: Hidden,
-    /// How each parameter's type prints (`int32`, `valuetype System.TimeSpan`).
-    pub param_types: Vec<String>,
-    pub ret_type: String,
-    /// The owning type's type arguments as the instantiation names them (`System.__Canon`,
-    /// `System.Int32`); empty for non-generic owners.
-    pub owner_type_args: Vec<String>,
+pub struct NamedArg {
+    pub name: String,
+    pub ty: ValueType,
 }
 
 /// The arguments to fetch at entry, and why some are not shown.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Layout {
-    pub args: Vec<ArgRequest>,
+    pub args: Vec<NamedArg>,
     pub notes: Vec<String>,
 }
 
 /// How a value of `kind` is fetched from one integer register; `None` for kinds that are not one
 /// integer register (floats, structs, unresolved generic parameters).
-fn register_type(kind: ArgKind) -> Option<ArgType> {
+fn register_type(kind: ArgKind) -> Option<ValueType> {
     Some(match kind {
-        ArgKind::Bool => ArgType::Int(FetchType::U8),
-        ArgKind::Char => ArgType::Int(FetchType::U16),
-        ArgKind::Int { bits, signed } => ArgType::Int(match (bits, signed) {
-            (8, true) => FetchType::S8,
-            (8, false) => FetchType::U8,
-            (16, true) => FetchType::S16,
-            (16, false) => FetchType::U16,
-            (32, true) => FetchType::S32,
-            (32, false) => FetchType::U32,
-            (_, true) => FetchType::S64,
-            (_, false) => FetchType::U64,
+        ArgKind::Bool => ValueType::Int(IntType::U8),
+        ArgKind::Char => ValueType::Int(IntType::U16),
+        ArgKind::Int { bits, signed } => ValueType::Int(match (bits, signed) {
+            (8, true) => IntType::S8,
+            (8, false) => IntType::U8,
+            (16, true) => IntType::S16,
+            (16, false) => IntType::U16,
+            (32, true) => IntType::S32,
+            (32, false) => IntType::U32,
+            (_, true) => IntType::S64,
+            (_, false) => IntType::U64,
         }),
-        ArgKind::String => ArgType::DotnetString,
-        ArgKind::ObjectRef | ArgKind::Pointer => ArgType::Int(FetchType::X64),
+        ArgKind::String => ValueType::DotnetString,
+        ArgKind::ObjectRef | ArgKind::Pointer => ValueType::Int(IntType::X64),
         ArgKind::Float { .. } | ArgKind::ValueType | ArgKind::GenericParam | ArgKind::Void => {
             return None
         }
@@ -182,10 +161,10 @@ pub fn field_name(param: &str, fallback: &str) -> String {
 struct Names(Vec<String>);
 
 impl Names {
-    fn take(&mut self, wanted: String, ty: ArgType) -> String {
+    fn take(&mut self, wanted: String, ty: ValueType) -> String {
         let fields = |n: &str| -> Vec<String> {
             match ty {
-                ArgType::DotnetString | ArgType::GoString => {
+                ValueType::DotnetString | ValueType::GoString => {
                     vec![n.to_string(), format!("{n}_len")]
                 }
                 _ => vec![n.to_string()],
@@ -216,17 +195,14 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
     let mut floats = 0usize;
     let push = |out: &mut Layout, names: &mut Names, used: &mut usize, name: String, ty| {
         let name = names.take(name, ty);
-        out.args.push(ArgRequest::Positional {
-            name: Some(name),
-            ty,
-        });
+        out.args.push(NamedArg { name, ty });
         *used += 1;
     };
     if sig.has_this && !sig.explicit_this {
         let ty = if shape.this_is_string {
-            ArgType::DotnetString
+            ValueType::DotnetString
         } else {
-            ArgType::Int(FetchType::X64)
+            ValueType::Int(IntType::X64)
         };
         push(&mut out, &mut names, &mut used, "this".into(), ty);
     }
@@ -249,7 +225,7 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
             &mut names,
             &mut used,
             "generic_ctx".into(),
-            ArgType::Int(FetchType::X64),
+            ValueType::Int(IntType::X64),
         ),
         Hidden::Unknown(why) => {
             if !sig.params.is_empty() {
@@ -317,7 +293,7 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
 
 /// How the return value reads at a RET instruction: `Ok(Some(type))` from rax, `Ok(None)` for
 /// `void`, `Err(note)` when it cannot be read (a float in xmm0, a struct).
-pub fn return_type(shape: &MethodShape<'_>) -> Result<Option<ArgType>, String> {
+pub fn return_type(shape: &MethodShape<'_>) -> Result<Option<ValueType>, String> {
     let kind = resolved_kind(shape, &shape.details.signature.ret);
     match kind {
         ArgKind::Void => Ok(None),
@@ -367,7 +343,7 @@ pub fn owner_type_args(last_type: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netprobe_core::dotnet::metadata::MethodSig;
+    use crate::dotnet::metadata::MethodSig;
 
     fn details(
         has_this: bool,
@@ -405,14 +381,8 @@ mod tests {
         }
     }
 
-    fn names_types(l: &Layout) -> Vec<(String, ArgType)> {
-        l.args
-            .iter()
-            .map(|a| match a {
-                ArgRequest::Positional { name, ty } => (name.clone().unwrap(), *ty),
-                ArgRequest::Raw { .. } => panic!("raw"),
-            })
-            .collect()
+    fn names_types(l: &Layout) -> Vec<(String, ValueType)> {
+        l.args.iter().map(|a| (a.name.clone(), a.ty)).collect()
     }
 
     #[test]
@@ -429,13 +399,13 @@ mod tests {
         assert_eq!(
             names_types(&l),
             [
-                ("this".into(), ArgType::DotnetString),
-                ("oldValue".into(), ArgType::DotnetString),
-                ("newValue".into(), ArgType::DotnetString)
+                ("this".into(), ValueType::DotnetString),
+                ("oldValue".into(), ValueType::DotnetString),
+                ("newValue".into(), ValueType::DotnetString)
             ]
         );
         assert!(l.notes.is_empty());
-        assert_eq!(return_type(&s), Ok(Some(ArgType::DotnetString)));
+        assert_eq!(return_type(&s), Ok(Some(ValueType::DotnetString)));
     }
 
     #[test]
@@ -450,8 +420,8 @@ mod tests {
         assert_eq!(
             names_types(&l),
             [
-                ("n".into(), ArgType::Int(FetchType::S32)),
-                ("flag".into(), ArgType::Int(FetchType::U8))
+                ("n".into(), ValueType::Int(IntType::S32)),
+                ("flag".into(), ValueType::Int(IntType::U8))
             ]
         );
         assert!(l.notes[0].contains("XMM"), "{:?}", l.notes);
@@ -460,7 +430,7 @@ mod tests {
 
     #[test]
     fn a_struct_stops_the_layout() {
-        let tok = netprobe_core::dotnet::metadata::TypeToken {
+        let tok = crate::dotnet::metadata::TypeToken {
             module: 0,
             table: 1,
             rid: 1,
@@ -484,7 +454,7 @@ mod tests {
         let l = entry_layout(&shape(&d));
         assert_eq!(
             names_types(&l),
-            [("this".into(), ArgType::Int(FetchType::X64))]
+            [("this".into(), ValueType::Int(IntType::X64))]
         );
         assert!(return_type(&shape(&d)).is_err());
     }
@@ -521,7 +491,7 @@ mod tests {
         let l = entry_layout(&s);
         assert_eq!(
             names_types(&l)[1],
-            ("value".into(), ArgType::Int(FetchType::S32))
+            ("value".into(), ValueType::Int(IntType::S32))
         );
         s.hidden = Hidden::GenericContext;
         let l = entry_layout(&s);

@@ -23,8 +23,9 @@
 //! 4096-byte WRITE_BUFSIZE so that no line is split across its internal chunks. When a write fails,
 //! the reason is read from `error_log` (the kernel logs the failing command and a caret there).
 
+use crate::backend::tracefs::fetch::FetchArg;
+use crate::backend::tracefs::Tracefs;
 use crate::error::{Error, Result};
-use crate::tracefs::Tracefs;
 use netprobe_core::addr::FileOffset;
 use std::fmt;
 use std::fs::OpenOptions;
@@ -43,7 +44,7 @@ pub const MAX_ARGS: usize = 128;
 /// Largest write netprobe makes to `uprobe_events` (kernel WRITE_BUFSIZE is 4096, incl. a NUL).
 pub const MAX_BATCH_BYTES: usize = 4000;
 
-fn invalid(what: &'static str, value: &str, why: impl Into<String>) -> Error {
+pub(super) fn invalid(what: &'static str, value: &str, why: impl Into<String>) -> Error {
     Error::InvalidProbe {
         what,
         value: value.to_string(),
@@ -51,7 +52,7 @@ fn invalid(what: &'static str, value: &str, why: impl Into<String>) -> Error {
     }
 }
 
-fn check_identifier(what: &'static str, s: &str, max: usize) -> Result<()> {
+pub(super) fn check_identifier(what: &'static str, s: &str, max: usize) -> Result<()> {
     let mut chars = s.chars();
     match chars.next() {
         None => return Err(invalid(what, s, "it is empty")),
@@ -183,171 +184,6 @@ impl ProbePath {
 
     pub fn to_path_buf(&self) -> PathBuf {
         PathBuf::from(&self.0)
-    }
-}
-
-/// The kernel type of a fetched value (uprobetracer.rst, "Types").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FetchType {
-    U8,
-    U16,
-    U32,
-    U64,
-    S8,
-    S16,
-    S32,
-    S64,
-    X8,
-    X16,
-    X32,
-    X64,
-    /// A NUL-terminated string read from user memory (`+0(%di):string`); stored as `__data_loc`.
-    String,
-    /// A fixed array of `len` elements of an integer type, from memory: `u16[64]`. The kernel
-    /// accepts at most 64 elements (65 is rejected here: "Array number is too big").
-    Array {
-        elem: ArrayElem,
-        len: u8,
-    },
-}
-
-/// Element types netprobe fetches arrays of.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ArrayElem {
-    U8,
-    U16,
-}
-
-/// Kernel maximum array length in a fetch-arg type.
-pub const MAX_ARRAY_LEN: u8 = 64;
-
-impl FetchType {
-    /// The type as written after `:` in a fetch-arg.
-    pub fn kernel_name(self) -> String {
-        match self {
-            FetchType::U8 => "u8".into(),
-            FetchType::U16 => "u16".into(),
-            FetchType::U32 => "u32".into(),
-            FetchType::U64 => "u64".into(),
-            FetchType::S8 => "s8".into(),
-            FetchType::S16 => "s16".into(),
-            FetchType::S32 => "s32".into(),
-            FetchType::S64 => "s64".into(),
-            FetchType::X8 => "x8".into(),
-            FetchType::X16 => "x16".into(),
-            FetchType::X32 => "x32".into(),
-            FetchType::X64 => "x64".into(),
-            FetchType::String => "string".into(),
-            FetchType::Array { elem, len } => format!(
-                "{}[{len}]",
-                match elem {
-                    ArrayElem::U8 => "u8",
-                    ArrayElem::U16 => "u16",
-                }
-            ),
-        }
-    }
-
-    /// Parses the kernel type names netprobe supports; `None` for anything else.
-    pub fn parse(s: &str) -> Option<FetchType> {
-        Some(match s {
-            "u8" => FetchType::U8,
-            "u16" => FetchType::U16,
-            "u32" => FetchType::U32,
-            "u64" => FetchType::U64,
-            "s8" => FetchType::S8,
-            "s16" => FetchType::S16,
-            "s32" => FetchType::S32,
-            "s64" => FetchType::S64,
-            "x8" => FetchType::X8,
-            "x16" => FetchType::X16,
-            "x32" => FetchType::X32,
-            "x64" => FetchType::X64,
-            "string" => FetchType::String,
-            _ => {
-                let (elem, rest) = if let Some(r) = s.strip_prefix("u8[") {
-                    (ArrayElem::U8, r)
-                } else if let Some(r) = s.strip_prefix("u16[") {
-                    (ArrayElem::U16, r)
-                } else {
-                    return None;
-                };
-                let len: u8 = rest.strip_suffix(']')?.parse().ok()?;
-                if len == 0 || len > MAX_ARRAY_LEN {
-                    return None;
-                }
-                FetchType::Array { elem, len }
-            }
-        })
-    }
-
-    /// Whether values of this type print in hex.
-    pub fn is_hex(self) -> bool {
-        matches!(
-            self,
-            FetchType::X8 | FetchType::X16 | FetchType::X32 | FetchType::X64
-        )
-    }
-}
-
-/// One fetch-arg of a probe line: `NAME=EXPR:TYPE`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct FetchArg {
-    pub name: String,
-    /// A register (`%di`), a memory dereference (`+8(%si)`), `$retval`, `$comm`, ...
-    pub expr: String,
-    pub ty: FetchType,
-}
-
-impl FetchArg {
-    pub fn new(name: impl Into<String>, expr: impl Into<String>, ty: FetchType) -> FetchArg {
-        FetchArg {
-            name: name.into(),
-            expr: expr.into(),
-            ty,
-        }
-    }
-
-    /// `NAME=EXPR:TYPE`.
-    pub fn render(&self) -> String {
-        format!("{}={}:{}", self.name, self.expr, self.ty.kernel_name())
-    }
-
-    fn validate(&self) -> Result<()> {
-        check_identifier("fetch-arg name", &self.name, MAX_ARG_NAME_LEN)?;
-        if self.name.starts_with("common_") || self.name.starts_with("__probe_") {
-            return Err(invalid(
-                "fetch-arg name",
-                &self.name,
-                "names starting with common_ or __probe_ are the event's own fields",
-            ));
-        }
-        let body = format!("{}:{}", self.expr, self.ty.kernel_name());
-        if self.expr.is_empty() {
-            return Err(invalid("fetch-arg expression", &self.expr, "it is empty"));
-        }
-        if let Some(c) = self
-            .expr
-            .chars()
-            .find(|c| c.is_whitespace() || c.is_control())
-        {
-            return Err(invalid(
-                "fetch-arg expression",
-                &self.expr,
-                format!("it contains {c:?}, which would end the argument or the line"),
-            ));
-        }
-        if body.len() > MAX_ARG_EXPR_LEN {
-            return Err(invalid(
-                "fetch-arg expression",
-                &body,
-                format!(
-                    "it is {} bytes long; the kernel allows at most {MAX_ARG_EXPR_LEN}",
-                    body.len()
-                ),
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -682,6 +518,8 @@ pub fn parse_listing(text: &str) -> Vec<ListedProbe> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::tracefs::fetch::{ArrayElem, FetchType};
+    use netprobe_core::abi::IntType;
 
     fn g() -> GroupName {
         GroupName::new("nptest_tracefs_unit").unwrap()
@@ -696,7 +534,7 @@ mod tests {
             Path::new("/tmp/np t".trim_end_matches(" t")),
             FileOffset(0x1139),
             vec![
-                FetchArg::new("a", "%di", FetchType::S32),
+                FetchArg::new("a", "%di", FetchType::Int(IntType::S32)),
                 FetchArg::new("s", "+0(%dx)", FetchType::String),
                 FetchArg::new(
                     "chars",
@@ -719,7 +557,11 @@ mod tests {
             EventName::new("add_ret").unwrap(),
             Path::new("/bin/x"),
             FileOffset(16),
-            vec![FetchArg::new("ret", "$retval", FetchType::X64)],
+            vec![FetchArg::new(
+                "ret",
+                "$retval",
+                FetchType::Int(IntType::X64),
+            )],
         )
         .unwrap();
         assert_eq!(
@@ -753,7 +595,7 @@ mod tests {
                 EventName::new("x").unwrap(),
                 Path::new("/bin/x"),
                 FileOffset(0),
-                vec![FetchArg::new(n, e, FetchType::U64)],
+                vec![FetchArg::new(n, e, FetchType::Int(IntType::U64))],
             )
         };
         assert!(arg("a", "%di x=%si").is_err());
@@ -778,19 +620,6 @@ mod tests {
             EventName::sanitized(&long, "_r12").unwrap().as_str().len(),
             63
         );
-    }
-
-    #[test]
-    fn fetch_types_round_trip() {
-        for t in [
-            "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "x8", "x16", "x32", "x64",
-            "string", "u16[64]", "u8[1]",
-        ] {
-            assert_eq!(FetchType::parse(t).unwrap().kernel_name(), t);
-        }
-        assert_eq!(FetchType::parse("u16[65]"), None);
-        assert_eq!(FetchType::parse("u16[0]"), None);
-        assert_eq!(FetchType::parse("bad"), None);
     }
 
     #[test]
@@ -822,7 +651,7 @@ mod tests {
         fn no_validated_line_contains_a_newline(path in ".*", ev in ".*", expr in ".*") {
             let Ok(group) = GroupName::new("g") else { unreachable!() };
             if let Ok(event) = EventName::new(&ev) {
-                if let Ok(d) = ProbeDef::new(ProbeKind::Entry, group, event, Path::new(&path), FileOffset(1), vec![FetchArg::new("a", expr, FetchType::U64)]) {
+                if let Ok(d) = ProbeDef::new(ProbeKind::Entry, group, event, Path::new(&path), FileOffset(1), vec![FetchArg::new("a", expr, FetchType::Int(IntType::U64))]) {
                     let line = d.to_string();
                     proptest::prop_assert!(!line.contains('\n') && !line.contains('\r'));
                     // The kernel sees exactly 3 words: head, location, one argument.

@@ -6,18 +6,19 @@
 //! (also on every error path, and from `Drop`): disable → drain → read lost counters → close the
 //! readers → `-:GROUP/EVENT` for each probe → `rmdir` the instance.
 
+use crate::backend::tracefs::decode;
+use crate::backend::tracefs::events::{event_layout, probe_defs, removal_lines, PROBE_ID_FIELD};
+use crate::backend::tracefs::format::{EventFormat, PageLayout};
+use crate::backend::tracefs::instance::{threads_of, Instance};
+use crate::backend::tracefs::probe::{self, GroupName, ProbeDef, ProbeLine};
+use crate::backend::tracefs::ringbuf::{parse_page, CpuReader, Missed};
+use crate::backend::tracefs::Tracefs;
+use crate::backend::{Backend, Lost};
 use crate::error::{Error, Result};
 use crate::pidns::PidMap;
-use crate::plan::{Hit, ProbeKind as PlanKind, ProbePlan, Role};
-use crate::tracefs::format::{EventFormat, PageLayout};
-use crate::tracefs::instance::{threads_of, Instance};
-use crate::tracefs::probe::{self, EventName, GroupName, ProbeDef, ProbeKind, ProbeLine};
-use crate::tracefs::probe::{FetchArg, FetchType};
-use crate::tracefs::ringbuf::{parse_page, CpuReader, Missed};
-use crate::tracefs::Tracefs;
+use crate::plan::{Hit, ProbePlan};
 use std::collections::HashMap;
 use std::os::fd::BorrowedFd;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// How a session records.
@@ -48,26 +49,14 @@ impl SessionOptions {
     }
 }
 
-/// Events the kernel lost, and how sure we are.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Lost {
-    /// Sum of `overrun`, `commit overrun` and `dropped events` over all CPUs.
-    pub counted: u64,
-    /// A page said events were lost without saying how many.
-    pub unknown_amount: bool,
-}
-
-impl Lost {
-    pub fn any(&self) -> bool {
-        self.counted > 0 || self.unknown_amount
-    }
-}
-
 /// A running session.
 #[derive(Debug)]
 pub struct Session {
     tracefs: Tracefs,
     group: GroupName,
+    options: SessionOptions,
+    /// A plan was given to [`Backend::attach`] (placed or, on error, removed again).
+    attached: bool,
     instance: Option<Instance>,
     created: Vec<ProbeDef>,
     plan: ProbePlan,
@@ -86,147 +75,6 @@ pub struct Session {
     pid_map: Option<PidMap>,
 }
 
-/// The event name of probe `index` of the plan: `<function>_e<index>` / `_r<index>`.
-pub fn event_name(plan: &ProbePlan, index: usize) -> Result<EventName> {
-    let p = &plan.probes[index];
-    let f = plan.function(p.function);
-    let tag = match p.role {
-        Role::Entry => 'e',
-        Role::Return => 'r',
-    };
-    let base = f.symbol.as_deref().unwrap_or(&f.name);
-    EventName::sanitized(base, &format!("_{tag}{index}"))
-}
-
-/// Which kernel event each probe of a plan goes into.
-///
-/// Probes of the same kind whose fetch-args have the same names and types share one event: the
-/// kernel's multi-probe events (appending `p:GROUP/EVENT PATH:OFFSET ARGS` for an existing EVENT
-/// adds a uprobe to it when kind and argument types match; kernel `trace_uprobe.c`,
-/// `register_trace_uprobe` / `append_trace_uprobe`). Each probe of a shared event carries
-/// `np_id=\INDEX:u32`, an immediate value (`\IMM`, uprobetracer.rst) stored with every hit, so a
-/// hit names its probe without any address lookup.
-///
-/// Why: disabling an uprobe event waits for one RCU-tasks-trace grace period however many uprobes
-/// it holds (`__probe_event_disable`: one `uprobe_unregister_sync` per event). Measured here: 1,000
-/// single-uprobe events took 67 s to disable, one event holding 1,000 uprobes 24 ms.
-///
-/// Two probes at the same place (file and offset) cannot share an event (the kernel refuses the
-/// second as the "same probe"): they go to separate events.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventLayout {
-    pub events: Vec<KernelEvent>,
-    /// For each probe of the plan, the index of its event in `events`.
-    pub event_of: Vec<usize>,
-}
-
-/// One kernel event of a session.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelEvent {
-    pub name: EventName,
-    /// The plan's probes in this event, ascending.
-    pub probes: Vec<usize>,
-}
-
-impl KernelEvent {
-    /// Whether hits of this event say which probe fired (`np_id`), i.e. it holds several probes.
-    pub fn tagged(&self) -> bool {
-        self.probes.len() > 1
-    }
-}
-
-/// Name of the fetch-arg that tags the probes of a shared event.
-pub const PROBE_ID_FIELD: &str = "np_id";
-
-/// Groups a plan's probes into kernel events (see [`EventLayout`]).
-pub fn event_layout(plan: &ProbePlan) -> Result<EventLayout> {
-    /// What must match for probes to share an event: kind, and argument names and types.
-    type Key = (PlanKind, Vec<(String, String)>);
-    /// Places (file, offset) already in an event.
-    type Places = std::collections::HashSet<(PathBuf, u64)>;
-    let mut events: Vec<(Key, Vec<usize>, Places)> = Vec::new();
-    let mut event_of = Vec::with_capacity(plan.probes.len());
-    for (i, p) in plan.probes.iter().enumerate() {
-        let key: Key = (
-            p.kind,
-            p.fetchargs
-                .iter()
-                .map(|a| (a.name.clone(), a.ty.kernel_name()))
-                .collect(),
-        );
-        let place = (p.path.clone(), p.offset.0);
-        let slot = events
-            .iter()
-            .position(|(k, _, places)| *k == key && !places.contains(&place));
-        let e = match slot {
-            Some(e) => e,
-            None => {
-                events.push((key, Vec::new(), Default::default()));
-                events.len() - 1
-            }
-        };
-        events[e].1.push(i);
-        events[e].2.insert(place);
-        event_of.push(e);
-    }
-    let events = events
-        .into_iter()
-        .map(|(_, probes, _)| {
-            let first = probes[0];
-            let one_function = probes
-                .iter()
-                .all(|&q| plan.probes[q].function == plan.probes[first].function);
-            let name = if one_function {
-                event_name(plan, first)?
-            } else {
-                EventName::sanitized("multi", &format!("_{first}"))?
-            };
-            Ok(KernelEvent { name, probes })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(EventLayout { events, event_of })
-}
-
-/// The `uprobe_events` lines of a plan in group `group`, one per probe, in plan order (probes of
-/// a shared event carry their `np_id`).
-pub fn probe_defs(plan: &ProbePlan, group: &GroupName) -> Result<Vec<ProbeDef>> {
-    let layout = event_layout(plan)?;
-    (0..plan.probes.len())
-        .map(|i| {
-            let p = &plan.probes[i];
-            let event = &layout.events[layout.event_of[i]];
-            let mut args = p.fetchargs.clone();
-            if event.tagged() {
-                args.push(FetchArg::new(
-                    PROBE_ID_FIELD,
-                    format!("\\{i}"),
-                    FetchType::U32,
-                ));
-            }
-            ProbeDef::new(
-                match p.kind {
-                    PlanKind::Entry => ProbeKind::Entry,
-                    PlanKind::UretProbe => ProbeKind::Return,
-                },
-                group.clone(),
-                event.name.clone(),
-                &p.path,
-                p.offset,
-                args,
-            )
-        })
-        .collect()
-}
-
-/// One removal line per event of `defs` (several probes of a shared event go with one line).
-pub fn removal_lines(defs: &[ProbeDef]) -> Vec<ProbeLine> {
-    let mut seen = std::collections::HashSet::new();
-    defs.iter()
-        .filter(|d| seen.insert(d.event().clone()))
-        .map(|d| d.removal())
-        .collect()
-}
-
 /// How the session tells which probe a record of an event belongs to.
 #[derive(Clone, Debug)]
 enum Slot {
@@ -240,23 +88,16 @@ enum Slot {
 }
 
 impl Session {
-    /// Places the plan's probes and starts recording. On error, everything created so far is
-    /// removed before returning.
-    ///
-    /// Takes only a plan the probe-safety gate approved (`crate::gate`).
-    pub fn start(
-        tracefs: &Tracefs,
-        opts: &SessionOptions,
-        plan: crate::gate::CheckedPlan,
-    ) -> Result<Session> {
-        let plan = plan.into_inner();
-        let defs = probe_defs(&plan, &opts.name)?;
-        let mut s = Session {
+    /// A session that records nothing yet: [`Backend::attach`] places a plan. Creates nothing.
+    pub fn new(tracefs: &Tracefs, opts: &SessionOptions) -> Session {
+        Session {
             tracefs: tracefs.clone(),
             group: opts.name.clone(),
+            options: opts.clone(),
+            attached: false,
             instance: None,
             created: Vec::new(),
-            plan,
+            plan: ProbePlan::default(),
             formats: HashMap::new(),
             readers: Vec::new(),
             layout: PageLayout::X86_64,
@@ -267,15 +108,21 @@ impl Session {
             pending: Vec::new(),
             finished: false,
             pid_map: None,
-        };
-        match s.setup(opts, defs) {
-            Ok(()) => Ok(s),
-            Err(e) => {
-                // Teardown errors are secondary to the one that stopped the start.
-                let _ = s.teardown();
-                Err(e)
-            }
         }
+    }
+
+    /// Places the plan's probes and starts recording ([`Session::new`], then
+    /// [`Backend::attach`]). On error, everything created so far is removed before returning.
+    ///
+    /// Takes only a plan the probe-safety gate approved (`crate::gate`).
+    pub fn start(
+        tracefs: &Tracefs,
+        opts: &SessionOptions,
+        plan: crate::gate::CheckedPlan,
+    ) -> Result<Session> {
+        let mut s = Session::new(tracefs, opts);
+        s.attach(plan)?;
+        Ok(s)
     }
 
     fn setup(&mut self, opts: &SessionOptions, defs: Vec<ProbeDef>) -> Result<()> {
@@ -446,7 +293,7 @@ impl Session {
                             id
                         }
                     };
-                    if let Some(hit) = self.plan.decode(probe, format, ts, &data) {
+                    if let Some(hit) = decode::decode(&self.plan, probe, format, ts, &data) {
                         self.pending.push(hit);
                     }
                 }
@@ -576,7 +423,7 @@ impl Session {
             let dir = inst.dir().to_path_buf();
             let deadline = Instant::now() + Duration::from_secs(2);
             loop {
-                match crate::tracefs::instance::remove_dir(&dir) {
+                match crate::backend::tracefs::instance::remove_dir(&dir) {
                     Ok(()) => break,
                     Err(e @ Error::Busy { .. }) if Instant::now() < deadline => {
                         let _ = e;
@@ -594,6 +441,54 @@ impl Session {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+impl Backend for Session {
+    fn attach(&mut self, plan: crate::gate::CheckedPlan) -> Result<()> {
+        if self.attached {
+            return Err(Error::Usage(format!(
+                "session {} already records a plan; start another session",
+                self.group
+            )));
+        }
+        self.attached = true;
+        self.plan = plan.into_inner();
+        let opts = self.options.clone();
+        let result = probe_defs(&self.plan, &opts.name).and_then(|defs| self.setup(&opts, defs));
+        if let Err(e) = result {
+            // Teardown errors are secondary to the one that stopped the start.
+            let _ = self.teardown();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn plan(&self) -> &ProbePlan {
+        &self.plan
+    }
+
+    fn event_fds(&self) -> Vec<BorrowedFd<'_>> {
+        self.reader_fds()
+    }
+
+    fn read(&mut self, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> Result<u64> {
+        self.drain(sink)
+    }
+
+    fn lost(&self) -> Lost {
+        Session::lost(self)
+    }
+
+    fn stop(&mut self, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> Result<Lost> {
+        if !self.attached || self.finished {
+            return Ok(Lost::default());
+        }
+        self.stop_and_drain(sink)
+    }
+
+    fn detach(&mut self) -> Result<()> {
+        self.teardown()
     }
 }
 
@@ -647,68 +542,4 @@ pub fn monotonic_ns() -> u64 {
     // SAFETY: valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plan::{CallingConvention, FunctionPlan, PairingKey, Returns};
-    use netprobe_core::addr::FileOffset;
-
-    fn function(name: &str, offset: u64, returns: Returns) -> FunctionPlan {
-        FunctionPlan {
-            name: name.into(),
-            image: "/bin/x".into(),
-            probe_path: "/bin/x".into(),
-            function_offset: FileOffset(offset),
-            entry_offsets: vec![FileOffset(offset)],
-            returns,
-            convention: CallingConvention::SysV,
-            args: vec![],
-            ret: None,
-            pairing: PairingKey::Thread,
-            symbol: Some(name.into()),
-        }
-    }
-
-    #[test]
-    fn probes_share_events_by_kind_and_signature_never_by_place() {
-        let mut plan = ProbePlan::new(false);
-        plan.add_function(function("a", 0x1000, Returns::UretProbe))
-            .unwrap();
-        plan.add_function(function("b", 0x2000, Returns::UretProbe))
-            .unwrap();
-        // An alias of `a` (two symbols, one address): the kernel refuses a second uprobe at the
-        // same place in one event.
-        plan.add_function(function("a_alias", 0x1000, Returns::None))
-            .unwrap();
-        let layout = event_layout(&plan).unwrap();
-        let names: Vec<(&str, &[usize])> = layout
-            .events
-            .iter()
-            .map(|e| (e.name.as_str(), e.probes.as_slice()))
-            .collect();
-        // probes: 0 a entry, 1 a uretprobe, 2 b entry, 3 b uretprobe, 4 a_alias entry
-        assert_eq!(
-            names,
-            vec![
-                ("multi_0", &[0, 2][..]),
-                ("multi_1", &[1, 3][..]),
-                ("a_alias_e4", &[4][..])
-            ]
-        );
-        let defs = probe_defs(&plan, &GroupName::new("g").unwrap()).unwrap();
-        let lines: Vec<String> = defs.iter().map(|d| d.to_string()).collect();
-        assert_eq!(lines[0], "p:g/multi_0 /bin/x:0x1000 np_id=\\0:u32");
-        assert_eq!(
-            lines[3],
-            "r:g/multi_1 /bin/x:0x2000 ret=$retval:x64 np_id=\\3:u32"
-        );
-        assert_eq!(lines[4], "p:g/a_alias_e4 /bin/x:0x1000");
-        let removals: Vec<String> = removal_lines(&defs).iter().map(|l| l.to_string()).collect();
-        assert_eq!(
-            removals,
-            vec!["-:g/multi_0", "-:g/multi_1", "-:g/a_alias_e4"]
-        );
-    }
 }

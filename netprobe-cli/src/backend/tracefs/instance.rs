@@ -2,9 +2,9 @@
 //! filter (kernel `Documentation/trace/ftrace.rst`, "Instances"). Recording into the global buffer
 //! would mix our hits with everybody else's and let others clear them.
 
+use crate::backend::tracefs::probe::{EventName, GroupName};
+use crate::backend::tracefs::Tracefs;
 use crate::error::{Error, Result};
-use crate::tracefs::probe::{EventName, GroupName};
-use crate::tracefs::Tracefs;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -74,7 +74,7 @@ impl Instance {
 
     /// Reads a file of the instance.
     pub fn read(&self, rel: impl AsRef<Path>) -> Result<String> {
-        crate::tracefs::mount::read_text(&self.dir.join(rel))
+        crate::backend::tracefs::mount::read_text(&self.dir.join(rel))
     }
 
     /// `trace_clock`: `mono` makes timestamps CLOCK_MONOTONIC nanoseconds, comparable across CPUs

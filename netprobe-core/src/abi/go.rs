@@ -10,84 +10,29 @@
 //!
 //! Both hold at the function's first byte *and* at the point after the stack-check prologue
 //! (the prologue only compares SP with the goroutine's stack guard; it moves nothing), and at every
-//! RET (SP is back at the return address). Measured on Go 1.19 in `../shared/ENVIRONMENT.md`.
+//! RET (SP is back at the return address). Measured on Go 1.19.
 
-use super::buildinfo::GoVersion;
+use super::{ArgLocation, Register};
+use crate::golang::GoVersion;
 use serde::Serialize;
 use std::fmt;
 
-/// An x86-64 integer register that the Go register ABI uses for arguments and results.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Reg {
-    Rax,
-    Rbx,
-    Rcx,
-    Rdi,
-    Rsi,
-    R8,
-    R9,
-    R10,
-    R11,
-}
-
-impl Reg {
-    /// The register's name in uprobe fetch-args (kernel `Documentation/trace/uprobetracer.rst`,
-    /// `%REG`, names from `arch/x86/kernel/ptrace.c` `regoffset_table`): `ax`, `bx`, ..., `r11`.
-    pub fn tracefs_name(self) -> &'static str {
-        match self {
-            Reg::Rax => "ax",
-            Reg::Rbx => "bx",
-            Reg::Rcx => "cx",
-            Reg::Rdi => "di",
-            Reg::Rsi => "si",
-            Reg::R8 => "r8",
-            Reg::R9 => "r9",
-            Reg::R10 => "r10",
-            Reg::R11 => "r11",
-        }
-    }
-}
-
-impl fmt::Display for Reg {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.tracefs_name())
-    }
-}
-
 /// The integer argument/result registers of the Go register ABI on amd64, in assignment order.
-pub const REGISTER_ORDER: [Reg; 9] = [
-    Reg::Rax,
-    Reg::Rbx,
-    Reg::Rcx,
-    Reg::Rdi,
-    Reg::Rsi,
-    Reg::R8,
-    Reg::R9,
-    Reg::R10,
-    Reg::R11,
+pub const REGISTER_ORDER: [Register; 9] = [
+    Register::Ax,
+    Register::Bx,
+    Register::Cx,
+    Register::Di,
+    Register::Si,
+    Register::R8,
+    Register::R9,
+    Register::R10,
+    Register::R11,
 ];
 
-/// Where one 8-byte word of an argument or result is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(tag = "in", rename_all = "snake_case")]
-pub enum WordLocation {
-    /// In a register.
-    Register { reg: Reg },
-    /// In memory at `SP + sp_offset` (SP as it is at entry, after the prologue and at RET).
-    Stack { sp_offset: u64 },
-}
-
-impl WordLocation {
-    /// The uprobe fetch-arg that reads this word as an unsigned 64-bit value: `%ax`, or
-    /// `+8(%sp)` (kernel uprobetracer syntax; `:s64`/`:u64` types may be appended by the caller).
-    pub fn fetcharg(&self) -> String {
-        match self {
-            WordLocation::Register { reg } => format!("%{}", reg.tracefs_name()),
-            WordLocation::Stack { sp_offset } => format!("+{sp_offset}(%sp)"),
-        }
-    }
-}
+/// The register holding the current goroutine (`g`) under the register ABI, at entry and at
+/// every RET (`abi-internal.md`, "amd64 architecture": R14 is the current goroutine).
+pub const GOROUTINE_REGISTER: Register = Register::R14;
 
 /// A Go calling convention on amd64.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -116,24 +61,20 @@ impl GoAbi {
     /// Register ABI: the word's register for `word < 9`; `None` beyond, because a word that does
     /// not fit in registers makes its whole argument stack-assigned, at an offset that depends on
     /// the signature. Stack ABI: `SP + 8 + 8*word` for any word.
-    pub fn arg(self, word: usize) -> Option<WordLocation> {
+    pub fn arg(self, word: usize) -> Option<ArgLocation> {
         match self {
-            GoAbi::Register => REGISTER_ORDER
-                .get(word)
-                .map(|&reg| WordLocation::Register { reg }),
-            GoAbi::Stack => stack_word(word),
+            GoAbi::Register => REGISTER_ORDER.get(word).map(|&r| ArgLocation::Register(r)),
+            GoAbi::Stack => ArgLocation::stack_slot(word),
         }
     }
 
     /// Where result word `word` is at a RET instruction. Register ABI: results are assigned to
     /// registers from RAX again, like arguments. Stack ABI: results follow the `arg_words`
     /// argument words on the caller's frame, at `SP + 8 + 8*(arg_words + word)`.
-    pub fn result(self, word: usize, arg_words: usize) -> Option<WordLocation> {
+    pub fn result(self, word: usize, arg_words: usize) -> Option<ArgLocation> {
         match self {
-            GoAbi::Register => REGISTER_ORDER
-                .get(word)
-                .map(|&reg| WordLocation::Register { reg }),
-            GoAbi::Stack => stack_word(arg_words.checked_add(word)?),
+            GoAbi::Register => REGISTER_ORDER.get(word).map(|&r| ArgLocation::Register(r)),
+            GoAbi::Stack => ArgLocation::stack_slot(arg_words.checked_add(word)?),
         }
     }
 
@@ -144,11 +85,6 @@ impl GoAbi {
             GoAbi::Stack => 0,
         }
     }
-}
-
-fn stack_word(word: usize) -> Option<WordLocation> {
-    let offset = u64::try_from(word).ok()?.checked_mul(8)?.checked_add(8)?;
-    Some(WordLocation::Stack { sp_offset: offset })
 }
 
 impl fmt::Display for GoAbi {
@@ -177,22 +113,29 @@ mod tests {
     #[test]
     fn register_order_is_the_go_internal_abi() {
         let names: Vec<String> = (0..9)
-            .map(|i| GoAbi::Register.arg(i).unwrap().fetcharg())
+            .map(|i| match GoAbi::Register.arg(i).unwrap() {
+                ArgLocation::Register(r) => r.name().to_string(),
+                l => panic!("{l:?}"),
+            })
             .collect();
         assert_eq!(
             names,
-            ["%ax", "%bx", "%cx", "%di", "%si", "%r8", "%r9", "%r10", "%r11"]
+            ["ax", "bx", "cx", "di", "si", "r8", "r9", "r10", "r11"]
         );
         assert_eq!(GoAbi::Register.arg(9), None);
-        assert_eq!(GoAbi::Register.result(0, 3).unwrap().fetcharg(), "%ax");
+        assert_eq!(
+            GoAbi::Register.result(0, 3),
+            Some(ArgLocation::Register(Register::Ax))
+        );
     }
 
     #[test]
     fn stack_abi_counts_from_sp_plus_8() {
-        assert_eq!(GoAbi::Stack.arg(0).unwrap().fetcharg(), "+8(%sp)");
-        assert_eq!(GoAbi::Stack.arg(2).unwrap().fetcharg(), "+24(%sp)");
+        let sp = |offset| Some(ArgLocation::EntryStack { offset });
+        assert_eq!(GoAbi::Stack.arg(0), sp(8));
+        assert_eq!(GoAbi::Stack.arg(2), sp(24));
         // func Add3(a, b, c int) int: the result follows three argument words.
-        assert_eq!(GoAbi::Stack.result(0, 3).unwrap().fetcharg(), "+32(%sp)");
+        assert_eq!(GoAbi::Stack.result(0, 3), sp(32));
         assert_eq!(GoAbi::Stack.arg(usize::MAX), None);
     }
 }

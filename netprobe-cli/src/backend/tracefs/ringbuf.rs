@@ -18,8 +18,8 @@
 //! Data events advance the running time by `time_delta`; padding does not. Every read here is bounds-checked: a
 //! malformed page yields the events before the fault and an error, never a panic.
 
+use crate::backend::tracefs::format::PageLayout;
 use crate::error::{Error, Result};
-use crate::tracefs::format::PageLayout;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::Path;
 

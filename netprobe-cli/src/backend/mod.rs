@@ -1,0 +1,74 @@
+//! Tracing backends: what places a plan's probes in the kernel and reads their hits back.
+//!
+//! The engine plans backend-neutral probes (`crate::plan`: functions, probe points, values at
+//! [`netprobe_core::abi::ArgLocation`]s), has the probe-safety gate check them
+//! (`crate::gate::CheckedPlan`), and hands them to a [`Backend`]; the event loop
+//! (`crate::runner`) polls the backend's descriptors and reads decoded [`Hit`]s into a sink.
+//!
+//! [`tracefs`] is the first backend: uprobes through `uprobe_events`, a tracefs instance of its
+//! own and its per-CPU ring buffers. A new backend (perf_event, BPF) is a new module here that
+//! implements [`Backend`]; it refuses what it cannot place (a user's raw tracefs fetch-arg text,
+//! [`crate::plan::FetchValue::Backend`], is tracefs's own).
+
+pub mod tracefs;
+
+use crate::error::Result;
+use crate::gate::CheckedPlan;
+use crate::plan::{Hit, ProbePlan};
+use std::os::fd::BorrowedFd;
+
+/// Events the kernel lost, and how sure we are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lost {
+    /// Sum of `overrun`, `commit overrun` and `dropped events` over all CPUs.
+    pub counted: u64,
+    /// A page said events were lost without saying how many.
+    pub unknown_amount: bool,
+}
+
+impl Lost {
+    pub fn any(&self) -> bool {
+        self.counted > 0 || self.unknown_amount
+    }
+}
+
+/// A live recording of one plan's probes.
+///
+/// Lifecycle: [`Backend::attach`] once, then any number of [`Backend::read`]s (after polling
+/// [`Backend::event_fds`]), [`Backend::stop`] to end recording and get what is still buffered,
+/// and [`Backend::detach`], which removes everything the backend created. Dropping a backend
+/// must detach too, so an error path leaves nothing behind.
+pub trait Backend {
+    /// Places every probe of `plan` and starts recording. `Ok(())` when all are placed and
+    /// enabled. On `Err` nothing the call created is left behind (every probe and buffer is
+    /// removed before it returns) and the error names the probe and the reason. Attaching a
+    /// second plan to a backend that holds one is an error.
+    fn attach(&mut self, plan: CheckedPlan) -> Result<()>;
+
+    /// The attached plan (an empty plan before [`Backend::attach`]).
+    fn plan(&self) -> &ProbePlan;
+
+    /// Descriptors that become readable (`POLLIN`) when hits are waiting; empty when not
+    /// attached or after [`Backend::detach`].
+    fn event_fds(&self) -> Vec<BorrowedFd<'_>>;
+
+    /// Reads what is available now and hands the decoded hits to `sink`, oldest first. Returns
+    /// how many were handed out: `Ok(0)` when nothing was waiting (or nothing is attached). Hits
+    /// that may still be overtaken by older ones of another buffer are held back until the next
+    /// call or [`Backend::stop`]. Records that do not decode are skipped and counted in
+    /// [`Backend::lost`]; `Err` only when reading itself fails.
+    fn read(&mut self, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> Result<u64>;
+
+    /// Hits lost so far (buffers full, records that did not decode); zero when not attached.
+    fn lost(&self) -> Lost;
+
+    /// Stops recording, hands every hit still buffered to `sink` and returns what was lost in
+    /// the whole recording. The probes stay placed (recording nothing) until
+    /// [`Backend::detach`]. `Ok(Lost::default())` when nothing is attached.
+    fn stop(&mut self, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> Result<Lost>;
+
+    /// Removes every probe and buffer the backend created; idempotent (`Ok(())` when nothing is
+    /// left). On `Err`, everything that could be removed is, and the error names the first
+    /// failure (what is left is what `netprobe clean` and the watchdog remove).
+    fn detach(&mut self) -> Result<()>;
+}
