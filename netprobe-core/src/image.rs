@@ -32,6 +32,15 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
     }
 }
 
+/// The format of the file at `path` by its first bytes ([`sniff`]; reads at most 4 bytes).
+/// `Ok(None)` for any other or a shorter file; `Err` when it cannot be opened or read.
+pub fn sniff_file(path: &Path) -> std::io::Result<Option<ImageFormat>> {
+    use std::io::Read;
+    let mut magic = Vec::with_capacity(4);
+    std::fs::File::open(path)?.take(4).read_to_end(&mut magic)?;
+    Ok(sniff(&magic))
+}
+
 /// Every probe-able function or method of the file at `path`, from the best sources for its
 /// format:
 /// - ELF: `.symtab`/`.dynsym`; for a Go binary the pclntab's functions first (they exist even when

@@ -8,6 +8,8 @@
 //! normalization is its own module (`normalize`), and every offset formula lives in `formulas`
 //! with its source cited.
 
+#![deny(unsafe_code)]
+
 pub mod addr;
 pub mod bytes;
 pub mod dotnet;

@@ -203,12 +203,7 @@ fn read_image(path: &Path, locs: &[&Location]) -> Option<GoImage> {
 /// The link-time address of code at file offset `off` (inverse of the segment formula over the
 /// executable segment holding it).
 fn vaddr_of_offset(bin: &GoBinary<'_>, off: FileOffset) -> Option<VirtAddr> {
-    bin.segments()
-        .0
-        .iter()
-        .find(|s| s.executable && off.0 >= s.offset && off.0 - s.offset < s.filesz)
-        .and_then(|s| s.vaddr.checked_add(off.0 - s.offset))
-        .map(VirtAddr)
+    bin.segments().code_vaddr_of_file_offset(off)
 }
 
 /// What the Go planner did over one command, for the summary lines on stderr.

@@ -16,7 +16,6 @@
 //! ```
 
 pub mod bundle;
-pub(crate) mod bytes;
 pub mod metadata;
 pub mod pe;
 pub mod r2r;
@@ -241,9 +240,9 @@ impl Assembly {
     /// (`c3aba5b9-2a5c-43a1-a419-3ca08b6eaaff`, without braces); `None` when absent.
     pub fn mvid(&self) -> Option<String> {
         let g = self.metadata().mvid()?;
-        let d1 = u32::from_le_bytes([g[0], g[1], g[2], g[3]]);
-        let d2 = u16::from_le_bytes([g[4], g[5]]);
-        let d3 = u16::from_le_bytes([g[6], g[7]]);
+        let d1 = crate::bytes::u32_at(&g, 0)?;
+        let d2 = crate::bytes::u16_at(&g, 4)?;
+        let d3 = crate::bytes::u16_at(&g, 6)?;
         Some(format!(
             "{d1:08x}-{d2:04x}-{d3:04x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
             g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15]
@@ -282,7 +281,7 @@ impl Assembly {
             2 => Some(u32::from(first >> 2)),
             3 => {
                 let fat = self.pe.bytes_at(&self.data, row.rva, 12)?;
-                bytes::u32_at(fat, 4)
+                crate::bytes::u32_at(fat, 4)
             }
             _ => None,
         }

@@ -11,7 +11,6 @@ pub mod buildinfo;
 pub mod moduledata;
 pub mod pclntab;
 pub mod prologue;
-pub(crate) mod read;
 
 pub use abi::{abi_for, GoAbi, Reg, WordLocation};
 pub use binary::{GoBinary, PclntabLocation, ProbePoint, ProbePoints, TextStartSource};

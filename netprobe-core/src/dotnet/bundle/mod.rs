@@ -43,7 +43,7 @@ impl Bundle {
 
     /// [`Bundle::open`] over bytes already read (`path` only names the bundle in messages).
     pub fn from_bytes(path: &Path, data: FileBytes) -> Result<Option<Bundle>> {
-        if !data.starts_with(b"\x7fELF") {
+        if crate::image::sniff(&data) != Some(crate::image::ImageFormat::Elf) {
             return Ok(None);
         }
         let manifest = match parser::parse(&data) {
