@@ -12,6 +12,7 @@
 
 pub mod addr;
 pub mod bytes;
+pub mod cache;
 pub mod dotnet;
 pub mod elf;
 pub mod error;

@@ -19,6 +19,7 @@ pub mod bundle;
 pub mod metadata;
 pub mod pe;
 pub mod r2r;
+pub mod runtime;
 
 use crate::addr::{FileOffset, Rva};
 use crate::bytes::FileBytes;
@@ -31,7 +32,9 @@ use std::path::{Path, PathBuf};
 
 pub use r2r::types::{CodeRange, EntryKind, MethodDetails, R2rMethod};
 
-/// A parsed .NET assembly (PE + CLI header + metadata + optional ReadyToRun header).
+/// A parsed .NET assembly (PE + CLI header + metadata + optional ReadyToRun header). Cloning
+/// shares its mapping and copies its parsed headers.
+#[derive(Clone)]
 pub struct Assembly {
     path: PathBuf,
     data: FileBytes,
@@ -45,6 +48,9 @@ pub struct Assembly {
     /// Where the assembly's first byte lies in the file it is stored in: 0 for an assembly file,
     /// the entry's offset for an assembly inside a single-file bundle.
     file_base: FileOffset,
+    /// [`Assembly::methods`], listed on first use and shared by every clone (the cache hands
+    /// out clones of one parse, [`crate::cache`]).
+    methods: std::sync::Arc<std::sync::Mutex<Option<Vec<R2rMethod>>>>,
 }
 
 /// The ReadyToRun part of an assembly.
@@ -66,10 +72,12 @@ impl Assembly {
     /// `path` may name an assembly inside a .NET single-file bundle as if the bundle were a
     /// folder (`./app/System.Private.CoreLib.dll`, see [`bundle::split_member_path`]); it is
     /// then opened in place ([`bundle::Bundle::assembly`]).
+    ///
+    /// The file is opened and parsed once per run ([`crate::cache`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Assembly> {
         let path = path.as_ref();
-        match FileBytes::open(path) {
-            Ok(bytes) => Assembly::from_bytes(path, bytes),
+        match crate::cache::image(path) {
+            Ok(image) => image.assembly(path).map(|a| a.with_path(path)),
             Err(e) => match bundle::open_member(path)? {
                 Some(asm) => Ok(asm),
                 None => Err(e),
@@ -144,9 +152,19 @@ impl Assembly {
             enclosing,
             r2r: None,
             file_base,
+            methods: Default::default(),
         };
         asm.r2r = asm.parse_r2r()?;
         Ok(asm)
+    }
+
+    /// This assembly named `path` in messages (the cache shares one parse between the paths of
+    /// one file).
+    pub(crate) fn with_path(&self, path: &Path) -> Assembly {
+        Assembly {
+            path: path.to_path_buf(),
+            ..self.clone()
+        }
     }
 
     fn parse_r2r(&self) -> Result<Option<R2rImage>> {
@@ -323,7 +341,22 @@ impl Assembly {
     /// (none in the shared framework's own images); those assemblies are then opened from the
     /// image's directory ([`r2r::SiblingAssemblies`]); what still cannot be found is named
     /// `[module#N]<token>`.
+    ///
+    /// Listed once per assembly (and its clones); a listing that fails is tried again.
     pub fn methods(&self) -> Result<Vec<R2rMethod>> {
+        let mut listed = self
+            .methods
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(m) = listed.as_ref() {
+            return Ok(m.clone());
+        }
+        let methods = self.list_methods()?;
+        *listed = Some(methods.clone());
+        Ok(methods)
+    }
+
+    fn list_methods(&self) -> Result<Vec<R2rMethod>> {
         let methods = self.methods_with(None)?;
         if !methods.iter().any(|m| m.name.contains("[module#")) {
             return Ok(methods);

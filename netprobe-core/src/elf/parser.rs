@@ -224,6 +224,38 @@ impl ElfView<'_> {
     }
 }
 
+/// What the rest of netprobe reads of an ELF file, parsed once per image
+/// ([`crate::cache::Part::Elf`]): loadable segments, section headers with their names, and
+/// function symbols ([`ElfView::functions`]).
+#[derive(Clone, Debug)]
+pub struct ElfFacts {
+    pub segments: crate::elf::LoadSegments,
+    pub section_headers: Vec<SectionHeader>,
+    /// The name of each section header, in order ("" when unreadable).
+    pub section_names: Vec<String>,
+    pub functions: Vec<RawFunction>,
+}
+
+impl ElfFacts {
+    /// Parses the headers and symbol tables; errors as [`ElfView::parse`] and
+    /// [`ElfView::functions`].
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<ElfFacts> {
+        let view = ElfView::parse(path, bytes)?;
+        let functions = view.functions(path)?;
+        let section_names = view
+            .section_headers
+            .iter()
+            .map(|sh| view.section_name(sh).unwrap_or("").to_string())
+            .collect();
+        Ok(ElfFacts {
+            segments: crate::elf::LoadSegments::from_program_headers(&view.program_headers),
+            section_names,
+            section_headers: view.section_headers,
+            functions,
+        })
+    }
+}
+
 /// The NUL-terminated string at `off` in a string table; `None` when out of bounds,
 /// unterminated, or not UTF-8.
 pub fn cstr_at(table: &[u8], off: usize) -> Option<&str> {
