@@ -9,33 +9,24 @@ use crate::gate::GateReport;
 use crate::mode::Mode;
 use crate::plan::{ArgRequest, Decode, ProbeKind, ProbePlan, Role};
 use netprobe_core::abi::IntType;
-use netprobe_core::elf::LoadSegments;
 use std::fmt::Write;
 use std::path::Path;
 
 /// The link-time virtual address of file offset `off` in the ELF file `path` (inverse of the
 /// segment formula over the PT_LOAD holding it); `None` if not ELF or not in a segment.
 fn vaddr_of(path: &Path, off: u64) -> Option<u64> {
-    let bytes = std::fs::read(path).ok()?;
-    let elf = goblin::elf::Elf::parse(&bytes).ok()?;
-    let segs = LoadSegments::from_elf(&elf);
-    let s = segs
-        .0
-        .iter()
-        .find(|s| off >= s.offset && off - s.offset < s.filesz)?;
-    Some(off - s.offset + s.vaddr)
+    netprobe_core::elf::ElfFile::open(path)
+        .ok()?
+        .segments()
+        .ok()?
+        .vaddr_of_file_offset(netprobe_core::addr::FileOffset(off))
+        .map(|v| v.0)
 }
 
 /// Whether `path` is an ELF file (its first bytes); unreadable files count as ELF (no claim).
 fn is_elf(path: &Path) -> bool {
-    let mut magic = [0u8; 4];
-    match std::fs::File::open(path).and_then(|mut f| {
-        use std::io::Read;
-        f.read_exact(&mut magic)
-    }) {
-        Ok(()) => &magic == b"\x7fELF",
-        Err(_) => true,
-    }
+    use netprobe_core::image::{sniff_file, ImageFormat};
+    sniff_file(path).map_or(true, |f| f == Some(ImageFormat::Elf))
 }
 
 /// A symbol name perf and bpftrace accept as is.

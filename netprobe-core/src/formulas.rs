@@ -23,6 +23,26 @@ pub fn elf_segment(vaddr: VirtAddr, p_vaddr: u64, p_offset: u64) -> Option<FileO
         .map(FileOffset)
 }
 
+/// The inverse of [`elf_segment`]: the link-time virtual address of the byte at file offset `off`,
+/// `vaddr = off - p_offset + p_vaddr`, over the `PT_LOAD` segment whose file bytes are
+/// `[p_offset, p_offset + p_filesz)` (System V gABI, "Program Header": those bytes are mapped at
+/// `p_vaddr`; the tail up to `p_memsz` is zero-filled and has no file offset).
+///
+/// Guarded: `None` when `off` lies outside the segment's file bytes (below `p_offset`, or at or
+/// past `p_offset + p_filesz`) or the sum overflows; never a wrapped address.
+pub fn elf_segment_inverse(
+    off: FileOffset,
+    p_vaddr: u64,
+    p_offset: u64,
+    p_filesz: u64,
+) -> Option<VirtAddr> {
+    let into = off.0.checked_sub(p_offset)?;
+    if into >= p_filesz {
+        return None;
+    }
+    p_vaddr.checked_add(into).map(VirtAddr)
+}
+
 /// The `.text` section formula of seed 004: `offset(fn) = va(fn) - va(.text) + offset(.text)`.
 ///
 /// Kept only to explain differences: it is right when the function lies inside `.text`, and wrong
@@ -108,6 +128,47 @@ mod tests {
             seed_text_section(VirtAddr(0x6794c0), 0x401a50, 0x1a50),
             Some(FileOffset(0x2794c0))
         );
+    }
+
+    #[test]
+    fn segment_inverse_round_trips_and_stays_inside() {
+        let (p_vaddr, p_offset, p_filesz) = (0x401000, 0x1000, 0x2000);
+        let off = elf_segment(VirtAddr(0x401a50), p_vaddr, p_offset).unwrap();
+        assert_eq!(
+            elf_segment_inverse(off, p_vaddr, p_offset, p_filesz),
+            Some(VirtAddr(0x401a50))
+        );
+        assert_eq!(
+            elf_segment_inverse(FileOffset(0xfff), p_vaddr, p_offset, p_filesz),
+            None
+        );
+        assert_eq!(
+            elf_segment_inverse(FileOffset(0x3000), p_vaddr, p_offset, p_filesz),
+            None
+        );
+        assert_eq!(
+            elf_segment_inverse(FileOffset(0x2fff), p_vaddr, p_offset, p_filesz),
+            Some(VirtAddr(0x402fff))
+        );
+        assert_eq!(
+            elf_segment_inverse(FileOffset(u64::MAX), u64::MAX, 0, u64::MAX),
+            None
+        );
+    }
+
+    proptest::proptest! {
+        /// Any segment and offset: the inverse is `None` or an address the forward formula
+        /// maps back to the same offset.
+        #[test]
+        fn segment_inverse_is_an_inverse(off in proptest::prelude::any::<u64>(),
+                                         p_vaddr in proptest::prelude::any::<u64>(),
+                                         p_offset in proptest::prelude::any::<u64>(),
+                                         p_filesz in proptest::prelude::any::<u64>()) {
+            if let Some(v) = elf_segment_inverse(FileOffset(off), p_vaddr, p_offset, p_filesz) {
+                proptest::prop_assert_eq!(elf_segment(v, p_vaddr, p_offset), Some(FileOffset(off)));
+                proptest::prop_assert!(off >= p_offset && off - p_offset < p_filesz);
+            }
+        }
     }
 
     #[test]

@@ -5,9 +5,7 @@
 //! with).
 
 use crate::addr::FileOffset;
-use crate::bytes::FileBytes;
 use crate::dotnet::bundle::Bundle;
-use crate::elf::ElfFile;
 use crate::error::{Error, Result};
 use crate::symbol::{Symbol, SymbolSource};
 use serde::Serialize;
@@ -32,6 +30,15 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
     }
 }
 
+/// The format of the file at `path` by its first bytes ([`sniff`]; reads at most 4 bytes).
+/// `Ok(None)` for any other or a shorter file; `Err` when it cannot be opened or read.
+pub fn sniff_file(path: &Path) -> std::io::Result<Option<ImageFormat>> {
+    use std::io::Read;
+    let mut magic = Vec::with_capacity(4);
+    std::fs::File::open(path)?.take(4).read_to_end(&mut magic)?;
+    Ok(sniff(&magic))
+}
+
 /// Every probe-able function or method of the file at `path`, from the best sources for its
 /// format:
 /// - ELF: `.symtab`/`.dynsym`; for a Go binary the pclntab's functions first (they exist even when
@@ -42,26 +49,37 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
 /// Errors: [`Error::NotAnObjectFile`], [`Error::Malformed`], I/O errors naming the path, and for
 /// PE files the .NET-specific errors (IL-only assembly: not probe-able). A Go table that cannot be
 /// read leaves the ELF tables as the only source; without them its error is returned.
+///
+/// The file is opened and parsed once per run ([`crate::cache`]); each call returns a copy of
+/// the list.
 pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
-    let bytes = match FileBytes::open(path) {
-        Ok(b) => b,
+    let image = match crate::cache::image(path) {
+        Ok(i) => i,
         // An assembly inside a single-file bundle, named as a file in a folder named after the
         // bundle (`./app/System.Private.CoreLib.dll`).
-        Err(e) => {
-            return match crate::dotnet::bundle::open_member(path)? {
-                Some(asm) => asm.symbols(),
-                None => Err(e),
-            }
-        }
+        Err(e) => match crate::dotnet::bundle::open_member_image(path)? {
+            Some(image) => image,
+            None => return Err(e),
+        },
     };
-    match sniff(&bytes) {
+    image.symbols(path).map(|s| s.as_ref().clone())
+}
+
+/// [`load_symbols`] of a cached image (computed once per image by [`crate::cache::Image::symbols`]).
+pub(crate) fn symbols_of(
+    image: &crate::cache::Image,
+    path: &Path,
+    p: &crate::cache::Parsed<'_>,
+) -> Result<Vec<Symbol>> {
+    match sniff(p.bytes) {
         Some(ImageFormat::Elf) => {
-            let (go, go_error) = match crate::golang::GoBinary::parse(path, &bytes) {
+            let (go, go_error) = match image.go(path, p) {
                 Ok(Some(bin)) => (bin.symbols().ok(), None),
                 Ok(None) => (None, None),
                 Err(e) => (None, Some(e)),
             };
-            let elf = ElfFile::from_bytes(path, bytes)?.symbols()?;
+            let facts = image.elf(path)?;
+            let elf = crate::elf::resolver::symbols_of(&facts.functions, &facts.segments);
             Ok(match go {
                 // A Go table whose function addresses cannot be established (see
                 // `golang::moduledata`) lists nothing; with no ELF functions either, its reason
@@ -81,7 +99,7 @@ pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
                 }
             })
         }
-        Some(ImageFormat::Pe) => crate::dotnet::Assembly::from_bytes(path, bytes)?.symbols(),
+        Some(ImageFormat::Pe) => image.assembly(path)?.with_path(path).symbols(),
         None => Err(Error::NotAnObjectFile {
             path: path.to_path_buf(),
         }),
@@ -114,13 +132,16 @@ pub fn load_image_symbols(path: &Path) -> Result<Vec<ImageSymbols>> {
     // A bundled assembly named as `BUNDLE/NAME.dll` is one image already.
     let member = crate::dotnet::bundle::split_member_path(path).is_some();
     if let Some(bundle) = (!member).then(|| Bundle::open(path)).transpose()?.flatten() {
-        for (entry, asm) in bundle.mapped_assemblies() {
-            let Ok(asm) = asm else { continue };
-            let Ok(symbols) = asm.symbols() else { continue };
+        for entry in bundle.mapped_entries() {
+            // Each bundled assembly is parsed and listed once per run ([`crate::cache`]).
+            let symbols = bundle
+                .member_image(entry)
+                .and_then(|i| i.symbols(&bundle.member_path(entry)));
+            let Ok(symbols) = symbols else { continue };
             out.push(ImageSymbols {
                 image: bundle.member_path(entry),
                 file_base: entry.offset,
-                symbols,
+                symbols: symbols.as_ref().clone(),
             });
         }
     }

@@ -6,11 +6,16 @@
 //! Layout (after blazesym): one folder per symbol source (`elf/`, `perfmap/`, `dotnet/`,
 //! `golang/`), each split into `parser.rs` / `resolver.rs` / `types.rs`; address-to-file-offset
 //! normalization is its own module (`normalize`), and every offset formula lives in `formulas`
-//! with its source cited.
+//! with its source cited. Untrusted bytes are read only through `bytes` (bounds-checked, the one
+//! `unsafe` mmap) and ELF headers only through `elf::parser::ElfView` (panic-guarded); every
+//! entry point opens and parses an image once per run through `cache`.
+
+#![deny(unsafe_code)]
 
 pub mod abi;
 pub mod addr;
 pub mod bytes;
+pub mod cache;
 pub mod dotnet;
 pub mod elf;
 pub mod error;

@@ -37,7 +37,7 @@
 
 use crate::addr::{FileOffset, Rva, VirtAddr};
 use crate::bytes::FileBytes;
-use crate::dotnet::bundle::Bundle;
+use crate::cache::{Image, Parsed, Part};
 use crate::dotnet::pe::PeSection;
 use crate::dotnet::Assembly;
 use crate::elf::parser::{ElfView, RawFunction};
@@ -49,6 +49,7 @@ use goblin::elf::section_header::{SHF_EXECINSTR, SHT_NOBITS};
 use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One probe to check.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -322,7 +323,7 @@ pub fn instruction_boundary(code: &[u8], target: usize) -> Boundary {
 /// An executable range of the file: file offsets `[offset, offset + len)` at addresses
 /// `[address, address + len)`.
 #[derive(Clone, Copy, Debug)]
-struct CodeRange {
+pub(crate) struct CodeRange {
     offset: u64,
     len: u64,
     address: u64,
@@ -340,11 +341,13 @@ impl CodeRange {
 /// One probed file, opened for checking.
 pub struct CodeFile {
     path: PathBuf,
-    bytes: FileBytes,
+    /// Its bytes and tables: parsed once per run ([`crate::cache`]) for a file opened by
+    /// [`CodeFile::open`].
+    image: Arc<Image>,
 }
 
 /// Section facts of an ELF file.
-struct ElfSection {
+pub(crate) struct ElfSection {
     name: String,
     addr: u64,
     size: u64,
@@ -352,13 +355,16 @@ struct ElfSection {
     nobits: bool,
 }
 
-/// The format-specific tables of a file, read once per [`CodeFile::check`].
-enum Tables<'a> {
+/// The tables of a file as the cache keeps them (a refusal when they cannot be read).
+pub(crate) type CachedTables<'a> = Arc<Result<Tables<'a>, Refusal>>;
+
+/// The format-specific tables of a file, read once per image ([`crate::cache::Part::SafetyTables`]).
+pub(crate) enum Tables<'a> {
     Elf {
         ranges: Vec<CodeRange>,
         sections: Vec<ElfSection>,
         functions: Vec<RawFunction>,
-        go: Option<Box<GoBinary<'a>>>,
+        go: Option<Arc<GoBinary<'a>>>,
         /// Go: how many function entries of the whole table are not preceded by padding, of
         /// how many could be checked ([`CodeFile::go_alignment`]).
         go_misaligned: (usize, usize),
@@ -386,11 +392,12 @@ fn r2r_pad(b: u8) -> bool {
 }
 
 impl CodeFile {
-    /// Opens `path` (mapped). Errors: I/O errors naming the path.
+    /// Opens `path` (mapped; once per run, with its tables, [`crate::cache`]). Errors: I/O
+    /// errors naming the path.
     pub fn open(path: &Path) -> crate::Result<CodeFile> {
         Ok(CodeFile {
             path: path.to_path_buf(),
-            bytes: FileBytes::open(path)?,
+            image: crate::cache::image(path)?,
         })
     }
 
@@ -398,25 +405,35 @@ impl CodeFile {
     pub fn from_bytes(path: &Path, bytes: FileBytes) -> CodeFile {
         CodeFile {
             path: path.to_path_buf(),
-            bytes,
+            image: Arc::new(Image::uncached(path, bytes)),
         }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.image.bytes()
     }
 
     /// Checks every probe of `requests` against this file; one result per request, in order.
     pub fn check(&self, requests: &[ProbeRequest]) -> Vec<Result<Passed, Refusal>> {
-        match self.tables() {
-            Ok(t) => requests.iter().map(|r| self.check_one(&t, r)).collect(),
-            Err(e) => requests.iter().map(|_| Err(e.clone())).collect(),
-        }
+        self.image.with(|p| {
+            let tables = p
+                .safety
+                .get_or_init(&self.image, Part::SafetyTables, || Arc::new(self.tables(p)));
+            match tables.as_ref() {
+                Ok(t) => requests.iter().map(|r| self.check_one(t, r)).collect(),
+                Err(e) => requests.iter().map(|_| Err(e.clone())).collect(),
+            }
+        })
     }
 
-    fn tables(&self) -> Result<Tables<'_>, Refusal> {
+    fn tables<'a>(&self, p: &Parsed<'a>) -> Result<Tables<'a>, Refusal> {
         let unreadable = |e: crate::Error| Refusal::Unreadable(e.to_string());
-        match sniff(&self.bytes) {
+        let image = &self.image;
+        match sniff(p.bytes) {
             Some(ImageFormat::Elf) => {
-                let view = ElfView::parse(&self.path, &self.bytes).map_err(unreadable)?;
-                let segments = LoadSegments::from_program_headers(&view.program_headers);
-                let ranges: Vec<CodeRange> = segments
+                let facts = image.elf(&self.path).map_err(unreadable)?;
+                let ranges: Vec<CodeRange> = facts
+                    .segments
                     .0
                     .iter()
                     .filter(|s| s.executable)
@@ -426,26 +443,24 @@ impl CodeFile {
                         address: s.vaddr,
                     })
                     .collect();
-                let sections = view
+                let sections = facts
                     .section_headers
                     .iter()
-                    .map(|sh| ElfSection {
-                        name: view.section_name(sh).unwrap_or("").to_string(),
+                    .zip(&facts.section_names)
+                    .map(|(sh, name)| ElfSection {
+                        name: name.clone(),
                         addr: sh.sh_addr,
                         size: sh.sh_size,
                         executable: sh.sh_flags & u64::from(SHF_EXECINSTR) != 0,
                         nobits: sh.sh_type == SHT_NOBITS,
                     })
                     .collect();
-                let functions = view.functions(&self.path).map_err(unreadable)?;
-                let go = GoBinary::parse(&self.path, &self.bytes)
-                    .ok()
-                    .flatten()
-                    .map(Box::new);
+                let functions = facts.functions.clone();
+                let go = image.go(&self.path, p).ok().flatten();
                 let go_misaligned = go
                     .as_deref()
                     .map_or((0, 0), |g| self.go_alignment(&ranges, g));
-                let bundled = match Bundle::from_bytes(&self.path, self.reopen()?) {
+                let bundled = match image.bundle(&self.path) {
                     Ok(Some(bundle)) => bundle
                         .mapped_assemblies()
                         .into_iter()
@@ -466,23 +481,13 @@ impl CodeFile {
                 })
             }
             Some(ImageFormat::Pe) => {
-                let asm = Assembly::from_bytes(&self.path, self.reopen()?).map_err(unreadable)?;
+                let asm = image.assembly(&self.path).map_err(unreadable)?;
                 Ok(pe_tables(&asm))
             }
             None => Err(Refusal::Unreadable(format!(
                 "{} is neither ELF nor PE",
                 self.path.display()
             ))),
-        }
-    }
-
-    /// The file's bytes again, for a reader that owns its bytes: a second mapping (or a copy).
-    fn reopen(&self) -> Result<FileBytes, Refusal> {
-        match &self.bytes {
-            FileBytes::Mapped(_) => {
-                FileBytes::open(&self.path).map_err(|e| Refusal::Unreadable(e.to_string()))
-            }
-            FileBytes::Owned(v) => Ok(FileBytes::Owned(v.clone())),
         }
     }
 
@@ -551,8 +556,8 @@ impl CodeFile {
             .ok_or(Refusal::NotExecutable { format })?;
         let range_end = start_range.offset + start_range.len;
         let code = self
-            .bytes
-            .get(unit.start.0 as usize..range_end.min(self.bytes.len() as u64) as usize)
+            .bytes()
+            .get(unit.start.0 as usize..range_end.min(self.bytes().len() as u64) as usize)
             .unwrap_or(&[]);
         let target = (r.offset.0 - unit.start.0) as usize;
         match instruction_boundary(code, target) {
@@ -788,7 +793,7 @@ impl CodeFile {
         }
         let range = ranges.iter().find(|c| c.holds_address(prev_end))?;
         let from = range.offset + (prev_end - range.address);
-        let bytes = self.bytes.get(from as usize..(from + gap) as usize)?;
+        let bytes = self.bytes().get(from as usize..(from + gap) as usize)?;
         Some(
             bytes
                 .iter()
@@ -835,18 +840,28 @@ pub fn missing_offset_reasons(
     symbols: &[crate::symbol::Symbol],
 ) -> Vec<Option<String>> {
     use crate::symbol::{Address, SymbolOrigin};
-    let bytes = FileBytes::open(path).ok();
-    let bytes = bytes.as_deref().unwrap_or(&[]);
-    let segments = ElfView::parse(path, bytes)
-        .ok()
-        .map(|v| LoadSegments::from_program_headers(&v.program_headers));
-    let go_text_unknown = || {
-        GoBinary::parse(path, bytes)
+    let image = crate::cache::image(path).ok();
+    let elf = image
+        .as_ref()
+        .filter(|i| sniff(i.bytes()) == Some(ImageFormat::Elf));
+    let segments = elf.and_then(|i| match i.elf(path) {
+        Ok(facts) => Some(facts.segments.clone()),
+        // Headers readable, symbol tables not: the segments still tell.
+        Err(_) => ElfView::parse(path, i.bytes())
             .ok()
-            .flatten()
-            .is_some_and(|g| {
-                g.pclntab().version().entries_are_text_offsets() && g.pclntab().text_start() == 0
+            .map(|v| LoadSegments::from_program_headers(&v.program_headers)),
+    });
+    let go_text_unknown = || {
+        elf.and_then(|i| {
+            i.with_go(path, |g| {
+                g.is_some_and(|g| {
+                    g.pclntab().version().entries_are_text_offsets()
+                        && g.pclntab().text_start() == 0
+                })
             })
+            .ok()
+        })
+        .unwrap_or(false)
     };
     let mut text_unknown: Option<bool> = None;
     symbols

@@ -31,7 +31,6 @@ use crate::plan::{FunctionPlan, PairingKey, Returns};
 use crate::spec::{Location, ProbeSpec, SpecTarget};
 use netprobe_core::abi::CallingConvention;
 use netprobe_core::addr::{FileOffset, VirtAddr};
-use netprobe_core::bytes::FileBytes;
 use netprobe_core::golang::{GoAbi, GoBinary, GoVersion};
 use netprobe_core::symbol::{Address, SymbolKind};
 use std::collections::HashMap;
@@ -148,13 +147,20 @@ impl GoImages {
 
 /// Reads the Go facts of `path` for `locs`; `None` when it is not a Go binary.
 fn read_image(path: &Path, locs: &[&Location]) -> Option<GoImage> {
-    let bytes = FileBytes::open(path).ok()?;
-    let bin = GoBinary::parse(path, &bytes).ok()??;
+    // The Go tables the resolver and the probe-safety gate use too: parsed once per run.
+    netprobe_core::cache::image(path)
+        .ok()?
+        .with_go(path, |bin| read_functions(path, bin?, locs))
+        .ok()?
+}
+
+/// The facts the planner needs of each location's function in the Go binary `bin`.
+fn read_functions(path: &Path, bin: &GoBinary<'_>, locs: &[&Location]) -> Option<GoImage> {
     let mut functions = HashMap::new();
     for loc in locs {
         let vaddr = match loc.symbol.as_ref().map(|s| s.address) {
             Some(Address::Virt(v)) => Some(v),
-            _ => vaddr_of_offset(&bin, loc.file_offset),
+            _ => vaddr_of_offset(bin, loc.file_offset),
         };
         let Some(f) = vaddr.and_then(|v| bin.function_at(v)) else {
             continue;
@@ -209,12 +215,7 @@ fn read_image(path: &Path, locs: &[&Location]) -> Option<GoImage> {
 /// The link-time address of code at file offset `off` (inverse of the segment formula over the
 /// executable segment holding it).
 fn vaddr_of_offset(bin: &GoBinary<'_>, off: FileOffset) -> Option<VirtAddr> {
-    bin.segments()
-        .0
-        .iter()
-        .find(|s| s.executable && off.0 >= s.offset && off.0 - s.offset < s.filesz)
-        .and_then(|s| s.vaddr.checked_add(off.0 - s.offset))
-        .map(VirtAddr)
+    bin.segments().code_vaddr_of_file_offset(off)
 }
 
 /// What the Go planner did over one command, for the summary lines on stderr.

@@ -16,10 +16,10 @@
 //! ```
 
 pub mod bundle;
-pub(crate) mod bytes;
 pub mod metadata;
 pub mod pe;
 pub mod r2r;
+pub mod runtime;
 
 use crate::addr::{FileOffset, Rva};
 use crate::bytes::FileBytes;
@@ -32,7 +32,9 @@ use std::path::{Path, PathBuf};
 
 pub use r2r::types::{CodeRange, EntryKind, MethodDetails, R2rMethod};
 
-/// A parsed .NET assembly (PE + CLI header + metadata + optional ReadyToRun header).
+/// A parsed .NET assembly (PE + CLI header + metadata + optional ReadyToRun header). Cloning
+/// shares its mapping and copies its parsed headers.
+#[derive(Clone)]
 pub struct Assembly {
     path: PathBuf,
     data: FileBytes,
@@ -46,6 +48,9 @@ pub struct Assembly {
     /// Where the assembly's first byte lies in the file it is stored in: 0 for an assembly file,
     /// the entry's offset for an assembly inside a single-file bundle.
     file_base: FileOffset,
+    /// [`Assembly::methods`], listed on first use and shared by every clone (the cache hands
+    /// out clones of one parse, [`crate::cache`]).
+    methods: std::sync::Arc<std::sync::Mutex<Option<Vec<R2rMethod>>>>,
 }
 
 /// The ReadyToRun part of an assembly.
@@ -67,10 +72,12 @@ impl Assembly {
     /// `path` may name an assembly inside a .NET single-file bundle as if the bundle were a
     /// folder (`./app/System.Private.CoreLib.dll`, see [`bundle::split_member_path`]); it is
     /// then opened in place ([`bundle::Bundle::assembly`]).
+    ///
+    /// The file is opened and parsed once per run ([`crate::cache`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Assembly> {
         let path = path.as_ref();
-        match FileBytes::open(path) {
-            Ok(bytes) => Assembly::from_bytes(path, bytes),
+        match crate::cache::image(path) {
+            Ok(image) => image.assembly(path).map(|a| a.with_path(path)),
             Err(e) => match bundle::open_member(path)? {
                 Some(asm) => Ok(asm),
                 None => Err(e),
@@ -145,9 +152,19 @@ impl Assembly {
             enclosing,
             r2r: None,
             file_base,
+            methods: Default::default(),
         };
         asm.r2r = asm.parse_r2r()?;
         Ok(asm)
+    }
+
+    /// This assembly named `path` in messages (the cache shares one parse between the paths of
+    /// one file).
+    pub(crate) fn with_path(&self, path: &Path) -> Assembly {
+        Assembly {
+            path: path.to_path_buf(),
+            ..self.clone()
+        }
     }
 
     fn parse_r2r(&self) -> Result<Option<R2rImage>> {
@@ -241,9 +258,9 @@ impl Assembly {
     /// (`c3aba5b9-2a5c-43a1-a419-3ca08b6eaaff`, without braces); `None` when absent.
     pub fn mvid(&self) -> Option<String> {
         let g = self.metadata().mvid()?;
-        let d1 = u32::from_le_bytes([g[0], g[1], g[2], g[3]]);
-        let d2 = u16::from_le_bytes([g[4], g[5]]);
-        let d3 = u16::from_le_bytes([g[6], g[7]]);
+        let d1 = crate::bytes::u32_at(&g, 0)?;
+        let d2 = crate::bytes::u16_at(&g, 4)?;
+        let d3 = crate::bytes::u16_at(&g, 6)?;
         Some(format!(
             "{d1:08x}-{d2:04x}-{d3:04x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
             g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15]
@@ -282,7 +299,7 @@ impl Assembly {
             2 => Some(u32::from(first >> 2)),
             3 => {
                 let fat = self.pe.bytes_at(&self.data, row.rva, 12)?;
-                bytes::u32_at(fat, 4)
+                crate::bytes::u32_at(fat, 4)
             }
             _ => None,
         }
@@ -324,7 +341,22 @@ impl Assembly {
     /// (none in the shared framework's own images); those assemblies are then opened from the
     /// image's directory ([`r2r::SiblingAssemblies`]); what still cannot be found is named
     /// `[module#N]<token>`.
+    ///
+    /// Listed once per assembly (and its clones); a listing that fails is tried again.
     pub fn methods(&self) -> Result<Vec<R2rMethod>> {
+        let mut listed = self
+            .methods
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(m) = listed.as_ref() {
+            return Ok(m.clone());
+        }
+        let methods = self.list_methods()?;
+        *listed = Some(methods.clone());
+        Ok(methods)
+    }
+
+    fn list_methods(&self) -> Result<Vec<R2rMethod>> {
         let methods = self.methods_with(None)?;
         if !methods.iter().any(|m| m.name.contains("[module#")) {
             return Ok(methods);

@@ -5,8 +5,8 @@
 //! "Section Table", "The .edata Section"); ECMA-335 II.25 (CLI header, II.25.3.3). Written for
 //! untrusted input: every read is bounds-checked and a malformed file gives `Err(what)`.
 
-use super::bytes::{cstr_at, slice, u16_at, u32_at, u64_at, us};
 use crate::addr::{FileOffset, Rva};
+use crate::bytes::{cstr_at, slice, u16_at, u32_at, u64_at, us};
 use crate::formulas;
 use serde::Serialize;
 
@@ -112,7 +112,7 @@ impl PeImage {
     /// Parses the headers. `Err(what)` names the first structure that is missing or cut short;
     /// a file that does not start with `MZ` + `PE\0\0` gives `Err("not a PE file")`.
     pub fn parse(data: &[u8]) -> Result<PeImage, String> {
-        if slice(data, 0, 2) != Some(b"MZ") {
+        if crate::image::sniff(data) != Some(crate::image::ImageFormat::Pe) {
             return Err("not a PE file".into());
         }
         let pe = us(u32_at(data, 0x3c).ok_or("DOS header cut short")?);

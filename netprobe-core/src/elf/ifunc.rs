@@ -90,10 +90,11 @@ pub fn resolve_ifunc(
     let mem = std::fs::File::open(&mem_path).map_err(|e| Error::io(&mem_path, e))?;
     for (n, img) in order.iter().enumerate() {
         let path = open_path(process, img);
-        let Ok(bytes) = crate::bytes::FileBytes::open(&path) else {
+        // Opened once per run ([`crate::cache`]), shared with the symbol readers.
+        let Ok(image) = crate::cache::image(&path) else {
             continue;
         };
-        let Ok(elf) = parse_elf(&path, &bytes) else {
+        let Ok(elf) = parse_elf(&path, image.bytes()) else {
             continue;
         };
         let Some(bias) = load_bias(img, &LoadSegments::from_elf(&elf)) else {

@@ -15,6 +15,7 @@
 //! (`UnmanagedCallersOnly(EntryPoint = ...)`) are in `.dynsym`; other methods have names only in
 //! the compiler's compressed stack-trace metadata, which netprobe does not decode.
 
+use crate::bytes::{u16_at, u32_at, u64_at};
 use crate::elf::parser::ElfView;
 use crate::elf::LoadSegments;
 use goblin::elf::section_header::SHT_RELA;
@@ -35,22 +36,6 @@ pub struct NativeAotImage {
     pub number_of_sections: u16,
     /// `[start, end)` of the `__managedcode` section, when the image has one.
     pub managed_code: Option<(u64, u64)>,
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(
-        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
-    ))
-}
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
 }
 
 /// The NativeAOT module header of `view`, when it is a NativeAOT image (64-bit little-endian

@@ -12,15 +12,19 @@
 
 use crate::addr::VirtAddr;
 use crate::error::{Error, Result};
+use crate::image::{sniff, ImageFormat};
 use crate::symbol::{SymbolKind, SymbolOrigin};
 use goblin::container::Ctx;
 use goblin::elf::header::Header;
 use goblin::elf::program_header::ProgramHeader;
+use goblin::elf::reloc::RelocSection;
 use goblin::elf::section_header::{
-    SectionHeader, SHN_UNDEF, SHT_DYNSYM, SHT_GNU_VERDEF, SHT_GNU_VERSYM, SHT_NOBITS, SHT_SYMTAB,
+    SectionHeader, SHN_UNDEF, SHT_DYNSYM, SHT_GNU_VERDEF, SHT_GNU_VERSYM, SHT_NOBITS, SHT_RELA,
+    SHT_SYMTAB,
 };
 use goblin::elf::sym::{Symtab, STT_FUNC, STT_GNU_IFUNC};
 use goblin::elf::Elf;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// An ELF file's headers over its bytes; tables are read on demand.
@@ -46,7 +50,7 @@ impl<'a> ElfView<'a> {
     /// Parses the headers. Errors: [`Error::NotAnObjectFile`] without the ELF magic,
     /// [`Error::Malformed`] when a header is out of bounds or inconsistent.
     pub fn parse(path: &Path, bytes: &'a [u8]) -> Result<ElfView<'a>> {
-        if bytes.len() < 4 || &bytes[..4] != b"\x7fELF" {
+        if sniff(bytes) != Some(ImageFormat::Elf) {
             return Err(Error::NotAnObjectFile {
                 path: path.to_path_buf(),
             });
@@ -163,12 +167,99 @@ impl<'a> ElfView<'a> {
     }
 }
 
+impl ElfView<'_> {
+    /// Every `R_X86_64_RELATIVE` relocation (System V x86-64 psABI, table "Relocation Types":
+    /// `B + A`) of the RELA sections: relocated word's address to its addend (negative addends,
+    /// which no pointer has, are left out). Unreadable sections are skipped.
+    pub fn relative_relocations(&self) -> HashMap<u64, u64> {
+        const R_X86_64_RELATIVE: u32 = 8;
+        self.section_headers
+            .iter()
+            .filter(|sh| sh.sh_type == SHT_RELA)
+            .filter_map(|sh| {
+                guarded(Path::new(""), || {
+                    RelocSection::parse(
+                        self.bytes,
+                        usize::try_from(sh.sh_offset).unwrap_or(usize::MAX),
+                        usize::try_from(sh.sh_size).unwrap_or(usize::MAX),
+                        true,
+                        self.ctx,
+                    )
+                })
+                .ok()
+            })
+            .flat_map(|relocs| {
+                relocs
+                    .iter()
+                    .filter(|r| r.r_type == R_X86_64_RELATIVE)
+                    .filter_map(|r| Some((r.r_offset, u64::try_from(r.r_addend?).ok()?)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The value of the `.symtab` symbol named `name`; `None` without a symbol table or symbol.
+    pub fn symbol_value(&self, name: &str) -> Option<u64> {
+        let symtab = self
+            .section_headers
+            .iter()
+            .find(|sh| sh.sh_type == SHT_SYMTAB)?;
+        let names = self.section_bytes(self.section_headers.get(symtab.sh_link as usize)?)?;
+        let entsize = goblin::elf::sym::Sym::size(self.ctx.container) as u64;
+        let count = usize::try_from(symtab.sh_size / entsize).ok()?;
+        let syms = guarded(Path::new(""), || {
+            Symtab::parse(
+                self.bytes,
+                usize::try_from(symtab.sh_offset).unwrap_or(usize::MAX),
+                count,
+                self.ctx,
+            )
+        })
+        .ok()?;
+        let found = syms
+            .iter()
+            .find(|s| cstr_at(names, s.st_name) == Some(name))
+            .map(|s| s.st_value);
+        found
+    }
+}
+
+/// What the rest of netprobe reads of an ELF file, parsed once per image
+/// ([`crate::cache::Part::Elf`]): loadable segments, section headers with their names, and
+/// function symbols ([`ElfView::functions`]).
+#[derive(Clone, Debug)]
+pub struct ElfFacts {
+    pub segments: crate::elf::LoadSegments,
+    pub section_headers: Vec<SectionHeader>,
+    /// The name of each section header, in order ("" when unreadable).
+    pub section_names: Vec<String>,
+    pub functions: Vec<RawFunction>,
+}
+
+impl ElfFacts {
+    /// Parses the headers and symbol tables; errors as [`ElfView::parse`] and
+    /// [`ElfView::functions`].
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<ElfFacts> {
+        let view = ElfView::parse(path, bytes)?;
+        let functions = view.functions(path)?;
+        let section_names = view
+            .section_headers
+            .iter()
+            .map(|sh| view.section_name(sh).unwrap_or("").to_string())
+            .collect();
+        Ok(ElfFacts {
+            segments: crate::elf::LoadSegments::from_program_headers(&view.program_headers),
+            section_names,
+            section_headers: view.section_headers,
+            functions,
+        })
+    }
+}
+
 /// The NUL-terminated string at `off` in a string table; `None` when out of bounds,
 /// unterminated, or not UTF-8.
 pub fn cstr_at(table: &[u8], off: usize) -> Option<&str> {
-    let rest = table.get(off..)?;
-    let end = memchr::memchr(0, rest)?;
-    std::str::from_utf8(&rest[..end]).ok()
+    std::str::from_utf8(crate::bytes::cstr_at(table, off)?).ok()
 }
 
 /// A function symbol as the tables state it.
@@ -329,7 +420,7 @@ fn functions_via_dynamic(path: &Path, bytes: &[u8]) -> Result<Vec<RawFunction>> 
 
 /// Parses the whole file with goblin (all tables); for callers that need goblin's `Elf`.
 pub fn parse_elf<'a>(path: &Path, bytes: &'a [u8]) -> Result<Elf<'a>> {
-    if bytes.len() < 4 || &bytes[..4] != b"\x7fELF" {
+    if sniff(bytes) != Some(ImageFormat::Elf) {
         return Err(Error::NotAnObjectFile {
             path: path.to_path_buf(),
         });

@@ -19,13 +19,22 @@ use std::path::{Path, PathBuf};
 pub struct ElfFile {
     path: PathBuf,
     bytes: FileBytes,
+    /// The cached image it was opened from ([`ElfFile::open`]); `None` for bytes handed in.
+    image: Option<std::sync::Arc<crate::cache::Image>>,
 }
 
 impl ElfFile {
     /// Opens and checks `path`. Errors: [`crate::Error::NotAnObjectFile`] when it is no ELF file,
     /// [`crate::Error::Malformed`] when it is truncated or corrupt, I/O errors naming the path.
+    /// The file is opened and its tables parsed once per run ([`crate::cache`]).
     pub fn open(path: &Path) -> Result<ElfFile> {
-        ElfFile::from_bytes(path, FileBytes::open(path)?)
+        let image = crate::cache::image(path)?;
+        image.elf(path)?;
+        Ok(ElfFile {
+            path: path.to_path_buf(),
+            bytes: image.bytes().clone(),
+            image: Some(image),
+        })
     }
 
     /// Wraps bytes already read (or mapped); checks them as [`ElfFile::open`] does.
@@ -34,6 +43,7 @@ impl ElfFile {
         Ok(ElfFile {
             path: path.to_path_buf(),
             bytes,
+            image: None,
         })
     }
 
@@ -116,29 +126,36 @@ impl SymbolSource for ElfFile {
     /// lacks the function, e.g. in stripped libraries). File offsets come
     /// from the segment formula; `None` for a symbol outside every executable `PT_LOAD`.
     fn symbols(&self) -> Result<Vec<Symbol>> {
+        if let Some(image) = &self.image {
+            let facts = image.elf(&self.path)?;
+            return Ok(symbols_of(&facts.functions, &facts.segments));
+        }
         let view = self.view()?;
         let segments = LoadSegments::from_program_headers(&view.program_headers);
-        let raw = view.functions(&self.path)?;
-        let in_symtab: HashSet<(&str, u64)> = raw
-            .iter()
-            .filter(|f| f.origin == SymbolOrigin::ElfSymtab)
-            .map(|f| (f.name.as_str(), f.vaddr.0))
-            .collect();
-        Ok(raw
-            .iter()
-            .filter(|f| {
-                f.origin == SymbolOrigin::ElfSymtab
-                    || !(in_symtab.contains(&(f.name.as_str(), f.vaddr.0))
-                        || in_symtab.contains(&unversioned(f)))
-            })
-            .map(|f| Symbol {
-                name: f.name.clone(),
-                kind: f.kind,
-                origin: f.origin,
-                address: Address::Virt(f.vaddr),
-                size: (f.size != 0).then_some(f.size),
-                file_offset: segments.code_file_offset(f.vaddr),
-            })
-            .collect())
+        Ok(symbols_of(&view.functions(&self.path)?, &segments))
     }
+}
+
+/// [`ElfFile::symbols`] of the function symbols `raw` of a file with loadable `segments`.
+pub(crate) fn symbols_of(raw: &[RawFunction], segments: &LoadSegments) -> Vec<Symbol> {
+    let in_symtab: HashSet<(&str, u64)> = raw
+        .iter()
+        .filter(|f| f.origin == SymbolOrigin::ElfSymtab)
+        .map(|f| (f.name.as_str(), f.vaddr.0))
+        .collect();
+    raw.iter()
+        .filter(|f| {
+            f.origin == SymbolOrigin::ElfSymtab
+                || !(in_symtab.contains(&(f.name.as_str(), f.vaddr.0))
+                    || in_symtab.contains(&unversioned(f)))
+        })
+        .map(|f| Symbol {
+            name: f.name.clone(),
+            kind: f.kind,
+            origin: f.origin,
+            address: Address::Virt(f.vaddr),
+            size: (f.size != 0).then_some(f.size),
+            file_offset: segments.code_file_offset(f.vaddr),
+        })
+        .collect()
 }

@@ -66,6 +66,23 @@ impl LoadSegments {
         formulas::elf_segment(vaddr, seg.vaddr, seg.offset)
     }
 
+    /// Link-time address of the byte at file offset `off` ([`formulas::elf_segment_inverse`]) over
+    /// the first `PT_LOAD` whose file bytes hold it, executable or not; `None` when none does.
+    pub fn vaddr_of_file_offset(&self, off: FileOffset) -> Option<VirtAddr> {
+        self.0
+            .iter()
+            .find_map(|s| formulas::elf_segment_inverse(off, s.vaddr, s.offset, s.filesz))
+    }
+
+    /// [`LoadSegments::vaddr_of_file_offset`] over the executable segments only: the address of
+    /// code at `off`; `None` when no executable segment holds it.
+    pub fn code_vaddr_of_file_offset(&self, off: FileOffset) -> Option<VirtAddr> {
+        self.0
+            .iter()
+            .filter(|s| s.executable)
+            .find_map(|s| formulas::elf_segment_inverse(off, s.vaddr, s.offset, s.filesz))
+    }
+
     /// File offset of any file-backed byte at `vaddr` (code or data), over whichever `PT_LOAD`
     /// holds it; `None` when none does.
     pub fn file_offset(&self, vaddr: VirtAddr) -> Option<FileOffset> {

@@ -6,24 +6,16 @@ use super::pclntab::{magic_candidates, GoFunction, Pclntab, PclntabResolver, Pcl
 use super::prologue::{self, GSource, StackCheck};
 use crate::abi::go::{abi_for, GoAbi};
 use crate::addr::{FileOffset, VirtAddr};
+use crate::elf::parser::ElfView;
 use crate::elf::LoadSegments;
+use crate::image::{sniff, ImageFormat};
 use crate::symbol::{Address, Symbol, SymbolKind, SymbolOrigin, SymbolSource};
 use crate::x86;
 use crate::{Error, Result};
-use goblin::container::Ctx;
-use goblin::elf::program_header::ProgramHeader;
-use goblin::elf::reloc::RelocSection;
-use goblin::elf::section_header::{SectionHeader, SHT_NOBITS, SHT_RELA, SHT_SYMTAB};
-use goblin::elf::sym::{Sym, Symtab};
-use goblin::elf::Elf;
-use goblin::strtab::Strtab;
+use goblin::elf::section_header::SHT_NOBITS;
 use serde::Serialize;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-
-/// `R_X86_64_RELATIVE` (System V x86-64 psABI, table "Relocation Types"): `B + A`.
-const R_X86_64_RELATIVE: u32 = 8;
 
 /// Section names under which the Go linker writes the function table: `.gopclntab` in
 /// executables, `.data.rel.ro.gopclntab` in internally linked PIEs (it must be relocated there).
@@ -122,20 +114,20 @@ impl<'a> GoBinary<'a> {
     /// table holds no valid table.
     pub fn parse(path: impl AsRef<Path>, bytes: &'a [u8]) -> Result<Option<GoBinary<'a>>> {
         let path = path.as_ref();
-        if !bytes.starts_with(b"\x7fELF") {
+        if sniff(bytes) != Some(ImageFormat::Elf) {
             return Ok(None);
         }
-        let elf = ElfView::parse(bytes).map_err(|e| Error::malformed(path, format!("ELF: {e}")))?;
-        let segments = elf.segments.clone();
+        let elf = ElfView::parse(path, bytes)?;
+        let segments = LoadSegments::from_program_headers(&elf.program_headers);
 
-        let named = elf.sections.iter().find_map(|sh| {
+        let named = elf.section_headers.iter().find_map(|sh| {
             let name = elf.section_name(sh)?;
             (PCLNTAB_SECTIONS.contains(&name) && sh.sh_type != SHT_NOBITS)
                 .then(|| (name.to_string(), sh.sh_offset, sh.sh_size, sh.sh_addr))
         });
         let (pclntab, text_start_source, section, file_offset, vaddr) = match named {
             Some((name, off, size, addr)) => {
-                let data = crate::golang::read::bytes(bytes, off, size).ok_or_else(|| {
+                let data = crate::bytes::slice(bytes, off, size).ok_or_else(|| {
                     Error::malformed(
                         path,
                         format!("section {name} runs past the end of the file"),
@@ -143,8 +135,9 @@ impl<'a> GoBinary<'a> {
                 })?;
                 let table = Pclntab::parse(data)
                     .map_err(|e| Error::malformed(path, format!("section {name}: {e}")))?;
-                let (table, source) = establish_text_start(&elf, table, Some(VirtAddr(addr)))
-                    .map_err(|e| text_start_unknown(path, &format!("section {name}: {e}")))?;
+                let (table, source) =
+                    establish_text_start(&elf, &segments, table, Some(VirtAddr(addr)))
+                        .map_err(|e| text_start_unknown(path, &format!("section {name}: {e}")))?;
                 (table, source, Some(name), off, Some(VirtAddr(addr)))
             }
             None => match scan_for_pclntab(&elf, bytes, &segments) {
@@ -155,7 +148,7 @@ impl<'a> GoBinary<'a> {
         };
         let text_start_from_relocation = text_start_source == TextStartSource::Relocation;
 
-        let buildinfo_section = elf.sections.iter().find_map(|sh| {
+        let buildinfo_section = elf.section_headers.iter().find_map(|sh| {
             let name = elf.section_name(sh)?;
             (name == ".go.buildinfo" && sh.sh_type != SHT_NOBITS)
                 .then_some((sh.sh_offset, sh.sh_size))
@@ -293,7 +286,7 @@ impl<'a> GoBinary<'a> {
             .vaddr
             .saturating_add(seg.filesz)
             .saturating_sub(f.entry.0);
-        crate::golang::read::bytes(self.bytes, start, f.size().min(in_segment))
+        crate::bytes::slice(self.bytes, start, f.size().min(in_segment))
     }
 
     fn point(&self, vaddr: VirtAddr) -> ProbePoint {
@@ -344,6 +337,7 @@ impl SymbolSource for GoBinary<'_> {
 /// (then no function address can be known, and none is given).
 fn establish_text_start<'a>(
     elf: &ElfView<'_>,
+    segments: &LoadSegments,
     table: Pclntab<'a>,
     table_vaddr: Option<VirtAddr>,
 ) -> std::result::Result<(Pclntab<'a>, TextStartSource), String> {
@@ -353,7 +347,7 @@ fn establish_text_start<'a>(
     let header = *table.header();
     let mut tried = Vec::new();
     let checked = |table: Pclntab<'a>, source: TextStartSource, tried: &mut Vec<String>| {
-        match entries_in_code(&elf.segments, &table) {
+        match entries_in_code(segments, &table) {
             Ok(()) => Some((table, source)),
             Err(e) => {
                 tried.push(format!(
@@ -393,15 +387,11 @@ fn establish_text_start<'a>(
     match table_vaddr {
         Some(vaddr) => {
             let image = LinkImage {
-                segments: elf
-                    .segments
+                segments: segments
                     .0
                     .iter()
                     .filter_map(|s| {
-                        Some((
-                            s.vaddr,
-                            crate::golang::read::bytes(elf.bytes, s.offset, s.filesz)?,
-                        ))
+                        Some((s.vaddr, crate::bytes::slice(elf.bytes, s.offset, s.filesz)?))
                     })
                     .collect(),
                 relative: relocs,
@@ -492,16 +482,6 @@ fn entries_in_code(
     Ok(())
 }
 
-/// The link-time address of file offset `off`, over whichever `PT_LOAD` holds it.
-fn vaddr_of_file_offset(segments: &LoadSegments, off: u64) -> Option<VirtAddr> {
-    segments
-        .0
-        .iter()
-        .find(|s| off >= s.offset && off - s.offset < s.filesz)
-        .and_then(|s| s.vaddr.checked_add(off - s.offset))
-        .map(VirtAddr)
-}
-
 /// Finds a table by its magic when no section is named for it (externally linked PIE: inside
 /// `.data.rel.ro`; files without section headers: anywhere). A candidate counts when it parses
 /// (header sane, offsets in bounds, entries sorted, records repeating their entries) and its text
@@ -519,7 +499,7 @@ fn scan_for_pclntab<'a>(
         let at = at as u64;
         // The table cannot run past the section (or else the segment, or the file) holding it.
         let end = elf
-            .sections
+            .section_headers
             .iter()
             .filter(|sh| sh.sh_type != SHT_NOBITS && sh.sh_size > 0)
             .find(|sh| at >= sh.sh_offset && at - sh.sh_offset < sh.sh_size)
@@ -532,14 +512,14 @@ fn scan_for_pclntab<'a>(
                     .map(|s| s.offset.saturating_add(s.filesz))
             })
             .unwrap_or(bytes.len() as u64);
-        let Some(data) = crate::golang::read::bytes(bytes, at, end.saturating_sub(at)) else {
+        let Some(data) = crate::bytes::slice(bytes, at, end.saturating_sub(at)) else {
             continue;
         };
         let Ok(table) = Pclntab::parse(data) else {
             continue;
         };
-        let vaddr = vaddr_of_file_offset(segments, at);
-        match establish_text_start(elf, table, vaddr) {
+        let vaddr = segments.vaddr_of_file_offset(FileOffset(at));
+        match establish_text_start(elf, segments, table, vaddr) {
             Ok((table, source)) => return Ok(Some((table, source, at, vaddr))),
             Err(e) => {
                 unestablished.get_or_insert(format!("table at file offset {at:#x}: {e}"));
@@ -547,110 +527,4 @@ fn scan_for_pclntab<'a>(
         }
     }
     unestablished.map_or(Ok(None), Err)
-}
-
-/// The parts of an ELF file the Go reader needs, parsed without touching the symbol tables (a
-/// full `goblin::elf::Elf::parse` spends most of its time on dockerd's 170k dynamic symbols).
-struct ElfView<'a> {
-    bytes: &'a [u8],
-    ctx: Ctx,
-    segments: LoadSegments,
-    sections: Vec<SectionHeader>,
-    section_names: Option<Strtab<'a>>,
-}
-
-impl<'a> ElfView<'a> {
-    /// Header, program headers, section headers and section names; errors from goblin when any
-    /// of them is cut off or inconsistent.
-    fn parse(bytes: &'a [u8]) -> goblin::error::Result<ElfView<'a>> {
-        let header = Elf::parse_header(bytes)?;
-        let ctx = Ctx::new(header.container()?, header.endianness()?);
-        let program_headers = ProgramHeader::parse(
-            bytes,
-            usize::try_from(header.e_phoff).unwrap_or(usize::MAX),
-            usize::from(header.e_phnum),
-            ctx,
-        )?;
-        let mut elf = Elf::lazy_parse(header)?;
-        elf.program_headers = program_headers;
-        let segments = LoadSegments::from_elf(&elf);
-        let sections = SectionHeader::parse(
-            bytes,
-            usize::try_from(header.e_shoff).unwrap_or(usize::MAX),
-            usize::from(header.e_shnum),
-            ctx,
-        )?;
-        let section_names = sections.get(usize::from(header.e_shstrndx)).and_then(|sh| {
-            Strtab::parse(
-                bytes,
-                usize::try_from(sh.sh_offset).ok()?,
-                usize::try_from(sh.sh_size).ok()?,
-                0,
-            )
-            .ok()
-        });
-        Ok(ElfView {
-            bytes,
-            ctx,
-            segments,
-            sections,
-            section_names,
-        })
-    }
-
-    fn section_name(&self, sh: &SectionHeader) -> Option<&'a str> {
-        self.section_names.as_ref()?.get_at(sh.sh_name)
-    }
-
-    /// Every `R_X86_64_RELATIVE` relocation of the RELA sections: relocated word's address to
-    /// its addend (negative addends, which no pointer has, are left out).
-    fn relative_relocations(&self) -> HashMap<u64, u64> {
-        self.sections
-            .iter()
-            .filter(|sh| sh.sh_type == SHT_RELA)
-            .filter_map(|sh| {
-                RelocSection::parse(
-                    self.bytes,
-                    usize::try_from(sh.sh_offset).ok()?,
-                    usize::try_from(sh.sh_size).ok()?,
-                    true,
-                    self.ctx,
-                )
-                .ok()
-            })
-            .flat_map(|relocs| {
-                relocs
-                    .iter()
-                    .filter(|r| r.r_type == R_X86_64_RELATIVE)
-                    .filter_map(|r| Some((r.r_offset, u64::try_from(r.r_addend?).ok()?)))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
-    }
-
-    /// The value of the `.symtab` symbol named `name`; `None` without a symbol table or symbol.
-    fn symbol_value(&self, name: &str) -> Option<u64> {
-        let symtab = self.sections.iter().find(|sh| sh.sh_type == SHT_SYMTAB)?;
-        let strtab = self.sections.get(usize::try_from(symtab.sh_link).ok()?)?;
-        let names = Strtab::parse(
-            self.bytes,
-            usize::try_from(strtab.sh_offset).ok()?,
-            usize::try_from(strtab.sh_size).ok()?,
-            0,
-        )
-        .ok()?;
-        let count = usize::try_from(symtab.sh_size / Sym::size(self.ctx.container) as u64).ok()?;
-        let syms = Symtab::parse(
-            self.bytes,
-            usize::try_from(symtab.sh_offset).ok()?,
-            count,
-            self.ctx,
-        )
-        .ok()?;
-        let found = syms
-            .iter()
-            .find(|s| names.get_at(s.st_name) == Some(name))
-            .map(|s| s.st_value);
-        found
-    }
 }

@@ -11,8 +11,8 @@
 //! The module info is framed by two 16-byte sentinels and is tab-separated lines: `path` (main
 //! package), `mod` (main module path, version, sum), `dep`, `=>`, `build` (settings).
 
-use super::read;
 use crate::addr::VirtAddr;
+use crate::bytes;
 use crate::elf::LoadSegments;
 use serde::Serialize;
 use std::fmt;
@@ -118,8 +118,8 @@ impl BuildInfo {
             (version.to_vec(), mod_info.to_vec())
         } else {
             let p = u64::from(ptr_size);
-            let version_ptr = read::word_le(blob, 16, ptr_size)?;
-            let mod_ptr = read::word_le(blob, 16 + p, ptr_size)?;
+            let version_ptr = bytes::word_at(blob, 16, ptr_size)?;
+            let mod_ptr = bytes::word_at(blob, 16 + p, ptr_size)?;
             let version = pointed_string(file, segments, version_ptr, ptr_size)?;
             let mod_info = pointed_string(file, segments, mod_ptr, ptr_size).unwrap_or_default();
             (version.to_vec(), mod_info.to_vec())
@@ -160,9 +160,9 @@ impl BuildInfo {
     /// Returns the bytes from the magic to the end of the file; `None` when there is no magic.
     pub fn locate(file: &[u8], section: Option<(u64, u64)>) -> Option<&[u8]> {
         if let Some((off, size)) = section {
-            if let Some(sec) = read::bytes(file, off, size) {
+            if let Some(sec) = bytes::slice(file, off, size) {
                 if sec.starts_with(MAGIC) {
-                    return read::tail(file, off);
+                    return bytes::tail(file, off);
                 }
             }
         }
@@ -174,7 +174,7 @@ impl BuildInfo {
 
 /// A uvarint-length-prefixed string at the front of `data`, and what follows it.
 fn inline_string(data: &[u8]) -> Option<(&[u8], &[u8])> {
-    let (len, n) = read::uvarint(data)?;
+    let (len, n) = bytes::uvarint(data)?;
     if len > MAX_STRING {
         return None;
     }
@@ -191,8 +191,8 @@ fn pointed_string<'f>(
     ptr_size: u8,
 ) -> Option<&'f [u8]> {
     let header_off = segments.file_offset(VirtAddr(header_addr))?.0;
-    let data_addr = read::word_le(file, header_off, ptr_size)?;
-    let len = read::word_le(file, header_off.checked_add(u64::from(ptr_size))?, ptr_size)?;
+    let data_addr = bytes::word_at(file, header_off, ptr_size)?;
+    let len = bytes::word_at(file, header_off.checked_add(u64::from(ptr_size))?, ptr_size)?;
     if len > MAX_STRING {
         return None;
     }
@@ -200,7 +200,7 @@ fn pointed_string<'f>(
         return Some(&[]);
     }
     let data_off = segments.file_offset(VirtAddr(data_addr))?.0;
-    read::bytes(file, data_off, len)
+    bytes::slice(file, data_off, len)
 }
 
 /// Module info is framed by 16-byte sentinels (`cmd/go/internal/modload`, infoStart/infoEnd);

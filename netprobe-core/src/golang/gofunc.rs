@@ -32,12 +32,7 @@ pub fn go_func_base(bin: &GoBinary<'_>) -> Option<u64> {
             segments: segments
                 .0
                 .iter()
-                .filter_map(|s| {
-                    Some((
-                        s.vaddr,
-                        crate::golang::read::bytes(bytes, s.offset, s.filesz)?,
-                    ))
-                })
+                .filter_map(|s| Some((s.vaddr, crate::bytes::slice(bytes, s.offset, s.filesz)?)))
                 .collect(),
             relative: Default::default(),
         };

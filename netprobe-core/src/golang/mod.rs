@@ -11,7 +11,6 @@ pub mod gofunc;
 pub mod moduledata;
 pub mod pclntab;
 pub mod prologue;
-pub(crate) mod read;
 
 pub use crate::abi::go::{abi_for, GoAbi};
 pub use binary::{GoBinary, PclntabLocation, ProbePoint, ProbePoints, TextStartSource};

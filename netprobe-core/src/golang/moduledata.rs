@@ -52,7 +52,7 @@
 //! table's link-time address; a candidate is the module data when the slice pointers and the
 //! `ftab` length above agree with the table's header.
 
-use super::read;
+use crate::bytes;
 use std::collections::HashMap;
 
 /// Word index of `text` in `moduledata` (see the module documentation).
@@ -81,7 +81,7 @@ impl LinkImage<'_> {
         }
         self.segments.iter().find_map(|&(start, data)| {
             let off = vaddr.checked_sub(start)?;
-            read::word_le(data, off, ptr_size)
+            bytes::word_at(data, off, ptr_size)
         })
     }
 }

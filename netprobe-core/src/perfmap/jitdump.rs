@@ -12,7 +12,7 @@
 //!
 //! Every read is bounds-checked; a record cut off (the runtime still writing) ends the list.
 
-use crate::dotnet::bytes::{u32_at, u64_at};
+use crate::bytes::{u32_at, u64_at};
 use serde::Serialize;
 
 /// `JITHEADER_MAGIC` as a little-endian writer stores it.

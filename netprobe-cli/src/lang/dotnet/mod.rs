@@ -70,14 +70,8 @@ pub fn is_managed_function(image: &Path, probe_path: &Path) -> bool {
 /// Whether the file at `path` is a PE image (`MZ`): a probed function there is managed
 /// ReadyToRun code. Unreadable files are not.
 pub fn is_managed_image(path: &Path) -> bool {
-    let mut magic = [0u8; 2];
-    std::fs::File::open(path)
-        .and_then(|mut f| {
-            use std::io::Read;
-            f.read_exact(&mut magic)
-        })
-        .is_ok()
-        && &magic == b"MZ"
+    use netprobe_core::image::{sniff_file, ImageFormat};
+    matches!(sniff_file(path), Ok(Some(ImageFormat::Pe)))
 }
 
 impl Assemblies {

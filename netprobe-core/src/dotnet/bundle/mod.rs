@@ -24,7 +24,8 @@ pub use types::{
     BundleEntry, BundleFileType, BundleHeader, BundleLocation, BundleManifest, Placement,
 };
 
-/// An opened single-file bundle.
+/// An opened single-file bundle. Cloning shares its mapping.
+#[derive(Clone)]
 pub struct Bundle {
     path: PathBuf,
     data: FileBytes,
@@ -36,14 +37,19 @@ impl Bundle {
     /// (not ELF, or an ELF without a bundle manifest); `Err` for I/O errors and for a bundle
     /// whose manifest is corrupt ([`Error::Malformed`]) or of an unknown format version
     /// ([`Error::Unsupported`]).
+    ///
+    /// The file is opened and its manifest parsed once per run ([`crate::cache`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Option<Bundle>> {
         let path = path.as_ref();
-        Bundle::from_bytes(path, FileBytes::open(path)?)
+        Ok(crate::cache::image(path)?.bundle(path)?.map(|b| Bundle {
+            path: path.to_path_buf(),
+            ..b.as_ref().clone()
+        }))
     }
 
     /// [`Bundle::open`] over bytes already read (`path` only names the bundle in messages).
     pub fn from_bytes(path: &Path, data: FileBytes) -> Result<Option<Bundle>> {
-        if !data.starts_with(b"\x7fELF") {
+        if crate::image::sniff(&data) != Some(crate::image::ImageFormat::Elf) {
             return Ok(None);
         }
         let manifest = match parser::parse(&data) {
@@ -139,6 +145,18 @@ impl Bundle {
     /// [`Error::NotDotnet`] for a file that is no assembly, and the assembly's own errors.
     pub fn assembly(&self, entry: &BundleEntry) -> Result<Assembly> {
         let member = self.member_path(entry);
+        self.member_image(entry)?
+            .assembly(&member)
+            .map(|a| a.with_path(&member))
+    }
+
+    /// The image of bundled assembly `entry` (opened and parsed once per run,
+    /// [`crate::cache`], when the bundle is a mapped file); errors as [`Bundle::assembly`].
+    pub(crate) fn member_image(
+        &self,
+        entry: &BundleEntry,
+    ) -> Result<std::sync::Arc<crate::cache::Image>> {
+        let member = self.member_path(entry);
         match self.placement(entry) {
             Placement::Mapped => {}
             Placement::Compressed => {
@@ -156,39 +174,41 @@ impl Bundle {
             }
             Placement::Data => return Err(Error::NotDotnet { path: member }),
         }
-        let bytes = match &self.data {
-            FileBytes::Mapped(_) => FileBytes::open_range(&self.path, entry.offset.0, entry.size)?,
-            FileBytes::Owned(_) => FileBytes::Owned(
-                self.stored_bytes(entry)
-                    .ok_or_else(|| Error::malformed(&self.path, "entry outside the bundle"))?
-                    .to_vec(),
-            ),
-        };
-        Assembly::from_bytes_at(&member, bytes, entry.offset)
+        match &self.data {
+            FileBytes::Mapped(_) => {
+                crate::cache::member_image(&self.path, &member, entry.offset.0, entry.size)
+            }
+            FileBytes::Owned(_) => Ok(std::sync::Arc::new(crate::cache::Image::uncached_at(
+                &member,
+                FileBytes::Owned(
+                    self.stored_bytes(entry)
+                        .ok_or_else(|| Error::malformed(&self.path, "entry outside the bundle"))?
+                        .to_vec(),
+                ),
+                entry.offset,
+            ))),
+        }
     }
 
     /// Every assembly the runtime maps from the bundle ([`Placement::Mapped`]), in manifest
     /// order, with the result of opening it.
     pub fn mapped_assemblies(&self) -> Vec<(&BundleEntry, Result<Assembly>)> {
-        self.entries()
-            .iter()
-            .filter(|e| {
-                e.file_type == BundleFileType::Assembly && self.placement(e) == Placement::Mapped
-            })
+        self.mapped_entries()
             .map(|e| (e, self.assembly(e)))
             .collect()
+    }
+
+    /// The entries of the assemblies the runtime maps from the bundle, in manifest order.
+    pub(crate) fn mapped_entries(&self) -> impl Iterator<Item = &BundleEntry> {
+        self.entries().iter().filter(|e| {
+            e.file_type == BundleFileType::Assembly && self.placement(e) == Placement::Mapped
+        })
     }
 
     /// The member paths of every assembly the runtime maps from the bundle (probe-able or
     /// IL-only), in manifest order: what explanations of a missing method search.
     pub fn mapped_assembly_paths(&self) -> Vec<PathBuf> {
-        self.entries()
-            .iter()
-            .filter(|e| {
-                e.file_type == BundleFileType::Assembly && self.placement(e) == Placement::Mapped
-            })
-            .map(|e| self.member_path(e))
-            .collect()
+        self.mapped_entries().map(|e| self.member_path(e)).collect()
     }
 
     /// The assemblies stored compressed (not probe-able), in manifest order.
@@ -227,14 +247,30 @@ pub fn split_member_path(path: &Path) -> Option<(PathBuf, String)> {
 /// Opens the bundled assembly a member path names (see [`split_member_path`]); `Ok(None)` when
 /// `path` is no member path of a bundle.
 pub fn open_member(path: &Path) -> Result<Option<Assembly>> {
+    let Some((bundle, rel)) = bundle_of_member(path)? else {
+        return Ok(None);
+    };
+    bundle.assembly(bundle.entry(&rel)?).map(Some)
+}
+
+/// [`open_member`]'s image (parsed once per run, [`crate::cache`]): `Ok(None)` when `path` is
+/// no member path of a bundle.
+pub(crate) fn open_member_image(
+    path: &Path,
+) -> Result<Option<std::sync::Arc<crate::cache::Image>>> {
+    let Some((bundle, rel)) = bundle_of_member(path)? else {
+        return Ok(None);
+    };
+    bundle.member_image(bundle.entry(&rel)?).map(Some)
+}
+
+/// The bundle a member path names and the member's path inside it; `Ok(None)` when `path` is
+/// no member path of a bundle.
+fn bundle_of_member(path: &Path) -> Result<Option<(Bundle, String)>> {
     let Some((bundle_path, rel)) = split_member_path(path) else {
         return Ok(None);
     };
-    let Some(bundle) = Bundle::open(&bundle_path)? else {
-        return Ok(None);
-    };
-    let entry = bundle.entry(&rel)?;
-    bundle.assembly(entry).map(Some)
+    Ok(Bundle::open(&bundle_path)?.map(|b| (b, rel)))
 }
 
 /// Whether `member` names a file inside the bundle at `bundle` (a member path built by

@@ -16,7 +16,7 @@ use super::types::{
     KNOWN_MAJOR_VERSIONS, SIGNATURE,
 };
 use crate::addr::FileOffset;
-use crate::dotnet::bytes::{slice, u32_at, u64_at, u8_at};
+use crate::bytes::{slice, u32_at, u64_at, u8_at};
 
 /// Longest relative path accepted (the host reads paths into `pal::string_t` without a limit;
 /// this only stops a corrupt length from claiming the rest of the file).

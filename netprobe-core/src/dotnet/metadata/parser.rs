@@ -6,8 +6,8 @@
 //! is read on demand. Every access is bounds-checked: a corrupt table gives `None`/`Err`, never a
 //! panic.
 
-use super::super::bytes::{cstr_at, slice, u16_at, u32_at, u64_at, us};
 use super::types::{table, MethodSig, TypeSig, TypeToken};
+use crate::bytes::{cstr_at, slice, u16_at, u32_at, u64_at, us};
 
 /// A column of a metadata table (ECMA-335 II.22: each table's columns).
 #[derive(Clone, Copy)]

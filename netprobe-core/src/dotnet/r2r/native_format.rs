@@ -6,7 +6,7 @@
 //! Offsets are positions in one byte slice (the whole image file, as the runtime reads it);
 //! every read is bounds-checked and a malformed structure yields `None`.
 
-use super::super::bytes::{u16_at, u32_at, u8_at};
+use crate::bytes::{u16_at, u32_at, u8_at};
 
 /// Decodes a NativeFormat unsigned integer at `pos` (readytorun-format.md "Integer encoding"):
 /// the low bits of the first byte say how many bytes follow (`x0`: 1 byte, `x01`: 2, `x011`: 3,

@@ -4,7 +4,7 @@
 
 use super::native_format::{decode_unsigned, NativeArray, NativeHashtable};
 use super::types::{R2rHeader, R2rSection, RuntimeFunction, SIGNATURE};
-use crate::dotnet::bytes::{u16_at, u32_at, us};
+use crate::bytes::{u16_at, u32_at, us};
 use crate::dotnet::pe::{PeImage, MACHINE_AMD64};
 
 /// Oldest and newest major format versions this reader accepts. `src/coreclr/inc/readytorun.h`

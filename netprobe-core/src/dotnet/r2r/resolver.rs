@@ -15,7 +15,7 @@ use super::types::{
     RuntimeFunction,
 };
 use crate::addr::Rva;
-use crate::dotnet::bytes::{u32_at, us};
+use crate::bytes::{u32_at, us};
 use crate::dotnet::metadata::{
     table, Metadata, MetadataLayout, MethodSig, ModuleResolver, Names, SigReader, TypeSig,
 };

@@ -25,7 +25,7 @@
 use super::parser::Pclntab;
 use super::types::PclntabVersion;
 use crate::addr::VirtAddr;
-use crate::golang::read;
+use crate::bytes;
 use serde::Serialize;
 
 /// `cmd/internal/objabi/funcdata.go`: `PCDATA_InlTreeIndex`.
@@ -86,12 +86,12 @@ impl<'a> Pclntab<'a> {
         if off == 0 {
             return None;
         }
-        let mut p = read::tail(self.pctab(), u64::from(off))?;
+        let mut p = bytes::tail(self.pctab(), u64::from(off))?;
         let quantum = u64::from(self.header().quantum);
         let (mut pc, mut val, mut first) = (0u64, -1i32, true);
         let mut runs = Vec::new();
         loop {
-            let (uvdelta, n) = read::uvarint(p)?;
+            let (uvdelta, n) = bytes::uvarint(p)?;
             if uvdelta == 0 && !first {
                 return Some(runs);
             }
@@ -100,7 +100,7 @@ impl<'a> Pclntab<'a> {
             // Zig-zag: `-(uvdelta & 1) ^ (uvdelta >> 1)`.
             let delta = ((uvdelta >> 1) as i32) ^ -((uvdelta & 1) as i32);
             val = val.wrapping_add(delta);
-            let (pcdelta, n) = read::uvarint(p)?;
+            let (pcdelta, n) = bytes::uvarint(p)?;
             p = p.get(n..)?;
             let next = pc.checked_add(pcdelta.checked_mul(quantum)?)?;
             if next > len {
@@ -171,9 +171,9 @@ impl<'a> Pclntab<'a> {
     /// Node `k` of the inline tree whose bytes start at `tree`: (callee name, parentPc).
     fn inline_node(&self, tree: &[u8], l: &Layout, k: u64) -> Option<(String, u32)> {
         let at = k.checked_mul(l.node_size)?;
-        let name_off = read::u32_le(tree, at.checked_add(l.node_name_at)?)?;
-        let parent_pc = read::u32_le(tree, at.checked_add(l.node_parent_pc_at)?)?;
-        let name = read::c_str(self.funcnametab(), u64::from(name_off))?;
+        let name_off = bytes::u32_at(tree, at.checked_add(l.node_name_at)?)?;
+        let parent_pc = bytes::u32_at(tree, at.checked_add(l.node_parent_pc_at)?)?;
+        let name = bytes::cstr_at(self.funcnametab(), u64::from(name_off))?;
         Some((String::from_utf8_lossy(name).into_owned(), parent_pc))
     }
 }
@@ -213,13 +213,14 @@ impl Pclntab<'_> {
                 }
                 let at = u64::from(v as u32) * l.node_size;
                 let (Some(name_off), Some(parent_pc)) = (
-                    read::u32_le(tree, at + l.node_name_at),
-                    read::u32_le(tree, at + l.node_parent_pc_at),
+                    bytes::u32_at(tree, at + l.node_name_at),
+                    bytes::u32_at(tree, at + l.node_parent_pc_at),
                 ) else {
                     return false;
                 };
                 let starts_string = name_off == 0 || names.get(name_off as usize - 1) == Some(&0);
-                let named = read::c_str(names, u64::from(name_off)).is_some_and(|n| !n.is_empty());
+                let named =
+                    bytes::cstr_at(names, u64::from(name_off)).is_some_and(|n| !n.is_empty());
                 if !(starts_string && named && u64::from(parent_pc) < len) {
                     return false;
                 }
@@ -239,8 +240,8 @@ impl Pclntab<'_> {
         if npcdata <= PCDATA_INL_TREE_INDEX || nfuncdata <= FUNCDATA_INL_TREE {
             return None;
         }
-        let index_table = read::u32_le(rec, l.header + 4 * PCDATA_INL_TREE_INDEX)?;
-        let tree_off = read::u32_le(rec, l.header + 4 * npcdata + 4 * FUNCDATA_INL_TREE)?;
+        let index_table = bytes::u32_at(rec, l.header + 4 * PCDATA_INL_TREE_INDEX)?;
+        let tree_off = bytes::u32_at(rec, l.header + 4 * npcdata + 4 * FUNCDATA_INL_TREE)?;
         if tree_off == u32::MAX || index_table == 0 {
             return None;
         }

@@ -21,7 +21,7 @@
 
 use super::types::{GoFunction, PclntabHeader, PclntabVersion};
 use crate::addr::VirtAddr;
-use crate::golang::read;
+use crate::bytes;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -65,10 +65,10 @@ impl<'a> Pclntab<'a> {
     /// points outside `data`, the entries are not sorted, or the first/last `_func` records do
     /// not repeat their table entries (the check that tells a real table from a stray magic).
     pub fn parse(data: &'a [u8]) -> Result<Pclntab<'a>, PclntabError> {
-        let magic = read::u32_le(data, 0).ok_or_else(|| bad("shorter than a pclntab header"))?;
+        let magic = bytes::u32_at(data, 0).ok_or_else(|| bad("shorter than a pclntab header"))?;
         let version = PclntabVersion::from_magic(magic)
             .ok_or_else(|| bad(format!("unknown pclntab magic {magic:#x}")))?;
-        let pad = read::bytes(data, 4, 4).ok_or_else(|| bad("shorter than a pclntab header"))?;
+        let pad = bytes::slice(data, 4, 4).ok_or_else(|| bad("shorter than a pclntab header"))?;
         let (quantum, ptr_size) = (pad[2], pad[3]);
         if pad[0] != 0 || pad[1] != 0 {
             return Err(bad("pclntab header padding is not zero"));
@@ -85,7 +85,8 @@ impl<'a> Pclntab<'a> {
         }
         let p = u64::from(ptr_size);
         let word = |i: u64| -> Result<u64, PclntabError> {
-            read::word_le(data, 8 + i * p, ptr_size).ok_or_else(|| bad("pclntab header is cut off"))
+            bytes::word_at(data, 8 + i * p, ptr_size)
+                .ok_or_else(|| bad("pclntab header is cut off"))
         };
         let len = data.len() as u64;
         let nfunc = word(0)?;
@@ -118,14 +119,14 @@ impl<'a> Pclntab<'a> {
             .and_then(|n| n.checked_add(1))
             .and_then(|n| n.checked_mul(u64::from(field_size)))
             .ok_or_else(|| bad(format!("pclntab function count {nfunc} is implausible")))?;
-        let functab = read::bytes(data, functab_offset, functab_len).ok_or_else(|| {
+        let functab = bytes::slice(data, functab_offset, functab_len).ok_or_else(|| {
             bad(format!(
                 "pclntab function table ({nfunc} functions) runs past the end of the table"
             ))
         })?;
         let funcdata = match version {
             PclntabVersion::Go12 => data,
-            _ => read::tail(data, functab_offset).unwrap_or_default(),
+            _ => bytes::tail(data, functab_offset).unwrap_or_default(),
         };
         let header = PclntabHeader {
             version,
@@ -145,8 +146,8 @@ impl<'a> Pclntab<'a> {
             functab,
             field_size,
             funcdata,
-            funcnametab: read::tail(data, funcname_offset).unwrap_or_default(),
-            pctab: read::tail(data, pctab_offset).unwrap_or_default(),
+            funcnametab: bytes::tail(data, funcname_offset).unwrap_or_default(),
+            pctab: bytes::tail(data, pctab_offset).unwrap_or_default(),
         };
         table.validate()?;
         Ok(table)
@@ -232,7 +233,7 @@ impl<'a> Pclntab<'a> {
 
     fn raw_field(&self, index: u64) -> Option<u64> {
         let off = index.checked_mul(u64::from(self.field_size))?;
-        read::word_le(self.functab, off, self.field_size)
+        bytes::word_at(self.functab, off, self.field_size)
     }
 
     /// Entry address of table slot `i` (`i == len()` gives the end of the last function).
@@ -276,7 +277,7 @@ impl<'a> Pclntab<'a> {
     /// The `_func` record of function `i`, from its first byte on.
     pub(crate) fn func_record(&self, i: u64) -> Option<&'a [u8]> {
         let off = self.raw_field(i.checked_mul(2)?.checked_add(1)?)?;
-        read::tail(self.funcdata, off)
+        bytes::tail(self.funcdata, off)
     }
 
     /// The raw entry field of a `_func` record (offset from textStart for 1.18+).
@@ -286,7 +287,7 @@ impl<'a> Pclntab<'a> {
         } else {
             self.header.ptr_size
         };
-        read::word_le(rec, 0, size)
+        bytes::word_at(rec, 0, size)
     }
 
     /// 4-byte field `n` (n >= 1) of a `_func` record (`debug/gosym`, `funcData.field`).
@@ -296,7 +297,7 @@ impl<'a> Pclntab<'a> {
         } else {
             u64::from(self.header.ptr_size)
         };
-        read::u32_le(rec, first + (n - 1) * 4)
+        bytes::u32_at(rec, first + (n - 1) * 4)
     }
 
     /// Function `i` of the table; `None` when `i >= len()` or its entries, record or name are
@@ -309,7 +310,7 @@ impl<'a> Pclntab<'a> {
         let end = self.entry(i + 1)?;
         let rec = self.func_record(i)?;
         let name_off = self.record_field(rec, 1)?;
-        let name_bytes = read::c_str(self.funcnametab, u64::from(name_off))?;
+        let name_bytes = bytes::cstr_at(self.funcnametab, u64::from(name_off))?;
         let name = match std::str::from_utf8(name_bytes) {
             Ok(s) => Cow::Borrowed(s),
             Err(_) => Cow::Owned(String::from_utf8_lossy(name_bytes).into_owned()),
@@ -363,17 +364,17 @@ impl<'a> Pclntab<'a> {
         if off == 0 {
             return None;
         }
-        let mut p = read::tail(self.pctab, u64::from(off))?;
+        let mut p = bytes::tail(self.pctab, u64::from(off))?;
         let quantum = u64::from(self.header.quantum);
         let mut pc: u64 = 0;
         let mut first = true;
         loop {
-            let (value_delta, n) = read::uvarint(p)?;
+            let (value_delta, n) = bytes::uvarint(p)?;
             p = p.get(n..)?;
             if value_delta == 0 && !first {
                 return Some(pc);
             }
-            let (pc_delta, n) = read::uvarint(p)?;
+            let (pc_delta, n) = bytes::uvarint(p)?;
             p = p.get(n..)?;
             pc = pc.checked_add(pc_delta.checked_mul(quantum)?)?;
             if pc > limit || value_delta > u64::from(u32::MAX) {
