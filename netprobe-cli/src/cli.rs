@@ -238,6 +238,9 @@ pub fn main() -> ExitCode {
         Command::Demo => tracing(crate::demo::run(&mut std::io::stdout())),
         Command::DemoTarget { calls } => Ok(ExitCode::from(crate::demo::demo_target(calls) as u8)),
     };
+    if std::env::var_os("NETPROBE_PARSE_STATS").is_some() {
+        print_parse_stats();
+    }
     match result {
         Ok(code) => code,
         Err(e) if crate::output::is_broken_pipe(&e) => ExitCode::SUCCESS,
@@ -251,4 +254,24 @@ pub fn main() -> ExitCode {
 /// The error and its causes on one line (`a: b: c`), newlines folded.
 pub fn one_line(e: &anyhow::Error) -> String {
     format!("{e:#}").replace('\n', " ")
+}
+
+/// With `NETPROBE_PARSE_STATS` set: how often this run opened and parsed each image, one
+/// stderr line per image (`netprobe: parse stats: DEV:INO[+OFFSET] opens=N PART=N ...`), so a
+/// test can check that every image is parsed once per run.
+fn print_parse_stats() {
+    let stats = netprobe_core::cache::stats();
+    for (key, opens) in &stats.opens {
+        let mut line = format!("netprobe: parse stats: {}:{}", key.file.dev, key.file.ino);
+        if let Some((offset, _)) = key.member {
+            line.push_str(&format!("+{offset:#x}"));
+        }
+        line.push_str(&format!(" opens={opens}"));
+        for ((k, part), n) in &stats.parses {
+            if k == key {
+                line.push_str(&format!(" {part:?}={n}"));
+            }
+        }
+        eprintln!("{line}");
+    }
 }

@@ -297,3 +297,98 @@ fn function_without_file_offset_says_why() {
     );
     assert!(String::from_utf8(out.stdout).unwrap().contains("echo 'p:"));
 }
+
+/// The `NETPROBE_PARSE_STATS` lines of a run: (image, counters), every counter a number.
+fn parse_stats(stderr: &str) -> Vec<(String, Vec<(String, u64)>)> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("netprobe: parse stats: "))
+        .map(|l| {
+            let mut words = l.split(' ');
+            let image = words.next().unwrap().to_string();
+            let counts = words
+                .map(|w| {
+                    let (k, v) = w.split_once('=').unwrap();
+                    (k.to_string(), v.parse().unwrap())
+                })
+                .collect();
+            (image, counts)
+        })
+        .collect()
+}
+
+/// `dev:ino` of `path`, as the parse-stats lines name images.
+fn image_id(path: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap();
+    format!("{}:{}", m.dev(), m.ino())
+}
+
+/// One run of netprobe resolves, plans and checks each probe (`--dry-run` walks all of it but
+/// the kernel) and opens and parses every image it reads once: a C program by path and in a
+/// running process (`-p`: every mapped file is searched), a Go binary and .NET CoreLib.
+#[test]
+fn each_image_is_opened_and_parsed_once_per_run() {
+    let check = |args: &[&str], must_see: &std::path::Path| {
+        let out = netprobe()
+            .args(args)
+            .env("NETPROBE_PARSE_STATS", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        let stats = parse_stats(&stderr);
+        let id = image_id(must_see);
+        assert!(
+            stats.iter().any(|(i, _)| *i == id),
+            "{id} not read: {stderr}"
+        );
+        for (image, counts) in &stats {
+            assert!(counts.iter().any(|(k, _)| k == "opens"), "{stderr}");
+            for (what, n) in counts {
+                assert_eq!(*n, 1, "{image} {what} {n} times in one run: {stderr}");
+            }
+        }
+    };
+    let c = CProgram::new("code_in_data").flags(&["-O1"]).build();
+    check(
+        &["trace", "--dry-run", &format!("{}:main", c.display())],
+        &c,
+    );
+    let mut child = std::process::Command::new(&c).arg("20").spawn().unwrap();
+    let pid = child.id().to_string();
+    check(&["count", "--dry-run", "-p", &pid, "main"], &c);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let cache = std::env::var_os("NETPROBE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/netprobe")
+        });
+    let go = cache.join("go-binaries/esbuild-0.17.19");
+    let corelib =
+        cache.join("dotnet/8/shared/Microsoft.NETCore.App/8.0.4/System.Private.CoreLib.dll");
+    for needed in [&go, &corelib] {
+        assert!(
+            needed.exists(),
+            "{} is missing: run scripts/install-prereqs.sh (it fetches it)",
+            needed.display()
+        );
+    }
+    check(
+        &["trace", "--dry-run", &format!("{}:main.main", go.display())],
+        &go,
+    );
+    check(
+        &[
+            "trace",
+            "--dry-run",
+            &format!(
+                "{}:System.Threading.Thread::Sleep(int32)",
+                corelib.display()
+            ),
+        ],
+        &corelib,
+    );
+}
