@@ -13,7 +13,8 @@
 //! it records only that process and stops when it exits; otherwise every process running FILE,
 //! for `--seconds` (default 5). Needs root and tracefs, like netprobe.
 
-use netprobe_cli::backend::tracefs::session::{monotonic_ns, Session, SessionOptions};
+use netprobe_cli::backend::monotonic_ns;
+use netprobe_cli::backend::tracefs::session::{Session, SessionOptions};
 use netprobe_cli::backend::tracefs::Tracefs;
 use netprobe_cli::backend::Backend;
 use netprobe_cli::gate::{self, GateOptions};

@@ -187,8 +187,8 @@ fn parse_arg(spec: &str, word: &str) -> Result<ArgRequest> {
                     ty,
                 });
             }
-            // A raw fetch-arg is the tracefs backend's own syntax: it checks the text.
-            crate::backend::tracefs::fetch::parse_raw(rest)
+            // A raw fetch-arg is a backend's own syntax: the backends check the text.
+            crate::backend::check_raw_arg(rest)
                 .map_err(|why| bad(spec, format!("argument '{word}': {why}")))?;
             Ok(ArgRequest::Raw {
                 name: name.to_string(),

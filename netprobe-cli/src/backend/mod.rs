@@ -72,3 +72,23 @@ pub trait Backend {
     /// failure (what is left is what `netprobe clean` and the watchdog remove).
     fn detach(&mut self) -> Result<()>;
 }
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock every backend stamps hits with (tracefs: the
+/// instance's `mono` trace clock), so hit times and the engine's own times compare.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Whether `text`, a user's raw `FETCHARG:TYPE` after `NAME=` (`+8(%si):s32`), is something a
+/// backend can place; `Err` says why not. Raw fetch-args are tracefs syntax, so the tracefs
+/// backend decides; a backend without them refuses [`crate::plan::FetchValue::Backend`] values
+/// when attaching.
+pub fn check_raw_arg(text: &str) -> std::result::Result<(), String> {
+    tracefs::fetch::parse_raw(text).map(|_| ())
+}

@@ -1,9 +1,10 @@
 //! The commands: `trace`, `count`, `latency` (live sessions), `probe add|list|remove`
 //! (persistent probes), `clean`.
 
+use crate::backend::monotonic_ns;
 use crate::backend::tracefs::events::probe_defs;
 use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
-use crate::backend::tracefs::session::{monotonic_ns, Session, SessionOptions};
+use crate::backend::tracefs::session::{Session, SessionOptions};
 use crate::backend::tracefs::Tracefs;
 use crate::backend::Backend;
 use crate::cleanup;
@@ -130,7 +131,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     let mut session = Session::start(&tracefs, &opts, plan)?;
     // Only a session with .NET methods is watched for hits that stop (tiered compilation);
     // Go and native hits go straight to the sink.
-    let mut stall = dotnet::stall::StallWatch::for_session(
+    let mut stall = sinks::stall::StallWatch::for_session(
         session.plan(),
         |id| {
             let f = session.plan().function(id);
@@ -255,12 +256,12 @@ fn run_to_end(
     session: &mut dyn Backend,
     ctx: &mut RunContext<'_>,
     sink: &mut dyn sinks::Sink,
-    stall: Option<&mut dotnet::stall::StallWatch>,
+    stall: Option<&mut sinks::stall::StallWatch>,
 ) -> Result<(StopReason, crate::backend::Lost)> {
     let mut watched;
     let first: &mut dyn sinks::Sink = match stall {
         Some(watch) => {
-            watched = dotnet::stall::Watched {
+            watched = sinks::stall::Watched {
                 inner: &mut *sink,
                 watch,
             };

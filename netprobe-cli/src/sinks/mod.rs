@@ -16,6 +16,7 @@
 pub mod count;
 pub mod json;
 pub mod latency;
+pub mod stall;
 pub mod tasks;
 pub mod text;
 pub mod trace;

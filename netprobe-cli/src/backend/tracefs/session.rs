@@ -247,7 +247,7 @@ impl Session {
     /// its return on another; hits newer than the moment this call started are held back until the
     /// next call (or [`Session::finish`]), when every CPU has been read past them.
     pub fn drain(&mut self, sink: impl FnMut(&ProbePlan, Hit)) -> Result<u64> {
-        let watermark = monotonic_ns();
+        let watermark = crate::backend::monotonic_ns();
         self.read_all()?;
         Ok(self.deliver(Some(watermark), sink))
     }
@@ -531,15 +531,4 @@ fn filter_pids(inst: &Instance, pids: &[u32]) -> Result<()> {
         tids.extend(new);
     }
     Ok(())
-}
-
-/// CLOCK_MONOTONIC now, in nanoseconds (the clock of the instance's `mono` trace clock).
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }

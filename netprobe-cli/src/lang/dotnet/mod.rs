@@ -10,13 +10,12 @@
 //!   collection; entry uprobes and RET uprobes run 300 of 300 calls clean).
 //! - [`preflight`]: the tiering guard ([`runtime`]): which runtime, which settings, and the
 //!   warning with the exact variable before tracing.
-//! - [`stall`]: the "hits stopped" message during `trace`/`count`.
+//! - `crate::sinks::stall`: the "hits stopped" message during `trace`/`count` (a sink decorator).
 //! - [`resolve`]: `-c` commands running a .NET app, and the JIT explanation for methods without
 //!   precompiled code.
 
 pub mod resolve;
 pub mod runtime;
-pub mod stall;
 
 use crate::error::{Error, Result};
 use crate::lang::Wants;

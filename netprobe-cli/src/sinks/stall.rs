@@ -1,4 +1,5 @@
-//! "Hits stopped": a probed managed method that was hitting goes silent while its process lives.
+//! "Hits stopped", a sink decorator for sessions with .NET methods: a probed managed method that
+//! was hitting goes silent while its process lives.
 //!
 //! With tiered compilation on, the runtime replaces a hot method's ReadyToRun code with tier-1
 //! JIT code after about 30 calls; calls then run the new code and the probe on the old code never
@@ -202,10 +203,10 @@ impl Sink for Watched<'_> {
     }
 
     fn idle(&mut self, plan: &ProbePlan) {
-        for m in self.watch.check(
-            crate::backend::tracefs::session::monotonic_ns(),
-            process_alive,
-        ) {
+        for m in self
+            .watch
+            .check(crate::backend::monotonic_ns(), process_alive)
+        {
             eprintln!("{m}");
         }
         self.inner.idle(plan);
