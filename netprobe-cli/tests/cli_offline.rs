@@ -326,7 +326,8 @@ fn image_id(path: &std::path::Path) -> String {
 
 /// One run of netprobe resolves, plans and checks each probe (`--dry-run` walks all of it but
 /// the kernel) and opens and parses every image it reads once: a C program by path and in a
-/// running process (`-p`: every mapped file is searched), a Go binary and .NET CoreLib.
+/// running process (`-p`: every mapped file is searched), a Go binary, .NET CoreLib by path and
+/// in a running .NET 8 process.
 #[test]
 fn each_image_is_opened_and_parsed_once_per_run() {
     let check = |args: &[&str], must_see: &std::path::Path| {
@@ -391,4 +392,46 @@ fn each_image_is_opened_and_parsed_once_per_run() {
         ],
         &corelib,
     );
+    // A running .NET 8 process: every mapped image is searched; among them the 2 TiB sparse
+    // memfd .NET 8 maps its JIT code from, which must not push CoreLib out of the cache.
+    let run_sh = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sample-app/dotnet/run.sh");
+    let built = std::process::Command::new(&run_sh)
+        .arg("--build-only")
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let dll = String::from_utf8(built.stdout).unwrap().trim().to_string();
+    let mut app = std::process::Command::new(cache.join("dotnet/8/dotnet"))
+        .args([dll.as_str(), "sleep", "--ms", "200", "--count", "100"])
+        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // CoreLib is mapped once the runtime is up.
+    let maps = format!("/proc/{}/maps", app.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&maps)
+        .unwrap_or_default()
+        .contains("System.Private.CoreLib.dll")
+    {
+        assert!(std::time::Instant::now() < deadline, "CoreLib never mapped");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let pid = app.id().to_string();
+    check(
+        &[
+            "trace",
+            "--dry-run",
+            "-p",
+            &pid,
+            "System.Threading.Thread::Sleep",
+        ],
+        &corelib,
+    );
+    let _ = app.kill();
+    let _ = app.wait();
 }

@@ -152,6 +152,11 @@ fn cached(
     }
     let bytes = open()?;
     *lock(&st.stats).opens.entry(key).or_default() += 1;
+    if key.member.is_none() && size_of_key(&key) > MAX_BYTES {
+        // Larger than the whole bound (the 2 TiB sparse memfd a .NET 8 process maps its JIT code
+        // from): keeping it would evict every other image. Served uncached; it is no image.
+        return Ok(Arc::new(Image::uncached(path, bytes)));
+    }
     let img = Arc::new(Image::new(path, bytes, Some(key)));
     // The same file under an older identity (rewritten in place, replaced): its parse is stale.
     let stale: Vec<ImageKey> = lru
@@ -372,6 +377,13 @@ impl Image {
     /// path the caller knows the image by).
     pub(crate) fn elf(&self, path: &Path) -> crate::Result<Arc<crate::elf::parser::ElfFacts>> {
         self.with(|p| {
+            // Not ELF by its magic: nothing to parse, and nothing to count (a PE file is asked
+            // for its ELF facts by callers that take any image).
+            if crate::image::sniff(p.bytes) != Some(crate::image::ImageFormat::Elf) {
+                return Err(crate::Error::NotAnObjectFile {
+                    path: path.to_path_buf(),
+                });
+            }
             p.elf.get_or_try(self, Part::Elf, || {
                 crate::elf::parser::ElfFacts::parse(path, p.bytes).map(Arc::new)
             })
@@ -472,5 +484,21 @@ mod tests {
         assert!(lru.entries.keys().any(|k| k.file == last));
         let first = FileId::of(&paths[0]).unwrap();
         assert!(!lru.entries.keys().any(|k| k.file == first));
+        drop(lru);
+        // A file larger than the whole bound (a .NET 8 process maps a 2 TiB sparse memfd) is
+        // served uncached and evicts nothing.
+        let kept = paths.last().unwrap();
+        let huge = dir.path().join("huge");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(MAX_BYTES + 1)
+            .unwrap();
+        image(&huge).unwrap();
+        let lru = lock(&state().images);
+        assert!(
+            lru.entries.keys().any(|k| k.file == last),
+            "{kept:?} evicted"
+        );
+        assert!(!lru.entries.keys().any(|k| k.file.size > MAX_BYTES));
     }
 }
