@@ -217,6 +217,9 @@ pub struct ProbePlan {
     /// gate (`crate::gate`) checks a probe there against whatever function encloses it, and
     /// `--unsafe-offset` may override its refusal.
     pub user_offsets: Vec<(FunctionId, FileOffset)>,
+    /// Functions that are .NET managed methods (the planner knows each image's kind): only
+    /// these concern the .NET tiering guard and the "hits stopped" watcher.
+    pub managed: Vec<FunctionId>,
 }
 
 const COMM_FIELD: &str = "np_comm";

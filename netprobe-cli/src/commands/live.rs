@@ -82,15 +82,20 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     )?;
     let report = gate::check(&plan, o.gate);
     print_notes(&plan, &report);
-    let guard = dotnet::preflight(
-        plan.functions
-            .iter()
-            .any(|f| dotnet::is_managed_function(&f.image, &f.probe_path)),
-        &targeting,
-        dotnet_command.as_ref(),
-        o.keep_r2r,
-    )?;
-    dotnet::print_guard(&guard);
+    // The .NET tiering guard, only where .NET rules apply: a plan with managed methods, or
+    // --keep-r2r (which it checks).
+    let guard = if !plan.managed.is_empty() || o.keep_r2r {
+        let guard = dotnet::preflight(
+            !plan.managed.is_empty(),
+            &targeting,
+            dotnet_command.as_ref(),
+            o.keep_r2r,
+        )?;
+        dotnet::print_guard(&guard);
+        guard
+    } else {
+        dotnet::Guard::default()
+    };
     let me = std::process::id();
     let name = cleanup::session_name(me);
     if o.dry_run {
@@ -131,15 +136,17 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     let mut session = Session::start(&tracefs, &opts, plan)?;
     // Only a session with .NET methods is watched for hits that stop (tiered compilation);
     // Go and native hits go straight to the sink.
-    let mut stall = sinks::stall::StallWatch::for_session(
-        session.plan(),
-        |id| {
-            let f = session.plan().function(id);
-            dotnet::is_managed_function(&f.image, &f.probe_path)
-        },
-        guard.fix.clone(),
-        guard.default_fix.clone(),
-    );
+    let managed = &session.plan().managed;
+    let mut stall = if managed.is_empty() {
+        None
+    } else {
+        sinks::stall::StallWatch::for_session(
+            session.plan(),
+            |id| managed.contains(&id),
+            guard.fix.clone(),
+            guard.default_fix.clone(),
+        )
+    };
     let format = if o.json { Format::Json } else { Format::Text };
     let stdout = std::io::stdout();
     let start_ns = monotonic_ns();

@@ -91,6 +91,8 @@ pub struct Planner {
     go: go::GoImages,
     go_summary: go::GoSummary,
     dotnet: dotnet::Assemblies,
+    /// Whether the function [`Planner::plan`] returned last is a .NET managed method.
+    last_managed: bool,
     notes: Vec<String>,
 }
 
@@ -133,6 +135,7 @@ impl Planner {
             go,
             go_summary: go::GoSummary::default(),
             dotnet: dotnet::Assemblies::default(),
+            last_managed: false,
             notes: Vec::new(),
         }
     }
@@ -141,6 +144,7 @@ impl Planner {
     /// notes).
     pub fn plan(&mut self, spec: &ProbeSpec, loc: &Location) -> Result<Option<FunctionPlan>> {
         let wants = Wants::of(self.mode, spec);
+        self.last_managed = false;
         let kind = self
             .kinds
             .get(&(loc.probe_path.clone(), loc.image.clone()))
@@ -148,6 +152,7 @@ impl Planner {
             .unwrap_or(ImageKind::Native);
         match kind {
             ImageKind::Managed if loc.kind() == Some(SymbolKind::ManagedMethod) => {
+                self.last_managed = true;
                 return self
                     .dotnet
                     .plan_function(spec, loc, wants, &mut self.notes)
@@ -191,10 +196,13 @@ impl Planner {
     }
 
     /// Called with the id `plan.add_function` gave the function [`Planner::plan`] returned last:
-    /// adjusts its probes where the generic plan cannot say it (a .NET method's return without a
-    /// readable value fetches none).
+    /// records a .NET method as managed (`ProbePlan::managed`) and adjusts its probes where the
+    /// generic plan cannot say it (a return without a readable value fetches none).
     pub fn added(&mut self, plan: &mut crate::plan::ProbePlan, id: crate::plan::FunctionId) {
-        self.dotnet.added(plan, id);
+        if self.last_managed {
+            plan.managed.push(id);
+            self.dotnet.added(plan, id);
+        }
     }
 
     /// Everything to tell the user, once each, in order: per-function notes, then summaries.
