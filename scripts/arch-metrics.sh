@@ -26,7 +26,9 @@ find netprobe-core/src netprobe-cli/src -name '*.rs' -print0 | xargs -0 wc -l | 
 echo
 
 cargo build -q -p netprobe-cli --bin netprobe
-bin="$root/target/debug/netprobe"
+# A copy: a rebuild while the walks run must not move the functions under the breakpoints.
+cp "$root/target/debug/netprobe" "$work/netprobe"
+bin="$work/netprobe"
 
 # Every function of the two crates (and generic code instantiated with their types; addr2line
 # keeps only those whose source is in the crates).

@@ -1,4 +1,4 @@
-//! End-to-end tests of live tracing on Go and native ELF code (issue 5), on real uprobes: every
+//! End-to-end tests of live tracing on Go and native ELF code, on real uprobes: every
 //! assertion is about real kernel hits.
 //!
 //! - Go (`sample-app/go`, every build variant): hit counts equal calls, arguments exactly as passed

@@ -11,7 +11,8 @@ use crate::addr::{FileOffset, ImageBase, RuntimeAddr, Rva, VirtAddr};
 /// The ELF segment formula: `offset = vaddr - p_vaddr + p_offset`, over the loadable segment
 /// (`PT_LOAD`) that contains `vaddr`. This is how the loader maps a file (System V gABI,
 /// "Program Header": a segment's bytes at file offset `p_offset` appear at `p_vaddr`), so it holds
-/// for any code in any section of that segment (`../shared/ENVIRONMENT.md`, "Offsets").
+/// for any code in any section of that segment (`fixtures/recorded/readelf/` and the `--section-start` fixture in
+/// `netprobe-cli/tests/cli_offline.rs` show it).
 ///
 /// Returns `None` when `vaddr` lies below `p_vaddr` or the sum overflows; the caller must also
 /// check that `vaddr < p_vaddr + p_filesz`.
@@ -43,12 +44,12 @@ pub fn elf_segment_inverse(
     p_vaddr.checked_add(into).map(VirtAddr)
 }
 
-/// The `.text` section formula of seed 004: `offset(fn) = va(fn) - va(.text) + offset(.text)`.
+/// The `.text` section formula of `shared/seeds/004_*`: `offset(fn) = va(fn) - va(.text) + offset(.text)`.
 ///
 /// Kept only to explain differences: it is right when the function lies inside `.text`, and wrong
 /// for code in any other executable section (`__managedcode` of NativeAOT, a section placed with
 /// `--section-start`): the kernel accepts such a probe but enabling it fails with EINVAL
-/// (`../shared/ENVIRONMENT.md`). Returns `None` where the arithmetic would go negative.
+/// (`kernel/events/uprobes.c`). Returns `None` where the arithmetic would go negative.
 pub fn seed_text_section(vaddr: VirtAddr, text_addr: u64, text_offset: u64) -> Option<FileOffset> {
     vaddr
         .0
@@ -67,14 +68,14 @@ pub fn pe_section(rva: Rva, virtual_address: u64, pointer_to_raw_data: u64) -> O
         .map(FileOffset)
 }
 
-/// The .NET maps formula of seeds 000 and 002:
+/// The .NET maps formula of `shared/seeds/000_*` and `002_*`:
 /// `MethodAddress - (ExeSectionStartAddress - FirstSectionStartAddress) + SectionOffset`,
 /// i.e. `rva - (exec_start - image_base) + exec_file_offset`.
 ///
 /// It is [`normalize`] applied to `image_base + rva`, which is right only when `image_base` really
 /// is where file offset 0 is mapped. The seeds take the *lowest* mapping of the file as the base;
 /// on .NET 8 that is a whole-file `r--s` mapping below the image, and the result goes negative
-/// (`../shared/ENVIRONMENT.md`). So this returns the signed value, exactly as the seed computes it;
+/// (`fixtures/recorded/maps/net8-sleep.maps`). So this returns the signed value, exactly as the seed computes it;
 /// use [`FileOffset::try_from`] on it to get an offset or learn that there is none.
 pub fn seed_dotnet_maps(
     method: Rva,

@@ -72,7 +72,7 @@ impl MappedImage {
         self.mappings.iter().filter(|m| m.perms.exec)
     }
 
-    /// The lowest-addressed mapping of the file: what seeds 000/002 call the "first section".
+    /// The lowest-addressed mapping of the file: what `shared/seeds/000_*` and `002_*` call the "first section".
     /// Correct as an image base on .NET Core 3.1, wrong on .NET 8 (a whole-file `r--s` mapping sits
     /// below the image). `None` only for an image without mappings.
     pub fn lowest_mapping(&self) -> Option<&MapsEntry> {
@@ -158,7 +158,7 @@ impl MappedImage {
 }
 
 /// Offset of a method given by its RVA, from the live maps alone: normalize `image_base + rva`
-/// over the executable mapping that contains it. This is the .NET maps formula of seeds 000/002
+/// over the executable mapping that contains it. This is the .NET maps formula of `shared/seeds/000_*` and `002_*`
 /// with the image base chosen right (see [`MappedImage::image_base_for`]).
 ///
 /// Returns the file offset and the runtime address, or `None` when there is no image base or

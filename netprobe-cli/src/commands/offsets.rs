@@ -1,5 +1,5 @@
 //! `netprobe offsets PID IMAGE [PATTERN] [--map FILE]`: the uprobe offset of each method of an
-//! image mapped in a process, printed as seed 001's `calc-offsets.py` prints it
+//! image mapped in a process, printed as `shared/seeds/001_*`'s `calc-offsets.py` prints it
 //! (`offset: 1900 : NAME`), with the image base chosen right on .NET 8 (`normalize`).
 //! `IMAGE` may name an assembly inside a mapped .NET single-file bundle
 //! (`System.Private.CoreLib.dll`): offsets are then offsets in the bundle file.

@@ -3,13 +3,14 @@
 //! - **Entry** probes go after the stack-check prologue
 //!   ([`netprobe_core::golang::ProbePoints::entry_probe`]): when a goroutine's stack is too small,
 //!   the prologue calls `runtime.morestack`, which re-enters the function from its first byte, so
-//!   a probe there fires twice for one call (`../shared/ENVIRONMENT.md`, "Go"). Arguments are
+//!   a probe there fires twice for one call (Go `src/runtime/stack.go`, `newstack`). Arguments are
 //!   still where the ABI put them after the prologue: it only compares SP with the stack guard.
 //! - **Return** probes are plain uprobes on every RET instruction, reading the result where the
 //!   ABI leaves it. A uretprobe replaces the return address on the goroutine stack with the
 //!   kernel's trampoline; when the runtime copies or walks that stack (growth, GC, panics) it
 //!   meets an address it does not know and kills the program (`unexpected return pc`,
-//!   `fatal error: unknown caller pc`; seed 004, `../shared/ENVIRONMENT.md`). `--force-uretprobe`
+//!   `fatal error: unknown caller pc`; Go `src/runtime/traceback.go`; the crash of
+//!   `shared/seeds/004_*`'s recipe). `--force-uretprobe`
 //!   brings the uretprobe back, with a loud warning.
 //! - **Arguments** by the ABI of the Go release that built the binary
 //!   ([`GoBinary::abi`]: the register ABI since Go 1.17, the stack ABI before).

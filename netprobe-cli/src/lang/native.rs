@@ -5,7 +5,8 @@
 //! ELF details users hit:
 //! - A shared library is probed in the file itself (`uprobe_events` takes the library's path and
 //!   a file offset); the kernel then fires the probe in every process that maps it, and the
-//!   session's pid filter keeps the targeted ones (`../shared/ENVIRONMENT.md`, "Kernel tracing").
+//!   session's pid filter keeps the targeted ones (`Documentation/trace/uprobetracer.rst`: a uprobe is set on
+//!   an inode and offset).
 //! - A GNU IFUNC symbol names its *resolver*: a probe there fires when the symbol is bound, not
 //!   on calls. netprobe says so, and with `-p` reads which implementation the process bound
 //!   ([`netprobe_core::elf::ifunc::resolve_ifunc`]) and offers a spec that probes it.

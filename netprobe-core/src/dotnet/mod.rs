@@ -1,4 +1,4 @@
-//! .NET assemblies: ReadyToRun (precompiled) code and ECMA-335 metadata (issue 4).
+//! .NET assemblies: ReadyToRun (precompiled) code and ECMA-335 metadata.
 //!
 //! [`Assembly::open`] reads a `.dll`; [`Assembly::r2r`] says whether it holds precompiled code
 //! (`None` = IL-only, JIT-compiled at run time, not probe-able); [`Assembly::methods`] lists every

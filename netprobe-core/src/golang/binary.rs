@@ -75,7 +75,7 @@ pub struct ProbePoints {
     /// The recognised stack check, if any.
     pub stack_check: Option<StackCheck>,
     /// Every RET of the function: return probes without uretprobes (which crash Go programs whose
-    /// stacks move; `../shared/ENVIRONMENT.md`).
+    /// stacks move; Go `src/runtime/traceback.go`, "unexpected return pc").
     pub rets: Vec<ProbePoint>,
     /// Direct jumps out of the function (tail calls): returns through them pass no RET here.
     pub tail_jumps: Vec<VirtAddr>,

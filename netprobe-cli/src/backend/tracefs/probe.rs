@@ -18,7 +18,7 @@
 //! | at most 128 fetch-args | kernel MAX_TRACE_ARGS |
 //!
 //! Writes: `O_WRONLY|O_APPEND` only (truncating `uprobe_events` deletes every probe on the
-//! machine, `../shared/ENVIRONMENT.md`). Several lines go in one `write` (the kernel runs each
+//! machine: `kernel/trace/trace_uprobe.c`, `probes_open` releases them all on O_TRUNC). Several lines go in one `write` (the kernel runs each
 //! complete line of a write in turn, `trace_parse_run_command`); a batch stays below the kernel's
 //! 4096-byte WRITE_BUFSIZE so that no line is split across its internal chunks. When a write fails,
 //! the reason is read from `error_log` (the kernel logs the failing command and a caret there).

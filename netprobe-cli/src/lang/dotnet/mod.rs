@@ -1,4 +1,4 @@
-//! .NET managed methods in live commands (issue 4): how a ReadyToRun method becomes probes, and
+//! .NET managed methods in live commands: how a ReadyToRun method becomes probes, and
 //! what to tell the user about the runtime before and while tracing.
 //!
 //! - [`Planner`]: the probes of one managed method. Entry arguments come from its signature

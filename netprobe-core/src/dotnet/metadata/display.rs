@@ -1,6 +1,6 @@
 //! Method and type names exactly as the runtime and crossgen print them.
 //!
-//! crossgen's `/CreatePerfMap` map files (seeds 000, 001) and the runtime's perf map / jitdump
+//! crossgen's `/CreatePerfMap` map files (`fixtures/recorded/mapfiles/`) and the runtime's perf map / jitdump
 //! (`/tmp/jit-PID.dump`) name a method `[instance ]RET [Assembly] Namespace.Type::Method(ARGS)`:
 //! the owner type in reflection style (nested types joined by `+`, generic arguments in `[...]`),
 //! the return and parameter types in ILDASM style (`int32`, `class [Asm]Ns.T`, `valuetype Ns.S`,
