@@ -19,7 +19,9 @@ impl FileId {
     /// The identity of the file `path` names (symlinks followed); `None` when it cannot be
     /// stat'ed (missing, no permission).
     pub fn of(path: &Path) -> Option<FileId> {
-        std::fs::metadata(path).ok().map(|m| FileId::from_metadata(&m))
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| FileId::from_metadata(&m))
     }
 
     /// The identity described by metadata already read.
