@@ -371,3 +371,81 @@ pub fn go_facts(exe: &Path) -> Option<GoProcess> {
         version: version.map(|v| v.raw),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const ID: &str = "3f4e1b2c9d8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c";
+
+    #[test]
+    fn cgroup_layouts_of_each_engine() {
+        let cases = [
+            ("host, cgroup v2", "0::/user.slice/user-0.slice/session-1.scope\n".to_string()),
+            ("docker, systemd driver", format!("0::/system.slice/docker-{ID}.scope\n")),
+            ("docker, cgroupfs driver", format!("0::/docker/{ID}\n")),
+            (
+                "docker, cgroup v1",
+                format!("12:pids:/docker/{ID}\n11:memory:/docker/{ID}\n0::/\n"),
+            ),
+            (
+                "kubernetes containerd",
+                format!("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1a2b.slice/cri-containerd-{ID}.scope\n"),
+            ),
+            ("nerdctl", format!("0::/default/{ID}\n")),
+            (
+                "cri-o",
+                format!("0::/kubepods.slice/kubepods-pod1.slice/crio-{ID}.scope\n"),
+            ),
+            ("cri-o monitor", format!("0::/system.slice/crio-conmon-{ID}.scope\n")),
+            ("podman", format!("0::/machine.slice/libpod-{ID}.scope/container\n")),
+            ("podman cgroupfs", format!("0::/libpod_parent/libpod-{ID}\n")),
+            ("bare id", format!("0::/somewhere/{ID}\n")),
+            ("id with uppercase", format!("0::/docker/{}\n", ID.to_uppercase())),
+        ];
+        let shown: Vec<String> = cases
+            .iter()
+            .map(|(what, text)| match container_of_cgroup(text) {
+                Some(c) => format!("{what}: {} {}", c.engine, c.id),
+                None => format!("{what}: host"),
+            })
+            .collect();
+        insta::assert_snapshot!(shown.join("\n"));
+    }
+
+    #[test]
+    fn stat_with_parentheses_and_spaces_in_comm() {
+        let stat = b"42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0";
+        assert_eq!(parse_stat(stat), Some(("a) b (c)".to_string(), 4194560)));
+        let kthread = b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0";
+        let (_, flags) = parse_stat(kthread).unwrap();
+        assert_ne!(flags & PF_KTHREAD, 0);
+        assert_eq!(parse_stat(b"7 (x"), None);
+    }
+
+    #[test]
+    fn docker_config_name() {
+        let cfg = r#"{"StreamConfig":{},"State":{"Running":true},"ID":"abc","Name":"/np-ps-app","Driver":"overlay2"}"#;
+        assert_eq!(name_in_config(cfg).as_deref(), Some("np-ps-app"));
+        assert_eq!(name_in_config(r#"{"Name":"/"}"#), None);
+        assert_eq!(name_in_config("{}"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn hostile_proc_text_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = parse_stat(&bytes);
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = container_of_cgroup(&text);
+            let _ = name_in_config(&text);
+        }
+
+        #[test]
+        fn any_64_hex_id_under_docker_is_found(id in "[0-9a-f]{64}", prefix in "(/[a-z.]{1,8}){0,3}") {
+            let c = container_of_cgroup(&format!("0::{prefix}/docker-{id}.scope\n")).unwrap();
+            prop_assert_eq!(c.id, id);
+            prop_assert_eq!(c.engine, "docker");
+        }
+    }
+}
