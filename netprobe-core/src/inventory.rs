@@ -8,12 +8,14 @@
 //! ([`DotnetFacts`]): they depend on the runtime-settings rules of the engine.
 
 use crate::elf::parser::ElfView;
+use crate::file_id::FileId;
 use crate::golang::abi::{abi_for, GoAbi};
 use crate::golang::buildinfo::BuildInfo;
 use crate::maps::MapsEntry;
 use crate::normalize::MappedImage;
 use crate::process::Process;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// `PF_KTHREAD` in the `flags` field of `/proc/PID/stat` (`include/linux/sched.h`): a kernel
@@ -134,13 +136,27 @@ pub fn scan(host: &Host, dotnet: DotnetFacts<'_>) -> Vec<ProcessEntry> {
         })
         .unwrap_or_default();
     pids.sort_unstable();
+    let mut go_cache = GoCache::new();
     pids.into_iter()
-        .filter_map(|pid| entry(pid, host, dotnet))
+        .filter_map(|pid| entry_with(pid, host, dotnet, &mut go_cache))
         .collect()
 }
 
+/// The Go facts per executable file (by [`FileId`]): hundreds of processes often run a handful
+/// of executables (`sleep`, `bash`, workers), each read once.
+type GoCache = HashMap<FileId, Option<GoProcess>>;
+
 /// One process; `None` for a kernel thread or a process that is gone.
 pub fn entry(pid: u32, host: &Host, dotnet: DotnetFacts<'_>) -> Option<ProcessEntry> {
+    entry_with(pid, host, dotnet, &mut GoCache::new())
+}
+
+fn entry_with(
+    pid: u32,
+    host: &Host,
+    dotnet: DotnetFacts<'_>,
+    go_cache: &mut GoCache,
+) -> Option<ProcessEntry> {
     let process = Process::open(pid).ok()?;
     let stat = std::fs::read(process.dir().join("stat")).ok()?;
     let (comm, flags) = parse_stat(&stat)?;
@@ -188,7 +204,12 @@ pub fn entry(pid: u32, host: &Host, dotnet: DotnetFacts<'_>) -> Option<ProcessEn
         })
     } else {
         // /proc/PID/exe opens the file the process runs from any namespace, even when deleted.
-        match go_facts(&process.dir().join("exe")) {
+        let exe = process.dir().join("exe");
+        let go = match FileId::of(&exe) {
+            Some(id) => go_cache.entry(id).or_insert_with(|| go_facts(&exe)).clone(),
+            None => None,
+        };
+        match go {
             Some(go) => Kind::Go(go),
             None => Kind::Native,
         }
