@@ -50,6 +50,21 @@ pub enum Command {
     },
     /// Remove probes and instances left by netprobe processes that no longer run.
     Clean,
+    /// List processes: container, kind (.NET runtime, tiering and ReadyToRun images; Go version
+    /// and ABI; native) and whether netprobe can probe them.
+    Ps(PsArgs),
+    /// Print a shell completion script (e.g. `netprobe completions bash > /etc/bash_completion.d/netprobe`).
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page in roff (`netprobe man | man -l -`), or write one page per command
+    /// into a directory.
+    Man {
+        /// Write netprobe.1 and netprobe-COMMAND.1 pages into this directory instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Trace a known function of netprobe itself end to end and explain each step (needs root).
     Demo,
     /// (internal) the demo's target process.
@@ -176,6 +191,13 @@ pub struct SymbolsArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct PsArgs {
+    /// One JSON object per process and line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct OffsetsArgs {
     /// The process whose maps place the image.
     pub pid: u32,
@@ -234,6 +256,9 @@ pub fn main() -> ExitCode {
                 }
             })
         }
+        Command::Ps(a) => commands::ps::run(&a),
+        Command::Completions { shell } => commands::docs::completions(shell),
+        Command::Man { dir } => commands::docs::man(dir.as_deref()),
         Command::Clean => tracing(live::clean(&mut std::io::stdout())),
         Command::Demo => tracing(crate::demo::run(&mut std::io::stdout())),
         Command::DemoTarget { calls } => Ok(ExitCode::from(crate::demo::demo_target(calls) as u8)),

@@ -435,3 +435,35 @@ fn each_image_is_opened_and_parsed_once_per_run() {
     let _ = app.kill();
     let _ = app.wait();
 }
+
+/// `ps` lists this test process (native, its own comm) and no kernel thread (kthreadd is pid 2);
+/// the text table has a header and one row per JSON object.
+#[test]
+fn ps_lists_user_processes_and_skips_kernel_threads() {
+    let out = netprobe().args(["ps", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entries: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let me = entries
+        .iter()
+        .find(|e| e["pid"] == std::process::id())
+        .expect("the test process is listed");
+    assert_eq!(me["kind"], "native", "{me}");
+    let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
+    assert_eq!(me["comm"], comm.trim_end(), "{me}");
+    assert!(entries.iter().all(|e| e["pid"] != 2), "kthreadd listed");
+    let text = netprobe().arg("ps").output().unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["PID", "CONTAINER", "COMMAND", "KIND", "PROBE"]);
+    // Processes come and go between the two runs; the counts stay close.
+    assert!(lines.count().abs_diff(entries.len()) < 20);
+}

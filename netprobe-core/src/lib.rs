@@ -23,6 +23,7 @@ pub mod file_id;
 pub mod formulas;
 pub mod golang;
 pub mod image;
+pub mod inventory;
 pub mod maps;
 pub mod matching;
 pub mod normalize;

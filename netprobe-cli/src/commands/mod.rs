@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+pub mod docs;
 pub mod live;
 pub mod offsets;
+pub mod ps;
 pub mod symbols;

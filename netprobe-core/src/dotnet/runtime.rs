@@ -262,6 +262,23 @@ fn config_bool(config: &Json, property: &str) -> Option<bool> {
     }
 }
 
+/// The .NET runtime a running process uses and the settings it runs with (its environment and
+/// its runtimeconfig, on disk or bundled); `None` when the process runs no .NET runtime netprobe
+/// can name.
+pub fn knobs_of_process(pid: u32) -> Option<(RuntimeVersion, Knobs)> {
+    let (version, _) = runtime_of_process(pid)?;
+    let env = environment_of(pid);
+    let (cfg_path, cfg) = match runtimeconfig_of_process(pid) {
+        Some(p) => {
+            let cfg = read_runtimeconfig(&p);
+            (Some(p), cfg)
+        }
+        None => bundled_runtimeconfig_of_process(pid).unzip(),
+    };
+    let k = knobs(&env, &version, cfg_path.as_deref().zip(cfg.as_ref()));
+    Some((version, k))
+}
+
 /// The settings of a runtime of `version` started with environment `env`, and the app's
 /// runtimeconfig.json `config` (read from `config_path`) when known. Environment variables win
 /// over runtimeconfig properties (verified: `DOTNET_TieredCompilation=1` re-enables tiering that

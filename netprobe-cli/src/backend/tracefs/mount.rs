@@ -52,6 +52,11 @@ impl Tracefs {
         }
     }
 
+    /// `true` when a mounted tracefs with `uprobe_events` is there now (nothing is mounted).
+    pub fn uprobes_available() -> bool {
+        Self::find().is_some_and(|t| t.path("uprobe_events").exists())
+    }
+
     /// A tracefs at a given root, unchecked (tests use it on a fake tree).
     pub fn at(root: impl Into<PathBuf>) -> Tracefs {
         Tracefs { root: root.into() }

@@ -295,18 +295,9 @@ pub fn preflight(
     match targeting {
         Targeting::Pids(pids) => {
             for &pid in pids {
-                let Some((version, _)) = runtime::runtime_of_process(pid) else {
+                let Some((version, k)) = runtime::knobs_of_process(pid) else {
                     continue;
                 };
-                let env = runtime::environment_of(pid);
-                let (cfg_path, cfg) = match runtime::runtimeconfig_of_process(pid) {
-                    Some(p) => {
-                        let cfg = runtime::read_runtimeconfig(&p);
-                        (Some(p), cfg)
-                    }
-                    None => runtime::bundled_runtimeconfig_of_process(pid).unzip(),
-                };
-                let k = runtime::knobs(&env, &version, cfg_path.as_deref().zip(cfg.as_ref()));
                 g.messages
                     .extend(runtime::guard_messages(&Subject::Pid(pid), &version, &k));
                 if k.replaces_r2r() {

@@ -1,0 +1,459 @@
+//! What runs on this machine, for `netprobe ps`: per process its container, its kind (.NET, Go,
+//! native) and whether netprobe can probe it. Cheap by design, so that hundreds of processes list
+//! in well under a second: per process it reads `/proc/PID/stat`, `cgroup` and `maps`
+//! (`proc(5)`), and of its executable only the ELF headers and the `.go.buildinfo` section
+//! (memory-mapped: untouched pages are never read). No symbol table is parsed.
+//!
+//! The .NET runtime version and tiering settings come from a caller-supplied function
+//! ([`DotnetFacts`]): they depend on the runtime-settings rules of the engine.
+
+use crate::abi::go::{abi_for, GoAbi};
+use crate::elf::parser::ElfView;
+use crate::file_id::FileId;
+use crate::golang::buildinfo::BuildInfo;
+use crate::maps::MapsEntry;
+use crate::normalize::MappedImage;
+use crate::process::Process;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// `PF_KTHREAD` in the `flags` field of `/proc/PID/stat` (`include/linux/sched.h`): a kernel
+/// thread, which has no user code to probe.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// One process as `netprobe ps` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProcessEntry {
+    pub pid: u32,
+    pub comm: String,
+    /// The container the process runs in, from its cgroup; `None` on the host.
+    pub container: Option<Container>,
+    /// Serialized in place: `"kind": "dotnet"` beside the kind's own fields.
+    #[serde(flatten)]
+    pub kind: Kind,
+    /// Whether netprobe can place uprobes on this process's code, and if not, why.
+    pub probe: Probeable,
+}
+
+/// A container, as far as the cgroup path and the engine's metadata tell.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Container {
+    /// The full container id (64 hex digits for Docker, containerd, CRI-O and Podman).
+    pub id: String,
+    /// The engine whose cgroup layout named it: `docker`, `containerd`, `cri-o`, `podman`, or
+    /// `unknown` when only a bare id was found.
+    pub engine: &'static str,
+    /// The container's name (Docker's `config.v2.json`), when known.
+    pub name: Option<String>,
+}
+
+/// What kind of program a process runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Kind {
+    /// CoreCLR is mapped (`libcoreclr.so`), or the W^X double mapping of .NET 7+
+    /// (`/memfd:doublemapper`) of a single-file app.
+    Dotnet(DotnetProcess),
+    /// The executable carries a Go function table or build info.
+    Go(GoProcess),
+    /// Anything else (C, C++, Rust, scripts' interpreters...).
+    Native,
+}
+
+/// A .NET process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DotnetProcess {
+    /// Version and tiering, from the [`DotnetFacts`] function; `None` when it could not tell.
+    pub runtime: Option<DotnetRuntime>,
+    /// ReadyToRun images mapped: `.dll`/`.exe` files with an executable mapping (the runtime maps
+    /// an IL-only assembly without execute permission; R2R code runs from its mapped sections).
+    pub r2r_images: usize,
+}
+
+/// The runtime of a .NET process and whether tiered compilation will replace its ReadyToRun code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DotnetRuntime {
+    /// `8.0.4`, `3.1.23`.
+    pub version: String,
+    /// Whether hot ReadyToRun methods get replaced by tier-1 JIT code (probes on them then stop
+    /// firing).
+    pub tiering: bool,
+    /// What decided it: `the default`, `DOTNET_TieredCompilation=0`, a runtimeconfig property...
+    pub tiering_reason: String,
+}
+
+/// A Go process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GoProcess {
+    /// `go1.19.8`; `None` without build info (Go before 1.13, or removed).
+    pub version: Option<String>,
+    /// The calling convention, from the version; `None` when the version is unknown.
+    pub abi: Option<GoAbi>,
+}
+
+/// Can netprobe probe it?
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Probeable {
+    pub ok: bool,
+    /// Why not (empty when `ok`).
+    pub reasons: Vec<String>,
+}
+
+/// What holds for every process: whether we are root and where tracefs is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Host {
+    pub root: bool,
+    /// `true` when the tracing backend found a tracefs with uprobe support (the backend layer
+    /// decides; the core does not look at tracefs).
+    pub tracefs: bool,
+}
+
+/// The engine's answer about a .NET process: version and tiering from its mapped runtime, its
+/// environment and its runtimeconfig. `None` when it cannot tell.
+pub type DotnetFacts<'a> = &'a dyn Fn(u32) -> Option<DotnetRuntime>;
+
+/// Every user process under `/proc`, by pid; kernel threads and processes that exit while being
+/// read are left out.
+pub fn scan(host: &Host, dotnet: DotnetFacts<'_>) -> Vec<ProcessEntry> {
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    pids.sort_unstable();
+    let mut go_cache = GoCache::new();
+    pids.into_iter()
+        .filter_map(|pid| entry_with(pid, host, dotnet, &mut go_cache))
+        .collect()
+}
+
+/// The Go facts per executable file (by [`FileId`]): hundreds of processes often run a handful
+/// of executables (`sleep`, `bash`, workers), each read once.
+type GoCache = HashMap<FileId, Option<GoProcess>>;
+
+/// One process; `None` for a kernel thread or a process that is gone.
+pub fn entry(pid: u32, host: &Host, dotnet: DotnetFacts<'_>) -> Option<ProcessEntry> {
+    entry_with(pid, host, dotnet, &mut GoCache::new())
+}
+
+fn entry_with(
+    pid: u32,
+    host: &Host,
+    dotnet: DotnetFacts<'_>,
+    go_cache: &mut GoCache,
+) -> Option<ProcessEntry> {
+    let process = Process::open(pid).ok()?;
+    let stat = std::fs::read(process.dir().join("stat")).ok()?;
+    let (comm, flags) = parse_stat(&stat)?;
+    if flags & PF_KTHREAD != 0 {
+        return None;
+    }
+    let container = std::fs::read(process.dir().join("cgroup"))
+        .ok()
+        .and_then(|c| container_of_cgroup(&String::from_utf8_lossy(&c)))
+        .map(|mut c| {
+            c.name = docker_name(Path::new("/var/lib/docker"), &c);
+            c
+        });
+    let mut reasons = Vec::new();
+    if !host.root {
+        reasons.push("not root (uprobes need CAP_SYS_ADMIN)".to_string());
+    }
+    if !host.tracefs {
+        reasons.push("no tracefs (mount -t tracefs nodev /sys/kernel/tracing)".to_string());
+    }
+    let maps = match process.maps() {
+        Ok(m) => m,
+        Err(e) => {
+            reasons.push(format!("maps unreadable: {e}"));
+            Vec::new()
+        }
+    };
+    let exe_link = std::fs::read_link(process.dir().join("exe")).ok();
+    let exe_readable = exe_link
+        .as_ref()
+        .is_some_and(|exe| std::fs::File::open(process.host_path(exe)).is_ok());
+    if !exe_readable {
+        match &exe_link {
+            Some(exe) => reasons.push(format!(
+                "executable {} not readable through /proc/{pid}/root",
+                exe.display()
+            )),
+            None => reasons.push("no executable (zombie, or no permission)".to_string()),
+        }
+    }
+    let kind = if is_dotnet(&maps) {
+        Kind::Dotnet(DotnetProcess {
+            runtime: dotnet(pid),
+            r2r_images: r2r_images(&maps),
+        })
+    } else {
+        // /proc/PID/exe opens the file the process runs from any namespace, even when deleted.
+        let exe = process.dir().join("exe");
+        let go = match FileId::of(&exe) {
+            Some(id) => go_cache.entry(id).or_insert_with(|| go_facts(&exe)).clone(),
+            None => None,
+        };
+        match go {
+            Some(go) => Kind::Go(go),
+            None => Kind::Native,
+        }
+    };
+    Some(ProcessEntry {
+        pid,
+        comm,
+        container,
+        kind,
+        probe: Probeable {
+            ok: reasons.is_empty(),
+            reasons,
+        },
+    })
+}
+
+/// `comm` and `flags` from `/proc/PID/stat` (`proc(5)`: `pid (comm) state ppid ... flags` with
+/// flags the 9th field). The comm may hold spaces and parentheses, so it ends at the LAST `)`.
+pub fn parse_stat(stat: &[u8]) -> Option<(String, u64)> {
+    let open = stat.iter().position(|&b| b == b'(')?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let comm = String::from_utf8_lossy(stat.get(open + 1..close)?).into_owned();
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    // After the comm: state(3) ppid(4) pgrp(5) session(6) tty_nr(7) tpgid(8) flags(9).
+    let flags = rest.split_ascii_whitespace().nth(6)?.parse().ok()?;
+    Some((comm, flags))
+}
+
+/// The container a `/proc/PID/cgroup` text names, from the innermost path component that holds a
+/// container id. Layouts (the cgroup paths each engine creates):
+/// - Docker, systemd driver: `/system.slice/docker-ID.scope`; cgroupfs driver: `/docker/ID`;
+/// - containerd (Kubernetes CRI): `.../cri-containerd-ID.scope`; nerdctl/ctr: `/NAMESPACE/ID`
+///   (`default`, `k8s.io`, `moby`);
+/// - CRI-O: `.../crio-ID.scope` (`crio-conmon-ID.scope` is its monitor, not the container);
+/// - Podman: `.../libpod-ID.scope` (`libpod-conmon-ID.scope` likewise), cgroupfs `/libpod_parent/libpod-ID`.
+///
+/// cgroup v1 (`N:controllers:/path`) and v2 (`0::/path`) lines both work. `None` on the host.
+pub fn container_of_cgroup(text: &str) -> Option<Container> {
+    for line in text.lines() {
+        let Some(path) = line.splitn(3, ':').nth(2) else {
+            continue;
+        };
+        let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+        for (i, comp) in comps.iter().enumerate().rev() {
+            let parent = if i > 0 { Some(comps[i - 1]) } else { None };
+            if let Some(c) = container_of_component(comp, parent) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+fn container_of_component(comp: &str, parent: Option<&str>) -> Option<Container> {
+    let scope = comp.strip_suffix(".scope").unwrap_or(comp);
+    for (prefix, engine) in [
+        ("docker-", "docker"),
+        ("cri-containerd-", "containerd"),
+        ("crio-", "cri-o"),
+        ("libpod-", "podman"),
+    ] {
+        if let Some(id) = scope.strip_prefix(prefix) {
+            if is_container_id(id) {
+                return Some(Container {
+                    id: id.to_string(),
+                    engine,
+                    name: None,
+                });
+            }
+        }
+    }
+    if is_container_id(comp) {
+        let engine = match parent {
+            Some("docker") => "docker",
+            Some("default" | "k8s.io" | "moby") => "containerd",
+            Some("libpod_parent") => "podman",
+            _ => "unknown",
+        };
+        return Some(Container {
+            id: comp.to_string(),
+            engine,
+            name: None,
+        });
+    }
+    None
+}
+
+/// 64 lowercase hex digits: the id Docker, containerd, CRI-O and Podman give containers.
+fn is_container_id(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The container's name from Docker's metadata, `DOCKER_ROOT/containers/ID/config.v2.json`
+/// (`"Name":"/NAME"`, moby `container/container.go`); `None` for other engines or when unreadable.
+pub fn docker_name(docker_root: &Path, c: &Container) -> Option<String> {
+    if c.engine != "docker" {
+        return None;
+    }
+    let path = docker_root
+        .join("containers")
+        .join(&c.id)
+        .join("config.v2.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    name_in_config(&text)
+}
+
+/// The `"Name"` member of a Docker `config.v2.json`, without its leading `/`. A minimal scan
+/// (the file can be large; only the top-level `"Name":"..."` is wanted, which Docker writes with
+/// no spaces and never with escapes, names being `[a-zA-Z0-9][a-zA-Z0-9_.-]+`).
+pub fn name_in_config(text: &str) -> Option<String> {
+    let at = text.find("\"Name\":\"")? + "\"Name\":\"".len();
+    let rest = text.get(at..)?;
+    let end = rest.find('"')?;
+    let name = rest[..end].trim_start_matches('/');
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// Whether the maps show a CoreCLR process: `libcoreclr.so` mapped (framework-dependent and
+/// self-contained apps), or the W^X double mapping `.NET 7+` creates (`/memfd:doublemapper`,
+/// dotnet/runtime `src/coreclr/minipal/Unix/doublemapping.cpp`), which a single-file app (runtime
+/// linked into the host, no `libcoreclr.so`) shows too.
+pub fn is_dotnet(maps: &[MapsEntry]) -> bool {
+    maps.iter().any(|m| {
+        m.path.file().is_some_and(|p| {
+            p.file_name().is_some_and(|n| n == "libcoreclr.so")
+                || p.as_os_str()
+                    .to_string_lossy()
+                    .starts_with("/memfd:doublemapper")
+        })
+    })
+}
+
+/// ReadyToRun images among the mapped files: `.dll`/`.exe` files with an executable mapping.
+pub fn r2r_images(maps: &[MapsEntry]) -> usize {
+    MappedImage::group(maps)
+        .iter()
+        .filter(|img| {
+            img.path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("dll") || e.eq_ignore_ascii_case("exe"))
+                && img.exec_mappings().next().is_some()
+        })
+        .count()
+}
+
+/// The Go facts of the executable at `exe`: from the `.go.buildinfo` section (version) and the
+/// presence of a Go section (`.gopclntab`, `.go.buildinfo`, `.note.go.buildid`). Only the ELF
+/// headers and that section are read. `None` when it is not a Go binary (or not ELF).
+pub fn go_facts(exe: &Path) -> Option<GoProcess> {
+    let bytes = crate::bytes::FileBytes::open(exe).ok()?;
+    let elf = ElfView::parse(exe, &bytes).ok()?;
+    let mut is_go = false;
+    let mut buildinfo = None;
+    for sh in &elf.section_headers {
+        match elf.section_name(sh) {
+            Some(".go.buildinfo") => {
+                is_go = true;
+                buildinfo = Some((sh.sh_offset, sh.sh_size));
+            }
+            Some(".gopclntab" | ".note.go.buildid") => is_go = true,
+            _ => {}
+        }
+    }
+    if !is_go {
+        return None;
+    }
+    // Only the section (never the whole-file magic scan of `BuildInfo::locate` without one).
+    let version = buildinfo.and_then(|(offset, _)| {
+        let blob = bytes
+            .get(usize::try_from(offset).ok()?..)
+            .filter(|b| b.starts_with(crate::golang::buildinfo::MAGIC))?;
+        let segments = crate::elf::LoadSegments::from_program_headers(&elf.program_headers);
+        BuildInfo::parse(blob, &bytes, &segments)
+    });
+    let version = version.as_ref().and_then(BuildInfo::version);
+    Some(GoProcess {
+        abi: version.as_ref().map(abi_for),
+        version: version.map(|v| v.raw),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const ID: &str = "3f4e1b2c9d8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c";
+
+    #[test]
+    fn cgroup_layouts_of_each_engine() {
+        let cases = [
+            ("host, cgroup v2", "0::/user.slice/user-0.slice/session-1.scope\n".to_string()),
+            ("docker, systemd driver", format!("0::/system.slice/docker-{ID}.scope\n")),
+            ("docker, cgroupfs driver", format!("0::/docker/{ID}\n")),
+            (
+                "docker, cgroup v1",
+                format!("12:pids:/docker/{ID}\n11:memory:/docker/{ID}\n0::/\n"),
+            ),
+            (
+                "kubernetes containerd",
+                format!("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1a2b.slice/cri-containerd-{ID}.scope\n"),
+            ),
+            ("nerdctl", format!("0::/default/{ID}\n")),
+            (
+                "cri-o",
+                format!("0::/kubepods.slice/kubepods-pod1.slice/crio-{ID}.scope\n"),
+            ),
+            ("cri-o monitor", format!("0::/system.slice/crio-conmon-{ID}.scope\n")),
+            ("podman", format!("0::/machine.slice/libpod-{ID}.scope/container\n")),
+            ("podman cgroupfs", format!("0::/libpod_parent/libpod-{ID}\n")),
+            ("bare id", format!("0::/somewhere/{ID}\n")),
+            ("id with uppercase", format!("0::/docker/{}\n", ID.to_uppercase())),
+        ];
+        let shown: Vec<String> = cases
+            .iter()
+            .map(|(what, text)| match container_of_cgroup(text) {
+                Some(c) => format!("{what}: {} {}", c.engine, c.id),
+                None => format!("{what}: host"),
+            })
+            .collect();
+        insta::assert_snapshot!(shown.join("\n"));
+    }
+
+    #[test]
+    fn stat_with_parentheses_and_spaces_in_comm() {
+        let stat = b"42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0";
+        assert_eq!(parse_stat(stat), Some(("a) b (c)".to_string(), 4194560)));
+        let kthread = b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0";
+        let (_, flags) = parse_stat(kthread).unwrap();
+        assert_ne!(flags & PF_KTHREAD, 0);
+        assert_eq!(parse_stat(b"7 (x"), None);
+    }
+
+    #[test]
+    fn docker_config_name() {
+        let cfg = r#"{"StreamConfig":{},"State":{"Running":true},"ID":"abc","Name":"/np-ps-app","Driver":"overlay2"}"#;
+        assert_eq!(name_in_config(cfg).as_deref(), Some("np-ps-app"));
+        assert_eq!(name_in_config(r#"{"Name":"/"}"#), None);
+        assert_eq!(name_in_config("{}"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn hostile_proc_text_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = parse_stat(&bytes);
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = container_of_cgroup(&text);
+            let _ = name_in_config(&text);
+        }
+
+        #[test]
+        fn any_64_hex_id_under_docker_is_found(id in "[0-9a-f]{64}", prefix in "(/[a-z.]{1,8}){0,3}") {
+            let c = container_of_cgroup(&format!("0::{prefix}/docker-{id}.scope\n")).unwrap();
+            prop_assert_eq!(c.id, id);
+            prop_assert_eq!(c.engine, "docker");
+        }
+    }
+}
