@@ -1,0 +1,28 @@
+//! The symbolizer's per-file index on mutated binaries (ELF symbols, Go tables, bundles,
+//! ReadyToRun): build it from a file, then look offsets up.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use netprobe_core::addr::FileOffset;
+use netprobe_core::symbolize::ImageIndex;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+fn scratch() -> &'static PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" };
+        PathBuf::from(format!("{dir}/netprobe-fuzz-index-{}", std::process::id()))
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let path = scratch();
+    if std::fs::write(path, data).is_err() {
+        return;
+    }
+    if let Ok(index) = ImageIndex::build(path) {
+        for off in [0u64, 1, 0x1000, data.len() as u64 / 2, data.len() as u64] {
+            let _ = index.frames(path, FileOffset(off), off);
+        }
+    }
+});
