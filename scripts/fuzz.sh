@@ -32,6 +32,10 @@ if [[ ${1:-} =~ ^[0-9]+$ ]]; then
 	shift
 fi
 targets=${*:-$targets_all}
+if [[ $seconds -eq 0 ]]; then
+	echo "== fuzz: skipped (NETPROBE_FUZZ_SECONDS=0)"
+	exit 0
+fi
 
 tdir="${CARGO_TARGET_DIR:-$root/target}/fuzz"
 triple=$(rustc -vV | sed -n 's/^host: //p')
@@ -72,10 +76,13 @@ for t in $targets; do
 	max_len=$((${max_len:-0} > 4096 ? max_len : 4096))
 	log="$tdir/logs/$t.log"
 	mkdir -p "$(dirname "$log")"
+	scratch="$tdir/scratch/$t"
+	mkdir -p "$scratch"
 	before=$(find "$artifacts" -type f | wc -l)
 	status=0
-	"$tdir/$triple/release/$t" "$corpus" "${seeds[@]}" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
+	NETPROBE_FUZZ_SCRATCH="$scratch" "$tdir/$triple/release/$t" "$corpus" "${seeds[@]}" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
 		-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/" >"$log" 2>&1 || status=$?
+	rm -rf "$scratch"
 	after=$(find "$artifacts" -type f | wc -l)
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 	cov_start=$(grep -m1 -E 'INITED cov:' "$log" | sed -E 's/.*cov: ([0-9]+).*/\1/' || true)

@@ -9,7 +9,8 @@ use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
     let _ = parser::parse(data);
-    let Ok(Some(bundle)) = Bundle::from_bytes(Path::new("fuzz-bundle"), FileBytes::Owned(data.to_vec()))
+    let Ok(Some(bundle)) =
+        Bundle::from_bytes(Path::new("fuzz-bundle"), FileBytes::Owned(data.to_vec()))
     else {
         return;
     };

@@ -7,11 +7,16 @@ use netprobe_core::symbolize::ImageIndex;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+/// The file the index is built from: in `NETPROBE_FUZZ_SCRATCH` (scripts/fuzz.sh points it into
+/// the target dir and removes it afterwards), else the temporary directory.
 fn scratch() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" };
-        PathBuf::from(format!("{dir}/netprobe-fuzz-index-{}", std::process::id()))
+        let dir = std::env::var_os("NETPROBE_FUZZ_SCRATCH")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let _ = std::fs::create_dir_all(&dir);
+        dir.join(format!("netprobe-fuzz-index-{}", std::process::id()))
     })
 }
 
