@@ -17,7 +17,9 @@
 # and proc macros stay uninstrumented. Debug assertions and overflow checks are on.
 #
 # Corpora grow across runs in TARGET_DIR/fuzz/corpus/<target> (never in git); the seeds are the
-# committed netprobe-core/fuzz/seeds/<target>, fixtures/recorded/ and the built ones.
+# committed netprobe-core/fuzz/seeds/<target>, fixtures/recorded/, the built ones, and every
+# input that once crashed a target (netprobe-core/fuzz/regressions/<target>/, which
+# netprobe-core/tests/fuzz_regressions.rs replays in the test suite).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 crate="$root/netprobe-core/fuzz"
@@ -37,6 +39,11 @@ if [[ $seconds -eq 0 ]]; then
 	exit 0
 fi
 
+# libfuzzer-sys compiles libFuzzer (C++) with the cc crate.
+if ! command -v "${CXX:-c++}" >/dev/null; then
+	echo "fuzz: no C++ compiler (${CXX:-c++}) to build libFuzzer with: apt-get install g++" >&2
+	exit 1
+fi
 tdir="${CARGO_TARGET_DIR:-$root/target}/fuzz"
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
@@ -67,7 +74,7 @@ for t in $targets; do
 	artifacts="$tdir/artifacts/$t"
 	mkdir -p "$corpus" "$artifacts"
 	seeds=()
-	for d in "$crate/seeds/$t" "$tdir/seeds/$t" $(recorded "$t"); do
+	for d in "$crate/seeds/$t" "$crate/regressions/$t" "$tdir/seeds/$t" $(recorded "$t"); do
 		[[ -d $d ]] && seeds+=("$d")
 	done
 	# Never shorter than the biggest seed (libFuzzer's default cap of 1 MiB would cut the Go
