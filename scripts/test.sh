@@ -12,12 +12,19 @@ start=$(date +%s)
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
+cargo fmt --manifest-path netprobe-core/fuzz/Cargo.toml --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== the engine without the command line: netprobe-cli --no-default-features (no clap)"
 cargo clippy -p netprobe-cli --no-default-features --lib --examples --locked -- -D warnings
 echo "== cargo test --workspace"
 cargo test --workspace --locked --no-fail-fast
+
+# Coverage-guided fuzzing of every parser (netprobe-core/fuzz, figures in RELIABILITY.md), the
+# short run: NETPROBE_FUZZ_SECONDS per target (default 10: about 3 minutes for the 16 targets,
+# plus about 2 minutes to build them the first time); 0 skips it, 600 is the long run.
+echo "== fuzz: every parser, ${NETPROBE_FUZZ_SECONDS:-10} s per target (scripts/fuzz.sh)"
+"$root/scripts/fuzz.sh"
 
 # Nothing of netprobe's may stay registered (DEVELOPERS.md): check the kernel after the run.
 tr=/sys/kernel/tracing

@@ -113,6 +113,14 @@ impl NativeArray {
         if entry_index_size > 2 {
             return None;
         }
+        // The block offsets (one per 16 slots, 1 << entry_index_size bytes each) follow the
+        // header (NativeArray::GetElement in src/coreclr/vm/nativeformatreader.h): a count whose
+        // block table does not fit in `data` is no array, and would have callers walk up to
+        // 2^30 slots of nothing.
+        let blocks = (header >> 2).div_ceil(BLOCK_SIZE) as usize;
+        if base.checked_add(blocks << entry_index_size)? > data.len() {
+            return None;
+        }
         Some(NativeArray {
             base,
             count: header >> 2,
@@ -347,6 +355,22 @@ mod tests {
         let bytes = build_array(16, &[]);
         let arr = NativeArray::parse(&bytes, 0).unwrap();
         assert!((0..16).all(|i| arr.get(&bytes, i).is_none()));
+    }
+
+    /// Found by the `bundle` fuzz target: a header claiming 2^30 slots in a few bytes made
+    /// METHODDEF_ENTRYPOINTS readers walk every slot (minutes of work for a 26 KB input).
+    #[test]
+    fn a_count_whose_block_table_does_not_fit_is_no_array() {
+        let mut bytes = Vec::new();
+        encode_unsigned(((1 << 30) - 1) << 2, &mut bytes);
+        bytes.extend_from_slice(&[0; 64]);
+        assert!(NativeArray::parse(&bytes, 0).is_none());
+        // The same count with its whole block table present is an array.
+        let mut bytes = Vec::new();
+        encode_unsigned(32 << 2, &mut bytes);
+        bytes.extend_from_slice(&[0; 2]);
+        assert_eq!(NativeArray::parse(&bytes, 0).map(|a| a.len()), Some(32));
+        assert!(NativeArray::parse(&bytes[..2], 0).is_none());
     }
 
     proptest! {

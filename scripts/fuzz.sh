@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of netprobe's parsers (netprobe-core/fuzz, one libFuzzer target per
+# parser) on the stable toolchain: builds the targets, builds the big seeds
+# (scripts/fuzz-seeds.sh), runs each target for SECONDS and prints a table of executions,
+# coverage and crashes per target. Exits non-zero when any target crashed (the input that did
+# is kept under TARGET_DIR/fuzz/artifacts/<target>/).
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     # default 10 s, every target
+#   NETPROBE_FUZZ_SECONDS=600 scripts/fuzz.sh             # the long run (RELIABILITY.md)
+#   scripts/fuzz.sh --list                                 # the target names
+#
+# Stable rustc has no `-Zsanitizer`; the SanitizerCoverage instrumentation libFuzzer feeds on is
+# LLVM's `sancov-module` pass, which `-Cpasses` runs and `-Cllvm-args` configures (LLVM's
+# SanitizerCoverage.cpp options: inline 8-bit counters, the PC table, comparison tracing), and
+# `--cfg fuzzing` is what cargo-fuzz sets. libfuzzer-sys compiles libFuzzer itself with the C++
+# compiler (g++). The RUSTFLAGS apply to the target triple only (`--target`), so build scripts
+# and proc macros stay uninstrumented. Debug assertions and overflow checks are on.
+#
+# Corpora grow across runs in TARGET_DIR/fuzz/corpus/<target> (never in git); the seeds are the
+# committed netprobe-core/fuzz/seeds/<target>, fixtures/recorded/, the built ones, and every
+# input that once crashed a target (netprobe-core/fuzz/regressions/<target>/, which
+# netprobe-core/tests/fuzz_regressions.rs replays in the test suite).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+crate="$root/netprobe-core/fuzz"
+targets_all=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$crate/Cargo.toml" | grep -v '^netprobe-fuzz$')
+if [[ ${1:-} == --list ]]; then
+	echo "$targets_all"
+	exit 0
+fi
+seconds=${NETPROBE_FUZZ_SECONDS:-10}
+if [[ ${1:-} =~ ^[0-9]+$ ]]; then
+	seconds=$1
+	shift
+fi
+targets=${*:-$targets_all}
+if [[ $seconds -eq 0 ]]; then
+	echo "== fuzz: skipped (NETPROBE_FUZZ_SECONDS=0)"
+	exit 0
+fi
+
+# libfuzzer-sys compiles libFuzzer (C++) with the cc crate.
+if ! command -v "${CXX:-c++}" >/dev/null; then
+	echo "fuzz: no C++ compiler (${CXX:-c++}) to build libFuzzer with: apt-get install g++" >&2
+	exit 1
+fi
+tdir="${CARGO_TARGET_DIR:-$root/target}/fuzz"
+triple=$(rustc -vV | sed -n 's/^host: //p')
+export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
+echo "== fuzz: building $(wc -w <<<"$targets") targets (libfuzzer-sys, sancov via -Cpasses; $(rustc --version))"
+bins=()
+for t in $targets; do bins+=(--bin "$t"); done
+(cd "$crate" && cargo build --release --locked --target "$triple" --target-dir "$tdir" "${bins[@]}")
+"$root/scripts/fuzz-seeds.sh" "$tdir/seeds" 2>"$tdir/seeds.log" || {
+	cat "$tdir/seeds.log" >&2
+	exit 1
+}
+
+# Recorded inputs the tests already use, per target.
+recorded() {
+	case $1 in
+	maps) echo "$root/fixtures/recorded/maps" ;;
+	perfmap) echo "$root/fixtures/recorded/mapfiles" ;;
+	perfinfo) echo "$root/fixtures/recorded/perfinfo" ;;
+	esac
+}
+
+printf '\n%-16s %8s %12s %10s %14s %8s\n' target seconds executions exec/s "cov (start>end)" crashes
+failed=0
+for t in $targets; do
+	corpus="$tdir/corpus/$t"
+	artifacts="$tdir/artifacts/$t"
+	mkdir -p "$corpus" "$artifacts"
+	seeds=()
+	for d in "$crate/seeds/$t" "$crate/regressions/$t" "$tdir/seeds/$t" $(recorded "$t"); do
+		[[ -d $d ]] && seeds+=("$d")
+	done
+	# Never shorter than the biggest seed (libFuzzer's default cap of 1 MiB would cut the Go
+	# tables of the real binaries short, and a cut table is only an error path).
+	max_len=$(find "${seeds[@]}" "$corpus" -type f -printf '%s\n' | sort -n | tail -1)
+	max_len=$((${max_len:-0} > 4096 ? max_len : 4096))
+	log="$tdir/logs/$t.log"
+	mkdir -p "$(dirname "$log")"
+	scratch="$tdir/scratch/$t"
+	mkdir -p "$scratch"
+	before=$(find "$artifacts" -type f | wc -l)
+	status=0
+	NETPROBE_FUZZ_SCRATCH="$scratch" "$tdir/$triple/release/$t" "$corpus" "${seeds[@]}" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
+		-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/" >"$log" 2>&1 || status=$?
+	rm -rf "$scratch"
+	after=$(find "$artifacts" -type f | wc -l)
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+	cov_start=$(grep -m1 -E 'INITED cov:' "$log" | sed -E 's/.*cov: ([0-9]+).*/\1/' || true)
+	cov_end=$(grep -E '^#[0-9]+.*cov:' "$log" | tail -1 | sed -E 's/.*cov: ([0-9]+).*/\1/' || true)
+	crashes=$((after - before))
+	if [[ $status -ne 0 ]]; then
+		crashes=$((crashes > 0 ? crashes : 1))
+		failed=1
+		echo "fuzz: $t crashed (exit $status); input under $artifacts/, log $log:" >&2
+		grep -E -m5 'panicked|ERROR|SUMMARY' "$log" >&2 || tail -5 "$log" >&2
+	fi
+	execs=${execs:-0}
+	printf '%-16s %8s %12s %10s %14s %8s\n' "$t" "$seconds" "$execs" "$((execs / (seconds > 0 ? seconds : 1)))" \
+		"${cov_start:-?}>${cov_end:-?}" "$crashes"
+done
+exit $failed
