@@ -24,6 +24,7 @@ pub mod launch;
 pub mod output;
 pub mod pidns;
 pub mod plan;
+pub mod profile;
 pub mod runner;
 pub mod session;
 pub mod signals;

@@ -2,4 +2,5 @@
 
 pub mod live;
 pub mod offsets;
+pub mod profile;
 pub mod symbols;
