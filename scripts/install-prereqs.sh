@@ -37,6 +37,8 @@ want cpio cpio
 want npm npm
 want unshare util-linux
 want setpriv util-linux
+# Renders `netprobe profile --svg` flame graphs in the profile tests (headless screenshots).
+want chromium chromium
 # apt's lists: needed for installs and for the kernel matrix's `apt-cache`/`apt-get download`;
 # refreshed when absent or older than a day.
 if [ ${#need_pkgs[@]} -gt 0 ] || ! find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 | grep -q .; then
