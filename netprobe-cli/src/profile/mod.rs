@@ -96,13 +96,34 @@ fn threads_of(pid: u32) -> Result<Vec<u32>> {
         .collect())
 }
 
-/// Turns sampled addresses into named stacks, caching each (pid, address) it named.
+/// Names sampled addresses, caching each (pid, address) it named.
+///
+/// An address in no file stays unnamed only until the process's maps and JIT names are read
+/// again: a runtime maps images into address ranges it reserved earlier (the .NET runtime's PE
+/// loader does), and JIT-compiled code appears in its perf map after the fact. So unnamed
+/// anonymous addresses are retried after a fresh read, at most every [`REREAD_INTERVAL`] per
+/// process, while the process lives.
 struct Namer {
     symbolizer: Symbolizer,
     cache: HashMap<(u32, u64), Vec<FrameName>>,
+    /// Per process: addresses in no file that no table named since the last fresh read.
+    unnamed: HashMap<u32, Vec<u64>>,
+    reread_at: HashMap<u32, Instant>,
 }
 
+/// Least time between two fresh reads of one process's maps and JIT names.
+const REREAD_INTERVAL: Duration = Duration::from_millis(250);
+
 impl Namer {
+    fn new() -> Namer {
+        Namer {
+            symbolizer: Symbolizer::new(),
+            cache: HashMap::new(),
+            unnamed: HashMap::new(),
+            reread_at: HashMap::new(),
+        }
+    }
+
     fn frame_name(f: &Frame) -> FrameName {
         match &f.function {
             Some(name) => FrameName {
@@ -119,51 +140,110 @@ impl Namer {
         }
     }
 
-    /// The frames at `addr` in `pid`, outermost first (a function, then what was inlined
-    /// into it at that address).
-    fn frames(&mut self, pid: u32, addr: u64) -> &[FrameName] {
-        let symbolizer = &mut self.symbolizer;
-        self.cache.entry((pid, addr)).or_insert_with(|| {
-            let frames = symbolizer.symbolize(pid, addr).unwrap_or_else(|_| {
-                vec![Frame {
-                    address: addr,
-                    image: None,
-                    file_offset: None,
-                    function: None,
-                    offset: None,
-                    source: SourceKind::Unknown,
-                    inlined: false,
-                }]
-            });
-            frames.iter().rev().map(Namer::frame_name).collect()
-        })
+    /// Symbolizes `addr` of `pid` into the cache (frames outermost first: a function, then
+    /// what was inlined into it at that address).
+    fn name(&mut self, pid: u32, addr: u64) {
+        let frames = self
+            .symbolizer
+            .symbolize(pid, addr)
+            .unwrap_or_else(|_| vec![unknown_frame(addr)]);
+        if frames
+            .iter()
+            .all(|f| f.image.is_none() && f.function.is_none())
+        {
+            self.unnamed.entry(pid).or_default().push(addr);
+        }
+        let names = frames.iter().rev().map(Namer::frame_name).collect();
+        self.cache.insert((pid, addr), names);
     }
 
-    /// The named stack of a sample (`ips[0]` = the sampled instruction, then return
-    /// addresses), root first. Return addresses are looked up minus one: the call instruction,
-    /// not what follows it.
-    fn stack(&mut self, pid: u32, ips: &[u64]) -> Vec<FrameName> {
-        let mut stack = Vec::with_capacity(ips.len() + 4);
-        for (i, &ip) in ips.iter().enumerate().rev() {
-            let addr = if i == 0 { ip } else { ip.saturating_sub(1) };
-            stack.extend_from_slice(self.frames(pid, addr));
+    /// Names every address of a sample not named yet.
+    fn learn(&mut self, pid: u32, ips: &[u64]) {
+        for addr in lookup_addresses(ips) {
+            if !self.cache.contains_key(&(pid, addr)) {
+                self.name(pid, addr);
+            }
+        }
+    }
+
+    /// Retries the unnamed anonymous addresses of live processes whose maps and JIT names
+    /// were not read for [`REREAD_INTERVAL`] (of every live one when `all`, at the end).
+    fn retry_unnamed(&mut self, all: bool) {
+        let pids: Vec<u32> = self.unnamed.keys().copied().collect();
+        for pid in pids {
+            let due = self
+                .reread_at
+                .get(&pid)
+                .is_none_or(|t| t.elapsed() >= REREAD_INTERVAL);
+            let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+            if !(due || all) || !alive {
+                continue;
+            }
+            let addrs = self.unnamed.remove(&pid).unwrap_or_default();
+            self.symbolizer.forget_process(pid);
+            self.reread_at.insert(pid, Instant::now());
+            for addr in addrs {
+                self.name(pid, addr);
+            }
+        }
+    }
+
+    /// The named stack of a sample, root first.
+    fn stack(&self, pid: u32, ips: &[u64]) -> Vec<FrameName> {
+        let addrs: Vec<u64> = lookup_addresses(ips).collect();
+        let mut stack = Vec::with_capacity(addrs.len() + 4);
+        for addr in addrs.into_iter().rev() {
+            match self.cache.get(&(pid, addr)) {
+                Some(frames) => stack.extend_from_slice(frames),
+                None => stack.push(Namer::frame_name(&unknown_frame(addr))),
+            }
         }
         stack
     }
 }
 
-fn absorb(buf: &[u8], namer: &mut Namer, report: &mut Report) {
+/// The addresses to symbolize for a callchain: the sampled instruction, then each return
+/// address minus one (the call instruction, not what follows it; what perf and Go's
+/// `runtime.CallersFrames` do too).
+fn lookup_addresses(ips: &[u64]) -> impl Iterator<Item = u64> + '_ {
+    ips.iter()
+        .enumerate()
+        .map(|(i, &ip)| if i == 0 { ip } else { ip.saturating_sub(1) })
+}
+
+fn unknown_frame(addr: u64) -> Frame {
+    Frame {
+        address: addr,
+        image: None,
+        file_offset: None,
+        function: None,
+        offset: None,
+        source: SourceKind::Unknown,
+        inlined: false,
+    }
+}
+
+/// Samples by process and callchain, named at the end.
+#[derive(Default)]
+struct RawStacks {
+    stacks: HashMap<(u32, Vec<u64>), u64>,
+    lost: u64,
+    throttled: u64,
+}
+
+fn absorb(buf: &[u8], namer: &mut Namer, raw: &mut RawStacks) {
     for r in record::decode(buf) {
         match r {
             Record::Sample { pid, ips, .. } if !ips.is_empty() => {
-                let stack = namer.stack(pid, &ips);
-                report.add(stack, 1);
+                namer.learn(pid, &ips);
+                *raw.stacks.entry((pid, ips)).or_insert(0) += 1;
             }
-            Record::Lost(n) => report.lost += n,
-            Record::Throttle => report.throttled += 1,
+            Record::Lost(n) => raw.lost += n,
+            Record::Throttle => raw.throttled += 1,
             _ => {}
         }
     }
+    namer.retry_unnamed(false);
 }
 
 /// How often the loop drains the ring buffers and names new addresses.
@@ -202,11 +282,8 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         Some(c) => c.release()?,
         None => sampler.enable(),
     }
-    let mut namer = Namer {
-        symbolizer: Symbolizer::new(),
-        cache: HashMap::new(),
-    };
-    let mut report = Report::default();
+    let mut namer = Namer::new();
+    let mut raw = RawStacks::default();
     let mut buf = Vec::new();
     loop {
         let left = o.duration.map(|d| d.saturating_sub(start.elapsed()));
@@ -223,7 +300,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
         buf.clear();
         sampler.drain(&mut buf);
-        absorb(&buf, &mut namer, &mut report);
+        absorb(&buf, &mut namer, &mut raw);
         let gone = match child.as_mut() {
             Some(c) => c.try_wait().is_some(),
             None => o
@@ -239,10 +316,19 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
     let elapsed = start.elapsed();
     buf.clear();
     sampler.drain(&mut buf);
-    absorb(&buf, &mut namer, &mut report);
+    absorb(&buf, &mut namer, &mut raw);
     drop(sampler);
+    namer.retry_unnamed(true);
     if let Some(c) = child.as_mut() {
         c.terminate();
+    }
+    let mut report = Report {
+        lost: raw.lost,
+        throttled: raw.throttled,
+        ..Report::default()
+    };
+    for ((pid, ips), n) in &raw.stacks {
+        report.add(namer.stack(*pid, ips), *n);
     }
     Ok(Profile {
         report,
