@@ -8,6 +8,8 @@
 # CPU time of the tool (user+sys of every process of its pipeline), the Go target's requests
 # during the 10 s against 10 s without a profiler (slowdown), and the share of frames the folded
 # stacks leave unnamed (netprobe: `[unknown] (...)`; perf/inferno: `[unknown]` or `[module]`).
+# perf records kernel frames too (the seed's `-g`), netprobe user frames only; perf reads
+# detached debug symbols (/usr/lib/debug, e.g. libc6-dbg), netprobe's symbolizer does not.
 # Usage: benchmarks/profile.sh   (root; linux-perf, golang-go, gcc, python3 from Debian;
 # inferno-collapse-perf and inferno-flamegraph from `cargo install inferno --root
 # ${NETPROBE_CACHE:-~/.cache/netprobe}/inferno`)
@@ -44,11 +46,12 @@ print(sum(done))
 PY
 }
 
-# Unknown frames / all frames (weighted by count) of a folded file, as a percentage.
+# Unknown frames / all frames (weighted by count) of a folded file, as a percentage (perf's
+# folded counts are cpu-clock periods, a constant per sample, so the ratio is per sample too).
 unknown_pct() {
   awk '{ n = $NF; sub(/ [0-9]+$/, ""); k = split($0, f, ";");
          for (i = 1; i <= k; i++) { all += n; if (f[i] ~ /^\[/) unk += n } }
-       END { if (all) printf "%.1f%% (%d of %d)", 100 * unk / all, unk, all; else print "-" }' "$1"
+       END { if (all) printf "%.1f%%", 100 * unk / all; else print "-" }' "$1"
 }
 
 # $1 label, $2 pid, $3 frequency; sets the row variables.
