@@ -45,6 +45,17 @@ fn ok(out: Output, what: &str) -> Result<Output, String> {
     }
 }
 
+/// The JSON object of a `profile --json -c` run: the last line (the command's own output
+/// shares stdout).
+fn profile_json(out: &Output) -> Result<Json, String> {
+    text(&out.stdout)
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .ok_or("no JSON line")
+        .and_then(|l| serde_json::from_str(l).map_err(|_| "bad JSON line"))
+        .map_err(err)
+}
+
 fn target_c() -> PathBuf {
     CProgram::new("profile_target")
         // No tail calls: hot() and warm() must keep their frames (see the source).
@@ -200,13 +211,7 @@ fn c_command_and_late_thread() -> R {
         .output()
         .map_err(err)?;
     let out = ok(out, "profile -c")?;
-    // The target's own "ready" line shares stdout.
-    let v: Json = text(&out.stdout)
-        .lines()
-        .rfind(|l| l.starts_with('{'))
-        .ok_or("no JSON line")
-        .and_then(|l| serde_json::from_str(l).map_err(|_| "bad JSON line"))
-        .map_err(err)?;
+    let v = profile_json(&out)?;
     check_shares(&v)?;
     let in_thread: u64 = stacks(&v)
         .iter()
@@ -497,12 +502,7 @@ fn profile_dotnet_spin(env: &[(&str, &str)]) -> Result<(Json, String), String> {
             text(&out.stderr)
         ));
     }
-    let v: Json = text(&out.stdout)
-        .lines()
-        .rfind(|l| l.starts_with('{'))
-        .ok_or("no JSON line")
-        .and_then(|l| serde_json::from_str(l).map_err(|_| "bad JSON line"))
-        .map_err(err)?;
+    let v = profile_json(&out)?;
     Ok((v, text(&out.stderr)))
 }
 
