@@ -39,6 +39,8 @@ want unshare util-linux
 want setpriv util-linux
 # `man -l` renders the page of `netprobe man` in the tests (cli_docs).
 want man man-db
+# Renders `netprobe profile --svg` flame graphs in the profile tests (headless screenshots).
+want chromium chromium
 # apt's lists: needed for installs and for the kernel matrix's `apt-cache`/`apt-get download`;
 # refreshed when absent or older than a day.
 if [ ${#need_pkgs[@]} -gt 0 ] || ! find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 | grep -q .; then

@@ -43,6 +43,9 @@ pub enum Command {
     },
     /// Time calls per function: log2 histogram and p50/p90/p99/max (like bcc funclatency).
     Latency(LiveArgs),
+    /// Sample on-CPU user stacks (perf_event) and name every frame: top functions, folded
+    /// stacks, a flame graph SVG.
+    Profile(commands::profile::ProfileArgs),
     /// Persistent probes for perf and bpftrace (they stay until `probe remove`).
     Probe {
         #[command(subcommand)]
@@ -231,6 +234,7 @@ pub fn main() -> ExitCode {
             tracing(live::run_live(Mode::Count, &l.options(interval)))
         }
         Command::Latency(l) => tracing(live::run_live(Mode::Latency, &l.options(None))),
+        Command::Profile(a) => tracing(commands::profile::run(&a)),
         Command::Probe { action } => {
             let mut out = std::io::stdout();
             tracing(match action {

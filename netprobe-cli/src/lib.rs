@@ -27,6 +27,7 @@ pub mod mode;
 pub mod output;
 pub mod pidns;
 pub mod plan;
+pub mod profile;
 pub mod runner;
 pub mod signals;
 pub mod sinks;

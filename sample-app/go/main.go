@@ -1,6 +1,6 @@
 // Command sampleapp is netprobe's Go sample service.
 //
-//	sampleapp serve [-addr 127.0.0.1:8080]   HTTP service: GET /echo?msg=..., GET /fib?n=...
+//	sampleapp serve [-addr 127.0.0.1:8080]   HTTP service: GET /echo?msg=..., GET /fib?n=..., GET /spin?n=...
 //	sampleapp workload [-n 5] [-wait]        deterministic calls for probe tests, then exit
 //
 // The workload makes a known number of calls with known arguments to functions that cover what
@@ -39,6 +39,7 @@ func serve(args []string) int {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo", EchoHandler)
 	mux.HandleFunc("/fib", FibHandler)
+	mux.HandleFunc("/spin", SpinHandler)
 	fmt.Printf("listening on %s pid=%d\n", addr, os.Getpid())
 	if err := http.ListenAndServe(addr, mux); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -60,6 +61,28 @@ func FibHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprint(w, Fib(n))
+}
+
+// SpinHandler answers GET /spin?n=N with Spin(N): a CPU-bound request for profiling tests
+// (N = 10,000,000 takes about 10 ms).
+func SpinHandler(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.Atoi(r.URL.Query().Get("n"))
+	if err != nil || n < 0 || n > 1_000_000_000 {
+		http.Error(w, "n must be an integer in 0..1000000000", http.StatusBadRequest)
+		return
+	}
+	fmt.Fprint(w, Spin(n))
+}
+
+// Spin mixes n numbers into a checksum: n rounds of multiply-add, all its time on the CPU.
+//
+//go:noinline
+func Spin(n int) int {
+	x := 0
+	for i := 0; i < n; i++ {
+		x = x*31 + i
+	}
+	return x
 }
 
 // Echo returns its argument unchanged.

@@ -5,11 +5,16 @@
 //! (`crate::gate::CheckedPlan`), and hands them to a [`Backend`]; the event loop
 //! (`crate::runner`) polls the backend's descriptors and reads decoded [`Hit`]s into a sink.
 //!
+//! [`perf_event`] is the kernel's other event source: sampled on-CPU user stacks for
+//! `netprobe profile` (samples, not probe hits, so it stands beside the trait rather than behind
+//! it).
+//!
 //! [`tracefs`] is the first backend: uprobes through `uprobe_events`, a tracefs instance of its
 //! own and its per-CPU ring buffers. A new backend (perf_event, BPF) is a new module here that
 //! implements [`Backend`]; it refuses what it cannot place (a user's raw tracefs fetch-arg text,
 //! [`crate::plan::FetchValue::Backend`], is tracefs's own).
 
+pub mod perf_event;
 pub mod tracefs;
 
 use crate::error::Result;

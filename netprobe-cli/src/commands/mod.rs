@@ -3,5 +3,6 @@
 pub mod docs;
 pub mod live;
 pub mod offsets;
+pub mod profile;
 pub mod ps;
 pub mod symbols;

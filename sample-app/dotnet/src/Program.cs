@@ -33,6 +33,9 @@ modes:
            constructs System.DateTime(int32 x7) with year 2000+i, month 1+i%12, day 1+i%28,
            hour i%24, minute i%60, second 7i%60, millisecond 13i%1000 for i in 1..count
            (eight integer arguments with `this`: the last two on the stack)
+  spin     [--ms 100]
+           CPU-bound for --ms: SpinLoop calls System.String.Replace(string,string) on a
+           4000-char string holding ""needle"" 100 times, in a loop (for profiles)
   echo     VALUE...   calls EchoProvider.calculateEchoValue(string) once per value
   fib      N...       calls FibonacciProvider.calculateFibonacciValue(int32) once per value
 common options:
@@ -63,6 +66,7 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
                 case "sleep": return SleepMode(opts);
                 case "strings": return StringsMode(opts);
                 case "dates": return DatesMode(opts);
+                case "spin": return SpinMode(opts);
                 case "echo":
                     foreach (var v in opts.Values) Console.WriteLine("echo " + new EchoProvider().calculateEchoValue(v));
                     return 0;
@@ -157,6 +161,30 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
             }
             Console.WriteLine("done calls=" + calls);
             return 0;
+        }
+
+        // Nearly all of the time goes to String.Replace (precompiled CoreLib code; replaced by
+        // tier-1 JIT code unless tiering is off), called from SpinLoop (JIT-compiled app code).
+        static int SpinMode(Options o)
+        {
+            var sb = new StringBuilder();
+            for (int i = 0; i < 100; i++) sb.Append(new string('x', 34)).Append("needle");
+            string text = sb.ToString();
+            var sw = System.Diagnostics.Stopwatch.StartNew();
+            long calls = 0;
+            while (sw.ElapsedMilliseconds < o.Ms)
+                calls += SpinLoop(text, 1000);
+            Console.WriteLine("done calls=" + calls);
+            return 0;
+        }
+
+        [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+        static long SpinLoop(string text, int rounds)
+        {
+            long total = 0;
+            for (int i = 0; i < rounds; i++)
+                total += text.Replace("needle", "pin").Length > 0 ? 1 : 0;
+            return total;
         }
 
         // The seven-int DateTime constructor, called through reflection by default (the IL of a

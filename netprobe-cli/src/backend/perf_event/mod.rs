@@ -1,0 +1,293 @@
+//! Sampling on-CPU user stacks with `perf_event_open(2)` for `netprobe profile`: the second
+//! event source next to [`super::tracefs`]. It samples instead of probing, so it is not a
+//! [`super::Backend`] (which places a plan's probes); it is the one module of profiling that makes
+//! system calls and touches the kernel's ring buffers. Everything it reads leaves as plain bytes
+//! and is decoded by the bounds-checked [`record`] module.
+//!
+//! Layout (perf_event_open(2) and the kernel's `tools/perf/design.txt`): one software
+//! `PERF_COUNT_SW_CPU_CLOCK` event per (thread, CPU), so it works in VMs without a PMU, sampling
+//! at a frequency with `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN`, user stacks only
+//! (`exclude_kernel`, `exclude_callchain_kernel`; the kernel walks the frame pointers). Per CPU
+//! the first event owns a ring buffer and the others send theirs to it
+//! (`PERF_EVENT_IOC_SET_OUTPUT`). Events are `inherit`ed, so threads (and processes) the targets
+//! start later are sampled into the same buffers; the kernel refuses `mmap` of an inherited
+//! per-thread event that is not bound to one CPU (`perf_mmap` in `kernel/events/core.c`), hence
+//! one event per CPU.
+
+pub mod record;
+
+use crate::error::{Error, Result};
+use perf_event_open_sys as sys;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{fence, Ordering};
+
+/// Data pages of each CPU's ring buffer (a power of two): 512 KiB holds several seconds of
+/// 127-frame samples at 1 kHz, and the reader drains it every 100 ms.
+const DATA_PAGES: usize = 128;
+
+/// The `perf_event_attr` of a user-stack sampler at `frequency` Hz.
+fn sampler_attr(frequency: u64, enable_on_exec: bool) -> sys::bindings::perf_event_attr {
+    let mut a = sys::bindings::perf_event_attr {
+        type_: sys::bindings::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<sys::bindings::perf_event_attr>() as u32,
+        config: sys::bindings::PERF_COUNT_SW_CPU_CLOCK as u64,
+        sample_type: (sys::bindings::PERF_SAMPLE_IP
+            | sys::bindings::PERF_SAMPLE_TID
+            | sys::bindings::PERF_SAMPLE_TIME
+            | sys::bindings::PERF_SAMPLE_CALLCHAIN) as u64,
+        ..Default::default()
+    };
+    a.__bindgen_anon_1.sample_freq = frequency;
+    a.set_freq(1);
+    a.set_disabled(1);
+    a.set_inherit(1);
+    a.set_exclude_kernel(1);
+    a.set_exclude_hv(1);
+    a.set_exclude_callchain_kernel(1);
+    a.set_enable_on_exec(u64::from(enable_on_exec));
+    a
+}
+
+/// The CPUs the kernel lists as online (`/sys/devices/system/cpu/online`, e.g. `0-3,6`).
+pub fn online_cpus() -> Result<Vec<i32>> {
+    let path = "/sys/devices/system/cpu/online";
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    Ok(parse_cpu_list(&text))
+}
+
+/// Parses a kernel CPU list (`0-3,6`); malformed parts are skipped.
+pub fn parse_cpu_list(text: &str) -> Vec<i32> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<i32>(), b.parse::<i32>()) {
+                    cpus.extend(a..=b.min(a.saturating_add(4096)));
+                }
+            }
+            None => cpus.extend(part.parse::<i32>().ok()),
+        }
+    }
+    cpus
+}
+
+/// One CPU's ring buffer: the `mmap`ed metadata page and data pages of its first event.
+struct Ring {
+    fd: OwnedFd,
+    base: *mut u8,
+    len: usize,
+}
+
+impl Ring {
+    fn map(fd: OwnedFd) -> std::io::Result<Ring> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let len = page * (1 + DATA_PAGES);
+        // SAFETY: a fresh shared mapping of a perf event fd, of the size perf_event_open(2)
+        // requires (1 + 2^n pages); the kernel owns its contents, we only read the data pages
+        // and the header and write `data_tail`.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Ring {
+            fd,
+            base: base.cast(),
+            len,
+        })
+    }
+
+    fn header(&self) -> *mut sys::bindings::perf_event_mmap_page {
+        self.base.cast()
+    }
+
+    /// Appends every complete record the kernel wrote since the last call to `out` (records
+    /// that wrap around the buffer's end come out contiguous) and hands the space back.
+    fn drain(&mut self, out: &mut Vec<u8>) {
+        let h = self.header();
+        // SAFETY: `h` points to the mapped metadata page for as long as `self` lives; the
+        // kernel updates `data_head` concurrently, so it is read volatile and followed by an
+        // acquire fence before the data is read (the protocol in include/uapi/linux/perf_event.h
+        // above `data_head`).
+        let (head, tail, data_offset, data_size) = unsafe {
+            let head = std::ptr::addr_of!((*h).data_head).read_volatile();
+            fence(Ordering::Acquire);
+            (
+                head,
+                std::ptr::addr_of!((*h).data_tail).read_volatile(),
+                std::ptr::addr_of!((*h).data_offset).read_volatile() as usize,
+                std::ptr::addr_of!((*h).data_size).read_volatile() as usize,
+            )
+        };
+        if data_size == 0 || data_offset.saturating_add(data_size) > self.len {
+            return;
+        }
+        let avail = head.wrapping_sub(tail) as usize;
+        let avail = avail.min(data_size);
+        let start = (tail as usize) % data_size;
+        let first = avail.min(data_size - start);
+        // SAFETY: both ranges lie inside the data area [data_offset, data_offset + data_size)
+        // checked against the mapping's length above; the kernel does not write the bytes
+        // between tail and head until data_tail moves past them.
+        unsafe {
+            let data = self.base.add(data_offset);
+            out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
+            out.extend_from_slice(std::slice::from_raw_parts(data, avail - first));
+        }
+        // SAFETY: as above; the release fence orders our reads of the data before the store
+        // that lets the kernel overwrite it.
+        unsafe {
+            fence(Ordering::Release);
+            std::ptr::addr_of_mut!((*h).data_tail).write_volatile(tail.wrapping_add(avail as u64));
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping made in `Ring::map`, exactly once.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// Samplers on a set of threads: one ring buffer per CPU.
+pub struct Sampler {
+    rings: Vec<Ring>,
+    /// Events that write into another event's ring.
+    redirected: Vec<OwnedFd>,
+}
+
+impl Sampler {
+    /// Opens (disabled) samplers on every thread in `tids` on every online CPU, at `frequency`
+    /// Hz. `enable_on_exec`: the events start when the thread calls execve (a command held
+    /// before its exec), else on [`Sampler::enable`].
+    pub fn open(tids: &[u32], frequency: u64, enable_on_exec: bool) -> Result<Sampler> {
+        let cpus = online_cpus()?;
+        let mut attr = sampler_attr(frequency, enable_on_exec);
+        let mut rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
+        let mut redirected = Vec::new();
+        let mut opened = 0usize;
+        for &tid in tids {
+            for (i, &cpu) in cpus.iter().enumerate() {
+                // SAFETY: `attr` is a fully initialized perf_event_attr whose `size` is its own
+                // size; the event only samples the thread's user-mode stack.
+                let fd = unsafe {
+                    sys::perf_event_open(
+                        &mut attr,
+                        tid as libc::pid_t,
+                        cpu,
+                        -1,
+                        sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+                    )
+                };
+                if fd < 0 {
+                    let err = std::io::Error::last_os_error();
+                    // The thread exited since it was listed: nothing to sample.
+                    if err.raw_os_error() == Some(libc::ESRCH) {
+                        continue;
+                    }
+                    return Err(open_error(tid, err));
+                }
+                // SAFETY: a fresh descriptor we own.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                opened += 1;
+                match &rings[i] {
+                    None => {
+                        rings[i] = Some(Ring::map(fd).map_err(|e| {
+                            Error::usage(format!(
+                                "cannot map the perf ring buffer ({e}): raise `ulimit -l` or kernel.perf_event_mlock_kb"
+                            ))
+                        })?)
+                    }
+                    Some(ring) => {
+                        // SAFETY: both are perf event fds of this process on the same CPU.
+                        let rc = unsafe {
+                            sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), ring.fd.as_raw_fd())
+                        };
+                        if rc != 0 {
+                            return Err(Error::io(
+                                "PERF_EVENT_IOC_SET_OUTPUT",
+                                std::io::Error::last_os_error(),
+                            ));
+                        }
+                        redirected.push(fd);
+                    }
+                }
+            }
+        }
+        if opened == 0 {
+            return Err(Error::usage(
+                "no thread to profile: every target thread exited before sampling started",
+            ));
+        }
+        Ok(Sampler {
+            rings: rings.into_iter().flatten().collect(),
+            redirected,
+        })
+    }
+
+    fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.rings.iter().map(|r| &r.fd).chain(&self.redirected)
+    }
+
+    /// Starts sampling.
+    pub fn enable(&self) {
+        for fd in self.fds() {
+            // SAFETY: an ioctl without pointer arguments on our own perf event fd.
+            unsafe { sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
+        }
+    }
+
+    /// Stops sampling (records already written stay readable).
+    pub fn disable(&self) {
+        for fd in self.fds() {
+            // SAFETY: an ioctl without pointer arguments on our own perf event fd.
+            unsafe { sys::ioctls::DISABLE(fd.as_raw_fd(), 0) };
+        }
+    }
+
+    /// Appends the records of every CPU's buffer to `out` (whole records, CPU after CPU).
+    pub fn drain(&mut self, out: &mut Vec<u8>) {
+        for ring in &mut self.rings {
+            ring.drain(out);
+        }
+    }
+}
+
+fn open_error(tid: u32, err: std::io::Error) -> Error {
+    let fix = match err.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "run netprobe as root (or with CAP_PERFMON), or lower kernel.perf_event_paranoid"
+        }
+        Some(libc::ENOENT) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
+            "this kernel has no software perf events (CONFIG_PERF_EVENTS)"
+        }
+        Some(libc::EMFILE) => "raise the open-files limit (`ulimit -n`)",
+        _ => "see perf_event_open(2)",
+    };
+    Error::usage(format!(
+        "perf_event_open on thread {tid} failed ({err}): {fix}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_parse_like_the_kernel_prints_them() {
+        assert_eq!(parse_cpu_list("0-1\n"), vec![0, 1]);
+        assert_eq!(parse_cpu_list("0-3,6,8-9"), vec![0, 1, 2, 3, 6, 8, 9]);
+        assert_eq!(parse_cpu_list("0"), vec![0]);
+        assert_eq!(parse_cpu_list("x,2-a,5"), vec![5]);
+    }
+}

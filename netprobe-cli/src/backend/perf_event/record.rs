@@ -1,0 +1,195 @@
+//! Decoding the records a sampler's ring buffer holds (`struct perf_event_header` and the record
+//! bodies of `include/uapi/linux/perf_event.h`), for the attribute `perf_event` opens:
+//! `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN`, no `sample_id_all`. Bounds-checked: a malformed
+//! buffer ends decoding, never panics.
+
+/// `PERF_RECORD_LOST`: `{ header; u64 id; u64 lost; }`.
+pub const PERF_RECORD_LOST: u32 = 2;
+/// `PERF_RECORD_THROTTLE`: the kernel lowered the sampling rate for a while.
+pub const PERF_RECORD_THROTTLE: u32 = 5;
+/// `PERF_RECORD_SAMPLE`.
+pub const PERF_RECORD_SAMPLE: u32 = 9;
+/// Callchain entries at or above this value are context markers (`PERF_CONTEXT_USER`, ...),
+/// not addresses (`enum perf_callchain_context`).
+pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+
+/// One decoded record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// A user stack: `ips[0]` is the sampled instruction, then return addresses outwards.
+    Sample {
+        pid: u32,
+        tid: u32,
+        time: u64,
+        ips: Vec<u64>,
+    },
+    /// The buffer was full: this many samples were dropped.
+    Lost(u64),
+    /// The kernel throttled sampling (too many interrupts).
+    Throttle,
+    /// Any other record type (skipped).
+    Other(u32),
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    let bytes = b.get(at..at.checked_add(8)?)?;
+    Some(u64::from_ne_bytes(bytes.try_into().ok()?))
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    let bytes = b.get(at..at.checked_add(4)?)?;
+    Some(u32::from_ne_bytes(bytes.try_into().ok()?))
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    let bytes = b.get(at..at.checked_add(2)?)?;
+    Some(u16::from_ne_bytes(bytes.try_into().ok()?))
+}
+
+/// Decodes one record body (`rec` = the whole record, header included).
+fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
+    match kind {
+        PERF_RECORD_SAMPLE => {
+            // { header; u64 ip; u32 pid, tid; u64 time; u64 nr; u64 ips[nr]; }
+            let ip = u64_at(rec, 8)?;
+            let pid = u32_at(rec, 16)?;
+            let tid = u32_at(rec, 20)?;
+            let time = u64_at(rec, 24)?;
+            let nr = u64_at(rec, 32)?;
+            let room = (rec.len().saturating_sub(40) / 8) as u64;
+            if nr > room {
+                return None;
+            }
+            let mut ips: Vec<u64> = (0..nr as usize)
+                .filter_map(|i| u64_at(rec, 40 + 8 * i))
+                .filter(|&a| a < PERF_CONTEXT_MAX)
+                .collect();
+            if ips.is_empty() && ip != 0 {
+                ips.push(ip);
+            }
+            Some(Record::Sample {
+                pid,
+                tid,
+                time,
+                ips,
+            })
+        }
+        PERF_RECORD_LOST => Some(Record::Lost(u64_at(rec, 16)?)),
+        PERF_RECORD_THROTTLE => Some(Record::Throttle),
+        other => Some(Record::Other(other)),
+    }
+}
+
+/// Decodes the records in `buf` (whole records back to back, as drained from a ring buffer).
+/// Stops at the first header whose size is impossible (less than a header, past the end).
+pub fn decode(buf: &[u8]) -> Vec<Record> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while let (Some(kind), Some(size)) = (u32_at(buf, at), u16_at(buf, at + 6)) {
+        let size = size as usize;
+        let Some(rec) = (size >= 8).then(|| buf.get(at..at + size)).flatten() else {
+            break;
+        };
+        match decode_one(kind, rec) {
+            Some(r) => out.push(r),
+            None => out.push(Record::Other(kind)),
+        }
+        at += size;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn header(kind: u32, size: u16) -> Vec<u8> {
+        let mut v = kind.to_ne_bytes().to_vec();
+        v.extend_from_slice(&0u16.to_ne_bytes());
+        v.extend_from_slice(&size.to_ne_bytes());
+        v
+    }
+
+    fn sample(pid: u32, tid: u32, chain: &[u64]) -> Vec<u8> {
+        let size = 40 + 8 * chain.len();
+        let mut v = header(PERF_RECORD_SAMPLE, size as u16);
+        v.extend_from_slice(
+            &chain
+                .iter()
+                .find(|&&a| a < PERF_CONTEXT_MAX)
+                .copied()
+                .unwrap_or(0)
+                .to_ne_bytes(),
+        );
+        v.extend_from_slice(&pid.to_ne_bytes());
+        v.extend_from_slice(&tid.to_ne_bytes());
+        v.extend_from_slice(&77u64.to_ne_bytes());
+        v.extend_from_slice(&(chain.len() as u64).to_ne_bytes());
+        for a in chain {
+            v.extend_from_slice(&a.to_ne_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn samples_lost_and_others_decode_and_context_markers_drop_out() {
+        const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
+        let mut buf = sample(
+            10,
+            11,
+            &[PERF_CONTEXT_USER, 0x401000, 0x401234, 0x7f00_0000_1000],
+        );
+        let mut lost = header(PERF_RECORD_LOST, 24);
+        lost.extend_from_slice(&1u64.to_ne_bytes());
+        lost.extend_from_slice(&42u64.to_ne_bytes());
+        buf.extend_from_slice(&lost);
+        buf.extend_from_slice(&header(3, 8));
+        buf.extend_from_slice(&header(PERF_RECORD_THROTTLE, 8));
+        assert_eq!(
+            decode(&buf),
+            vec![
+                Record::Sample {
+                    pid: 10,
+                    tid: 11,
+                    time: 77,
+                    ips: vec![0x401000, 0x401234, 0x7f00_0000_1000]
+                },
+                Record::Lost(42),
+                Record::Other(3),
+                Record::Throttle,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_chain_longer_than_its_record_is_refused_and_a_short_header_stops() {
+        let mut bad = sample(1, 1, &[0x10, 0x20]);
+        bad[32..40].copy_from_slice(&1000u64.to_ne_bytes());
+        assert_eq!(decode(&bad), vec![Record::Other(PERF_RECORD_SAMPLE)]);
+        assert_eq!(decode(&header(PERF_RECORD_SAMPLE, 4)), vec![]);
+        assert_eq!(decode(&header(PERF_RECORD_SAMPLE, 200)), vec![]);
+    }
+
+    proptest! {
+        #[test]
+        fn hostile_buffers_never_panic(buf in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = decode(&buf);
+        }
+
+        #[test]
+        fn encoded_samples_decode_to_their_chains(
+            chains in proptest::collection::vec(proptest::collection::vec(1u64..PERF_CONTEXT_MAX, 1..40), 0..8)
+        ) {
+            let buf: Vec<u8> = chains.iter().enumerate().flat_map(|(i, c)| sample(i as u32, 7, c)).collect();
+            let got = decode(&buf);
+            prop_assert_eq!(got.len(), chains.len());
+            for (r, c) in got.iter().zip(&chains) {
+                match r {
+                    Record::Sample { ips, .. } => prop_assert_eq!(ips, c),
+                    other => prop_assert!(false, "not a sample: {:?}", other),
+                }
+            }
+        }
+    }
+}

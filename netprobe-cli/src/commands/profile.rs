@@ -1,0 +1,114 @@
+//! `netprobe profile`: arguments, and what the command prints and writes (summary table or JSON
+//! on stdout, folded stacks and a flame graph SVG to files).
+
+use crate::commands::live::parse_duration;
+use crate::error::{Error, Result};
+use crate::profile::{self, ProfileOptions, Report};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct ProfileArgs {
+    /// Profile this process (repeatable): all its threads and those it starts later.
+    #[arg(short = 'p', long = "pid")]
+    pub pids: Vec<u32>,
+    /// Start this command (split like a shell does) and profile it from its first instruction.
+    #[arg(short = 'c', long = "command")]
+    pub command: Option<String>,
+    /// Stop after this long (e.g. 10s, 500ms, 2m); else at Ctrl-C or when the targets exit.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Samples per second of each thread on CPU.
+    #[arg(short = 'F', long, default_value_t = profile::DEFAULT_FREQUENCY)]
+    pub frequency: u64,
+    /// Write the stacks in Brendan Gregg's folded format (`main;a;b COUNT`) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Write an interactive flame graph (SVG, made by inferno) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Print the profile as one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Functions in each part of the table.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Print the equivalent `perf record` command line; sample nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// Renders folded lines as an inferno flame graph SVG.
+pub fn flamegraph_svg(folded: &str, title: &str, out: impl Write) -> std::io::Result<()> {
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = title.to_string();
+    opts.count_name = "samples".to_string();
+    inferno::flamegraph::from_lines(&mut opts, folded.lines(), out)
+}
+
+fn write_file(path: &Path, what: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
+    let mut file =
+        std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| Error::io(path, e))?);
+    what(&mut file)
+        .and_then(|()| file.flush())
+        .map_err(|e| Error::io(path, e))
+}
+
+pub fn run(a: &ProfileArgs) -> Result<i32> {
+    let o = ProfileOptions {
+        pids: a.pids.clone(),
+        command: a.command.clone(),
+        duration: a.duration,
+        frequency: a.frequency,
+    };
+    if a.dry_run {
+        println!("{}", o.perf_record_command());
+        return Ok(0);
+    }
+    let what = match &o.command {
+        Some(c) => format!("'{c}'"),
+        None => {
+            let p: Vec<String> = o.pids.iter().map(u32::to_string).collect();
+            format!("pid {}", p.join(","))
+        }
+    };
+    let until = match o.duration {
+        Some(d) => format!("for {:?}", d),
+        None => "until Ctrl-C or exit".to_string(),
+    };
+    eprintln!("netprobe: profiling {what} at {} Hz {until}", o.frequency);
+    let p = profile::record(&o)?;
+    for note in &p.notes {
+        eprintln!("netprobe: note: {note}");
+    }
+    let report: &Report = &p.report;
+    if report.lost > 0 {
+        eprintln!(
+            "netprobe: warning: {} samples were lost (ring buffer full): lower --frequency",
+            report.lost
+        );
+    }
+    let folded = report.folded();
+    if let Some(path) = &a.folded {
+        write_file(path, |w| w.write_all(folded.as_bytes()))?;
+    }
+    if let Some(path) = &a.svg {
+        if folded.is_empty() {
+            eprintln!("netprobe: no samples: {} not written", path.display());
+        } else {
+            let title = format!("netprobe profile {what}");
+            write_file(path, |w| flamegraph_svg(&folded, &title, w))?;
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let r = if a.json {
+        let mut v = report.json();
+        v["elapsed_s"] = serde_json::json!(p.elapsed.as_secs_f64());
+        writeln!(out, "{v}")
+    } else {
+        write!(out, "{}", report.table(a.top))
+    };
+    r.map_err(|e| Error::io("stdout", e))?;
+    Ok(if report.lost > 0 { 3 } else { 0 })
+}

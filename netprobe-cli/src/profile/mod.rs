@@ -1,0 +1,366 @@
+//! `netprobe profile`: on-CPU user stacks of processes sampled by the kernel (perf_event), named
+//! by the core symbolizer (ELF, Go pclntab with inlined frames, .NET ReadyToRun, the runtime's
+//! perf map for JIT code, `[unknown] (image+0xOFF)` otherwise), aggregated into a [`Report`].
+//!
+//! The perf_event backend (`crate::backend::perf_event`) opens the samplers and reads their ring
+//! buffers (the only unsafe code of profiling); [`report`] aggregates and prints. This module
+//! runs the recording loop.
+
+pub mod report;
+
+use crate::backend::perf_event::record::{self, Record};
+use crate::backend::perf_event::Sampler;
+use crate::error::{Error, Result};
+use crate::launch::{split_command, PausedChild};
+use crate::signals::SignalPipe;
+use netprobe_core::symbolize::{Frame, SourceKind, Symbolizer};
+pub use report::{FrameName, Report};
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// Sampling frequency when none is given: perf's `-F 99` of the usual recipes (not 100, so
+/// sampling does not run in lockstep with timers).
+pub const DEFAULT_FREQUENCY: u64 = 99;
+
+/// What to profile and how.
+#[derive(Clone, Debug, Default)]
+pub struct ProfileOptions {
+    /// Running processes (all their threads, and threads they start later).
+    pub pids: Vec<u32>,
+    /// A command to start and profile from its first instruction (split like a shell does).
+    pub command: Option<String>,
+    /// Stop after this long (else at Ctrl-C, or when the targets exit).
+    pub duration: Option<Duration>,
+    /// Samples per second per thread on CPU.
+    pub frequency: u64,
+}
+
+/// A finished profile.
+#[derive(Debug)]
+pub struct Profile {
+    pub report: Report,
+    /// Things to tell the user once (e.g. how to get names of JIT-compiled .NET code).
+    pub notes: Vec<String>,
+    pub elapsed: Duration,
+}
+
+impl ProfileOptions {
+    fn check(&self) -> Result<()> {
+        if self.command.is_some() && !self.pids.is_empty() {
+            return Err(Error::usage("use either -p or -c, not both"));
+        }
+        if self.command.is_none() && self.pids.is_empty() {
+            return Err(Error::usage(
+                "nothing to profile: give -p PID (repeatable) or -c 'CMD ARGS'",
+            ));
+        }
+        let max = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(100_000);
+        if self.frequency == 0 || self.frequency > max {
+            return Err(Error::usage(format!(
+                "--frequency {} is out of range: give 1 to {max} Hz (kernel.perf_event_max_sample_rate)",
+                self.frequency
+            )));
+        }
+        Ok(())
+    }
+
+    /// The equivalent `perf record` command line (what seed 003's sidecar runs).
+    pub fn perf_record_command(&self) -> String {
+        let mut cmd = format!("perf record -F {} -g", self.frequency);
+        if !self.pids.is_empty() {
+            let pids: Vec<String> = self.pids.iter().map(u32::to_string).collect();
+            cmd += &format!(" -p {}", pids.join(","));
+            if let Some(d) = self.duration {
+                cmd += &format!(" -- sleep {}", d.as_secs_f64());
+            }
+        } else if let Some(c) = &self.command {
+            cmd += &format!(" -- {c}");
+        }
+        cmd
+    }
+}
+
+/// The threads of process `pid` (`/proc/PID/task`).
+fn threads_of(pid: u32) -> Result<Vec<u32>> {
+    let dir = format!("/proc/{pid}/task");
+    let entries = std::fs::read_dir(&dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::from(netprobe_core::Error::NoSuchProcess { pid }),
+        _ => Error::io(&dir, e),
+    })?;
+    Ok(entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect())
+}
+
+/// Names sampled addresses, caching each (pid, address) it named.
+///
+/// An address in no file stays unnamed only until the process's maps and JIT names are read
+/// again: a runtime maps images into address ranges it reserved earlier (the .NET runtime's PE
+/// loader does), and JIT-compiled code appears in its perf map after the fact. So unnamed
+/// anonymous addresses are retried after a fresh read, at most every [`REREAD_INTERVAL`] per
+/// process, while the process lives.
+struct Namer {
+    symbolizer: Symbolizer,
+    cache: HashMap<(u32, u64), Vec<FrameName>>,
+    /// Per process: addresses in no file that no table named since the last fresh read.
+    unnamed: HashMap<u32, Vec<u64>>,
+    reread_at: HashMap<u32, Instant>,
+}
+
+/// Least time between two fresh reads of one process's maps and JIT names.
+const REREAD_INTERVAL: Duration = Duration::from_millis(250);
+
+impl Namer {
+    fn new() -> Namer {
+        Namer {
+            symbolizer: Symbolizer::new(),
+            cache: HashMap::new(),
+            unnamed: HashMap::new(),
+            reread_at: HashMap::new(),
+        }
+    }
+
+    fn frame_name(f: &Frame) -> FrameName {
+        match &f.function {
+            Some(name) => FrameName {
+                name: name.clone(),
+                inlined: f.inlined,
+                unknown: false,
+            },
+            None => FrameName {
+                // `[unknown] (image+0xOFF)` or `[unknown] (0xADDR)` in anonymous memory.
+                name: f.to_string(),
+                inlined: false,
+                unknown: true,
+            },
+        }
+    }
+
+    /// Symbolizes `addr` of `pid` into the cache (frames outermost first: a function, then
+    /// what was inlined into it at that address).
+    fn name(&mut self, pid: u32, addr: u64) {
+        let frames = self
+            .symbolizer
+            .symbolize(pid, addr)
+            .unwrap_or_else(|_| vec![unknown_frame(addr)]);
+        if frames
+            .iter()
+            .all(|f| f.image.is_none() && f.function.is_none())
+        {
+            self.unnamed.entry(pid).or_default().push(addr);
+        }
+        let names = frames.iter().rev().map(Namer::frame_name).collect();
+        self.cache.insert((pid, addr), names);
+    }
+
+    /// Names every address of a sample not named yet.
+    fn learn(&mut self, pid: u32, ips: &[u64]) {
+        for addr in lookup_addresses(ips) {
+            if !self.cache.contains_key(&(pid, addr)) {
+                self.name(pid, addr);
+            }
+        }
+    }
+
+    /// Retries the unnamed anonymous addresses of live processes whose maps and JIT names
+    /// were not read for [`REREAD_INTERVAL`] (of every live one when `all`, at the end).
+    fn retry_unnamed(&mut self, all: bool) {
+        let pids: Vec<u32> = self.unnamed.keys().copied().collect();
+        for pid in pids {
+            let due = self
+                .reread_at
+                .get(&pid)
+                .is_none_or(|t| t.elapsed() >= REREAD_INTERVAL);
+            let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+            if !(due || all) || !alive {
+                continue;
+            }
+            let addrs = self.unnamed.remove(&pid).unwrap_or_default();
+            self.symbolizer.forget_process(pid);
+            self.reread_at.insert(pid, Instant::now());
+            for addr in addrs {
+                self.name(pid, addr);
+            }
+        }
+    }
+
+    /// The named stack of a sample, root first.
+    fn stack(&self, pid: u32, ips: &[u64]) -> Vec<FrameName> {
+        let addrs: Vec<u64> = lookup_addresses(ips).collect();
+        let mut stack = Vec::with_capacity(addrs.len() + 4);
+        for addr in addrs.into_iter().rev() {
+            match self.cache.get(&(pid, addr)) {
+                Some(frames) => stack.extend_from_slice(frames),
+                None => stack.push(Namer::frame_name(&unknown_frame(addr))),
+            }
+        }
+        stack
+    }
+}
+
+/// The addresses to symbolize for a callchain: the sampled instruction, then each return
+/// address minus one (the call instruction, not what follows it; what perf and Go's
+/// `runtime.CallersFrames` do too).
+fn lookup_addresses(ips: &[u64]) -> impl Iterator<Item = u64> + '_ {
+    ips.iter()
+        .enumerate()
+        .map(|(i, &ip)| if i == 0 { ip } else { ip.saturating_sub(1) })
+}
+
+fn unknown_frame(addr: u64) -> Frame {
+    Frame {
+        address: addr,
+        image: None,
+        file_offset: None,
+        function: None,
+        offset: None,
+        source: SourceKind::Unknown,
+        inlined: false,
+    }
+}
+
+/// Samples by process and callchain, named at the end.
+#[derive(Default)]
+struct RawStacks {
+    stacks: HashMap<(u32, Vec<u64>), u64>,
+    lost: u64,
+    throttled: u64,
+}
+
+fn absorb(buf: &[u8], namer: &mut Namer, raw: &mut RawStacks) {
+    for r in record::decode(buf) {
+        match r {
+            Record::Sample { pid, ips, .. } if !ips.is_empty() => {
+                namer.learn(pid, &ips);
+                *raw.stacks.entry((pid, ips)).or_insert(0) += 1;
+            }
+            Record::Lost(n) => raw.lost += n,
+            Record::Throttle => raw.throttled += 1,
+            _ => {}
+        }
+    }
+    namer.retry_unnamed(false);
+}
+
+/// How often the loop drains the ring buffers and names new addresses.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Samples the targets until the duration ends, a stop signal comes, or every target exited.
+/// A `-c` command still running at the end is terminated.
+pub fn record(o: &ProfileOptions) -> Result<Profile> {
+    o.check()?;
+    let argv = o.command.as_deref().map(split_command).transpose()?;
+    let (mut child, mut sampler) = match &argv {
+        Some(argv) => {
+            let mut child = PausedChild::spawn(argv)?;
+            // Opened on the paused child; they start at its execve (enable_on_exec).
+            let sampler = match Sampler::open(&[child.pid()], o.frequency, true) {
+                Ok(s) => s,
+                Err(e) => {
+                    child.terminate();
+                    return Err(e);
+                }
+            };
+            (Some(child), sampler)
+        }
+        None => {
+            let mut tids = Vec::new();
+            for &pid in &o.pids {
+                tids.extend(threads_of(pid)?);
+            }
+            let sampler = Sampler::open(&tids, o.frequency, false)?;
+            (None, sampler)
+        }
+    };
+    let signals = SignalPipe::install()?;
+    let start = Instant::now();
+    match child.as_mut() {
+        Some(c) => c.release()?,
+        None => sampler.enable(),
+    }
+    let mut namer = Namer::new();
+    let mut raw = RawStacks::default();
+    let mut buf = Vec::new();
+    loop {
+        let left = o.duration.map(|d| d.saturating_sub(start.elapsed()));
+        if left == Some(Duration::ZERO) || signals.received().is_some() {
+            break;
+        }
+        let wait = left.map_or(TICK, |l| l.min(TICK));
+        let mut pfd = libc::pollfd {
+            fd: signals.fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
+        buf.clear();
+        sampler.drain(&mut buf);
+        absorb(&buf, &mut namer, &mut raw);
+        let gone = match child.as_mut() {
+            Some(c) => c.try_wait().is_some(),
+            None => o
+                .pids
+                .iter()
+                .all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()),
+        };
+        if gone {
+            break;
+        }
+    }
+    sampler.disable();
+    let elapsed = start.elapsed();
+    buf.clear();
+    sampler.drain(&mut buf);
+    absorb(&buf, &mut namer, &mut raw);
+    drop(sampler);
+    namer.retry_unnamed(true);
+    if let Some(c) = child.as_mut() {
+        c.terminate();
+    }
+    let mut report = Report {
+        lost: raw.lost,
+        throttled: raw.throttled,
+        ..Report::default()
+    };
+    for ((pid, ips), n) in &raw.stacks {
+        report.add(namer.stack(*pid, ips), *n);
+    }
+    Ok(Profile {
+        report,
+        notes: namer.symbolizer.take_notes(),
+        elapsed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dry_run_prints_the_perf_record_equivalent() {
+        let o = ProfileOptions {
+            pids: vec![12, 34],
+            duration: Some(Duration::from_secs(10)),
+            frequency: 99,
+            ..Default::default()
+        };
+        assert_eq!(
+            o.perf_record_command(),
+            "perf record -F 99 -g -p 12,34 -- sleep 10"
+        );
+        let o = ProfileOptions {
+            command: Some("./app serve".into()),
+            frequency: 997,
+            ..Default::default()
+        };
+        assert_eq!(
+            o.perf_record_command(),
+            "perf record -F 997 -g -- ./app serve"
+        );
+    }
+}

@@ -1,0 +1,266 @@
+//! What a profile shows: sampled stacks as named frames, aggregated into Brendan Gregg's folded
+//! format (`root;caller;callee count`, the input of `flamegraph.pl` and inferno), a flat table of
+//! functions by self and total samples (like `perf report --stdio --no-children` and
+//! `--children`), and JSON.
+
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+/// One frame of a sampled stack, as the flame graph names it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct FrameName {
+    /// The function (`main.Fib`, `hot`, a .NET method as `netprobe symbols` prints it), or
+    /// `[unknown] (image+0xOFF)`.
+    pub name: String,
+    /// Inlined into its caller (shown with inferno's and stackcollapse-perf's `_[i]` suffix in
+    /// folded lines).
+    pub inlined: bool,
+    /// No table named it.
+    pub unknown: bool,
+}
+
+impl FrameName {
+    /// The frame as a folded-format element: `;` (the separator) and line breaks cannot occur.
+    pub fn folded(&self) -> String {
+        let clean: String = self
+            .name
+            .chars()
+            .map(|c| match c {
+                ';' => ':',
+                '\n' | '\r' => ' ',
+                c => c,
+            })
+            .collect();
+        if self.inlined {
+            format!("{clean}_[i]")
+        } else {
+            clean
+        }
+    }
+}
+
+/// A function's share of the samples.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FunctionRow {
+    pub name: String,
+    /// Samples whose innermost frame is this function.
+    #[serde(rename = "self")]
+    pub self_samples: u64,
+    /// Samples with this function anywhere on the stack (counted once per sample).
+    pub total: u64,
+}
+
+/// Aggregated samples: distinct stacks (root first) and how often each was sampled.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub stacks: HashMap<Vec<FrameName>, u64>,
+    /// Samples the kernel dropped because a ring buffer was full.
+    pub lost: u64,
+    /// Times the kernel throttled sampling.
+    pub throttled: u64,
+}
+
+impl Report {
+    /// Adds `count` samples of `stack` (root first).
+    pub fn add(&mut self, stack: Vec<FrameName>, count: u64) {
+        *self.stacks.entry(stack).or_insert(0) += count;
+    }
+
+    /// Samples taken (not counting lost ones).
+    pub fn samples(&self) -> u64 {
+        self.stacks.values().sum()
+    }
+
+    /// Folded lines sorted by stack (what stackcollapse-perf.pl prints), one per distinct stack.
+    pub fn folded(&self) -> String {
+        let mut lines: BTreeMap<String, u64> = BTreeMap::new();
+        for (stack, n) in &self.stacks {
+            let key = stack
+                .iter()
+                .map(FrameName::folded)
+                .collect::<Vec<_>>()
+                .join(";");
+            *lines.entry(key).or_insert(0) += n;
+        }
+        let mut out = String::new();
+        for (k, n) in lines {
+            let _ = writeln!(out, "{k} {n}");
+        }
+        out
+    }
+
+    /// Functions by self samples, then total samples, then name.
+    pub fn functions(&self) -> Vec<FunctionRow> {
+        let mut rows: HashMap<&str, (u64, u64)> = HashMap::new();
+        for (stack, &n) in &self.stacks {
+            if let Some(leaf) = stack.last() {
+                rows.entry(&leaf.name).or_default().0 += n;
+            }
+            let mut seen: Vec<&str> = Vec::with_capacity(stack.len());
+            for f in stack {
+                if !seen.contains(&f.name.as_str()) {
+                    seen.push(&f.name);
+                    rows.entry(&f.name).or_default().1 += n;
+                }
+            }
+        }
+        let mut rows: Vec<FunctionRow> = rows
+            .into_iter()
+            .map(|(name, (s, t))| FunctionRow {
+                name: name.to_string(),
+                self_samples: s,
+                total: t,
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            b.self_samples
+                .cmp(&a.self_samples)
+                .then(b.total.cmp(&a.total))
+                .then(a.name.cmp(&b.name))
+        });
+        rows
+    }
+
+    /// Frames no table named, over all frames of all samples.
+    pub fn unknown_frames(&self) -> (u64, u64) {
+        let mut unknown = 0;
+        let mut all = 0;
+        for (stack, &n) in &self.stacks {
+            all += n * stack.len() as u64;
+            unknown += n * stack.iter().filter(|f| f.unknown).count() as u64;
+        }
+        (unknown, all)
+    }
+
+    /// The summary table: the `top` functions by self samples, then by total samples.
+    pub fn table(&self, top: usize) -> String {
+        let samples = self.samples();
+        let pct = |n: u64| {
+            if samples == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / samples as f64
+            }
+        };
+        let (unknown, frames) = self.unknown_frames();
+        let mut out = format!(
+            "{samples} samples, {} lost, {unknown} of {frames} frames unknown\n\n",
+            self.lost
+        );
+        let rows = self.functions();
+        let _ = writeln!(
+            out,
+            "{:>8} {:>7} {:>8} {:>7}  function",
+            "self", "self%", "total", "total%"
+        );
+        for r in rows.iter().take(top) {
+            let _ = writeln!(
+                out,
+                "{:>8} {:>6.2}% {:>8} {:>6.2}%  {}",
+                r.self_samples,
+                pct(r.self_samples),
+                r.total,
+                pct(r.total),
+                r.name
+            );
+        }
+        let mut by_total = rows.clone();
+        by_total.sort_by(|a, b| b.total.cmp(&a.total).then(a.name.cmp(&b.name)));
+        let _ = writeln!(out, "\nby total samples (callers included):");
+        let _ = writeln!(out, "{:>8} {:>7}  function", "total", "total%");
+        for r in by_total.iter().take(top) {
+            let _ = writeln!(out, "{:>8} {:>6.2}%  {}", r.total, pct(r.total), r.name);
+        }
+        out
+    }
+
+    /// The whole profile as one JSON object: totals, functions, stacks (root first) by count.
+    pub fn json(&self) -> serde_json::Value {
+        let (unknown, frames) = self.unknown_frames();
+        let mut stacks: Vec<(&Vec<FrameName>, u64)> =
+            self.stacks.iter().map(|(s, &n)| (s, n)).collect();
+        stacks.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        serde_json::json!({
+            "samples": self.samples(),
+            "lost": self.lost,
+            "throttled": self.throttled,
+            "frames": frames,
+            "unknown_frames": unknown,
+            "functions": self.functions(),
+            "stacks": stacks.iter().map(|(s, n)| serde_json::json!({
+                "count": n,
+                "frames": s.iter().map(|f| serde_json::json!({
+                    "function": f.name, "inlined": f.inlined, "unknown": f.unknown,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn f(name: &str) -> FrameName {
+        FrameName {
+            name: name.into(),
+            inlined: false,
+            unknown: name.starts_with("[unknown]"),
+        }
+    }
+
+    fn sample_report() -> Report {
+        let mut r = Report {
+            lost: 2,
+            ..Report::default()
+        };
+        r.add(vec![f("main"), f("run"), f("hot")], 75);
+        r.add(vec![f("main"), f("run"), f("warm")], 20);
+        r.add(
+            vec![
+                f("main"),
+                f("warm"),
+                FrameName {
+                    inlined: true,
+                    ..f("mix;er")
+                },
+            ],
+            4,
+        );
+        r.add(vec![f("main"), f("[unknown] (libc.so.6+0x1234)")], 1);
+        r
+    }
+
+    #[test]
+    fn folded_table_and_json_of_a_known_profile() {
+        let r = sample_report();
+        insta::assert_snapshot!("folded", r.folded());
+        insta::assert_snapshot!("table", r.table(10));
+        insta::assert_json_snapshot!("json", r.json());
+    }
+
+    proptest! {
+        #[test]
+        fn totals_bound_self_and_folded_counts_sum_to_samples(
+            stacks in proptest::collection::vec(
+                (proptest::collection::vec("[a-d]", 1..6), 1u64..50), 0..20)
+        ) {
+            let mut r = Report::default();
+            for (s, n) in &stacks {
+                r.add(s.iter().map(|x| f(x)).collect(), *n);
+            }
+            let samples = r.samples();
+            prop_assert_eq!(samples, stacks.iter().map(|s| s.1).sum::<u64>());
+            let folded_sum: u64 = r.folded().lines()
+                .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
+            prop_assert_eq!(folded_sum, samples);
+            let rows = r.functions();
+            prop_assert_eq!(rows.iter().map(|r| r.self_samples).sum::<u64>(), samples);
+            for row in rows {
+                prop_assert!(row.self_samples <= row.total && row.total <= samples);
+            }
+        }
+    }
+}
