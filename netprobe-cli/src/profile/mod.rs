@@ -106,6 +106,8 @@ fn threads_of(pid: u32) -> Result<Vec<u32>> {
 struct Namer {
     symbolizer: Symbolizer,
     cache: HashMap<(u32, u64), Vec<FrameName>>,
+    /// Return addresses in mapped memory that is not executable: a stack ends before them.
+    not_code: std::collections::HashSet<(u32, u64)>,
     /// Per process: addresses in no file that no table named since the last fresh read.
     unnamed: HashMap<u32, Vec<u64>>,
     reread_at: HashMap<u32, Instant>,
@@ -119,6 +121,7 @@ impl Namer {
         Namer {
             symbolizer: Symbolizer::new(),
             cache: HashMap::new(),
+            not_code: Default::default(),
             unnamed: HashMap::new(),
             reread_at: HashMap::new(),
         }
@@ -147,7 +150,9 @@ impl Namer {
             .symbolizer
             .symbolize(pid, addr)
             .unwrap_or_else(|_| vec![unknown_frame(addr)]);
-        if frames
+        if frames.iter().all(|f| f.source == SourceKind::NotCode) {
+            self.not_code.insert((pid, addr));
+        } else if frames
             .iter()
             .all(|f| f.image.is_none() && f.function.is_none())
         {
@@ -188,9 +193,18 @@ impl Namer {
         }
     }
 
-    /// The named stack of a sample, root first.
+    /// The named stack of a sample, root first. A return address that is not code ends the
+    /// stack there: the frame-pointer walk read data from then on (through a frame of code
+    /// that keeps no frame pointer), so it and every frame outside it are dropped.
     fn stack(&self, pid: u32, ips: &[u64]) -> Vec<FrameName> {
-        let addrs: Vec<u64> = lookup_addresses(ips).collect();
+        let mut addrs: Vec<u64> = lookup_addresses(ips).collect();
+        if let Some(cut) = addrs
+            .iter()
+            .skip(1)
+            .position(|&a| self.not_code.contains(&(pid, a)))
+        {
+            addrs.truncate(cut + 1);
+        }
         let mut stack = Vec::with_capacity(addrs.len() + 4);
         for addr in addrs.into_iter().rev() {
             match self.cache.get(&(pid, addr)) {
