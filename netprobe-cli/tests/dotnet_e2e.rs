@@ -8,8 +8,9 @@
 //! it under CI=true.
 
 use fixtures::e2e::{self, err, Need};
+use fixtures::live::DotnetSampleApp;
 use serde_json::Value as Json;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -111,65 +112,21 @@ fn build_app(rt: Runtime) -> Result<(), String> {
 }
 
 /// The sample app started with `--wait`: running, its pid known, waiting for "go".
-struct App {
-    child: Child,
-    out: BufReader<std::process::ChildStdout>,
-    pid: u32,
-}
+type App = DotnetSampleApp;
 
-impl App {
-    /// Starts `dotnet app.dll ARGS --wait` with `env` added (and the invariant globalization mode
-    /// this machine needs).
-    fn start(rt: Runtime, args: &[&str], env: &[(&str, &str)]) -> Result<App, String> {
-        let mut cmd = Command::new(rt.dotnet());
-        cmd.arg(rt.app())
-            .args(args)
-            .arg("--wait")
-            .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().map_err(err)?;
-        let mut out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        let mut first = String::new();
-        out.read_line(&mut first).map_err(err)?;
-        let pid = first
-            .split_whitespace()
-            .next()
-            .and_then(|w| w.strip_prefix("pid="))
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(|| format!("app said {first:?}"))?;
-        let mut ready = String::new();
-        out.read_line(&mut ready).map_err(err)?;
-        if ready.trim() != "READY" {
-            return Err(format!("app said {ready:?}"));
-        }
-        Ok(App { child, out, pid })
+/// Starts `dotnet app.dll ARGS --wait` with `env` added (and the invariant globalization mode
+/// this machine needs).
+fn start_app(rt: Runtime, args: &[&str], env: &[(&str, &str)]) -> Result<App, String> {
+    let mut cmd = Command::new(rt.dotnet());
+    cmd.arg(rt.app())
+        .args(args)
+        .arg("--wait")
+        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
     }
-
-    /// Lets the app run and waits for it to finish; returns what it printed after READY.
-    fn go_and_wait(mut self) -> Result<String, String> {
-        let stdin = self.child.stdin.as_mut().ok_or("no stdin")?;
-        stdin.write_all(b"go\n").map_err(err)?;
-        stdin.flush().map_err(err)?;
-        let mut rest = String::new();
-        self.out.read_to_string(&mut rest).map_err(err)?;
-        let status = self.child.wait().map_err(err)?;
-        if !status.success() {
-            return Err(format!("app failed ({status}): {rest}"));
-        }
-        Ok(rest)
-    }
-}
-
-impl Drop for App {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    DotnetSampleApp::start(&mut cmd)
 }
 
 /// A netprobe run in the background, its stderr collected.
@@ -231,7 +188,7 @@ fn trace_app(
     env: &[(&str, &str)],
     np_args: &[&str],
 ) -> Result<(Vec<Json>, String, String), String> {
-    let app = App::start(rt, app_args, env)?;
+    let app = start_app(rt, app_args, env)?;
     let mut args: Vec<String> = np_args.iter().map(|s| s.to_string()).collect();
     args.extend([
         "-p".into(),
@@ -433,7 +390,7 @@ fn stack_arguments_are_decoded(rt: Runtime) -> Result<(), String> {
 /// Default settings: the warning names the variable this runtime reads, and once the runtime
 /// swaps in tier-1 code (hits stop while the app keeps calling) netprobe says so, once.
 fn default_tiering_warns_and_says_hits_stopped(rt: Runtime) -> Result<(), String> {
-    let app = App::start(rt, &["sleep", "--count", "400", "--ms", "10"], &[])?;
+    let app = start_app(rt, &["sleep", "--count", "400", "--ms", "10"], &[])?;
     let np = Netprobe::start(&[
         "count".into(),
         "--json".into(),
@@ -493,7 +450,7 @@ fn default_tiering_warns_and_says_hits_stopped(rt: Runtime) -> Result<(), String
 /// runtime's stack walk: SIGSEGV on the first collection, verified on both runtimes), so every
 /// call completes and the app survives.
 fn latency_survives_garbage_collections(rt: Runtime) -> Result<(), String> {
-    let app = App::start(
+    let app = start_app(
         rt,
         &["sleep", "--count", "60", "--ms", "2", "--gc"],
         &[(rt.guard_var(), "0")],
@@ -628,7 +585,7 @@ fn http_echo_requests_hit_with_the_value(rt: Runtime) -> Result<(), String> {
 /// The app's own methods are IL-only (mcs): asking for one gives the JIT explanation as one line,
 /// with -p (bare pattern and IMAGE:PATTERN) and with -c, and leaves nothing behind.
 fn il_only_app_method_is_explained(rt: Runtime) -> Result<(), String> {
-    let app = App::start(rt, &["echo", "x"], &[])?;
+    let app = start_app(rt, &["echo", "x"], &[])?;
     let pid = app.pid.to_string();
     let cmd = rt.command("echo x");
     let cases: Vec<Vec<&str>> = vec![
@@ -701,7 +658,7 @@ fn dry_run_snapshot(rt: Runtime) -> Result<(), String> {
 
 /// Snapshot of `trace` text output on real hits (times and pids filtered).
 fn trace_text_snapshot(rt: Runtime) -> Result<(), String> {
-    let app = App::start(rt, &["strings", "--count", "1"], &[(rt.guard_var(), "0")])?;
+    let app = start_app(rt, &["strings", "--count", "1"], &[(rt.guard_var(), "0")])?;
     let np = Netprobe::start(&[
         "trace".into(),
         "-p".into(),

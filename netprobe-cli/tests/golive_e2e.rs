@@ -15,7 +15,7 @@
 //!   section (the segment formula hits; the seed's `.text` formula cannot even be enabled).
 //! - `--dry-run` output for Go functions (insta snapshots).
 
-use fixtures::e2e::{self, err, Need};
+use fixtures::e2e::{self, err, succeeded, text, Need};
 use fixtures::live::Waiting;
 use netprobe_core::addr::FileOffset;
 use serde_json::Value as Json;
@@ -51,29 +51,12 @@ fn netprobe(args: &[&str]) -> Result<Output, String> {
     Command::new(NP).args(args).output().map_err(err)
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 fn json_lines(out: &[u8]) -> Vec<Json> {
     text(out)
         .lines()
         .filter(|l| l.starts_with('{'))
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
-}
-
-/// A successful run's stdout; its stderr in the error otherwise.
-fn ok(out: Output, what: &str) -> Result<Output, String> {
-    if out.status.success() {
-        Ok(out)
-    } else {
-        Err(format!(
-            "{what}: netprobe exited with {}: {}",
-            out.status,
-            text(&out.stderr)
-        ))
-    }
 }
 
 /// The file offset of `name`'s first byte in `bin` (netprobe's resolver; the offsets themselves
@@ -172,7 +155,7 @@ fn go_trace_args_and_returns(variant: &str) -> R {
 /// [`go_trace_args_and_returns`] on the build `bin` (`variant` names it in messages).
 fn trace_args_and_returns(bin: &Path, variant: &str) -> R {
     let b = bin.display();
-    let out = ok(
+    let out = succeeded(
         netprobe(&[
             "trace",
             "--json",
@@ -246,7 +229,7 @@ fn counts_with_growing_stacks(bin: &Path, variant: &str) -> R {
     let b = bin.display();
     let big = entry_offset(bin, "main.BigFrame")?;
     let rec = entry_offset(bin, "main.Recurse")?;
-    let out = ok(
+    let out = succeeded(
         netprobe(&[
             "count",
             "--json",
@@ -294,7 +277,7 @@ fn counts_with_growing_stacks(bin: &Path, variant: &str) -> R {
 fn go_latency_pairs_every_call(variant: &str) -> R {
     let bin = go_bin(variant);
     let b = bin.display();
-    let out = ok(
+    let out = succeeded(
         netprobe(&[
             "latency",
             "--json",
@@ -351,7 +334,7 @@ fn go_uretprobe_kills_ret_probes_do_not(variant: &str) -> R {
                 "{variant} {f}: with a uretprobe the program should have died (unexpected return pc): {stderr}"
             ));
         }
-        let clean = ok(
+        let clean = succeeded(
             netprobe(&["latency", "-c", &workload_cmd(&bin), &format!("{b}:{f}")])?,
             variant,
         )?;
@@ -426,7 +409,7 @@ fn go_stack_abi_esbuild() -> R {
             ])
             .output()
             .map_err(err)?;
-        let out = ok(out, file)?;
+        let out = succeeded(out, file)?;
         let hits = json_lines(&out.stdout);
         let pairs: Vec<(String, String)> = hits
             .windows(2)
@@ -458,7 +441,7 @@ fn go_stack_abi_esbuild() -> R {
             return Err(format!("{file}: {exit}"));
         }
         // Latency pairs by thread and says so.
-        let lat = ok(
+        let lat = succeeded(
             netprobe(&[
                 "latency",
                 "--json",
@@ -638,7 +621,7 @@ fn ifunc_resolved_implementation() -> R {
             Some("np_ifunc_wide"),
         ),
     ] {
-        let out = ok(
+        let out = succeeded(
             netprobe(&["count", "--dry-run", "-p", &pid.to_string(), spec])?,
             spec,
         )?;
@@ -1193,7 +1176,7 @@ fn go_dry_run_snapshots() -> R {
 fn go_tail_jump_warning() -> R {
     let bin = go_bin("sampleapp-default");
     let b = bin.display().to_string();
-    let out = ok(
+    let out = succeeded(
         netprobe(&["trace", "--dry-run", &format!("r:{b}:runtime.memequal s64")])?,
         "dry-run",
     )?;

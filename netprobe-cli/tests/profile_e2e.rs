@@ -16,7 +16,7 @@
 //!   otherwise.
 //! - `--dry-run` prints perf's command line; a missing pid is a one-line error.
 
-use fixtures::e2e::{self, err, Need};
+use fixtures::e2e::{self, err, succeeded, text, Need};
 use fixtures::live::Waiting;
 use fixtures::CProgram;
 use serde_json::Value as Json;
@@ -28,22 +28,6 @@ use std::time::{Duration, Instant};
 const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 
 type R = Result<(), String>;
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(out: Output, what: &str) -> Result<Output, String> {
-    if out.status.success() {
-        Ok(out)
-    } else {
-        Err(format!(
-            "{what}: netprobe exited with {}: {}",
-            out.status,
-            text(&out.stderr)
-        ))
-    }
-}
 
 /// The JSON object of a `profile --json -c` run: the last line (the command's own output
 /// shares stdout).
@@ -155,7 +139,7 @@ fn c_hot_warm_shares_by_pid() -> R {
         .arg(&svg)
         .output()
         .map_err(err)?;
-    let out = ok(out, "profile -p")?;
+    let out = succeeded(out, "profile -p")?;
     let v: Json = serde_json::from_slice(&out.stdout).map_err(err)?;
     check_shares(&v)?;
     // Above main only libc's start code (__libc_start_call_main: Debian's libc has no .symtab,
@@ -210,7 +194,7 @@ fn c_command_and_late_thread() -> R {
         .arg(format!("{} 3 1", bin.display()))
         .output()
         .map_err(err)?;
-    let out = ok(out, "profile -c")?;
+    let out = succeeded(out, "profile -c")?;
     let v = profile_json(&out)?;
     check_shares(&v)?;
     let in_thread: u64 = stacks(&v)
@@ -253,7 +237,7 @@ fn svg_renders_in_chromium() -> R {
         .arg(format!("{} 2", bin.display()))
         .output()
         .map_err(err)?;
-    ok(out, "profile --svg")?;
+    succeeded(out, "profile --svg")?;
     let profile_dir = tempfile::tempdir().map_err(err)?;
     let out = Command::new("chromium")
         .args([
@@ -387,7 +371,7 @@ fn go_stripped_spin_is_the_top_frame() -> R {
     let requests = client.join().unwrap_or(0);
     let _ = app.kill();
     let _ = app.wait();
-    let out = ok(out?, "profile -p (Go)")?;
+    let out = succeeded(out?, "profile -p (Go)")?;
     let v: Json = serde_json::from_slice(&out.stdout).map_err(err)?;
     let samples = v["samples"].as_u64().unwrap_or(0);
     let top = v["functions"][0]["name"].as_str().unwrap_or("");
@@ -453,7 +437,7 @@ fn dotnet_app() -> Result<PathBuf, String> {
     static APP: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
     APP.get_or_init(|| {
         let script = fixtures::workspace_root().join("sample-app/dotnet/run.sh");
-        ok(
+        succeeded(
             Command::new(script)
                 .args(["--runtime", "8", "--build-only"])
                 .output()
@@ -495,7 +479,7 @@ fn profile_dotnet_spin(env: &[(&str, &str)]) -> Result<(Json, String), String> {
         .envs(env.iter().copied())
         .output()
         .map_err(err)?;
-    let out = ok(out, "profile -c dotnet")?;
+    let out = succeeded(out, "profile -c dotnet")?;
     if !text(&out.stdout).contains("done calls=") {
         return Err(format!(
             "the app did not finish its run: {}",
@@ -537,7 +521,7 @@ fn dotnet8_r2r_frames_named_as_symbols_prints() -> R {
     ])?;
     let samples = v["samples"].as_u64().unwrap_or(0);
     let corelib = dotnet8().join("shared/Microsoft.NETCore.App/8.0.4/System.Private.CoreLib.dll");
-    let symbols = ok(
+    let symbols = succeeded(
         Command::new(NP)
             .arg("symbols")
             .arg(&corelib)
@@ -588,7 +572,7 @@ fn dotnet8_jit_frames_named_with_perf_maps() -> R {
         .map_err(err);
     let _ = target.kill();
     let _ = target.wait();
-    let out = ok(out?, "profile -p dotnet")?;
+    let out = succeeded(out?, "profile -p dotnet")?;
     let v: Json = serde_json::from_slice(&out.stdout).map_err(err)?;
     let samples = v["samples"].as_u64().unwrap_or(0);
     let (spin_name, spin) = total_of(&v, |n| {
@@ -628,7 +612,7 @@ fn dry_run_prints_perf_record() -> R {
         .args(["profile", "-p", "1", "--duration", "10s", "--dry-run"])
         .output()
         .map_err(err)?;
-    let out = ok(out, "--dry-run")?;
+    let out = succeeded(out, "--dry-run")?;
     if text(&out.stdout) != "perf record -F 99 -g -p 1 -- sleep 10\n" {
         return Err(format!("dry run printed {:?}", text(&out.stdout)));
     }

@@ -8,11 +8,10 @@
 //! skips outside CI and fails under CI=true.
 
 use fixtures::e2e::{self, err, Need};
-use fixtures::live::Waiting;
+use fixtures::live::{DotnetSampleApp, Waiting};
 use serde_json::Value as Json;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 
@@ -26,7 +25,8 @@ fn dotnet_app() -> PathBuf {
 
 /// The .NET 8 sample app in `sleep --wait` mode: started, runtime loaded, waiting on stdin.
 struct DotnetApp {
-    child: Child,
+    /// Keeps the app running (killed when dropped).
+    _app: DotnetSampleApp,
     pid: u32,
     /// `Environment.Version` as the app printed it.
     runtime: String,
@@ -39,41 +39,20 @@ impl DotnetApp {
             .args(["sleep", "--count", "1", "--wait"])
             .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
             .env_remove("DOTNET_TieredCompilation")
-            .env_remove("COMPlus_TieredCompilation")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
+            .env_remove("COMPlus_TieredCompilation");
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().map_err(err)?;
-        let mut out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        let mut first = String::new();
-        out.read_line(&mut first).map_err(err)?;
-        let mut ready = String::new();
-        out.read_line(&mut ready).map_err(err)?;
-        let field = |k: &str| {
-            first
-                .split_whitespace()
-                .find_map(|w| w.strip_prefix(k))
-                .map(str::to_string)
-        };
-        let (Some(pid), Some(runtime), "READY") = (field("pid="), field("runtime="), ready.trim())
-        else {
-            let _ = child.kill();
-            return Err(format!("the app said {first:?} {ready:?}"));
-        };
+        let app = DotnetSampleApp::start(&mut cmd)?;
+        let runtime = app
+            .field("runtime=")
+            .ok_or_else(|| format!("the app printed no runtime: {:?}", app.banner))?
+            .to_string();
         Ok(DotnetApp {
-            child,
-            pid: pid.parse().map_err(err)?,
+            pid: app.pid,
             runtime,
+            _app: app,
         })
-    }
-}
-
-impl Drop for DotnetApp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -6,11 +6,12 @@
 //! headers as `readelf -lW` prints them, not by netprobe's formulas.
 
 use fixtures::e2e::{self, err, Need};
+use fixtures::live::DotnetSampleApp;
 use netprobe_core::addr::FileOffset;
 use netprobe_core::symbolize::{Frame, SourceKind, Symbolizer};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -650,51 +651,17 @@ fn dotnet_app() -> PathBuf {
 }
 
 /// The .NET 8 sample app started with `--wait`, waiting for a line on stdin; killed on drop.
-struct App {
-    child: Child,
-    pid: u32,
-}
+type App = DotnetSampleApp;
 
-impl App {
-    fn start(env: &[(&str, &str)]) -> Result<App, String> {
-        let mut cmd = Command::new(dotnet8().join("dotnet"));
-        cmd.arg(dotnet_app())
-            .args(["sleep", "--count", "2", "--ms", "1", "--wait"])
-            .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().map_err(err)?;
-        let mut out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        let mut pid = None;
-        for line in (&mut out).lines() {
-            let line = line.map_err(err)?;
-            if let Some(p) = line.strip_prefix("pid=") {
-                pid = p.split_whitespace().next().and_then(|p| p.parse().ok());
-            }
-            if line == "READY" {
-                break;
-            }
-        }
-        let pid = pid.ok_or("the sample app printed no pid")?;
-        Ok(App { child, pid })
+fn start_app(env: &[(&str, &str)]) -> Result<App, String> {
+    let mut cmd = Command::new(dotnet8().join("dotnet"));
+    cmd.arg(dotnet_app())
+        .args(["sleep", "--count", "2", "--ms", "1", "--wait"])
+        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
     }
-}
-
-impl Drop for App {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        for f in [
-            format!("/tmp/perf-{}.map", self.pid),
-            format!("/tmp/perfinfo-{}.map", self.pid),
-            format!("/tmp/jit-{}.dump", self.pid),
-        ] {
-            let _ = std::fs::remove_file(f);
-        }
-    }
+    DotnetSampleApp::start(&mut cmd)
 }
 
 /// With `DOTNET_PerfMapEnabled=1` the runtime records every ReadyToRun method it starts using
@@ -702,7 +669,7 @@ impl Drop for App {
 /// last byte of the code) symbolizes as that ReadyToRun method, named exactly as the runtime
 /// names it. Its JIT-compiled methods (anonymous memory) are named as its perf map lines.
 fn dotnet8_frames_match_runtime() -> Result<(), String> {
-    let app = App::start(&[
+    let app = start_app(&[
         ("DOTNET_PerfMapEnabled", "1"),
         ("DOTNET_PerfMapShowOptimizationTiers", "1"),
     ])?;
@@ -785,7 +752,7 @@ fn runtime_cut_last_char(ours: &str, theirs: &str) -> bool {
 /// symbolizer says once how to get names; the diagnostics IPC command `EnablePerfMap` then
 /// makes the runtime write `/tmp/perf-PID.map` and names JIT code compiled afterwards.
 fn dotnet8_enable_perf_map() -> Result<(), String> {
-    let app = App::start(&[])?;
+    let app = start_app(&[])?;
     let map = PathBuf::from(format!("/tmp/perf-{}.map", app.pid));
     if map.exists() {
         return Err(format!("{} exists before EnablePerfMap", map.display()));
