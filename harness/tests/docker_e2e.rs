@@ -39,6 +39,16 @@ fn main() {
             move || with_sweep(|| dotnet_runtime_image(major)),
         ));
     }
+    trials.push(e2e::trial(
+        "go_profile_from_sidecar",
+        &[
+            Need::Root,
+            Need::Docker,
+            Need::Go,
+            Need::Check(netprobe_builds),
+        ],
+        || with_sweep(go_profile_from_sidecar),
+    ));
     for check in DOCKER_CHECKS {
         let mut needs = vec![
             Need::Root,
@@ -554,6 +564,105 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
     })();
     let clean = assert_nothing_left(owner, &prefix).and(assert_nothing_left(owner, check.name));
     result.and(clean)
+}
+
+/// `netprobe profile` in the sidecar (the sample Go service is pid 1 there; its binary read
+/// through /proc/1/root) while the host keeps the service busy with CPU-bound `GET /spin`
+/// requests: most samples are under `main.Spin`, named from the Go function table.
+fn go_profile_from_sidecar() -> TrialResult {
+    let owner = Owner::current();
+    let prefix = "profile-go";
+    let result = (|| -> TrialResult {
+        let bin = go_sample_app()?;
+        let root = images::program_rootfs(&bin, "sampleapp").map_err(e2e::err)?;
+        let app_image =
+            docker::import(&root, &owner.image_ref("profile-go-app"), &[]).map_err(e2e::err)?;
+        let side_image = sidecar_image(owner, "profile-go-sidecar")?;
+        let port = containers::free_port().map_err(e2e::err)?;
+        let app = containers::start_app(
+            owner,
+            AppLaunch {
+                role: "profile_go_app",
+                image: &app_image,
+                argv: vec![
+                    "/app/sampleapp".into(),
+                    "serve".into(),
+                    "-addr".into(),
+                    format!("127.0.0.1:{port}"),
+                ],
+                env: vec![],
+                ready_stdout: Some("listening on".into()),
+            },
+        )
+        .map_err(|e| format!("{e:#}"))?;
+        let (side, privilege) =
+            containers::start_sidecar(owner, "profile_go_sidecar", &side_image, &app)
+                .map_err(|e| format!("{e:#}"))?;
+        note_privilege(&privilege);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let load = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut ok = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok((200, _)) = containers::http_get(port, "/spin?n=10000000") {
+                        ok += 1;
+                    }
+                }
+                ok
+            })
+        };
+        std::thread::sleep(Duration::from_millis(500));
+        let out = side.exec(&[
+            images::SIDECAR_NETPROBE,
+            "profile",
+            "--json",
+            "-F",
+            "199",
+            "--duration",
+            "4s",
+            "-p",
+            "1",
+        ]);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let requests = load.join().map_err(|_| "the load thread panicked")?;
+        let out = out.map_err(e2e::err)?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(format!("profile in the sidecar: {}: {stderr}", out.status));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(e2e::err)?;
+        let samples = v["samples"].as_u64().unwrap_or(0);
+        let under_spin: u64 = v["stacks"]
+            .as_array()
+            .map(|stacks| {
+                stacks
+                    .iter()
+                    .filter(|st| {
+                        st["frames"].as_array().is_some_and(|f| {
+                            f.iter()
+                                .any(|x| x["function"].as_str() == Some("main.Spin"))
+                        })
+                    })
+                    .filter_map(|st| st["count"].as_u64())
+                    .sum()
+            })
+            .unwrap_or(0);
+        eprintln!(
+            "sidecar profile: {samples} samples, {under_spin} under main.Spin, {requests} requests"
+        );
+        drop(side);
+        drop(app);
+        let pct = 100.0 * under_spin as f64 / samples.max(1) as f64;
+        if samples < 100 || pct < 50.0 {
+            return Err(format!(
+                "{under_spin} of {samples} samples under main.Spin ({requests} requests): {}",
+                v["functions"]
+            ));
+        }
+        Ok(())
+    })();
+    result.and(assert_nothing_left(owner, prefix))
 }
 
 /// Builds the .NET sample app for `major` with its own script; returns the folder holding
