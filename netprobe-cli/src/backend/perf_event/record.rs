@@ -209,7 +209,7 @@ mod tests {
 
         #[test]
         fn encoded_samples_decode_to_their_chains(
-            chains in proptest::collection::vec(proptest::collection::vec(1u64..PERF_CONTEXT_MAX, 1..40), 0..8)
+            chains in proptest::collection::vec(proptest::collection::vec(1u64..USER_SPACE_END, 1..40), 0..8)
         ) {
             let buf: Vec<u8> = chains.iter().enumerate().flat_map(|(i, c)| sample(i as u32, 7, c)).collect();
             let got = decode(&buf);
