@@ -180,6 +180,7 @@ fn sample() -> (ProbePlan, Vec<Hit>) {
             ],
             pair_key: 4242,
             comm: Some("tracee".into()),
+            user_stack: None,
         });
         hits.push(Hit {
             ts_ns: t0 + 512 * i,
@@ -190,6 +191,7 @@ fn sample() -> (ProbePlan, Vec<Hit>) {
             args: vec![("ret".into(), Value::Signed(i as i64 * 100))],
             pair_key: 4242,
             comm: Some("tracee".into()),
+            user_stack: None,
         });
     }
     (plan, hits)
@@ -204,6 +206,7 @@ fn printed(format: Format) -> String {
         max_events: None,
         printed: 0,
         tasks: TaskInfo::new(None),
+        stacks: None,
     };
     p.header().unwrap();
     for h in hits {

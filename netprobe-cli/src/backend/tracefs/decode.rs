@@ -47,6 +47,57 @@ pub fn decode(
         args,
         pair_key,
         comm,
+        user_stack: None,
+    })
+}
+
+/// The return address a probe read at the stack pointer (`KernelProbe::return_address_field`),
+/// when it reads one.
+pub fn return_address(kp: &KernelProbe, format: &EventFormat, data: &[u8]) -> Option<u64> {
+    let field = format.field(kp.return_address_field.as_deref()?)?;
+    read_field_int(field, data)
+}
+
+/// A record of the kernel's `ftrace/user_stack` event (the `userstacktrace` option): the task,
+/// and the return addresses its frame-pointer walk found, innermost first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserStackRecord {
+    /// `common_pid`: the thread.
+    pub tid: u32,
+    /// `tgid`: its process.
+    pub pid: u32,
+    /// `caller[]` up to the first zero entry.
+    pub addrs: Vec<u64>,
+    /// Every entry of `caller[]` was filled: the walk may have gone on.
+    pub full: bool,
+}
+
+/// Decodes a `user_stack` record by its format (kernel `kernel/trace/trace_entries.h`,
+/// `FTRACE_ENTRY(user_stack, userstack_entry, ...)`: `tgid`, then `caller[FTRACE_STACK_ENTRIES]`,
+/// zero after the last frame, filled by `ftrace_trace_userstack` in `kernel/trace/trace.c`).
+/// `None` when a field is missing or the record is short.
+pub fn user_stack(format: &EventFormat, data: &[u8]) -> Option<UserStackRecord> {
+    let tid = read_field_int(format.field("common_pid")?, data)? as u32;
+    let pid = read_field_int(format.field("tgid")?, data)? as u32;
+    let caller = format.field("caller")?;
+    let FieldKind::Array { len } = caller.kind else {
+        return None;
+    };
+    let elem = caller.size.checked_div(len).filter(|&e| e == 8 || e == 4)?;
+    let mut addrs = Vec::with_capacity(len);
+    for i in 0..len {
+        let a = read_le(data, caller.offset.checked_add(i.checked_mul(elem)?)?, elem)?;
+        if a == 0 {
+            break;
+        }
+        addrs.push(a);
+    }
+    let full = addrs.len() == len;
+    Some(UserStackRecord {
+        tid,
+        pid,
+        addrs,
+        full,
     })
 }
 

@@ -1,0 +1,252 @@
+//! End-to-end tests of `trace --stack` and `count --stack` on real hits, with known truths:
+//!
+//! - `fixtures/c/stacks.c` (frame pointers kept) calls `probed(1)` through main → path_a →
+//!   path_b three times and `probed(2)` through main → path_c twice: every hit's stack is its
+//!   path (the argument says which), each return address is the instruction after the call as
+//!   objdump disassembles it; `count --stack` counts each path exactly; `--folded` is exact and
+//!   renders as a flame graph with inferno.
+
+use fixtures::e2e::{self, err, Need};
+use fixtures::live::{spawn_until_live, Waiting};
+use fixtures::CProgram;
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const NP: &str = env!("CARGO_BIN_EXE_netprobe");
+
+type R = Result<(), String>;
+
+fn stacks_c() -> PathBuf {
+    CProgram::new("stacks")
+        .flags(&["-O0", "-fno-omit-frame-pointer"])
+        .build()
+}
+
+/// Runs netprobe `args` against the stacks program, started and waiting: attaches with `-p`,
+/// lets it make its 5 calls, waits for netprobe to stop at `--max-events 5` (the program lives
+/// until then, so its stacks are named from its maps), then lets it exit. Returns stdout.
+fn run_on_stacks(bin: &Path, args: &[&str]) -> Result<String, String> {
+    let mut target = Waiting::start(&mut Command::new(bin)).map_err(err)?;
+    let pid = target.pid().to_string();
+    let mut cmd = Command::new(NP);
+    cmd.args(args).args(["-p", &pid, "--max-events", "5"]);
+    let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
+    let np_pid = child.id();
+    let done = target.go()?;
+    if !done.starts_with("done") {
+        return Err(format!("the program said {done:?}"));
+    }
+    let out = child.wait_with_output().map_err(err)?;
+    let stderr = stderr.join().unwrap_or_default();
+    target.finish();
+    if !out.status.success() {
+        return Err(format!("netprobe exited with {}: {stderr}", out.status));
+    }
+    if let Some(left) = fixtures::live::leftovers("/sys/kernel/tracing", np_pid) {
+        return Err(format!("left behind: {left}"));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The return address (as an offset from the function's start) of the call from `caller` to
+/// `callee`, from objdump's disassembly: the address of the instruction after the call.
+fn return_offset(bin: &Path, caller: &str, callee: &str) -> Result<u64, String> {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(bin)
+        .output()
+        .map_err(err)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let start = format!("<{caller}>:");
+    let body: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.ends_with(&start))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let entry = body
+        .first()
+        .and_then(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+        .ok_or_else(|| format!("{caller} not in objdump's output"))?;
+    let call = body
+        .iter()
+        .position(|l| l.contains("call") && l.ends_with(&format!("<{callee}>")))
+        .ok_or_else(|| format!("no call to {callee} in {caller}"))?;
+    let next = body
+        .get(call + 1)
+        .and_then(|l| u64::from_str_radix(l.trim().split(':').next()?, 16).ok())
+        .ok_or("no instruction after the call")?;
+    Ok(next - entry)
+}
+
+/// `trace --stack --json`: each hit's innermost frames are its path, named from the ELF symbol
+/// table, at the return addresses objdump shows; frames above main lie in libc.
+fn c_trace_stack_frames_match_paths() -> R {
+    let bin = stacks_c();
+    let probe = format!("{}:probed s32", bin.display());
+    let out = run_on_stacks(&bin, &["trace", "--stack", "--json", &probe])?;
+    let want_offsets = [
+        ("path_b", return_offset(&bin, "path_b", "probed")?),
+        ("path_a", return_offset(&bin, "path_a", "path_b")?),
+        ("path_c", return_offset(&bin, "path_c", "probed")?),
+    ];
+    let mut seen = [0u32; 3];
+    for line in out.lines().filter(|l| l.starts_with('{')) {
+        let v: Json = serde_json::from_str(line).map_err(err)?;
+        let path = v["args"]["arg0"].as_i64().unwrap_or(-1);
+        let want: &[&str] = match path {
+            1 => &["probed", "path_b", "path_a", "main"],
+            2 => &["probed", "path_c", "main"],
+            _ => return Err(format!("unexpected hit {line}")),
+        };
+        seen[path as usize] += 1;
+        let frames = v["stack"].as_array().ok_or("no stack")?;
+        let names: Vec<&str> = frames
+            .iter()
+            .map(|f| f["function"].as_str().unwrap_or("?"))
+            .collect();
+        if names.len() < want.len() || names[..want.len()] != *want {
+            return Err(format!("path {path}: stack {names:?}, want {want:?} first"));
+        }
+        for f in &frames[..want.len()] {
+            if f["source"] != "elf_symtab" || f["image"].as_str() != Some(&bin.to_string_lossy()) {
+                return Err(format!("frame not from the program's .symtab: {f}"));
+            }
+            let name = f["function"].as_str().unwrap_or("");
+            let offset = f["offset"].as_u64().ok_or("frame without offset")?;
+            if name == "probed" && offset != 0 {
+                return Err(format!(
+                    "the probe fired at probed+{offset:#x}, not its entry"
+                ));
+            }
+            if let Some((_, o)) = want_offsets.iter().find(|(n, _)| *n == name) {
+                if offset != *o {
+                    return Err(format!(
+                        "{name}+{offset:#x}, objdump puts the return address at {name}+{o:#x}"
+                    ));
+                }
+            }
+        }
+        // Above main: libc's start code (Debian's libc has no .symtab: named from .dynsym or
+        // unknown), where the walk ends (libc keeps no frame pointers).
+        for f in &frames[want.len()..] {
+            let img = f["image"].as_str().unwrap_or("");
+            if !img.contains("libc.so") {
+                return Err(format!("a frame above main outside libc: {f}"));
+            }
+        }
+        if v["stack_cut"] != Json::Null {
+            return Err(format!("stack said cut: {line}"));
+        }
+    }
+    if seen[1..] != [3, 2] {
+        return Err(format!(
+            "hits per path {:?}, want [3, 2]:\n{out}",
+            &seen[1..]
+        ));
+    }
+    Ok(())
+}
+
+/// `count --stack --json`: one stack per path, counted exactly.
+fn c_count_stack_counts_each_path() -> R {
+    let bin = stacks_c();
+    let probe = format!("{}:probed", bin.display());
+    let out = run_on_stacks(&bin, &["count", "--stack", "--json", &probe])?;
+    let v: Json = serde_json::from_str(out.lines().rfind(|l| l.starts_with('{')).ok_or("no JSON")?)
+        .map_err(err)?;
+    let stacks = v["stacks"].as_array().ok_or("no stacks")?;
+    let got: Vec<(Vec<String>, u64)> = stacks
+        .iter()
+        .map(|s| {
+            let frames = s["frames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| f["name"].as_str().unwrap_or("?").to_string())
+                .take_while(|n| n != "main")
+                .collect();
+            (frames, s["count"].as_u64().unwrap_or(0))
+        })
+        .collect();
+    let want = vec![
+        (
+            vec!["probed".to_string(), "path_b".into(), "path_a".into()],
+            3,
+        ),
+        (vec!["probed".to_string(), "path_c".into()], 2),
+    ];
+    if got != want {
+        return Err(format!("stacks {got:?}, want {want:?}: {v}"));
+    }
+    if v["without_stack"] != 0 || v["complete"] != true {
+        return Err(format!("incomplete: {v}"));
+    }
+    Ok(())
+}
+
+/// `count --stack --stack-depth 3 --folded FILE`: exactly the two folded lines, root first, and
+/// inferno draws them.
+fn c_folded_output_is_exact() -> R {
+    let bin = stacks_c();
+    let probe = format!("{}:probed", bin.display());
+    let dir = fixtures::build::target_dir().join("stacks-artifacts");
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    let folded = dir.join(format!("c-{}.folded", std::process::id()));
+    let out = run_on_stacks(
+        &bin,
+        &[
+            "count",
+            "--stack",
+            "--stack-depth",
+            "3",
+            "--folded",
+            &folded.to_string_lossy(),
+            &probe,
+        ],
+    )?;
+    let text = std::fs::read_to_string(&folded).map_err(err)?;
+    let _ = std::fs::remove_file(&folded);
+    let want = "main;path_c;probed 2\npath_a;path_b;probed 3\n";
+    if text != want {
+        return Err(format!("folded:\n{text}\nwant:\n{want}"));
+    }
+    if !out.contains("(cut at --stack-depth 3)") {
+        return Err(format!(
+            "the table does not say the stacks were cut:\n{out}"
+        ));
+    }
+    let mut svg = Vec::new();
+    let mut opts = inferno::flamegraph::Options::default();
+    inferno::flamegraph::from_lines(&mut opts, text.lines(), &mut svg).map_err(err)?;
+    let svg = String::from_utf8_lossy(&svg);
+    for n in [3, 2] {
+        if !svg.contains(&format!("<title>probed ({n} samples")) {
+            return Err(format!("inferno's flame graph has no probed frame of {n}"));
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let live = [
+        Need::Root,
+        Need::Tracefs,
+        Need::CCompiler,
+        Need::Program("objdump"),
+    ];
+    e2e::run(vec![
+        e2e::trial(
+            "c_trace_stack_frames_match_paths",
+            &live,
+            c_trace_stack_frames_match_paths,
+        ),
+        e2e::trial(
+            "c_count_stack_counts_each_path",
+            &live,
+            c_count_stack_counts_each_path,
+        ),
+        e2e::trial("c_folded_output_is_exact", &live, c_folded_output_is_exact),
+    ]);
+}
