@@ -5,6 +5,9 @@
 //!   path (the argument says which), each return address is the instruction after the call as
 //!   objdump disassembles it; `count --stack` counts each path exactly; `--folded` is exact and
 //!   renders as a flame graph with inferno.
+//! - The stripped Go sample app (`fixtures::go`), `main.Echo` probed under HTTP requests: frames
+//!   named from the pclntab, each as `go tool addr2line` names its address in the unstripped
+//!   build.
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::{spawn_until_live, Waiting};
@@ -229,6 +232,138 @@ fn c_folded_output_is_exact() -> R {
     Ok(())
 }
 
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(18091)
+}
+
+fn get(port: u16, path: &str) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(err)?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").map_err(err)?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).map_err(err)?;
+    Ok(body)
+}
+
+/// `go tool addr2line` on `bin`: the function holding each address (the outermost one where
+/// code was inlined).
+fn go_addr2line(bin: &Path, addrs: &[u64]) -> Result<Vec<String>, String> {
+    use std::io::Write;
+    let mut child = Command::new("go")
+        .args(["tool", "addr2line"])
+        .arg(bin)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(err)?;
+    let input: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
+    child
+        .stdin
+        .take()
+        .ok_or("no stdin")?
+        .write_all(input.as_bytes())
+        .map_err(err)?;
+    let out = child.wait_with_output().map_err(err)?;
+    // Two lines per address: the function, then file:line.
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .step_by(2)
+        .map(str::to_string)
+        .collect())
+}
+
+/// The stripped Go sample app serving `/echo`, `main.Echo` probed: every hit's stack runs from
+/// main.Echo through main.EchoHandler and net/http to runtime.goexit, every frame named from the
+/// pclntab as `go tool addr2line` names its address in the unstripped build of the same source.
+fn go_stripped_frames_match_addr2line() -> R {
+    let dir = fixtures::go::sample_app_variants();
+    let bin = dir.join("sampleapp-stripped");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut app = Command::new(&bin)
+        .args(["serve", "-addr", &addr])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(err)?;
+    let result = (|| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while get(port, "/echo?msg=up").is_err() {
+            if std::time::Instant::now() > deadline {
+                return Err("the Go sample app did not answer".to_string());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let probe = format!("{}:main.Echo gostring", bin.display());
+        let pid = app.id().to_string();
+        let mut cmd = Command::new(NP);
+        cmd.args([
+            "trace",
+            "--stack",
+            "--json",
+            "-p",
+            &pid,
+            "--max-events",
+            "3",
+            &probe,
+        ]);
+        let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
+        for i in 0..3 {
+            get(port, &format!("/echo?msg=s{i}"))?;
+        }
+        let out = child.wait_with_output().map_err(err)?;
+        let stderr = stderr.join().unwrap_or_default();
+        if !out.status.success() {
+            return Err(format!("netprobe exited with {}: {stderr}", out.status));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    })();
+    let _ = app.kill();
+    let _ = app.wait();
+    let out = result?;
+    let unstripped = dir.join("sampleapp-default");
+    let mut hits = 0;
+    for line in out.lines().filter(|l| l.starts_with('{')) {
+        let v: Json = serde_json::from_str(line).map_err(err)?;
+        hits += 1;
+        let frames = v["stack"].as_array().ok_or("no stack")?;
+        let names: Vec<&str> = frames
+            .iter()
+            .map(|f| f["function"].as_str().unwrap_or("?"))
+            .collect();
+        if names.first() != Some(&"main.Echo")
+            || names.get(1) != Some(&"main.EchoHandler")
+            || names.last() != Some(&"runtime.goexit")
+            || !names.contains(&"net/http.(*conn).serve")
+        {
+            return Err(format!("stack {names:?}"));
+        }
+        let mut addrs = Vec::new();
+        for (i, f) in frames.iter().enumerate() {
+            if f["source"] != "go_pclntab" || f["inlined"] != false {
+                return Err(format!("a frame not named from the pclntab as a call: {f}"));
+            }
+            let a = f["address"]
+                .as_str()
+                .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+                .ok_or("frame without address")?;
+            // Return addresses: the call instruction is the byte before.
+            addrs.push(if i == 0 { a } else { a - 1 });
+        }
+        let want = go_addr2line(&unstripped, &addrs)?;
+        if want != names {
+            return Err(format!("netprobe {names:?}\ngo tool addr2line {want:?}"));
+        }
+    }
+    if hits != 3 {
+        return Err(format!("{hits} hits for 3 requests:\n{out}"));
+    }
+    Ok(())
+}
+
 fn main() {
     let live = [
         Need::Root,
@@ -248,5 +383,10 @@ fn main() {
             c_count_stack_counts_each_path,
         ),
         e2e::trial("c_folded_output_is_exact", &live, c_folded_output_is_exact),
+        e2e::trial(
+            "go_stripped_frames_match_addr2line",
+            &[Need::Root, Need::Tracefs, Need::Go],
+            go_stripped_frames_match_addr2line,
+        ),
     ]);
 }
