@@ -341,4 +341,47 @@ mod tests {
             let _ = decode(&plan, 0, &fmt, 0, &rec[..n]);
         }
     }
+
+    /// The `ftrace/user_stack` format as this kernel prints it.
+    const USER_STACK_FORMAT: &str = "name: user_stack\nID: 13\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:unsigned int tgid;\toffset:8;\tsize:4;\tsigned:0;\n\tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n";
+
+    fn user_stack_record(tid: u32, pid: u32, addrs: &[u64]) -> Vec<u8> {
+        let mut rec = vec![0u8; 80];
+        rec[0..2].copy_from_slice(&13u16.to_le_bytes());
+        rec[4..8].copy_from_slice(&tid.to_le_bytes());
+        rec[8..12].copy_from_slice(&pid.to_le_bytes());
+        for (i, a) in addrs.iter().enumerate() {
+            rec[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
+        }
+        rec
+    }
+
+    #[test]
+    fn user_stack_records_stop_at_zero_and_say_when_full() {
+        let fmt = EventFormat::parse(USER_STACK_FORMAT).unwrap();
+        let r = user_stack(&fmt, &user_stack_record(11, 10, &[0x1139, 0x1176, 0x11c1])).unwrap();
+        assert_eq!((r.tid, r.pid), (11, 10));
+        assert_eq!(r.addrs, vec![0x1139, 0x1176, 0x11c1]);
+        assert!(!r.full);
+        let all: Vec<u64> = (1..=8).collect();
+        let r = user_stack(&fmt, &user_stack_record(11, 10, &all)).unwrap();
+        assert_eq!(r.addrs, all);
+        assert!(r.full);
+        // Short records decode nothing and never panic.
+        let rec = user_stack_record(1, 1, &all);
+        for n in 0..rec.len() {
+            assert!(user_stack(&fmt, &rec[..n]).is_none());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn hostile_user_stack_records_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..100)) {
+            let fmt = EventFormat::parse(USER_STACK_FORMAT).unwrap();
+            if let Some(r) = user_stack(&fmt, &bytes) {
+                proptest::prop_assert!(r.addrs.len() <= 8);
+                proptest::prop_assert!(r.addrs.iter().all(|&a| a != 0));
+            }
+        }
+    }
 }

@@ -625,3 +625,66 @@ fn filter_pids(inst: &Instance, pids: &[u32]) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{FunctionId, Role};
+
+    fn record(tid: u32, addrs: &[u64], full: bool) -> decode::UserStackRecord {
+        decode::UserStackRecord {
+            tid,
+            pid: 7,
+            addrs: addrs.to_vec(),
+            full,
+        }
+    }
+
+    fn pending(tid: u32, ra: Option<u64>) -> Pending {
+        Pending {
+            hit: Hit {
+                ts_ns: 0,
+                tid,
+                probe: 0,
+                function: FunctionId(0),
+                role: Role::Entry,
+                args: vec![],
+                pair_key: 0,
+                comm: None,
+                user_stack: None,
+            },
+            return_address: ra,
+            awaiting_stack: true,
+            read_in: 1,
+        }
+    }
+
+    /// The caller the walk missed goes under the probed instruction, once.
+    #[test]
+    fn the_return_address_restores_the_missed_caller() {
+        let s = merge_stack(record(1, &[0x1139, 0x1176, 0x11c1], false), Some(0x115d));
+        assert_eq!(s.addrs, vec![0x1139, 0x115d, 0x1176, 0x11c1]);
+        let s = merge_stack(record(1, &[0x1139, 0x115d, 0x1176], true), Some(0x115d));
+        assert_eq!(s.addrs, vec![0x1139, 0x115d, 0x1176]);
+        assert!(s.kernel_limit);
+        let s = merge_stack(record(1, &[0x1139, 0x1176], false), None);
+        assert_eq!(s.addrs, vec![0x1139, 0x1176]);
+    }
+
+    /// A stack record goes to the latest hit of its thread still waiting for one.
+    #[test]
+    fn stacks_attach_to_the_latest_waiting_hit_of_their_thread() {
+        let mut p = vec![pending(1, None), pending(2, None), pending(1, Some(0x50))];
+        attach_stack(&mut p, record(1, &[0x10, 0x20], false));
+        assert_eq!(
+            p[2].hit.user_stack.as_ref().unwrap().addrs,
+            vec![0x10, 0x50, 0x20]
+        );
+        assert!(p[0].hit.user_stack.is_none() && p[1].hit.user_stack.is_none());
+        attach_stack(&mut p, record(1, &[0x11], false));
+        assert_eq!(p[0].hit.user_stack.as_ref().unwrap().addrs, vec![0x11]);
+        // No waiting hit of that thread: dropped.
+        attach_stack(&mut p, record(9, &[0x12], false));
+        assert!(p[1].hit.user_stack.is_none());
+    }
+}
