@@ -178,7 +178,9 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     // On a terminal, trace wakes on every hit so lines appear as calls happen; into a pipe or file
     // it wakes like count does (a quarter full, or the 200 ms loop tick), which saves a wakeup per
     // hit at high rates.
-    opts.buffer_percent = if mode == Mode::Trace && std::io::stdout().is_terminal() {
+    // With --stack, frames are named from the target's maps while it runs: wake on every hit
+    // too, so a short-lived target is still there when its hits are read.
+    opts.buffer_percent = if o.stack || (mode == Mode::Trace && std::io::stdout().is_terminal()) {
         0
     } else {
         25
