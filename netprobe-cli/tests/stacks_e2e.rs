@@ -8,6 +8,9 @@
 //! - The stripped Go sample app (`fixtures::go`), `main.Echo` probed under HTTP requests: frames
 //!   named from the pclntab, each as `go tool addr2line` names its address in the unstripped
 //!   build.
+//! - .NET 8, the IL sample app calling CoreLib's Thread.Sleep(int32): the ReadyToRun frame named
+//!   as `netprobe symbols` prints it, the JIT-compiled caller from the perf map when
+//!   `DOTNET_PerfMapEnabled=1`, unknown with one note otherwise.
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::{spawn_until_live, Waiting};
@@ -364,6 +367,118 @@ fn go_stripped_frames_match_addr2line() -> R {
     Ok(())
 }
 
+fn dotnet8() -> PathBuf {
+    fixtures::cache_dir().join("dotnet").join("8")
+}
+
+/// The IL sample app built for .NET 8 by its run.sh, copied into a folder of this test process
+/// (run.sh rewrites the shared cache's runtimeconfig.json on every call).
+fn dotnet_app() -> Result<PathBuf, String> {
+    let script = fixtures::workspace_root().join("sample-app/dotnet/run.sh");
+    let out = Command::new(script)
+        .args(["--runtime", "8", "--build-only"])
+        .output()
+        .map_err(err)?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the .NET sample app: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let built = fixtures::cache_dir()
+        .join("sample-app-dotnet")
+        .join("net8.0");
+    let dir = fixtures::build::target_dir()
+        .join("stacks-artifacts")
+        .join(format!("dotnet-app-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    for f in [
+        "sample-netcore-app.dll",
+        "sample-netcore-app.runtimeconfig.json",
+    ] {
+        std::fs::copy(built.join(f), dir.join(f)).map_err(err)?;
+    }
+    Ok(dir.join("sample-netcore-app.dll"))
+}
+
+/// `trace --stack --json -c` on the .NET 8 sample app calling CoreLib's Thread.Sleep(int32)
+/// three times from the JIT-compiled `Program::SleepMode` (tiering off, so the ReadyToRun code
+/// stays): the innermost frame is named from ReadyToRun exactly as `netprobe symbols` prints
+/// it; the caller is named from the runtime's perf map with `DOTNET_PerfMapEnabled=1`, unknown
+/// otherwise, with one note saying how to name it.
+fn dotnet8_r2r_and_jit_frames() -> R {
+    let app = dotnet_app()?;
+    let corelib = dotnet8().join("shared/Microsoft.NETCore.App/8.0.4/System.Private.CoreLib.dll");
+    let symbols = Command::new(NP)
+        .arg("symbols")
+        .arg(&corelib)
+        .arg("System.Threading.Thread::Sleep(int32)")
+        .output()
+        .map_err(err)?;
+    let sleep = String::from_utf8_lossy(&symbols.stdout)
+        .lines()
+        .find_map(|l| {
+            l.find("void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)")
+                .map(|i| l[i..].trim().to_string())
+        })
+        .ok_or("netprobe symbols does not list Thread::Sleep(int32)")?;
+    for perf_map in ["1", "0"] {
+        let out = Command::new(NP)
+            .args(["trace", "--stack", "--json", "-c"])
+            .arg(format!(
+                "{} {} sleep --count 3 --ms 100",
+                dotnet8().join("dotnet").display(),
+                app.display()
+            ))
+            .arg("System.Private.CoreLib.dll:System.Threading.Thread::Sleep(int32)")
+            .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+            .env("DOTNET_TieredCompilation", "0")
+            .env("DOTNET_PerfMapEnabled", perf_map)
+            .output()
+            .map_err(err)?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(format!("netprobe exited with {}: {stderr}", out.status));
+        }
+        let hits: Vec<Json> = stdout
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        if hits.len() != 3 {
+            return Err(format!("{} hits for 3 calls: {stdout}", hits.len()));
+        }
+        for h in &hits {
+            let f0 = &h["stack"][0];
+            let f1 = &h["stack"][1];
+            if f0["function"].as_str() != Some(&sleep) || f0["source"] != "dotnet_r2r" {
+                return Err(format!(
+                    "innermost frame {f0}, want {sleep} from ReadyToRun"
+                ));
+            }
+            let caller = f1["function"].as_str().unwrap_or("");
+            let named = f1["source"] == "perf_map" && caller.contains("Program::SleepMode(");
+            let unknown = f1["source"] == "unknown" && f1["image"].is_null();
+            if (perf_map == "1" && !named) || (perf_map == "0" && !unknown) {
+                return Err(format!(
+                    "DOTNET_PerfMapEnabled={perf_map}: caller frame {f1}"
+                ));
+            }
+        }
+        let notes = stderr
+            .matches("DOTNET_PerfMapEnabled=1 to name them")
+            .count();
+        if notes != usize::from(perf_map == "0") {
+            return Err(format!(
+                "DOTNET_PerfMapEnabled={perf_map}: {notes} notes: {stderr}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let live = [
         Need::Root,
@@ -387,6 +502,16 @@ fn main() {
             "go_stripped_frames_match_addr2line",
             &[Need::Root, Need::Tracefs, Need::Go],
             go_stripped_frames_match_addr2line,
+        ),
+        e2e::trial(
+            "dotnet8_r2r_and_jit_frames",
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::Program("mcs"),
+                Need::Path(dotnet8().join("dotnet")),
+            ],
+            dotnet8_r2r_and_jit_frames,
         ),
     ]);
 }
