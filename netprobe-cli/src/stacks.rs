@@ -179,6 +179,12 @@ impl StackNamer {
         out
     }
 
+    /// The frames of a stack no process can name (every one `[unknown] (0xADDR)`), innermost
+    /// first.
+    pub fn unnamed(addrs: &[u64]) -> Vec<Frame> {
+        addrs.iter().map(|&a| unknown_frame(a)).collect()
+    }
+
     /// The named stack, root first (the order of folded lines).
     pub fn stack(&self, pid: u32, addrs: &[u64]) -> Vec<FrameName> {
         self.frames(pid, addrs)

@@ -80,6 +80,22 @@ impl LiveOptions {
                 "count --stack prints once at the end: drop --interval (or --stack)",
             ));
         }
+        // `--folded [FILE]` takes an optional value, so `--folded SPEC SPEC2` swallows a spec:
+        // refuse a FILE that names an image before a colon, as specs do.
+        if let Some(f) = self.folded.as_deref().filter(|f| {
+            let text = f.to_string_lossy();
+            !f.exists()
+                && text.split_once(':').is_some_and(|(image, _)| {
+                    std::path::Path::new(image).is_file()
+                        || image.contains(".so")
+                        || image.ends_with(".dll")
+                })
+        }) {
+            return Err(Error::usage(format!(
+                "--folded took '{}' as its FILE, which looks like a probe spec: write --folded=FILE, or --folded=- for stdout",
+                f.display()
+            )));
+        }
         if self.json && self.folded.as_deref() == Some(std::path::Path::new("-")) {
             return Err(Error::usage(
                 "--json and --folded both write to stdout: give --folded a FILE",

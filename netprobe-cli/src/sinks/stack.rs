@@ -81,8 +81,9 @@ impl StackShow {
         }
     }
 
-    /// The named stack of `hit` (whose process is `pid` in the ids netprobe shows, when known).
-    /// Notes for the user (how to name JIT-compiled .NET code) go to stderr, once per process.
+    /// The named stack of `hit`; `pid` is its process in netprobe's pid namespace (see
+    /// [`naming_pid`]). Notes for the user (how to name JIT-compiled .NET code) go to stderr,
+    /// once per process.
     pub fn show(&mut self, pid: Option<u32>, hit: &Hit) -> ShownStack {
         let Some(stack) = &hit.user_stack else {
             return ShownStack {
@@ -91,7 +92,19 @@ impl StackShow {
                 ..ShownStack::default()
             };
         };
-        let pid = pid.unwrap_or(stack.pid);
+        let Some(pid) = pid else {
+            let (frames, cut) = cut_to(
+                StackNamer::unnamed(&stack.addrs),
+                self.depth,
+                stack.kernel_limit,
+            );
+            return ShownStack {
+                frames,
+                cut,
+                depth: self.depth,
+                missing: false,
+            };
+        };
         self.namer.learn(pid, &stack.addrs);
         self.namer.retry_unnamed(false);
         for note in self.namer.take_notes() {
@@ -109,6 +122,17 @@ impl StackShow {
             missing: false,
         }
     }
+}
+
+/// The process to name `hit`'s stack in, in netprobe's pid namespace: the thread's process as
+/// `tasks` maps it, else (where netprobe sees the kernel's ids) the stack record's `tgid`;
+/// `None` inside a pid namespace for a thread it cannot map (its frames stay unnamed rather than
+/// be named from another process).
+pub fn naming_pid(tasks: &mut TaskInfo, hit: &Hit) -> Option<u32> {
+    let stack = hit.user_stack.as_ref()?;
+    tasks
+        .pid_of(hit.tid)
+        .or((!tasks.translates()).then_some(stack.pid))
 }
 
 /// One distinct stack and its calls.
@@ -231,10 +255,16 @@ impl Sink for StackCounter {
             return Flow::Continue;
         }
         match &hit.user_stack {
-            Some(stack) => {
-                let pid = self.tasks.pid_of(hit.tid).unwrap_or(stack.pid);
-                self.add(pid, stack);
-            }
+            Some(stack) => match naming_pid(&mut self.tasks, &hit) {
+                Some(pid) => self.add(pid, stack),
+                // Counted with unnamed frames: no process is learnt as pid 0.
+                None => {
+                    *self
+                        .raw
+                        .entry((0, stack.addrs.clone(), stack.kernel_limit))
+                        .or_insert(0) += 1
+                }
+            },
             None => self.without_stack += 1,
         }
         self.total += 1;

@@ -27,7 +27,13 @@ impl<W: Write> TracePrinter<W> {
     fn line(&mut self, plan: &ProbePlan, hit: &Hit) -> std::io::Result<()> {
         let f = plan.function(hit.function);
         let pid = self.tasks.pid_of(hit.tid);
-        let stack = self.stacks.as_mut().map(|s| s.show(pid, hit));
+        let stack = match self.stacks.as_mut() {
+            Some(s) => {
+                let naming = super::stack::naming_pid(&mut self.tasks, hit);
+                Some(s.show(naming, hit))
+            }
+            None => None,
+        };
         let line = TraceLine {
             rel_s: hit.ts_ns.saturating_sub(self.start_ns) as f64 / 1e9,
             mono_ns: hit.ts_ns,
