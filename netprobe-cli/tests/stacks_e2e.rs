@@ -5,6 +5,7 @@
 //!   path (the argument says which), each return address is the instruction after the call as
 //!   objdump disassembles it; `count --stack` counts each path exactly; `--folded` is exact and
 //!   renders as a flame graph with inferno.
+//! - The same program in a Docker container, probed from the host through `/proc/PID/root`.
 //! - The stripped Go sample app (`fixtures::go`), `main.Echo` probed under HTTP requests: frames
 //!   named from the pclntab, each as `go tool addr2line` names its address in the unstripped
 //!   build.
@@ -34,8 +35,14 @@ fn stacks_c() -> PathBuf {
 /// lets it make its 5 calls, waits for netprobe to stop at `--max-events 5` (the program lives
 /// until then, so its stacks are named from its maps), then lets it exit. Returns stdout.
 fn run_on_stacks(bin: &Path, args: &[&str]) -> Result<String, String> {
-    let mut target = Waiting::start(&mut Command::new(bin)).map_err(err)?;
-    let pid = target.pid().to_string();
+    let target = Waiting::start(&mut Command::new(bin)).map_err(err)?;
+    let pid = target.pid();
+    run_on(target, pid, args)
+}
+
+/// [`run_on_stacks`] on a started `target` whose process is `pid` (seen from here).
+fn run_on(mut target: Waiting, pid: u32, args: &[&str]) -> Result<String, String> {
+    let pid = pid.to_string();
     let mut cmd = Command::new(NP);
     cmd.args(args).args(["-p", &pid, "--max-events", "5"]);
     let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
@@ -92,10 +99,45 @@ fn c_trace_stack_frames_match_paths() -> R {
     let bin = stacks_c();
     let probe = format!("{}:probed s32", bin.display());
     let out = run_on_stacks(&bin, &["trace", "--stack", "--json", &probe])?;
+    check_c_paths(&bin, &bin.to_string_lossy(), &out)
+}
+
+/// The stacks program in a Docker container (its own mount and pid namespaces), probed from
+/// the host through `/proc/PID/root`: the same frames, the image named as the container's
+/// process names it (`/app/stacks`), found through `/proc/PID/root`.
+fn c_in_container_frames_match_paths() -> R {
+    let bin = stacks_c();
+    harness::docker::ensure_engine().map_err(|e| format!("{e:#}"))?;
+    let owner = harness::owner::Owner::current();
+    let rootfs = harness::images::program_rootfs(&bin, "stacks").map_err(|e| format!("{e:#}"))?;
+    let image = harness::docker::import(&rootfs, &owner.image_ref("stacks-c"), &[])
+        .map_err(|e| format!("{e:#}"))?;
+    let container = harness::docker::ContainerGuard::new(owner.container_name("stacks-c"));
+    let target = Waiting::start(Command::new("/usr/bin/docker").args([
+        "run",
+        "-i",
+        "--name",
+        container.name(),
+        image.reference(),
+        "/app/stacks",
+    ]))?;
+    let pid: u32 = harness::docker::docker(&["inspect", "-f", "{{.State.Pid}}", container.name()])
+        .map_err(|e| format!("{e:#}"))?
+        .trim()
+        .parse()
+        .map_err(err)?;
+    let probe = format!("/proc/{pid}/root/app/stacks:probed s32");
+    let out = run_on(target, pid, &["trace", "--stack", "--json", &probe])?;
+    check_c_paths(&bin, "/app/stacks", &out)
+}
+
+/// Checks `trace --stack --json` output of the stacks program `bin` (named `image` by its
+/// process): 3 hits of path 1 and 2 of path 2, each with its path's frames.
+fn check_c_paths(bin: &Path, image: &str, out: &str) -> R {
     let want_offsets = [
-        ("path_b", return_offset(&bin, "path_b", "probed")?),
-        ("path_a", return_offset(&bin, "path_a", "path_b")?),
-        ("path_c", return_offset(&bin, "path_c", "probed")?),
+        ("path_b", return_offset(bin, "path_b", "probed")?),
+        ("path_a", return_offset(bin, "path_a", "path_b")?),
+        ("path_c", return_offset(bin, "path_c", "probed")?),
     ];
     let mut seen = [0u32; 3];
     for line in out.lines().filter(|l| l.starts_with('{')) {
@@ -116,7 +158,7 @@ fn c_trace_stack_frames_match_paths() -> R {
             return Err(format!("path {path}: stack {names:?}, want {want:?} first"));
         }
         for f in &frames[..want.len()] {
-            if f["source"] != "elf_symtab" || f["image"].as_str() != Some(&bin.to_string_lossy()) {
+            if f["source"] != "elf_symtab" || f["image"].as_str() != Some(image) {
                 return Err(format!("frame not from the program's .symtab: {f}"));
             }
             let name = f["function"].as_str().unwrap_or("");
@@ -498,6 +540,17 @@ fn main() {
             c_count_stack_counts_each_path,
         ),
         e2e::trial("c_folded_output_is_exact", &live, c_folded_output_is_exact),
+        e2e::trial(
+            "c_in_container_frames_match_paths",
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::CCompiler,
+                Need::Program("objdump"),
+                Need::Docker,
+            ],
+            c_in_container_frames_match_paths,
+        ),
         e2e::trial(
             "go_stripped_frames_match_addr2line",
             &[Need::Root, Need::Tracefs, Need::Go],
