@@ -5,7 +5,8 @@
 //!   path (the argument says which), each return address is the instruction after the call as
 //!   objdump disassembles it; `count --stack` counts each path exactly; `--folded` is exact and
 //!   renders as a flame graph with inferno.
-//! - The same program in a Docker container, probed from the host through `/proc/PID/root`.
+//! - The same program in a Docker container, probed from the host through `/proc/PID/root`; and
+//!   netprobe with the program in a pid namespace of their own (a sidecar's situation).
 //! - The stripped Go sample app (`fixtures::go`), `main.Echo` probed under HTTP requests: frames
 //!   named from the pclntab, each as `go tool addr2line` names its address in the unstripped
 //!   build.
@@ -129,6 +130,50 @@ fn c_in_container_frames_match_paths() -> R {
     let probe = format!("/proc/{pid}/root/app/stacks:probed s32");
     let out = run_on(target, pid, &["trace", "--stack", "--json", &probe])?;
     check_c_paths(&bin, "/app/stacks", &out)
+}
+
+/// A sidecar's situation: netprobe and the stacks program in a pid namespace of their own
+/// (`unshare --pid --mount-proc`), where hits carry the kernel's ids that the namespace's
+/// `/proc` does not know: the frames are named through the namespace's pids all the same.
+fn c_in_pid_namespace_frames_match_paths() -> R {
+    use std::io::Write;
+    let bin = stacks_c();
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", NP])
+        // --duration bounds the wait if the hits never come.
+        .args([
+            "trace",
+            "--stack",
+            "--json",
+            "--max-events",
+            "5",
+            "--duration",
+            "20s",
+            "-c",
+        ])
+        .arg(&bin)
+        .arg(format!("{}:probed s32", bin.display()))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(err)?;
+    // The program waits for a line before its calls, then for the end of its input, which
+    // comes only after netprobe stopped at 5 hits (it ends the program itself).
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    stdin.write_all(b"go\n").map_err(err)?;
+    stdin.flush().map_err(err)?;
+    let out = child.wait_with_output().map_err(err)?;
+    drop(stdin);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "netprobe exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    check_c_paths(&bin, &bin.to_string_lossy(), &stdout)
 }
 
 /// Checks `trace --stack --json` output of the stacks program `bin` (named `image` by its
@@ -540,6 +585,17 @@ fn main() {
             c_count_stack_counts_each_path,
         ),
         e2e::trial("c_folded_output_is_exact", &live, c_folded_output_is_exact),
+        e2e::trial(
+            "c_in_pid_namespace_frames_match_paths",
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::CCompiler,
+                Need::Program("objdump"),
+                Need::Program("unshare"),
+            ],
+            c_in_pid_namespace_frames_match_paths,
+        ),
         e2e::trial(
             "c_in_container_frames_match_paths",
             &[
