@@ -92,9 +92,10 @@ where
 #[derive(Default)]
 pub struct StackNamer {
     symbolizer: Symbolizer,
-    /// Frames of each (pid, lookup address), innermost first (inlined functions, then the
-    /// function holding the code).
-    cache: HashMap<(u32, u64), Vec<Frame>>,
+    /// Frames of each (pid, lookup address, whether it is a return address's), innermost first
+    /// (inlined functions, then the function holding the code), and the address they were
+    /// looked up at.
+    cache: HashMap<(u32, u64, bool), (u64, Vec<Frame>)>,
     /// Per process: addresses in no file that no table named since the last fresh read.
     unnamed: HashMap<u32, Vec<u64>>,
     reread_at: HashMap<u32, Instant>,
@@ -108,27 +109,47 @@ impl StackNamer {
         StackNamer::default()
     }
 
-    /// Symbolizes `addr` of `pid` into the cache.
-    fn name(&mut self, pid: u32, addr: u64) {
-        let frames = self
-            .symbolizer
-            .symbolize(pid, addr)
-            .unwrap_or_else(|_| vec![unknown_frame(addr)]);
+    /// Symbolizes `addr` of `pid` into the cache; `ret` when `addr` is a return address minus
+    /// one.
+    ///
+    /// A return address at a function's first byte follows no call: it is a signal frame's
+    /// restorer (the kernel "returns" from a handler into, e.g., Go's `runtime.sigreturn`,
+    /// `src/runtime/sys_linux_amd64.s`). The byte before it is the padding between functions,
+    /// which no table names; then the function at the return address itself is the frame.
+    fn name(&mut self, pid: u32, addr: u64, ret: bool) {
+        let look = |s: &mut Symbolizer, a: u64| {
+            s.symbolize(pid, a)
+                .unwrap_or_else(|_| vec![unknown_frame(a)])
+        };
+        let mut at = addr;
+        let mut frames = look(&mut self.symbolizer, addr);
+        let in_padding =
+            |f: &[Frame]| matches!(f, [one] if one.function.is_none() && one.image.is_some());
+        if ret && in_padding(&frames) {
+            let next = look(&mut self.symbolizer, addr + 1);
+            if next
+                .last()
+                .is_some_and(|f| f.function.is_some() && f.offset == Some(0))
+            {
+                at = addr + 1;
+                frames = next;
+            }
+        }
         if frames
             .iter()
             .all(|f| f.image.is_none() && f.function.is_none())
         {
             self.unnamed.entry(pid).or_default().push(addr);
         }
-        self.cache.insert((pid, addr), frames);
+        self.cache.insert((pid, addr, ret), (at, frames));
     }
 
     /// Names every address of a stack (innermost first: the sampled or probed instruction, then
     /// return addresses) not named yet. Call it while the process lives.
     pub fn learn(&mut self, pid: u32, addrs: &[u64]) {
-        for addr in lookup_addresses(addrs) {
-            if !self.cache.contains_key(&(pid, addr)) {
-                self.name(pid, addr);
+        for (i, addr) in lookup_addresses(addrs).enumerate() {
+            if !self.cache.contains_key(&(pid, addr, i > 0)) {
+                self.name(pid, addr, i > 0);
             }
         }
     }
@@ -150,7 +171,12 @@ impl StackNamer {
             self.symbolizer.forget_process(pid);
             self.reread_at.insert(pid, Instant::now());
             for addr in addrs {
-                self.name(pid, addr);
+                // Anonymous memory only (no padding fallback): both lookups are the same.
+                for ret in [false, true] {
+                    if self.cache.contains_key(&(pid, addr, ret)) {
+                        self.name(pid, addr, ret);
+                    }
+                }
             }
         }
     }
@@ -160,10 +186,10 @@ impl StackNamer {
     /// return address, not the one looked up), its offsets moved to match.
     pub fn frames(&self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
         let mut out = Vec::with_capacity(addrs.len() + 4);
-        for (addr, lookup) in addrs.iter().zip(lookup_addresses(addrs)) {
-            let shift = addr - lookup;
-            match self.cache.get(&(pid, lookup)) {
-                Some(frames) => out.extend(frames.iter().map(|f| {
+        for (i, (addr, lookup)) in addrs.iter().zip(lookup_addresses(addrs)).enumerate() {
+            match self.cache.get(&(pid, lookup, i > 0)) {
+                Some((at, frames)) => out.extend(frames.iter().map(|f| {
+                    let shift = addr - at;
                     Frame {
                         address: *addr,
                         offset: f.offset.map(|o| o + shift),
