@@ -96,6 +96,9 @@ pub struct StackNamer {
     /// (inlined functions, then the function holding the code), and the address they were
     /// looked up at.
     cache: HashMap<(u32, u64, bool), (u64, Vec<Frame>)>,
+    /// Return addresses (as looked up) in mapped memory that is not executable: a stack ends
+    /// before them.
+    not_code: std::collections::HashSet<(u32, u64)>,
     /// Per process: addresses in no file that no table named since the last fresh read.
     unnamed: HashMap<u32, Vec<u64>>,
     reread_at: HashMap<u32, Instant>,
@@ -135,7 +138,9 @@ impl StackNamer {
                 frames = next;
             }
         }
-        if frames
+        if frames.iter().all(|f| f.source == SourceKind::NotCode) {
+            self.not_code.insert((pid, addr));
+        } else if frames
             .iter()
             .all(|f| f.image.is_none() && f.function.is_none())
         {
@@ -184,7 +189,17 @@ impl StackNamer {
     /// The symbolized frames of a stack, innermost first (a function's inlined functions before
     /// it). Addresses not learnt print as unknown. Each frame shows the address of the stack (a
     /// return address, not the one looked up), its offsets moved to match.
+    ///
+    /// A return address that is not code ends the stack there: the frame-pointer walk read
+    /// data from then on (through a frame of code that keeps no frame pointer), so it and every
+    /// frame outside it are dropped.
     pub fn frames(&self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
+        let end = lookup_addresses(addrs)
+            .enumerate()
+            .skip(1)
+            .find(|(_, a)| self.not_code.contains(&(pid, *a)))
+            .map_or(addrs.len(), |(i, _)| i);
+        let addrs = &addrs[..end];
         let mut out = Vec::with_capacity(addrs.len() + 4);
         for (i, (addr, lookup)) in addrs.iter().zip(lookup_addresses(addrs)).enumerate() {
             match self.cache.get(&(pid, lookup, i > 0)) {

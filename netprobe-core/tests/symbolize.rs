@@ -83,6 +83,11 @@ fn main() {
             go_pie_live,
         ),
         e2e::trial(
+            "vdso_frames_named_as_readelf_lists_them_and_data_is_not_code",
+            &[Need::Program("readelf")],
+            vdso_and_data,
+        ),
+        e2e::trial(
             "dotnet8_without_perf_map_is_unknown_with_one_note_and_ipc_enables_it",
             &dotnet_needs,
             dotnet8_enable_perf_map,
@@ -860,4 +865,75 @@ fn dotnet8_enable_perf_map() -> Result<(), String> {
     }
     eprintln!("perf map after EnablePerfMap names: {line}");
     Ok(())
+}
+
+/// This process's vDSO (in no file: the symbolizer reads it from memory) is named as `readelf`
+/// lists the symbols of the same bytes written to a file; an address on the stack (mapped, not
+/// executable) is `[not code]`, not an unknown frame.
+fn vdso_and_data() -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(err)?;
+    let line = maps
+        .lines()
+        .find(|l| l.ends_with("[vdso]"))
+        .ok_or("no [vdso] in /proc/self/maps")?;
+    let range = line.split(' ').next().unwrap_or_default();
+    let (start, end) = range.split_once('-').ok_or("bad maps line")?;
+    let start = u64::from_str_radix(start, 16).map_err(err)?;
+    let end = u64::from_str_radix(end, 16).map_err(err)?;
+    let mut bytes = vec![0u8; (end - start) as usize];
+    std::fs::File::open("/proc/self/mem")
+        .map_err(err)?
+        .read_exact_at(&mut bytes, start)
+        .map_err(err)?;
+    let dir = tempfile::tempdir().map_err(err)?;
+    let file = dir.path().join("vdso.so");
+    std::fs::write(&file, &bytes).map_err(err)?;
+    // `Num: Value Size Type Bind Vis Ndx Name` rows of FUNC symbols.
+    let syms = run("readelf", &["-W", "--dyn-syms", file.to_str().unwrap()], "")?;
+    let funcs: Vec<(u64, u64, String)> = syms
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && f[3] == "FUNC").then(|| {
+                let v = u64::from_str_radix(f[1], 16).ok()?;
+                let size = f[2].parse().ok()?;
+                Some((v, size, f[7].to_string()))
+            })?
+        })
+        .collect();
+    if funcs.is_empty() {
+        return Err(format!("readelf lists no functions in the vDSO:\n{syms}"));
+    }
+    let mut sym = Symbolizer::new();
+    let pid = std::process::id();
+    for (value, size, _) in &funcs {
+        // The vDSO's first PT_LOAD maps file offset 0 at vaddr 0: a symbol's value is its
+        // offset from the mapping's start.
+        let addr = start + value + size / 2;
+        let frames = sym.symbolize(pid, addr).map_err(err)?;
+        let f = outer(&frames);
+        let names: Vec<&str> = funcs
+            .iter()
+            .filter(|(v, _, _)| v == value)
+            .map(|(_, _, n)| n.as_str())
+            .collect();
+        let ok = f.function.as_deref().is_some_and(|n| names.contains(&n))
+            && f.offset == Some(size / 2)
+            && f.image.as_deref() == Some(Path::new("[vdso]"));
+        if !ok {
+            return Err(format!("{addr:#x}: {f} ({f:?}), readelf names {names:?}"));
+        }
+    }
+    let on_stack = 0u64;
+    let addr = &on_stack as *const u64 as u64;
+    let frames = sym.symbolize(pid, addr).map_err(err)?;
+    match &frames[..] {
+        [f] if f.source == SourceKind::NotCode
+            && f.to_string() == format!("[not code] ({addr:#x})") =>
+        {
+            Ok(())
+        }
+        other => Err(format!("a stack address symbolized as {other:?}")),
+    }
 }

@@ -157,7 +157,13 @@ impl ImageIndex {
     /// [`Error::Malformed`] ELF headers); a PE file without ReadyToRun code gives an empty index
     /// (its code runs JIT-compiled, from anonymous memory).
     pub fn build(path: &Path) -> Result<ImageIndex> {
-        let bytes = FileBytes::open(path)?;
+        ImageIndex::from_bytes(path, FileBytes::open(path)?)
+    }
+
+    /// Indexes an image already read: `bytes` are the image's file contents and `path` names it
+    /// (for a single-file bundle, the file at `path` is opened again for its manifest). Errors
+    /// and results as [`ImageIndex::build`].
+    pub fn from_bytes(path: &Path, bytes: FileBytes) -> Result<ImageIndex> {
         let mut b = Builder::default();
         match sniff(&bytes) {
             Some(ImageFormat::Elf) => {
@@ -165,7 +171,7 @@ impl ImageIndex {
                 if let Ok(Some(go)) = crate::golang::GoBinary::parse(path, &bytes) {
                     go_ranges(&mut b, &go);
                 }
-                for s in crate::elf::ElfFile::open(path)?.symbols()? {
+                for s in crate::elf::ElfFile::from_bytes(path, bytes.clone())?.symbols()? {
                     let (Some(off), Some(size), Some(source)) =
                         (s.file_offset, s.size, SourceKind::of_origin(s.origin))
                     else {

@@ -10,6 +10,7 @@ use super::index::ImageIndex;
 use super::jit::JitNames;
 use super::types::{Frame, SourceKind};
 use crate::addr::{FileOffset, RuntimeAddr};
+use crate::bytes::FileBytes;
 use crate::error::Result;
 use crate::file_id::FileId;
 use crate::formulas;
@@ -30,6 +31,9 @@ struct ProcessView {
     /// non-file mappings; no identity when it cannot be stat'ed).
     open: Vec<Option<(PathBuf, Option<FileId>)>>,
     jit: JitNames,
+    /// The index of the process's vDSO, read from its memory on first use (`None` inside when
+    /// it cannot be read or parsed).
+    vdso: Option<Option<Arc<ImageIndex>>>,
     /// The process runs the .NET runtime (maps `libcoreclr.so`).
     dotnet: bool,
     /// When the maps were last read.
@@ -44,6 +48,9 @@ const MAPS_REFRESH_INTERVAL: Duration = Duration::from_millis(20);
 /// a miss there is no reason to read the maps again.
 const KERNEL_HALF: u64 = 0x8000_0000_0000;
 
+/// How frames in the vDSO name their image (as perf does).
+const VDSO: &str = "[vdso]";
+
 impl ProcessView {
     fn read(pid: u32) -> Result<ProcessView> {
         let process = Process::open(pid)?;
@@ -53,6 +60,7 @@ impl ProcessView {
             maps: Vec::new(),
             open: Vec::new(),
             jit,
+            vdso: None,
             dotnet: false,
             read_at: Instant::now(),
         };
@@ -81,6 +89,28 @@ impl ProcessView {
         self.maps = maps;
         self.read_at = Instant::now();
         Ok(())
+    }
+
+    /// The index of the vDSO mapped at `m`: the kernel's own small ELF image, in no file, read
+    /// from the process's memory once (the kernel maps it from offset 0 of the image,
+    /// `arch/x86/entry/vdso/vma.c`, so a file offset is `addr - start` as for a file).
+    fn vdso_index(&mut self, pid: u32, m: &MapsEntry) -> Option<Arc<ImageIndex>> {
+        if self.vdso.is_none() {
+            let read = || -> Option<ImageIndex> {
+                use std::os::unix::fs::FileExt;
+                let len = usize::try_from(m.end.checked_sub(m.start)?).ok()?;
+                // The vDSO is a few pages; anything larger is not one.
+                if len > 1 << 20 {
+                    return None;
+                }
+                let mut bytes = vec![0u8; len];
+                let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+                mem.read_exact_at(&mut bytes, m.start).ok()?;
+                ImageIndex::from_bytes(Path::new(VDSO), FileBytes::Owned(bytes)).ok()
+            };
+            self.vdso = Some(read().map(Arc::new));
+        }
+        self.vdso.clone().flatten()
     }
 
     fn mapping(&self, addr: u64) -> Option<usize> {
@@ -169,7 +199,8 @@ impl Symbolizer {
     /// The frames at runtime address `addr` of process `pid` (a pid of netprobe's pid
     /// namespace): file-backed code through its file's index, anonymous executable memory
     /// through the runtime's perf map / jitdump. Unknown code gives one
-    /// [`SourceKind::Unknown`] frame (`[unknown] (image+0xOFF)`), never a guess.
+    /// [`SourceKind::Unknown`] frame (`[unknown] (image+0xOFF)`), never a guess; an address in
+    /// mapped memory that is not executable gives one [`SourceKind::NotCode`] frame.
     ///
     /// For a return address of a call stack (every frame but the innermost), pass the address
     /// minus one: the return address is the instruction after the call, which may already
@@ -209,6 +240,20 @@ impl Symbolizer {
             return Ok(vec![unknown(None, None)]);
         };
         let m = &view.maps[i];
+        if !m.perms.exec {
+            return Ok(vec![Frame {
+                source: SourceKind::NotCode,
+                ..unknown(None, None)
+            }]);
+        }
+        if matches!(&m.path, MapPath::Pseudo { name } if name == "vdso") {
+            let m = m.clone();
+            let off = formulas::normalize(RuntimeAddr(addr), m.start, m.offset);
+            return Ok(match (view.vdso_index(pid, &m), off) {
+                (Some(index), Some(off)) => index.frames(Path::new(VDSO), off, addr),
+                (_, off) => vec![unknown(Some(PathBuf::from(VDSO)), off)],
+            });
+        }
         // .NET 8 maps its JIT code and stubs from a memfd (`/memfd:doublemapper`, the W^X
         // double mapping of `src/coreclr/minipal/Unix/doublemapping.cpp`): no file names it.
         let file = match (&m.path, &view.open[i]) {

@@ -24,6 +24,10 @@ pub enum SourceKind {
     PerfMap,
     /// No table names the address: printed as `[unknown] (image+0xOFF)`, never guessed.
     Unknown,
+    /// The address is in mapped memory that is not executable, so no instruction is there: a
+    /// frame-pointer walk that went through code without frame pointers reads data as a return
+    /// address. Printed as `[not code] (0xADDR)`; a stack walk ends at such an address.
+    NotCode,
 }
 
 impl SourceKind {
@@ -85,6 +89,9 @@ impl fmt::Display for Frame {
             (Some(name), true, _) => write!(f, "{name} (inlined)"),
             (Some(name), false, Some(off)) => write!(f, "{name}+{off:#x}"),
             (Some(name), false, None) => f.write_str(name),
+            (None, _, _) if self.source == SourceKind::NotCode => {
+                write!(f, "[not code] ({:#x})", self.address)
+            }
             (None, _, _) => match (&self.image, self.file_offset) {
                 (Some(img), Some(off)) => {
                     let name = img

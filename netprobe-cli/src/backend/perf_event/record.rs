@@ -13,6 +13,10 @@ pub const PERF_RECORD_SAMPLE: u32 = 9;
 /// not addresses (`enum perf_callchain_context`).
 pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 
+/// The end of user space on x86-64 with 5-level paging (`TASK_SIZE_MAX` under LA57 in
+/// arch/x86/include/asm/page_64_types.h); with 4-level paging it ends lower, at 2^47.
+pub const USER_SPACE_END: u64 = 1 << 56;
+
 /// One decoded record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
@@ -63,6 +67,12 @@ fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
             let mut ips: Vec<u64> = (0..nr as usize)
                 .filter_map(|i| u64_at(rec, 40 + 8 * i))
                 .filter(|&a| a < PERF_CONTEXT_MAX)
+                // The frame-pointer chain ends at the first return address that cannot be user
+                // code: zero (a thread's outermost frame holds zeros) or above user space (the
+                // walk went through a frame of code that keeps no frame pointer and read data).
+                // The kernel's x86 `perf_callchain_user` (arch/x86/events/core.c) checks the
+                // frame pointer, not the return address it stores.
+                .take_while(|&a| a != 0 && a < USER_SPACE_END)
                 .collect();
             if ips.is_empty() && ip != 0 {
                 ips.push(ip);
@@ -130,6 +140,26 @@ mod tests {
             v.extend_from_slice(&a.to_ne_bytes());
         }
         v
+    }
+
+    #[test]
+    fn a_return_address_that_cannot_be_user_code_ends_the_chain() {
+        const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
+        let buf = sample(
+            10,
+            11,
+            &[PERF_CONTEXT_USER, 0x401000, 0x401234, 0, 0x7f00_0000_1000],
+        );
+        match &decode(&buf)[..] {
+            [Record::Sample { ips, .. }] => assert_eq!(ips, &vec![0x401000, 0x401234]),
+            other => panic!("{other:?}"),
+        }
+        // Text read as a return address (seen under a .NET 8 JIT frame).
+        let buf = sample(10, 11, &[0x401000, 0x6c25_203a_656c_6260, 0x401234]);
+        match &decode(&buf)[..] {
+            [Record::Sample { ips, .. }] => assert_eq!(ips, &vec![0x401000]),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
