@@ -110,6 +110,7 @@ fn trace(r: &Request) -> Result<u64> {
         max_events: None,
         printed: 0,
         tasks,
+        stacks: None,
     };
     eprintln!(
         "engine: {} probe(s) on {} function(s); tracing for {:?}",

@@ -40,6 +40,11 @@ pub enum Command {
         /// Print (and reset) the counts every interval instead of once at the end.
         #[arg(long, value_parser = parse_duration)]
         interval: Option<Duration>,
+        /// With --stack: write the stacks in Brendan Gregg's folded format
+        /// (`main;a;b COUNT`, root first) to FILE, or to stdout without FILE, for flame graph
+        /// tools (flamegraph.pl, inferno-flamegraph).
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+        folded: Option<PathBuf>,
     },
     /// Time calls per function: log2 histogram and p50/p90/p99/max (like bcc funclatency).
     Latency(LiveArgs),
@@ -121,10 +126,17 @@ pub struct LiveArgs {
     /// target's code.
     #[arg(long)]
     pub unsafe_offset: bool,
+    /// trace: print the user call stack under each hit; count: count calls per distinct stack
+    /// (like bcc stackcount). The kernel walks the frame pointers.
+    #[arg(long)]
+    pub stack: bool,
+    /// With --stack: show at most the N innermost frames.
+    #[arg(long, value_name = "N")]
+    pub stack_depth: Option<usize>,
 }
 
 impl LiveArgs {
-    fn options(self, interval: Option<Duration>) -> LiveOptions {
+    fn options(self, interval: Option<Duration>, folded: Option<PathBuf>) -> LiveOptions {
         LiveOptions {
             specs: self.probes,
             pids: self.pids,
@@ -140,6 +152,9 @@ impl LiveArgs {
             gate: crate::gate::GateOptions {
                 unsafe_offset: self.unsafe_offset,
             },
+            stack: self.stack,
+            stack_depth: self.stack_depth,
+            folded,
         }
     }
 }
@@ -229,11 +244,13 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Symbols(a) => commands::symbols::run(&a),
         Command::Offsets(a) => commands::offsets::run(&a),
-        Command::Trace(l) => tracing(live::run_live(Mode::Trace, &l.options(None))),
-        Command::Count { live: l, interval } => {
-            tracing(live::run_live(Mode::Count, &l.options(interval)))
-        }
-        Command::Latency(l) => tracing(live::run_live(Mode::Latency, &l.options(None))),
+        Command::Trace(l) => tracing(live::run_live(Mode::Trace, &l.options(None, None))),
+        Command::Count {
+            live: l,
+            interval,
+            folded,
+        } => tracing(live::run_live(Mode::Count, &l.options(interval, folded))),
+        Command::Latency(l) => tracing(live::run_live(Mode::Latency, &l.options(None, None))),
         Command::Profile(a) => tracing(commands::profile::run(&a)),
         Command::Probe { action } => {
             let mut out = std::io::stdout();

@@ -32,6 +32,7 @@ pub mod runner;
 pub mod signals;
 pub mod sinks;
 pub mod spec;
+pub mod stacks;
 pub mod watchdog;
 
 pub use error::{Error, Result};

@@ -200,6 +200,9 @@ pub struct KernelProbe {
     pub pair_field: Option<String>,
     /// Field holding `$comm`, when recorded.
     pub comm_field: Option<String>,
+    /// Field holding the word at the stack pointer when it is the return address (see
+    /// [`ProbePlan::record_user_stacks`]).
+    pub return_address_field: Option<String>,
 }
 
 /// Functions and the kernel probes that observe them.
@@ -220,9 +223,12 @@ pub struct ProbePlan {
     /// Functions that are .NET managed methods (the planner knows each image's kind): only
     /// these concern the .NET tiering guard and the "hits stopped" watcher.
     pub managed: Vec<FunctionId>,
+    /// Record the user call stack under every hit ([`Hit::user_stack`]).
+    pub user_stacks: bool,
 }
 
 const COMM_FIELD: &str = "np_comm";
+const RETURN_ADDRESS_FIELD: &str = "np_ra";
 const PAIR_FIELD: &str = "np_pair";
 
 impl ProbePlan {
@@ -348,6 +354,7 @@ impl ProbePlan {
                 args: entry_args.clone(),
                 pair_field,
                 comm_field,
+                return_address_field: None,
             });
         }
         let ret_ty = f.ret.unwrap_or(ValueType::Int(IntType::X64));
@@ -385,6 +392,7 @@ impl ProbePlan {
                 }],
                 pair_field,
                 comm_field,
+                return_address_field: None,
             });
         }
         self.functions.push(TracedFunction {
@@ -405,6 +413,41 @@ impl ProbePlan {
 
     pub fn function(&self, id: FunctionId) -> &TracedFunction {
         &self.functions[id.0 as usize]
+    }
+
+    /// Records the user call stack under every hit (the kernel walks the frame pointers).
+    ///
+    /// A frame-pointer walk starts at the frame the base pointer names. At a function's first
+    /// byte (and, in Go, after the stack-check prologue, which moves neither pointer) and on a
+    /// RET instruction, the probed function has no frame of its own yet (or any more): the base
+    /// pointer still names its caller's frame, so the walk misses the caller, whose return
+    /// address is the word at the stack pointer. Those probes also read that word, and the
+    /// stack puts it back in place (perf does the same for uprobes at a function's entry:
+    /// `is_uprobe_at_func_entry` in the kernel's `arch/x86/events/core.c`; the tracefs walk,
+    /// `arch_stack_walk_user` in `arch/x86/kernel/stacktrace.c`, does not). A uretprobe fires
+    /// after the return, in the caller's frame: its walk is whole.
+    pub fn record_user_stacks(&mut self) {
+        self.user_stacks = true;
+        for p in &mut self.probes {
+            let f = &self.functions[p.function.0 as usize];
+            let user_offset = self
+                .user_offsets
+                .iter()
+                .any(|(id, off)| *id == p.function && *off != f.function_offset);
+            let frameless = p.kind == ProbeKind::Entry
+                && !user_offset
+                && (p.offset == f.function_offset || f.convention.is_go());
+            if frameless && p.return_address_field.is_none() {
+                p.fetches.push(Fetch::new(
+                    RETURN_ADDRESS_FIELD,
+                    FetchValue::Int {
+                        at: ArgLocation::EntryStack { offset: 0 },
+                        ty: IntType::X64,
+                    },
+                ));
+                p.return_address_field = Some(RETURN_ADDRESS_FIELD.to_string());
+            }
+        }
     }
 }
 
@@ -506,6 +549,20 @@ pub struct Hit {
     /// The latency pairing key: the tid, or the fetched register.
     pub pair_key: u64,
     pub comm: Option<String>,
+    /// The user call stack, when the plan records them ([`ProbePlan::record_user_stacks`]).
+    pub user_stack: Option<UserStack>,
+}
+
+/// The user call stack under a hit, as the kernel walked it: runtime addresses of the thread's
+/// process, innermost first (the probed instruction, then each return address).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct UserStack {
+    /// The process (the kernel's pid, like [`Hit::tid`]).
+    pub pid: u32,
+    pub addrs: Vec<u64>,
+    /// The kernel's walk filled every entry it records, so the stack may go on above the last
+    /// one (it stores at most a fixed number of entries per hit).
+    pub kernel_limit: bool,
 }
 
 /// A decoded argument value.

@@ -467,3 +467,55 @@ fn ps_lists_user_processes_and_skips_kernel_threads() {
     // Processes come and go between the two runs; the counts stay close.
     assert!(lines.count().abs_diff(entries.len()) < 20);
 }
+
+/// The stack flags refuse what does not fit, with one line naming the fix, before anything is
+/// placed (no root needed to be told).
+#[test]
+fn stack_flags_bad_inputs_are_one_line_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["count", "--folded", "x.folded", "/bin/true:main"],
+            "add --stack",
+        ),
+        (
+            &["trace", "--stack-depth", "3", "/bin/true:main"],
+            "add --stack",
+        ),
+        (
+            &["trace", "--stack", "--stack-depth", "0", "/bin/true:main"],
+            "give 1 or more",
+        ),
+        (
+            &["latency", "--stack", "/bin/true:main"],
+            "works with trace and count",
+        ),
+        (
+            &["count", "--stack", "--interval", "1s", "/bin/true:main"],
+            "drop --interval",
+        ),
+        (
+            &[
+                "count",
+                "--stack",
+                "--json",
+                "--folded",
+                "-",
+                "/bin/true:main",
+            ],
+            "give --folded a FILE",
+        ),
+    ];
+    for (args, fix) in cases {
+        let err = fails(args);
+        assert!(err.contains(fix), "{args:?}: {err}");
+    }
+    // clap's own refusals: exit 2, no panic.
+    for args in [
+        &["trace", "--folded", "f", "/bin/true:main"][..],
+        &["trace", "--stack", "--stack-depth", "x", "/bin/true:main"][..],
+    ] {
+        let out = netprobe().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    }
+}

@@ -180,6 +180,7 @@ fn sample() -> (ProbePlan, Vec<Hit>) {
             ],
             pair_key: 4242,
             comm: Some("tracee".into()),
+            user_stack: None,
         });
         hits.push(Hit {
             ts_ns: t0 + 512 * i,
@@ -190,6 +191,7 @@ fn sample() -> (ProbePlan, Vec<Hit>) {
             args: vec![("ret".into(), Value::Signed(i as i64 * 100))],
             pair_key: 4242,
             comm: Some("tracee".into()),
+            user_stack: None,
         });
     }
     (plan, hits)
@@ -204,6 +206,7 @@ fn printed(format: Format) -> String {
         max_events: None,
         printed: 0,
         tasks: TaskInfo::new(None),
+        stacks: None,
     };
     p.header().unwrap();
     for h in hits {
@@ -256,4 +259,140 @@ fn count_and_latency_reports() {
     l.report(&plan, Format::Json, Lost::default(), &mut out)
         .unwrap();
     insta::assert_snapshot!("count_and_latency", String::from_utf8(out).unwrap());
+}
+
+/// The stack printers: a trace line with its frames (named, inlined, unknown in a file and in
+/// anonymous memory, cut), text and JSON; a hit without a stack record; and `count --stack`'s
+/// report in both formats and folded.
+#[test]
+fn stack_printers() {
+    use netprobe_cli::sinks::stack::{ShownStack, StackCount, StackCountReport, StackCut};
+    use netprobe_cli::stacks::FrameName;
+    use netprobe_core::symbolize::{Frame, SourceKind};
+    let frame = |addr: u64,
+                 function: Option<&str>,
+                 offset: Option<u64>,
+                 image: Option<&str>,
+                 source,
+                 inlined| Frame {
+        address: addr,
+        image: image.map(std::path::PathBuf::from),
+        file_offset: image.map(|_| FileOffset(addr & 0xffff)),
+        function: function.map(str::to_string),
+        offset,
+        source,
+        inlined,
+    };
+    let stack = ShownStack {
+        frames: vec![
+            frame(
+                0x4a1234,
+                Some("main.add"),
+                None,
+                Some("/srv/app"),
+                SourceKind::GoPclntab,
+                true,
+            ),
+            frame(
+                0x4a1234,
+                Some("main.compute"),
+                Some(0x34),
+                Some("/srv/app"),
+                SourceKind::GoPclntab,
+                false,
+            ),
+            frame(
+                0x7f00_0001_2345,
+                Some("void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)"),
+                Some(0x1c),
+                Some("/usr/share/dotnet/System.Private.CoreLib.dll"),
+                SourceKind::DotnetR2r,
+                false,
+            ),
+            frame(
+                0x7f00_0002_0010,
+                Some("[Optimized] Program::Main(string[])"),
+                Some(0x10),
+                None,
+                SourceKind::PerfMap,
+                false,
+            ),
+            frame(
+                0x7f00_0003_2724,
+                None,
+                None,
+                Some("/usr/lib/x86_64-linux-gnu/libc.so.6"),
+                SourceKind::Unknown,
+                false,
+            ),
+            frame(
+                0x7f00_0004_0000,
+                None,
+                None,
+                None,
+                SourceKind::Unknown,
+                false,
+            ),
+        ],
+        cut: Some(StackCut::Depth),
+        depth: Some(6),
+        missing: false,
+    };
+    let missing = ShownStack {
+        missing: true,
+        ..ShownStack::default()
+    };
+    let line = |stack| netprobe_cli::sinks::TraceLine {
+        rel_s: 0.5,
+        mono_ns: 1_500_000_000,
+        pid: Some(42),
+        tid: 43,
+        comm: "app",
+        function: "main.add",
+        image: std::path::Path::new("/srv/app"),
+        role: Role::Entry,
+        args: &[],
+        stack: Some(stack),
+    };
+    let mut out = Vec::new();
+    for f in [Format::Text, Format::Json] {
+        f.printer().trace_line(&mut out, &line(&stack)).unwrap();
+        f.printer().trace_line(&mut out, &line(&missing)).unwrap();
+    }
+    let name = |n: &str| FrameName {
+        name: n.into(),
+        inlined: false,
+        unknown: n.starts_with("[unknown]"),
+    };
+    let report = StackCountReport {
+        stacks: vec![
+            StackCount {
+                frames: vec![name("probed"), name("path_b"), name("path_a")],
+                count: 3,
+                cut: Some(StackCut::Depth),
+            },
+            StackCount {
+                frames: vec![
+                    name("probed"),
+                    FrameName {
+                        inlined: true,
+                        ..name("inl;ined")
+                    },
+                    name("main"),
+                    name("[unknown] (libc.so.6+0x2724a)"),
+                ],
+                count: 2,
+                cut: Some(StackCut::KernelLimit),
+            },
+        ],
+        without_stack: 1,
+        depth: Some(3),
+        lost: Lost::default(),
+        elapsed_s: 1.25,
+    };
+    for f in [Format::Text, Format::Json] {
+        f.printer().stack_counts(&mut out, &report).unwrap();
+    }
+    out.extend_from_slice(report.folded().as_bytes());
+    insta::assert_snapshot!("stack_printers", String::from_utf8(out).unwrap());
 }

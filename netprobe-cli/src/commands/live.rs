@@ -41,6 +41,68 @@ pub struct LiveOptions {
     pub keep_r2r: bool,
     /// The probe-safety gate's overrides (`--unsafe-offset`).
     pub gate: GateOptions,
+    /// Record the user stack under each hit (`--stack`).
+    pub stack: bool,
+    /// At most this many frames of each stack (`--stack-depth`).
+    pub stack_depth: Option<usize>,
+    /// `count --stack --folded [FILE]`: folded stacks to FILE (`-`: stdout).
+    pub folded: Option<std::path::PathBuf>,
+}
+
+impl LiveOptions {
+    /// The stack options fit together and with the command; a usage error names the fix.
+    fn check_stack_options(&self, mode: Mode) -> Result<()> {
+        if !self.stack {
+            if self.stack_depth.is_some() {
+                return Err(Error::usage(
+                    "--stack-depth limits the stacks of --stack: add --stack",
+                ));
+            }
+            if self.folded.is_some() {
+                return Err(Error::usage(
+                    "--folded writes the stacks of --stack: add --stack",
+                ));
+            }
+            return Ok(());
+        }
+        if !matches!(mode, Mode::Trace | Mode::Count) {
+            return Err(Error::usage(
+                "--stack works with trace and count; use `netprobe count --stack` for calls per stack",
+            ));
+        }
+        if self.stack_depth == Some(0) {
+            return Err(Error::usage(
+                "--stack-depth 0 shows no frame: give 1 or more",
+            ));
+        }
+        if self.interval.is_some() {
+            return Err(Error::usage(
+                "count --stack prints once at the end: drop --interval (or --stack)",
+            ));
+        }
+        // `--folded [FILE]` takes an optional value, so `--folded SPEC SPEC2` swallows a spec:
+        // refuse a FILE that names an image before a colon, as specs do.
+        if let Some(f) = self.folded.as_deref().filter(|f| {
+            let text = f.to_string_lossy();
+            !f.exists()
+                && text.split_once(':').is_some_and(|(image, _)| {
+                    std::path::Path::new(image).is_file()
+                        || image.contains(".so")
+                        || image.ends_with(".dll")
+                })
+        }) {
+            return Err(Error::usage(format!(
+                "--folded took '{}' as its FILE, which looks like a probe spec: write --folded=FILE, or --folded=- for stdout",
+                f.display()
+            )));
+        }
+        if self.json && self.folded.as_deref() == Some(std::path::Path::new("-")) {
+            return Err(Error::usage(
+                "--json and --folded both write to stdout: give --folded a FILE",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Prints the plan's notes and the probe-safety gate's on stderr, one `netprobe: ` line each.
@@ -55,6 +117,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if o.command.is_some() && !o.pids.is_empty() {
         return Err(Error::usage("use either -p or -c, not both"));
     }
+    o.check_stack_options(mode)?;
     let argv = o.command.as_deref().map(split_command).transpose()?;
     let targeting = match &argv {
         Some(a) => Targeting::Command {
@@ -72,7 +135,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     };
     let dotnet_command = dotnet::command_of(argv.as_deref(), &targeting);
     let resolved = resolve_specs(&o.specs, &targeting, dotnet_command.as_ref())?;
-    let plan = build_plan(
+    let mut plan = build_plan(
         mode,
         &resolved,
         &PlanOptions {
@@ -80,6 +143,9 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             pids: o.pids.clone(),
         },
     )?;
+    if o.stack {
+        plan.record_user_stacks();
+    }
     let report = gate::check(&plan, o.gate);
     print_notes(&plan, &report);
     // The .NET tiering guard, only where .NET rules apply: a plan with managed methods, or
@@ -128,7 +194,9 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     // On a terminal, trace wakes on every hit so lines appear as calls happen; into a pipe or file
     // it wakes like count does (a quarter full, or the 200 ms loop tick), which saves a wakeup per
     // hit at high rates.
-    opts.buffer_percent = if mode == Mode::Trace && std::io::stdout().is_terminal() {
+    // With --stack, frames are named from the target's maps while it runs: wake on every hit
+    // too, so a short-lived target is still there when its hits are read.
+    opts.buffer_percent = if o.stack || (mode == Mode::Trace && std::io::stdout().is_terminal()) {
         0
     } else {
         25
@@ -192,11 +260,36 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                     t.set_translation(session.pid_map().cloned());
                     t
                 },
+                stacks: o.stack.then(|| sinks::stack::StackShow::new(o.stack_depth)),
             };
             let _ = printer.header();
             let (reason, lost) =
                 run_to_end(&mut session, &mut run_ctx, &mut printer, stall.as_mut())?;
             let _ = printer.out.flush();
+            (reason, lost)
+        }
+        Mode::Count if o.stack => {
+            let mut tasks = TaskInfo::new(Some(tracefs.root().to_path_buf()));
+            tasks.set_translation(session.pid_map().cloned());
+            let mut counter = sinks::stack::StackCounter::new(tasks, o.stack_depth, o.max_events);
+            let (reason, lost) =
+                run_to_end(&mut session, &mut run_ctx, &mut counter, stall.as_mut())?;
+            let elapsed = started.elapsed().as_secs_f64();
+            let report = counter.stack_report(lost, elapsed);
+            let mut out = stdout.lock();
+            match o.folded.as_deref() {
+                Some(p) if p == std::path::Path::new("-") => {
+                    let _ = out.write_all(report.folded().as_bytes());
+                }
+                Some(p) => {
+                    super::profile::write_file(p, |w| w.write_all(report.folded().as_bytes()))?;
+                    let _ = format.printer().stack_counts(&mut out, &report);
+                }
+                None => {
+                    let _ = format.printer().stack_counts(&mut out, &report);
+                }
+            }
+            let _ = out.flush();
             (reason, lost)
         }
         Mode::Count => {

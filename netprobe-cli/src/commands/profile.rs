@@ -47,7 +47,11 @@ pub fn flamegraph_svg(folded: &str, title: &str, out: impl Write) -> std::io::Re
     inferno::flamegraph::from_lines(&mut opts, folded.lines(), out)
 }
 
-fn write_file(path: &Path, what: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
+/// Writes a file through `what`; errors name the file.
+pub(crate) fn write_file(
+    path: &Path,
+    what: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     let mut file =
         std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| Error::io(path, e))?);
     what(&mut file)

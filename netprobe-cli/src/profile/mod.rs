@@ -13,7 +13,7 @@ use crate::backend::perf_event::Sampler;
 use crate::error::{Error, Result};
 use crate::launch::{split_command, PausedChild};
 use crate::signals::SignalPipe;
-use netprobe_core::symbolize::{Frame, SourceKind, Symbolizer};
+use crate::stacks::StackNamer as Namer;
 pub use report::{FrameName, Report};
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -94,147 +94,6 @@ fn threads_of(pid: u32) -> Result<Vec<u32>> {
     Ok(entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
         .collect())
-}
-
-/// Names sampled addresses, caching each (pid, address) it named.
-///
-/// An address in no file stays unnamed only until the process's maps and JIT names are read
-/// again: a runtime maps images into address ranges it reserved earlier (the .NET runtime's PE
-/// loader does), and JIT-compiled code appears in its perf map after the fact. So unnamed
-/// anonymous addresses are retried after a fresh read, at most every [`REREAD_INTERVAL`] per
-/// process, while the process lives.
-struct Namer {
-    symbolizer: Symbolizer,
-    cache: HashMap<(u32, u64), Vec<FrameName>>,
-    /// Return addresses in mapped memory that is not executable: a stack ends before them.
-    not_code: std::collections::HashSet<(u32, u64)>,
-    /// Per process: addresses in no file that no table named since the last fresh read.
-    unnamed: HashMap<u32, Vec<u64>>,
-    reread_at: HashMap<u32, Instant>,
-}
-
-/// Least time between two fresh reads of one process's maps and JIT names.
-const REREAD_INTERVAL: Duration = Duration::from_millis(250);
-
-impl Namer {
-    fn new() -> Namer {
-        Namer {
-            symbolizer: Symbolizer::new(),
-            cache: HashMap::new(),
-            not_code: Default::default(),
-            unnamed: HashMap::new(),
-            reread_at: HashMap::new(),
-        }
-    }
-
-    fn frame_name(f: &Frame) -> FrameName {
-        match &f.function {
-            Some(name) => FrameName {
-                name: name.clone(),
-                inlined: f.inlined,
-                unknown: false,
-            },
-            None => FrameName {
-                // `[unknown] (image+0xOFF)` or `[unknown] (0xADDR)` in anonymous memory.
-                name: f.to_string(),
-                inlined: false,
-                unknown: true,
-            },
-        }
-    }
-
-    /// Symbolizes `addr` of `pid` into the cache (frames outermost first: a function, then
-    /// what was inlined into it at that address).
-    fn name(&mut self, pid: u32, addr: u64) {
-        let frames = self
-            .symbolizer
-            .symbolize(pid, addr)
-            .unwrap_or_else(|_| vec![unknown_frame(addr)]);
-        if frames.iter().all(|f| f.source == SourceKind::NotCode) {
-            self.not_code.insert((pid, addr));
-        } else if frames
-            .iter()
-            .all(|f| f.image.is_none() && f.function.is_none())
-        {
-            self.unnamed.entry(pid).or_default().push(addr);
-        }
-        let names = frames.iter().rev().map(Namer::frame_name).collect();
-        self.cache.insert((pid, addr), names);
-    }
-
-    /// Names every address of a sample not named yet.
-    fn learn(&mut self, pid: u32, ips: &[u64]) {
-        for addr in lookup_addresses(ips) {
-            if !self.cache.contains_key(&(pid, addr)) {
-                self.name(pid, addr);
-            }
-        }
-    }
-
-    /// Retries the unnamed anonymous addresses of live processes whose maps and JIT names
-    /// were not read for [`REREAD_INTERVAL`] (of every live one when `all`, at the end).
-    fn retry_unnamed(&mut self, all: bool) {
-        let pids: Vec<u32> = self.unnamed.keys().copied().collect();
-        for pid in pids {
-            let due = self
-                .reread_at
-                .get(&pid)
-                .is_none_or(|t| t.elapsed() >= REREAD_INTERVAL);
-            let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
-            if !(due || all) || !alive {
-                continue;
-            }
-            let addrs = self.unnamed.remove(&pid).unwrap_or_default();
-            self.symbolizer.forget_process(pid);
-            self.reread_at.insert(pid, Instant::now());
-            for addr in addrs {
-                self.name(pid, addr);
-            }
-        }
-    }
-
-    /// The named stack of a sample, root first. A return address that is not code ends the
-    /// stack there: the frame-pointer walk read data from then on (through a frame of code
-    /// that keeps no frame pointer), so it and every frame outside it are dropped.
-    fn stack(&self, pid: u32, ips: &[u64]) -> Vec<FrameName> {
-        let mut addrs: Vec<u64> = lookup_addresses(ips).collect();
-        if let Some(cut) = addrs
-            .iter()
-            .skip(1)
-            .position(|&a| self.not_code.contains(&(pid, a)))
-        {
-            addrs.truncate(cut + 1);
-        }
-        let mut stack = Vec::with_capacity(addrs.len() + 4);
-        for addr in addrs.into_iter().rev() {
-            match self.cache.get(&(pid, addr)) {
-                Some(frames) => stack.extend_from_slice(frames),
-                None => stack.push(Namer::frame_name(&unknown_frame(addr))),
-            }
-        }
-        stack
-    }
-}
-
-/// The addresses to symbolize for a callchain: the sampled instruction, then each return
-/// address minus one (the call instruction, not what follows it; what perf and Go's
-/// `runtime.CallersFrames` do too).
-fn lookup_addresses(ips: &[u64]) -> impl Iterator<Item = u64> + '_ {
-    ips.iter()
-        .enumerate()
-        .map(|(i, &ip)| if i == 0 { ip } else { ip.saturating_sub(1) })
-}
-
-fn unknown_frame(addr: u64) -> Frame {
-    Frame {
-        address: addr,
-        image: None,
-        file_offset: None,
-        function: None,
-        offset: None,
-        source: SourceKind::Unknown,
-        inlined: false,
-    }
 }
 
 /// Samples by process and callchain, named at the end.
@@ -346,7 +205,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
     }
     Ok(Profile {
         report,
-        notes: namer.symbolizer.take_notes(),
+        notes: namer.take_notes(),
         elapsed,
     })
 }

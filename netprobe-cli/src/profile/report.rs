@@ -4,41 +4,10 @@
 //! `--children`), and JSON.
 
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
-/// One frame of a sampled stack, as the flame graph names it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct FrameName {
-    /// The function (`main.Fib`, `hot`, a .NET method as `netprobe symbols` prints it), or
-    /// `[unknown] (image+0xOFF)`.
-    pub name: String,
-    /// Inlined into its caller (shown with inferno's and stackcollapse-perf's `_[i]` suffix in
-    /// folded lines).
-    pub inlined: bool,
-    /// No table named it.
-    pub unknown: bool,
-}
-
-impl FrameName {
-    /// The frame as a folded-format element: `;` (the separator) and line breaks cannot occur.
-    pub fn folded(&self) -> String {
-        let clean: String = self
-            .name
-            .chars()
-            .map(|c| match c {
-                ';' => ':',
-                '\n' | '\r' => ' ',
-                c => c,
-            })
-            .collect();
-        if self.inlined {
-            format!("{clean}_[i]")
-        } else {
-            clean
-        }
-    }
-}
+pub use crate::stacks::FrameName;
 
 /// A function's share of the samples.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -74,20 +43,7 @@ impl Report {
 
     /// Folded lines sorted by stack (what stackcollapse-perf.pl prints), one per distinct stack.
     pub fn folded(&self) -> String {
-        let mut lines: BTreeMap<String, u64> = BTreeMap::new();
-        for (stack, n) in &self.stacks {
-            let key = stack
-                .iter()
-                .map(FrameName::folded)
-                .collect::<Vec<_>>()
-                .join(";");
-            *lines.entry(key).or_insert(0) += n;
-        }
-        let mut out = String::new();
-        for (k, n) in lines {
-            let _ = writeln!(out, "{k} {n}");
-        }
-        out
+        crate::stacks::folded_lines(self.stacks.iter().map(|(s, &n)| (s, n)))
     }
 
     /// Functions by self samples, then total samples, then name.

@@ -55,7 +55,7 @@ impl Counter {
     }
 
     /// Whether `hit` counts as a call.
-    fn counts_hit(plan: &ProbePlan, hit: &Hit) -> bool {
+    pub(crate) fn counts_hit(plan: &ProbePlan, hit: &Hit) -> bool {
         hit.role == Role::Entry
             || !plan
                 .probes

@@ -2,6 +2,7 @@
 //! are sorted (serde_json's default map).
 
 use super::latency::bucket_bounds;
+use super::stack::StackCountReport;
 use super::{CountReport, LatencyReport, Printer, TraceLine};
 use crate::plan::Role;
 use serde_json::json;
@@ -43,6 +44,25 @@ impl Printer for JsonPrinter {
                 }
             }
         }
+        if let Some(s) = l.stack {
+            obj["stack"] = if s.missing {
+                serde_json::Value::Null
+            } else {
+                serde_json::to_value(&s.frames).unwrap_or_default()
+            };
+            obj["stack_cut"] = serde_json::to_value(s.cut).unwrap_or_default();
+        }
+        writeln!(out, "{obj}")
+    }
+
+    fn stack_counts(&self, out: &mut dyn Write, r: &StackCountReport) -> io::Result<()> {
+        let obj = json!({
+            "elapsed_s": (r.elapsed_s * 1e3).round() / 1e3,
+            "stacks": r.stacks,
+            "without_stack": r.without_stack,
+            "lost": r.lost.counted,
+            "complete": !r.lost.any(),
+        });
         writeln!(out, "{obj}")
     }
 

@@ -16,6 +16,7 @@
 pub mod count;
 pub mod json;
 pub mod latency;
+pub mod stack;
 pub mod stall;
 pub mod tasks;
 pub mod text;
@@ -92,6 +93,8 @@ pub struct TraceLine<'a> {
     pub image: &'a std::path::Path,
     pub role: Role,
     pub args: &'a [(String, Value)],
+    /// The user call stack under the hit (`trace --stack`); `None` when not recorded.
+    pub stack: Option<&'a stack::ShownStack>,
 }
 
 impl TraceLine<'_> {
@@ -144,6 +147,9 @@ pub trait Printer {
     fn counts(&self, out: &mut dyn Write, report: &CountReport<'_>) -> io::Result<()>;
     /// A latency report.
     fn latency(&self, out: &mut dyn Write, report: &LatencyReport<'_>) -> io::Result<()>;
+    /// Calls per distinct stack (`count --stack`).
+    fn stack_counts(&self, out: &mut dyn Write, report: &stack::StackCountReport)
+        -> io::Result<()>;
 }
 
 /// A warning line for lost events (stderr), or `None` when nothing was lost.

@@ -249,6 +249,7 @@ mod tests {
             args: vec![],
             pair_key: 0,
             comm: None,
+            user_stack: None,
         }
     }
 

@@ -26,6 +26,12 @@ impl TaskInfo {
         self.translation = map;
     }
 
+    /// Whether hits carry ids of another pid namespace than netprobe's (see
+    /// [`TaskInfo::set_translation`]).
+    pub fn translates(&self) -> bool {
+        self.translation.is_some()
+    }
+
     /// The thread id to show for the kernel's `tid`: ours inside a pid namespace when known,
     /// else `tid` itself.
     pub fn display_tid(&self, tid: u32) -> u32 {

@@ -2,6 +2,7 @@
 //! funccount, latency histograms like bcc funclatency (`tools/funclatency.py` in iovisor/bcc).
 
 use super::latency::bucket_bounds;
+use super::stack::{ShownStack, StackCountReport};
 use super::{CountReport, LatencyReport, Printer, TraceLine};
 use crate::plan::{Role, Value};
 use std::io::{self, Write};
@@ -16,6 +17,27 @@ fn args_text(args: &[(String, Value)]) -> String {
         .map(|(n, v)| format!("{n}={v}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The frames of a hit's stack under its trace line, one a line, innermost first.
+fn stack_lines(out: &mut dyn Write, s: &ShownStack) -> io::Result<()> {
+    const INDENT: &str = "        ";
+    if s.missing {
+        return writeln!(out, "{INDENT}(no stack recorded)");
+    }
+    for f in &s.frames {
+        match (&f.function, &f.image) {
+            (Some(_), Some(img)) if !f.inlined => {
+                let name = img.file_name().unwrap_or(img.as_os_str()).to_string_lossy();
+                writeln!(out, "{INDENT}{f} ({name})")?
+            }
+            _ => writeln!(out, "{INDENT}{f}")?,
+        }
+    }
+    if let Some(cut) = s.cut {
+        writeln!(out, "{INDENT}{}", cut.text(s.depth))?;
+    }
+    Ok(())
 }
 
 /// A duration with a unit that keeps it short: ns below 10 µs, µs below 10 ms, else ms.
@@ -52,7 +74,41 @@ impl Printer for TextPrinter {
                 None => format!("<- {}", l.function),
             },
         };
-        writeln!(out, "{:>12.6} {pidtid:>15} {:<16} {event}", l.rel_s, l.comm)
+        writeln!(out, "{:>12.6} {pidtid:>15} {:<16} {event}", l.rel_s, l.comm)?;
+        match l.stack {
+            Some(s) => stack_lines(out, s),
+            None => Ok(()),
+        }
+    }
+
+    fn stack_counts(&self, out: &mut dyn Write, r: &StackCountReport) -> io::Result<()> {
+        // bcc stackcount's layout (`tools/stackcount.py` in iovisor/bcc): the frames innermost
+        // first, then the count, then a blank line; most frequent stack first.
+        for s in &r.stacks {
+            for f in &s.frames {
+                if f.inlined {
+                    writeln!(out, "  {} (inlined)", f.name)?;
+                } else {
+                    writeln!(out, "  {}", f.name)?;
+                }
+            }
+            if let Some(cut) = s.cut {
+                writeln!(out, "  {}", cut.text(r.depth))?;
+            }
+            writeln!(out, "    {}", s.count)?;
+            writeln!(out)?;
+        }
+        if r.without_stack > 0 {
+            writeln!(
+                out,
+                "({} call(s) came without a stack record and are not counted above)",
+                r.without_stack
+            )?;
+        }
+        if r.lost.any() {
+            writeln!(out, "(INCOMPLETE: counts are lower bounds, hits were lost)")?;
+        }
+        Ok(())
     }
 
     fn counts(&self, out: &mut dyn Write, r: &CountReport<'_>) -> io::Result<()> {

@@ -13,6 +13,8 @@ pub struct TracePrinter<W: Write> {
     pub max_events: Option<u64>,
     pub printed: u64,
     pub tasks: TaskInfo,
+    /// `--stack`: name and print the user stack under each hit.
+    pub stacks: Option<super::stack::StackShow>,
 }
 
 impl<W: Write> TracePrinter<W> {
@@ -24,16 +26,25 @@ impl<W: Write> TracePrinter<W> {
 
     fn line(&mut self, plan: &ProbePlan, hit: &Hit) -> std::io::Result<()> {
         let f = plan.function(hit.function);
+        let pid = self.tasks.pid_of(hit.tid);
+        let stack = match self.stacks.as_mut() {
+            Some(s) => {
+                let naming = super::stack::naming_pid(&mut self.tasks, hit);
+                Some(s.show(naming, hit))
+            }
+            None => None,
+        };
         let line = TraceLine {
             rel_s: hit.ts_ns.saturating_sub(self.start_ns) as f64 / 1e9,
             mono_ns: hit.ts_ns,
-            pid: self.tasks.pid_of(hit.tid),
+            pid,
             tid: self.tasks.display_tid(hit.tid),
             comm: hit.comm.as_deref().unwrap_or("?"),
             function: &f.name,
             image: &f.image,
             role: hit.role,
             args: &hit.args,
+            stack: stack.as_ref(),
         };
         // Flushed once per event-loop turn (`idle`), not per line: at 100k hits/s a write(2) per
         // line cost more CPU than everything else netprobe does.

@@ -47,6 +47,57 @@ pub fn decode(
         args,
         pair_key,
         comm,
+        user_stack: None,
+    })
+}
+
+/// The return address a probe read at the stack pointer (`KernelProbe::return_address_field`),
+/// when it reads one.
+pub fn return_address(kp: &KernelProbe, format: &EventFormat, data: &[u8]) -> Option<u64> {
+    let field = format.field(kp.return_address_field.as_deref()?)?;
+    read_field_int(field, data)
+}
+
+/// A record of the kernel's `ftrace/user_stack` event (the `userstacktrace` option): the task,
+/// and the return addresses its frame-pointer walk found, innermost first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserStackRecord {
+    /// `common_pid`: the thread.
+    pub tid: u32,
+    /// `tgid`: its process.
+    pub pid: u32,
+    /// `caller[]` up to the first zero entry.
+    pub addrs: Vec<u64>,
+    /// Every entry of `caller[]` was filled: the walk may have gone on.
+    pub full: bool,
+}
+
+/// Decodes a `user_stack` record by its format (kernel `kernel/trace/trace_entries.h`,
+/// `FTRACE_ENTRY(user_stack, userstack_entry, ...)`: `tgid`, then `caller[FTRACE_STACK_ENTRIES]`,
+/// zero after the last frame, filled by `ftrace_trace_userstack` in `kernel/trace/trace.c`).
+/// `None` when a field is missing or the record is short.
+pub fn user_stack(format: &EventFormat, data: &[u8]) -> Option<UserStackRecord> {
+    let tid = read_field_int(format.field("common_pid")?, data)? as u32;
+    let pid = read_field_int(format.field("tgid")?, data)? as u32;
+    let caller = format.field("caller")?;
+    let FieldKind::Array { len } = caller.kind else {
+        return None;
+    };
+    let elem = caller.size.checked_div(len).filter(|&e| e == 8 || e == 4)?;
+    let mut addrs = Vec::with_capacity(len);
+    for i in 0..len {
+        let a = read_le(data, caller.offset.checked_add(i.checked_mul(elem)?)?, elem)?;
+        if a == 0 {
+            break;
+        }
+        addrs.push(a);
+    }
+    let full = addrs.len() == len;
+    Some(UserStackRecord {
+        tid,
+        pid,
+        addrs,
+        full,
     })
 }
 
@@ -288,6 +339,49 @@ mod tests {
         // Short records decode what is there and never panic.
         for n in 0..rec.len() {
             let _ = decode(&plan, 0, &fmt, 0, &rec[..n]);
+        }
+    }
+
+    /// The `ftrace/user_stack` format as this kernel prints it.
+    const USER_STACK_FORMAT: &str = "name: user_stack\nID: 13\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:unsigned int tgid;\toffset:8;\tsize:4;\tsigned:0;\n\tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n";
+
+    fn user_stack_record(tid: u32, pid: u32, addrs: &[u64]) -> Vec<u8> {
+        let mut rec = vec![0u8; 80];
+        rec[0..2].copy_from_slice(&13u16.to_le_bytes());
+        rec[4..8].copy_from_slice(&tid.to_le_bytes());
+        rec[8..12].copy_from_slice(&pid.to_le_bytes());
+        for (i, a) in addrs.iter().enumerate() {
+            rec[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
+        }
+        rec
+    }
+
+    #[test]
+    fn user_stack_records_stop_at_zero_and_say_when_full() {
+        let fmt = EventFormat::parse(USER_STACK_FORMAT).unwrap();
+        let r = user_stack(&fmt, &user_stack_record(11, 10, &[0x1139, 0x1176, 0x11c1])).unwrap();
+        assert_eq!((r.tid, r.pid), (11, 10));
+        assert_eq!(r.addrs, vec![0x1139, 0x1176, 0x11c1]);
+        assert!(!r.full);
+        let all: Vec<u64> = (1..=8).collect();
+        let r = user_stack(&fmt, &user_stack_record(11, 10, &all)).unwrap();
+        assert_eq!(r.addrs, all);
+        assert!(r.full);
+        // Short records decode nothing and never panic.
+        let rec = user_stack_record(1, 1, &all);
+        for n in 0..rec.len() {
+            assert!(user_stack(&fmt, &rec[..n]).is_none());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn hostile_user_stack_records_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..100)) {
+            let fmt = EventFormat::parse(USER_STACK_FORMAT).unwrap();
+            if let Some(r) = user_stack(&fmt, &bytes) {
+                proptest::prop_assert!(r.addrs.len() <= 8);
+                proptest::prop_assert!(r.addrs.iter().all(|&a| a != 0));
+            }
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::backend::tracefs::Tracefs;
 use crate::backend::{Backend, Lost};
 use crate::error::{Error, Result};
 use crate::pidns::PidMap;
-use crate::plan::{Hit, ProbePlan};
+use crate::plan::{Hit, ProbePlan, UserStack};
 use std::collections::HashMap;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
@@ -69,10 +69,28 @@ pub struct Session {
     missed_in_pages: u64,
     malformed_pages: u64,
     /// Hits read but not yet handed out (newer than the last watermark).
-    pending: Vec<Hit>,
+    pending: Vec<Pending>,
+    /// Reads of the buffers so far (see [`Pending::read_in`]).
+    reads: u64,
+    /// The kernel's `ftrace/user_stack` event, when the plan records user stacks.
+    user_stack_format: Option<EventFormat>,
     finished: bool,
     /// Inside a pid namespace: the kernel's ids of the target threads (see `pidns`).
     pid_map: Option<PidMap>,
+}
+
+/// A hit read from the buffers and not handed out yet.
+#[derive(Debug)]
+struct Pending {
+    hit: Hit,
+    /// The return address the probe read at the stack pointer, to put under the probed
+    /// instruction when the stack record comes (`ProbePlan::record_user_stacks`).
+    return_address: Option<u64>,
+    /// The plan records stacks and this hit's has not come yet.
+    awaiting_stack: bool,
+    /// The read that found it: the kernel writes a hit's stack record right after the hit, so a
+    /// stack not found in the same read comes in the next one.
+    read_in: u64,
 }
 
 /// How the session tells which probe a record of an event belongs to.
@@ -106,6 +124,8 @@ impl Session {
             missed_in_pages: 0,
             malformed_pages: 0,
             pending: Vec::new(),
+            reads: 0,
+            user_stack_format: None,
             finished: false,
             pid_map: None,
         }
@@ -146,6 +166,15 @@ impl Session {
                 inst.set_event_pids(&map.globals())?;
                 self.pid_map = Some(map);
             }
+        }
+        if self.plan.user_stacks {
+            // The kernel then writes a `user_stack` record after each event of the instance,
+            // into the same per-CPU buffer (kernel `Documentation/trace/ftrace.rst`, "trace
+            // options", `userstacktrace`).
+            self.user_stack_format = Some(EventFormat::parse(
+                &self.tracefs.read("events/ftrace/user_stack/format")?,
+            )?);
+            inst.write("options/userstacktrace", "1")?;
         }
         let lines: Vec<ProbeLine> = defs.iter().cloned().map(ProbeLine::Add).collect();
         let result = probe::append_lines(&self.tracefs, &lines);
@@ -253,7 +282,9 @@ impl Session {
     }
 
     fn read_all(&mut self) -> Result<()> {
+        self.reads += 1;
         let layout = self.layout;
+        let stack_id = self.user_stack_format.as_ref().map(|f| f.id);
         for r in &mut self.readers {
             // Bounded: a busy CPU must not starve the others or the signal check.
             for _ in 0..4096 {
@@ -274,6 +305,16 @@ impl Session {
                     let Some(id) = data.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]])) else {
                         continue;
                     };
+                    if Some(id) == stack_id {
+                        if let Some(rec) = self
+                            .user_stack_format
+                            .as_ref()
+                            .and_then(|f| decode::user_stack(f, &data))
+                        {
+                            attach_stack(&mut self.pending, rec);
+                        }
+                        continue;
+                    }
                     let Some((slot, format)) = self.formats.get(&id) else {
                         continue;
                     };
@@ -294,7 +335,17 @@ impl Session {
                         }
                     };
                     if let Some(hit) = decode::decode(&self.plan, probe, format, ts, &data) {
-                        self.pending.push(hit);
+                        let return_address = self
+                            .plan
+                            .probes
+                            .get(probe)
+                            .and_then(|kp| decode::return_address(kp, format, &data));
+                        self.pending.push(Pending {
+                            hit,
+                            return_address,
+                            awaiting_stack: self.plan.user_stacks,
+                            read_in: self.reads,
+                        });
                     }
                 }
             }
@@ -303,16 +354,26 @@ impl Session {
     }
 
     /// Hands out pending hits up to `watermark` (all when `None`), oldest first.
+    ///
+    /// A hit whose stack record was not read yet waits for one more read (the kernel writes it
+    /// just after the hit, so it can miss the read that found the hit).
     fn deliver(&mut self, watermark: Option<u64>, mut sink: impl FnMut(&ProbePlan, Hit)) -> u64 {
-        self.pending.sort_by_key(|h| h.ts_ns);
+        self.pending.sort_by_key(|p| p.hit.ts_ns);
         let cut = match watermark {
-            Some(w) => self.pending.partition_point(|h| h.ts_ns <= w),
+            Some(w) => {
+                let by_time = self.pending.partition_point(|p| p.hit.ts_ns <= w);
+                let reads = self.reads;
+                self.pending[..by_time]
+                    .iter()
+                    .position(|p| p.awaiting_stack && p.read_in == reads)
+                    .unwrap_or(by_time)
+            }
             None => self.pending.len(),
         };
-        let ready: Vec<Hit> = self.pending.drain(..cut).collect();
+        let ready: Vec<Pending> = self.pending.drain(..cut).collect();
         let n = ready.len() as u64;
-        for hit in ready {
-            sink(&self.plan, hit);
+        for p in ready {
+            sink(&self.plan, p.hit);
         }
         n
     }
@@ -498,6 +559,38 @@ impl Drop for Session {
     }
 }
 
+/// Gives the stack of `rec` to the latest hit of its thread still waiting for one: the kernel
+/// writes it right after that hit in the same CPU's buffer (`ftrace_trace_userstack`, called
+/// from `trace_buffer_unlock_commit_regs` in `kernel/trace/trace.c`). Restores the caller the
+/// walk misses at a function's entry or RET (`ProbePlan::record_user_stacks`).
+fn attach_stack(pending: &mut [Pending], rec: decode::UserStackRecord) {
+    let Some(p) = pending
+        .iter_mut()
+        .rev()
+        .find(|p| p.awaiting_stack && p.hit.tid == rec.tid)
+    else {
+        return;
+    };
+    p.awaiting_stack = false;
+    p.hit.user_stack = Some(merge_stack(rec, p.return_address));
+}
+
+/// The user stack from a `user_stack` record and the return address the probe read at the stack
+/// pointer: that address goes under the probed instruction unless the walk already has it.
+fn merge_stack(rec: decode::UserStackRecord, return_address: Option<u64>) -> UserStack {
+    let mut addrs = rec.addrs;
+    if let Some(ra) = return_address.filter(|&ra| ra != 0) {
+        if !addrs.is_empty() && addrs.get(1) != Some(&ra) {
+            addrs.insert(1, ra);
+        }
+    }
+    UserStack {
+        pid: rec.pid,
+        addrs,
+        kernel_limit: rec.full,
+    }
+}
+
 /// Puts every thread of `pids` into the instance's pid filter. Threads created while we list them
 /// are caught by a second pass (with event-fork on, threads created after their parent is in the
 /// filter join it by themselves).
@@ -531,4 +624,67 @@ fn filter_pids(inst: &Instance, pids: &[u32]) -> Result<()> {
         tids.extend(new);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{FunctionId, Role};
+
+    fn record(tid: u32, addrs: &[u64], full: bool) -> decode::UserStackRecord {
+        decode::UserStackRecord {
+            tid,
+            pid: 7,
+            addrs: addrs.to_vec(),
+            full,
+        }
+    }
+
+    fn pending(tid: u32, ra: Option<u64>) -> Pending {
+        Pending {
+            hit: Hit {
+                ts_ns: 0,
+                tid,
+                probe: 0,
+                function: FunctionId(0),
+                role: Role::Entry,
+                args: vec![],
+                pair_key: 0,
+                comm: None,
+                user_stack: None,
+            },
+            return_address: ra,
+            awaiting_stack: true,
+            read_in: 1,
+        }
+    }
+
+    /// The caller the walk missed goes under the probed instruction, once.
+    #[test]
+    fn the_return_address_restores_the_missed_caller() {
+        let s = merge_stack(record(1, &[0x1139, 0x1176, 0x11c1], false), Some(0x115d));
+        assert_eq!(s.addrs, vec![0x1139, 0x115d, 0x1176, 0x11c1]);
+        let s = merge_stack(record(1, &[0x1139, 0x115d, 0x1176], true), Some(0x115d));
+        assert_eq!(s.addrs, vec![0x1139, 0x115d, 0x1176]);
+        assert!(s.kernel_limit);
+        let s = merge_stack(record(1, &[0x1139, 0x1176], false), None);
+        assert_eq!(s.addrs, vec![0x1139, 0x1176]);
+    }
+
+    /// A stack record goes to the latest hit of its thread still waiting for one.
+    #[test]
+    fn stacks_attach_to_the_latest_waiting_hit_of_their_thread() {
+        let mut p = vec![pending(1, None), pending(2, None), pending(1, Some(0x50))];
+        attach_stack(&mut p, record(1, &[0x10, 0x20], false));
+        assert_eq!(
+            p[2].hit.user_stack.as_ref().unwrap().addrs,
+            vec![0x10, 0x50, 0x20]
+        );
+        assert!(p[0].hit.user_stack.is_none() && p[1].hit.user_stack.is_none());
+        attach_stack(&mut p, record(1, &[0x11], false));
+        assert_eq!(p[0].hit.user_stack.as_ref().unwrap().addrs, vec![0x11]);
+        // No waiting hit of that thread: dropped.
+        attach_stack(&mut p, record(9, &[0x12], false));
+        assert!(p[1].hit.user_stack.is_none());
+    }
 }

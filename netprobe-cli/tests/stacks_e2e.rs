@@ -1,0 +1,626 @@
+//! End-to-end tests of `trace --stack` and `count --stack` on real hits, with known truths:
+//!
+//! - `fixtures/c/stacks.c` (frame pointers kept) calls `probed(1)` through main → path_a →
+//!   path_b three times and `probed(2)` through main → path_c twice: every hit's stack is its
+//!   path (the argument says which), each return address is the instruction after the call as
+//!   objdump disassembles it; `count --stack` counts each path exactly; `--folded` is exact and
+//!   renders as a flame graph with inferno.
+//! - The same program in a Docker container, probed from the host through `/proc/PID/root`; and
+//!   netprobe with the program in a pid namespace of their own (a sidecar's situation).
+//! - The stripped Go sample app (`fixtures::go`), `main.Echo` probed under HTTP requests: frames
+//!   named from the pclntab, each as `go tool addr2line` names its address in the unstripped
+//!   build.
+//! - .NET 8, the IL sample app calling CoreLib's Thread.Sleep(int32): the ReadyToRun frame named
+//!   as `netprobe symbols` prints it, the JIT-compiled caller from the perf map when
+//!   `DOTNET_PerfMapEnabled=1`, unknown with one note otherwise.
+
+use fixtures::e2e::{self, err, Need};
+use fixtures::live::{spawn_until_live, Waiting};
+use fixtures::CProgram;
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const NP: &str = env!("CARGO_BIN_EXE_netprobe");
+
+type R = Result<(), String>;
+
+fn stacks_c() -> PathBuf {
+    CProgram::new("stacks")
+        .flags(&["-O0", "-fno-omit-frame-pointer"])
+        .build()
+}
+
+/// Runs netprobe `args` against the stacks program, started and waiting: attaches with `-p`,
+/// lets it make its 5 calls, waits for netprobe to stop at `--max-events 5` (the program lives
+/// until then, so its stacks are named from its maps), then lets it exit. Returns stdout.
+fn run_on_stacks(bin: &Path, args: &[&str]) -> Result<String, String> {
+    let target = Waiting::start(&mut Command::new(bin)).map_err(err)?;
+    let pid = target.pid();
+    run_on(target, pid, args)
+}
+
+/// [`run_on_stacks`] on a started `target` whose process is `pid` (seen from here).
+fn run_on(mut target: Waiting, pid: u32, args: &[&str]) -> Result<String, String> {
+    let pid = pid.to_string();
+    let mut cmd = Command::new(NP);
+    cmd.args(args).args(["-p", &pid, "--max-events", "5"]);
+    let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
+    let np_pid = child.id();
+    let done = target.go()?;
+    if !done.starts_with("done") {
+        return Err(format!("the program said {done:?}"));
+    }
+    let out = child.wait_with_output().map_err(err)?;
+    let stderr = stderr.join().unwrap_or_default();
+    target.finish();
+    if !out.status.success() {
+        return Err(format!("netprobe exited with {}: {stderr}", out.status));
+    }
+    if let Some(left) = fixtures::live::leftovers("/sys/kernel/tracing", np_pid) {
+        return Err(format!("left behind: {left}"));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The return address (as an offset from the function's start) of the call from `caller` to
+/// `callee`, from objdump's disassembly: the address of the instruction after the call.
+fn return_offset(bin: &Path, caller: &str, callee: &str) -> Result<u64, String> {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(bin)
+        .output()
+        .map_err(err)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let start = format!("<{caller}>:");
+    let body: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.ends_with(&start))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let entry = body
+        .first()
+        .and_then(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+        .ok_or_else(|| format!("{caller} not in objdump's output"))?;
+    let call = body
+        .iter()
+        .position(|l| l.contains("call") && l.ends_with(&format!("<{callee}>")))
+        .ok_or_else(|| format!("no call to {callee} in {caller}"))?;
+    let next = body
+        .get(call + 1)
+        .and_then(|l| u64::from_str_radix(l.trim().split(':').next()?, 16).ok())
+        .ok_or("no instruction after the call")?;
+    Ok(next - entry)
+}
+
+/// `trace --stack --json`: each hit's innermost frames are its path, named from the ELF symbol
+/// table, at the return addresses objdump shows; frames above main lie in libc.
+fn c_trace_stack_frames_match_paths() -> R {
+    let bin = stacks_c();
+    let probe = format!("{}:probed s32", bin.display());
+    let out = run_on_stacks(&bin, &["trace", "--stack", "--json", &probe])?;
+    check_c_paths(&bin, &bin.to_string_lossy(), &out)
+}
+
+/// The stacks program in a Docker container (its own mount and pid namespaces), probed from
+/// the host through `/proc/PID/root`: the same frames, the image named as the container's
+/// process names it (`/app/stacks`), found through `/proc/PID/root`.
+fn c_in_container_frames_match_paths() -> R {
+    let bin = stacks_c();
+    harness::docker::ensure_engine().map_err(|e| format!("{e:#}"))?;
+    let owner = harness::owner::Owner::current();
+    let rootfs = harness::images::program_rootfs(&bin, "stacks").map_err(|e| format!("{e:#}"))?;
+    let image = harness::docker::import(&rootfs, &owner.image_ref("stacks-c"), &[])
+        .map_err(|e| format!("{e:#}"))?;
+    let container = harness::docker::ContainerGuard::new(owner.container_name("stacks-c"));
+    let target = Waiting::start(Command::new("/usr/bin/docker").args([
+        "run",
+        "-i",
+        "--name",
+        container.name(),
+        image.reference(),
+        "/app/stacks",
+    ]))?;
+    let pid: u32 = harness::docker::docker(&["inspect", "-f", "{{.State.Pid}}", container.name()])
+        .map_err(|e| format!("{e:#}"))?
+        .trim()
+        .parse()
+        .map_err(err)?;
+    let probe = format!("/proc/{pid}/root/app/stacks:probed s32");
+    let out = run_on(target, pid, &["trace", "--stack", "--json", &probe])?;
+    check_c_paths(&bin, "/app/stacks", &out)
+}
+
+/// A sidecar's situation: netprobe and the stacks program in a pid namespace of their own
+/// (`unshare --pid --mount-proc`), where hits carry the kernel's ids that the namespace's
+/// `/proc` does not know: the frames are named through the namespace's pids all the same.
+fn c_in_pid_namespace_frames_match_paths() -> R {
+    use std::io::Write;
+    let bin = stacks_c();
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", NP])
+        // --duration bounds the wait if the hits never come.
+        .args([
+            "trace",
+            "--stack",
+            "--json",
+            "--max-events",
+            "5",
+            "--duration",
+            "20s",
+            "-c",
+        ])
+        .arg(&bin)
+        .arg(format!("{}:probed s32", bin.display()))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(err)?;
+    // The program waits for a line before its calls, then for the end of its input, which
+    // comes only after netprobe stopped at 5 hits (it ends the program itself).
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    stdin.write_all(b"go\n").map_err(err)?;
+    stdin.flush().map_err(err)?;
+    let out = child.wait_with_output().map_err(err)?;
+    drop(stdin);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "netprobe exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    check_c_paths(&bin, &bin.to_string_lossy(), &stdout)
+}
+
+/// Checks `trace --stack --json` output of the stacks program `bin` (named `image` by its
+/// process): 3 hits of path 1 and 2 of path 2, each with its path's frames.
+fn check_c_paths(bin: &Path, image: &str, out: &str) -> R {
+    let want_offsets = [
+        ("path_b", return_offset(bin, "path_b", "probed")?),
+        ("path_a", return_offset(bin, "path_a", "path_b")?),
+        ("path_c", return_offset(bin, "path_c", "probed")?),
+    ];
+    let mut seen = [0u32; 3];
+    for line in out.lines().filter(|l| l.starts_with('{')) {
+        let v: Json = serde_json::from_str(line).map_err(err)?;
+        let path = v["args"]["arg0"].as_i64().unwrap_or(-1);
+        let want: &[&str] = match path {
+            1 => &["probed", "path_b", "path_a", "main"],
+            2 => &["probed", "path_c", "main"],
+            _ => return Err(format!("unexpected hit {line}")),
+        };
+        seen[path as usize] += 1;
+        let frames = v["stack"].as_array().ok_or("no stack")?;
+        let names: Vec<&str> = frames
+            .iter()
+            .map(|f| f["function"].as_str().unwrap_or("?"))
+            .collect();
+        if names.len() < want.len() || names[..want.len()] != *want {
+            return Err(format!("path {path}: stack {names:?}, want {want:?} first"));
+        }
+        for f in &frames[..want.len()] {
+            if f["source"] != "elf_symtab" || f["image"].as_str() != Some(image) {
+                return Err(format!("frame not from the program's .symtab: {f}"));
+            }
+            let name = f["function"].as_str().unwrap_or("");
+            let offset = f["offset"].as_u64().ok_or("frame without offset")?;
+            if name == "probed" && offset != 0 {
+                return Err(format!(
+                    "the probe fired at probed+{offset:#x}, not its entry"
+                ));
+            }
+            if let Some((_, o)) = want_offsets.iter().find(|(n, _)| *n == name) {
+                if offset != *o {
+                    return Err(format!(
+                        "{name}+{offset:#x}, objdump puts the return address at {name}+{o:#x}"
+                    ));
+                }
+            }
+        }
+        // Above main: libc's start code (Debian's libc has no .symtab: named from .dynsym or
+        // unknown), where the walk ends (libc keeps no frame pointers).
+        for f in &frames[want.len()..] {
+            let img = f["image"].as_str().unwrap_or("");
+            if !img.contains("libc.so") {
+                return Err(format!("a frame above main outside libc: {f}"));
+            }
+        }
+        if v["stack_cut"] != Json::Null {
+            return Err(format!("stack said cut: {line}"));
+        }
+    }
+    if seen[1..] != [3, 2] {
+        return Err(format!(
+            "hits per path {:?}, want [3, 2]:\n{out}",
+            &seen[1..]
+        ));
+    }
+    Ok(())
+}
+
+/// `count --stack --json`: one stack per path, counted exactly.
+fn c_count_stack_counts_each_path() -> R {
+    let bin = stacks_c();
+    let probe = format!("{}:probed", bin.display());
+    let out = run_on_stacks(&bin, &["count", "--stack", "--json", &probe])?;
+    let v: Json = serde_json::from_str(out.lines().rfind(|l| l.starts_with('{')).ok_or("no JSON")?)
+        .map_err(err)?;
+    let stacks = v["stacks"].as_array().ok_or("no stacks")?;
+    let got: Vec<(Vec<String>, u64)> = stacks
+        .iter()
+        .map(|s| {
+            let frames = s["frames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| f["name"].as_str().unwrap_or("?").to_string())
+                .take_while(|n| n != "main")
+                .collect();
+            (frames, s["count"].as_u64().unwrap_or(0))
+        })
+        .collect();
+    let want = vec![
+        (
+            vec!["probed".to_string(), "path_b".into(), "path_a".into()],
+            3,
+        ),
+        (vec!["probed".to_string(), "path_c".into()], 2),
+    ];
+    if got != want {
+        return Err(format!("stacks {got:?}, want {want:?}: {v}"));
+    }
+    if v["without_stack"] != 0 || v["complete"] != true {
+        return Err(format!("incomplete: {v}"));
+    }
+    Ok(())
+}
+
+/// `count --stack --stack-depth 3 --folded FILE`: exactly the two folded lines, root first, and
+/// inferno draws them.
+fn c_folded_output_is_exact() -> R {
+    let bin = stacks_c();
+    let probe = format!("{}:probed", bin.display());
+    let dir = fixtures::build::target_dir().join("stacks-artifacts");
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    let folded = dir.join(format!("c-{}.folded", std::process::id()));
+    let out = run_on_stacks(
+        &bin,
+        &[
+            "count",
+            "--stack",
+            "--stack-depth",
+            "3",
+            "--folded",
+            &folded.to_string_lossy(),
+            &probe,
+        ],
+    )?;
+    let text = std::fs::read_to_string(&folded).map_err(err)?;
+    let _ = std::fs::remove_file(&folded);
+    let want = "main;path_c;probed 2\npath_a;path_b;probed 3\n";
+    if text != want {
+        return Err(format!("folded:\n{text}\nwant:\n{want}"));
+    }
+    if !out.contains("(cut at --stack-depth 3)") {
+        return Err(format!(
+            "the table does not say the stacks were cut:\n{out}"
+        ));
+    }
+    let mut svg = Vec::new();
+    let mut opts = inferno::flamegraph::Options::default();
+    inferno::flamegraph::from_lines(&mut opts, text.lines(), &mut svg).map_err(err)?;
+    let svg = String::from_utf8_lossy(&svg);
+    for n in [3, 2] {
+        if !svg.contains(&format!("<title>probed ({n} samples")) {
+            return Err(format!("inferno's flame graph has no probed frame of {n}"));
+        }
+    }
+    Ok(())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(18091)
+}
+
+fn get(port: u16, path: &str) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(err)?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").map_err(err)?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).map_err(err)?;
+    Ok(body)
+}
+
+/// `go tool addr2line` on `bin`: the function holding each address (the outermost one where
+/// code was inlined).
+fn go_addr2line(bin: &Path, addrs: &[u64]) -> Result<Vec<String>, String> {
+    use std::io::Write;
+    let mut child = Command::new("go")
+        .args(["tool", "addr2line"])
+        .arg(bin)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(err)?;
+    let input: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
+    child
+        .stdin
+        .take()
+        .ok_or("no stdin")?
+        .write_all(input.as_bytes())
+        .map_err(err)?;
+    let out = child.wait_with_output().map_err(err)?;
+    // Two lines per address: the function, then file:line.
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .step_by(2)
+        .map(str::to_string)
+        .collect())
+}
+
+/// The stripped Go sample app serving `/echo`, `main.Echo` probed: every hit's stack runs from
+/// main.Echo through main.EchoHandler and net/http to runtime.goexit, every frame named from the
+/// pclntab as `go tool addr2line` names its address in the unstripped build of the same source.
+fn go_stripped_frames_match_addr2line() -> R {
+    let dir = fixtures::go::sample_app_variants();
+    let bin = dir.join("sampleapp-stripped");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut app = Command::new(&bin)
+        .args(["serve", "-addr", &addr])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(err)?;
+    let result = (|| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while get(port, "/echo?msg=up").is_err() {
+            if std::time::Instant::now() > deadline {
+                return Err("the Go sample app did not answer".to_string());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let probe = format!("{}:main.Echo gostring", bin.display());
+        let pid = app.id().to_string();
+        let mut cmd = Command::new(NP);
+        cmd.args([
+            "trace",
+            "--stack",
+            "--json",
+            "-p",
+            &pid,
+            "--max-events",
+            "3",
+            &probe,
+        ]);
+        let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
+        for i in 0..3 {
+            get(port, &format!("/echo?msg=s{i}"))?;
+        }
+        let out = child.wait_with_output().map_err(err)?;
+        let stderr = stderr.join().unwrap_or_default();
+        if !out.status.success() {
+            return Err(format!("netprobe exited with {}: {stderr}", out.status));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    })();
+    let _ = app.kill();
+    let _ = app.wait();
+    let out = result?;
+    let unstripped = dir.join("sampleapp-default");
+    let mut hits = 0;
+    for line in out.lines().filter(|l| l.starts_with('{')) {
+        let v: Json = serde_json::from_str(line).map_err(err)?;
+        hits += 1;
+        let frames = v["stack"].as_array().ok_or("no stack")?;
+        let names: Vec<&str> = frames
+            .iter()
+            .map(|f| f["function"].as_str().unwrap_or("?"))
+            .collect();
+        if names.first() != Some(&"main.Echo")
+            || names.get(1) != Some(&"main.EchoHandler")
+            || names.last() != Some(&"runtime.goexit")
+            || !names.contains(&"net/http.(*conn).serve")
+        {
+            return Err(format!("stack {names:?}"));
+        }
+        let mut addrs = Vec::new();
+        for (i, f) in frames.iter().enumerate() {
+            if f["source"] != "go_pclntab" || f["inlined"] != false {
+                return Err(format!("a frame not named from the pclntab as a call: {f}"));
+            }
+            let a = f["address"]
+                .as_str()
+                .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+                .ok_or("frame without address")?;
+            // Return addresses: the call instruction is the byte before.
+            addrs.push(if i == 0 { a } else { a - 1 });
+        }
+        let want = go_addr2line(&unstripped, &addrs)?;
+        if want != names {
+            return Err(format!("netprobe {names:?}\ngo tool addr2line {want:?}"));
+        }
+    }
+    if hits != 3 {
+        return Err(format!("{hits} hits for 3 requests:\n{out}"));
+    }
+    Ok(())
+}
+
+fn dotnet8() -> PathBuf {
+    fixtures::cache_dir().join("dotnet").join("8")
+}
+
+/// The IL sample app built for .NET 8 by its run.sh, copied into a folder of this test process
+/// (run.sh rewrites the shared cache's runtimeconfig.json on every call).
+fn dotnet_app() -> Result<PathBuf, String> {
+    let script = fixtures::workspace_root().join("sample-app/dotnet/run.sh");
+    let out = Command::new(script)
+        .args(["--runtime", "8", "--build-only"])
+        .output()
+        .map_err(err)?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the .NET sample app: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let built = fixtures::cache_dir()
+        .join("sample-app-dotnet")
+        .join("net8.0");
+    let dir = fixtures::build::target_dir()
+        .join("stacks-artifacts")
+        .join(format!("dotnet-app-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    for f in [
+        "sample-netcore-app.dll",
+        "sample-netcore-app.runtimeconfig.json",
+    ] {
+        std::fs::copy(built.join(f), dir.join(f)).map_err(err)?;
+    }
+    Ok(dir.join("sample-netcore-app.dll"))
+}
+
+/// `trace --stack --json -c` on the .NET 8 sample app calling CoreLib's Thread.Sleep(int32)
+/// three times from the JIT-compiled `Program::SleepMode` (tiering off, so the ReadyToRun code
+/// stays): the innermost frame is named from ReadyToRun exactly as `netprobe symbols` prints
+/// it; the caller is named from the runtime's perf map with `DOTNET_PerfMapEnabled=1`, unknown
+/// otherwise, with one note saying how to name it.
+fn dotnet8_r2r_and_jit_frames() -> R {
+    let app = dotnet_app()?;
+    let corelib = dotnet8().join("shared/Microsoft.NETCore.App/8.0.4/System.Private.CoreLib.dll");
+    let symbols = Command::new(NP)
+        .arg("symbols")
+        .arg(&corelib)
+        .arg("System.Threading.Thread::Sleep(int32)")
+        .output()
+        .map_err(err)?;
+    let sleep = String::from_utf8_lossy(&symbols.stdout)
+        .lines()
+        .find_map(|l| {
+            l.find("void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)")
+                .map(|i| l[i..].trim().to_string())
+        })
+        .ok_or("netprobe symbols does not list Thread::Sleep(int32)")?;
+    for perf_map in ["1", "0"] {
+        let out = Command::new(NP)
+            .args(["trace", "--stack", "--json", "-c"])
+            .arg(format!(
+                "{} {} sleep --count 3 --ms 100",
+                dotnet8().join("dotnet").display(),
+                app.display()
+            ))
+            .arg("System.Private.CoreLib.dll:System.Threading.Thread::Sleep(int32)")
+            .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+            .env("DOTNET_TieredCompilation", "0")
+            .env("DOTNET_PerfMapEnabled", perf_map)
+            .output()
+            .map_err(err)?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(format!("netprobe exited with {}: {stderr}", out.status));
+        }
+        let hits: Vec<Json> = stdout
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        if hits.len() != 3 {
+            return Err(format!("{} hits for 3 calls: {stdout}", hits.len()));
+        }
+        for h in &hits {
+            let f0 = &h["stack"][0];
+            let f1 = &h["stack"][1];
+            if f0["function"].as_str() != Some(&sleep) || f0["source"] != "dotnet_r2r" {
+                return Err(format!(
+                    "innermost frame {f0}, want {sleep} from ReadyToRun"
+                ));
+            }
+            let caller = f1["function"].as_str().unwrap_or("");
+            let named = f1["source"] == "perf_map" && caller.contains("Program::SleepMode(");
+            let unknown = f1["source"] == "unknown" && f1["image"].is_null();
+            if (perf_map == "1" && !named) || (perf_map == "0" && !unknown) {
+                return Err(format!(
+                    "DOTNET_PerfMapEnabled={perf_map}: caller frame {f1}"
+                ));
+            }
+        }
+        let notes = stderr
+            .matches("DOTNET_PerfMapEnabled=1 to name them")
+            .count();
+        if notes != usize::from(perf_map == "0") {
+            return Err(format!(
+                "DOTNET_PerfMapEnabled={perf_map}: {notes} notes: {stderr}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let live = [
+        Need::Root,
+        Need::Tracefs,
+        Need::CCompiler,
+        Need::Program("objdump"),
+    ];
+    e2e::run(vec![
+        e2e::trial(
+            "c_trace_stack_frames_match_paths",
+            &live,
+            c_trace_stack_frames_match_paths,
+        ),
+        e2e::trial(
+            "c_count_stack_counts_each_path",
+            &live,
+            c_count_stack_counts_each_path,
+        ),
+        e2e::trial("c_folded_output_is_exact", &live, c_folded_output_is_exact),
+        e2e::trial(
+            "c_in_pid_namespace_frames_match_paths",
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::CCompiler,
+                Need::Program("objdump"),
+                Need::Program("unshare"),
+            ],
+            c_in_pid_namespace_frames_match_paths,
+        ),
+        e2e::trial(
+            "c_in_container_frames_match_paths",
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::CCompiler,
+                Need::Program("objdump"),
+                Need::Docker,
+            ],
+            c_in_container_frames_match_paths,
+        ),
+        e2e::trial(
+            "go_stripped_frames_match_addr2line",
+            &[Need::Root, Need::Tracefs, Need::Go],
+            go_stripped_frames_match_addr2line,
+        ),
+        e2e::trial(
+            "dotnet8_r2r_and_jit_frames",
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::Program("mcs"),
+                Need::Path(dotnet8().join("dotnet")),
+            ],
+            dotnet8_r2r_and_jit_frames,
+        ),
+    ]);
+}
