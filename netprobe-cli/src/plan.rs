@@ -200,6 +200,9 @@ pub struct KernelProbe {
     pub pair_field: Option<String>,
     /// Field holding `$comm`, when recorded.
     pub comm_field: Option<String>,
+    /// Only hits that pass this are recorded (`--filter`, `--tid`, `--comm`; see
+    /// `crate::filter::apply`); the backend evaluates it where hits are made.
+    pub filter: Option<crate::filter::ProbeFilter>,
 }
 
 /// Functions and the kernel probes that observe them.
@@ -348,6 +351,7 @@ impl ProbePlan {
                 args: entry_args.clone(),
                 pair_field,
                 comm_field,
+                filter: None,
             });
         }
         let ret_ty = f.ret.unwrap_or(ValueType::Int(IntType::X64));
@@ -385,6 +389,7 @@ impl ProbePlan {
                 }],
                 pair_field,
                 comm_field,
+                filter: None,
             });
         }
         self.functions.push(TracedFunction {

@@ -165,6 +165,10 @@ impl Session {
                     .join("format"),
             )?;
             let f = EventFormat::parse(&text)?;
+            // Before the event is enabled, so no unfiltered hit is ever recorded.
+            if let Some(filter) = &event.filter {
+                super::filter::set_instance_filter(inst, &self.group, &event.name, filter)?;
+            }
             let slot = if event.tagged() {
                 let Some(field) = f.field(PROBE_ID_FIELD) else {
                     return Err(Error::BadPage(format!(
