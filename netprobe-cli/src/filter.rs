@@ -841,101 +841,127 @@ pub fn int_range(t: IntType) -> (i128, i128) {
 /// names only `ret`) stays unfiltered, said in the plan's notes; a filter that names no value
 /// of any probe of the function, or a comparison that cannot be made, is a usage error that
 /// lists the function's values.
-pub fn apply(plan: &mut ProbePlan, filter: &Expr) -> Result<()> {
-    let names = filter.names();
-    for f in 0..plan.functions.len() {
-        let id = plan.functions[f].id;
-        let fname = plan.functions[f].name.clone();
-        let indexes: Vec<usize> = (0..plan.probes.len())
-            .filter(|&i| plan.probes[i].function == id)
-            .collect();
-        let mut resolved = Vec::new();
-        let mut unfiltered_roles = Vec::new();
-        let mut missing_all = Vec::new();
-        for &i in &indexes {
-            match resolve(filter, &plan.probes[i]) {
-                Ok(r) => resolved.push((i, r)),
-                Err(Unresolved::Refused(why)) => {
-                    return Err(Error::usage(format!("--filter on {fname}: {why}")))
-                }
-                Err(Unresolved::Missing(m)) => {
-                    // None of the names is a value of this probe: the filter is about the
-                    // other end of the call.
-                    if m.len() == names.len() {
-                        unfiltered_roles.push((i, plan.probes[i].role));
-                    }
-                    missing_all.push((i, m));
-                }
-            }
-        }
-        if resolved.is_empty() {
-            let mut known: Vec<String> = Vec::new();
-            for &i in &indexes {
-                for (a, _, kind) in probe_values(&plan.probes[i]) {
-                    let label = format!("{a} ({})", kind_label(kind));
-                    if !known.contains(&label) {
-                        known.push(label);
-                    }
-                }
-            }
-            let missing = missing_all
-                .first()
-                .map(|(_, m)| m.join(", "))
-                .unwrap_or_default();
-            let every_name_known = names.iter().all(|n| {
-                indexes
-                    .iter()
-                    .any(|&i| probe_values(&plan.probes[i]).iter().any(|(a, _, _)| a == n))
-            });
-            if every_name_known {
+///
+/// `task` (`--tid`, `--comm`: names no argument) applies to every probe, joined with the rest
+/// by `&&`.
+pub fn apply(plan: &mut ProbePlan, user: Option<&Expr>, task: Option<&Expr>) -> Result<()> {
+    if let Some(user) = user {
+        apply_user(plan, user)?;
+    }
+    let Some(task) = task else {
+        return Ok(());
+    };
+    for p in &mut plan.probes {
+        let r = match resolve(task, p) {
+            Ok(r) => r,
+            Err(Unresolved::Refused(why)) => return Err(Error::usage(why)),
+            Err(Unresolved::Missing(m)) => {
                 return Err(Error::usage(format!(
-                    "--filter names {} together, but no probe of {fname} reads them all (an entry probe reads the arguments, a return probe ret): filter the entry arguments or ret, not both",
-                    names.join(", ")
-                )));
+                    "the thread filter names arguments ({})",
+                    m.join(", ")
+                )))
             }
-            return Err(Error::usage(if known.is_empty() {
-                format!(
-                    "--filter names {missing}, but netprobe reads no arguments of {fname}: declare them in the probe spec (e.g. '{fname} s32' for arg0, or 'n=s64'), or filter on $tid/$comm"
-                )
-            } else {
-                format!(
-                    "--filter names {missing}, which is no argument of {fname}; its values: {}",
-                    known.join(", ")
-                )
-            }));
-        }
-        if let Some((i, m)) = missing_all
-            .iter()
-            .find(|(i, _)| !unfiltered_roles.iter().any(|(j, _)| j == i))
-        {
-            let role = match plan.probes[*i].role {
-                Role::Entry => "entry",
-                Role::Return => "return",
-            };
-            return Err(Error::usage(format!(
-                "--filter names {} together with values the {role} probe of {fname} does not read (its values: {}); filter entry arguments and ret separately",
-                m.join(", "),
-                probe_values(&plan.probes[*i])
-                    .iter()
-                    .map(|(a, _, _)| a.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-        for (i, r) in resolved {
-            plan.probes[i].filter = Some(r);
-        }
-        if let Some((_, role)) = unfiltered_roles.first() {
-            let (which, names_of) = match role {
-                Role::Return => ("returns", "only entry arguments"),
-                Role::Entry => ("entries", "only the return value"),
-            };
-            plan.notes.push(format!(
-                "--filter names {names_of} of {fname}, so its {which} are not filtered"
-            ));
-        }
+        };
+        p.filter = Some(match p.filter.take() {
+            Some(f) => ProbeFilter::And(Box::new(f), Box::new(r)),
+            None => r,
+        });
     }
     Ok(())
+}
+
+fn apply_user(plan: &mut ProbePlan, filter: &Expr) -> Result<()> {
+    let names = filter.names();
+    let mut resolved = Vec::new();
+    // Functions whose probes see the other end of the call only, with the role they have.
+    let mut unfiltered: Vec<(String, Role)> = Vec::new();
+    for (i, p) in plan.probes.iter().enumerate() {
+        let fname = &plan.function(p.function).name;
+        match resolve(filter, p) {
+            Ok(r) => resolved.push((i, r)),
+            Err(Unresolved::Refused(why)) => {
+                return Err(Error::usage(format!("--filter on {fname}: {why}")))
+            }
+            Err(Unresolved::Missing(m)) => {
+                // A return probe when the filter names only entry arguments, or an entry probe
+                // when it names only `ret`: the filter is about the other end of the call.
+                let other_end = m.len() == names.len()
+                    && match p.role {
+                        Role::Return => !names.iter().any(|n| n == "ret"),
+                        Role::Entry => names.iter().all(|n| n == "ret"),
+                    };
+                if !other_end {
+                    return Err(not_an_argument(plan, p.function, &m, &names));
+                }
+                if !unfiltered.iter().any(|(f, r)| f == fname && *r == p.role) {
+                    unfiltered.push((fname.clone(), p.role));
+                }
+            }
+        }
+    }
+    if resolved.is_empty() {
+        let first = plan.probes.first().map(|p| p.function);
+        return Err(match first {
+            Some(f) => not_an_argument(plan, f, &names, &names),
+            None => Error::usage("--filter: nothing to filter"),
+        });
+    }
+    for (i, r) in resolved {
+        plan.probes[i].filter = Some(r);
+    }
+    for (fname, role) in unfiltered {
+        let (which, names_of) = match role {
+            Role::Return => ("returns", "only entry arguments"),
+            Role::Entry => ("entries", "only the return value"),
+        };
+        plan.notes.push(format!(
+            "--filter names {names_of} of {fname}, so its {which} are not filtered"
+        ));
+    }
+    Ok(())
+}
+
+/// The usage error for a filter naming `missing`, which function `f`'s probes do not read all
+/// of: what it names, and the values its probes read.
+fn not_an_argument(
+    plan: &ProbePlan,
+    f: crate::plan::FunctionId,
+    missing: &[String],
+    names: &[String],
+) -> Error {
+    let fname = &plan.function(f).name;
+    let probes: Vec<&KernelProbe> = plan.probes.iter().filter(|p| p.function == f).collect();
+    let mut known: Vec<String> = Vec::new();
+    for p in &probes {
+        for (a, _, kind) in probe_values(p) {
+            let label = format!("{a} ({})", kind_label(kind));
+            if !known.contains(&label) {
+                known.push(label);
+            }
+        }
+    }
+    let every_name_known = names.iter().all(|n| {
+        probes
+            .iter()
+            .any(|p| probe_values(p).iter().any(|(a, _, _)| a == n))
+    });
+    if every_name_known {
+        return Error::usage(format!(
+            "--filter names {} together, but no probe of {fname} reads them all (an entry probe reads the arguments, a return probe ret): filter the entry arguments or ret, not both",
+            names.join(", ")
+        ));
+    }
+    let missing = missing.join(", ");
+    Error::usage(if known.is_empty() {
+        format!(
+            "--filter names {missing}, but netprobe reads no arguments of {fname}: declare them in the probe spec (e.g. '{fname} s32' for arg0, or 'n=s64'), or filter on $tid/$comm"
+        )
+    } else {
+        format!(
+            "--filter names {missing}, which is no argument of {fname}; its values: {}",
+            known.join(", ")
+        )
+    })
 }
 
 fn kind_label(k: FieldKind) -> String {

@@ -59,9 +59,8 @@ fn sample_app_traced_by_container_name() -> R {
     .into_iter()
     .enumerate()
     {
-        let container = harness::docker::ContainerGuard::new(
-            owner.container_name(&format!("filters-go{i}")),
-        );
+        let container =
+            harness::docker::ContainerGuard::new(owner.container_name(&format!("filters-go{i}")));
         let mut app = Waiting::start(Command::new("/usr/bin/docker").args([
             "run",
             "-i",

@@ -57,8 +57,10 @@ pub struct FilterOptions {
 }
 
 impl FilterOptions {
-    /// The three joined by `&&` into one filter; `None` when none is given.
-    pub fn expr(&self) -> Result<Option<Expr>> {
+    /// `--filter` parsed, and `--tid`/`--comm` as a filter on the task (both `None` when not
+    /// given): the first applies where the probe reads the arguments it names, the second to
+    /// every probe; each probe's filter is the two joined by `&&`.
+    pub fn exprs(&self) -> Result<(Option<Expr>, Option<Expr>)> {
         let user = self.filter.as_deref().map(Expr::parse).transpose()?;
         if !self.tids.is_empty() && !crate::pidns::sees_global_pids() {
             return Err(Error::usage(
@@ -66,7 +68,7 @@ impl FilterOptions {
             ));
         }
         let comm = self.comm.as_deref().map(Expr::comm);
-        Ok(Expr::and(Expr::and(user, Expr::tids(&self.tids)), comm))
+        Ok((user, Expr::and(Expr::tids(&self.tids), comm)))
     }
 }
 
@@ -92,11 +94,11 @@ pub fn container_pids(name_or_id: &str) -> Result<Vec<u32>> {
 
 /// Applies the filter (if any) to every probe of the plan, and checks that the backend can
 /// evaluate it (tracefs: the text of each event's `filter` file) before anything is placed.
-fn apply_filter(plan: &mut ProbePlan, filter: Option<&Expr>) -> Result<()> {
-    let Some(filter) = filter else {
+fn apply_filter(plan: &mut ProbePlan, (user, task): &(Option<Expr>, Option<Expr>)) -> Result<()> {
+    if user.is_none() && task.is_none() {
         return Ok(());
-    };
-    crate::filter::apply(plan, filter)?;
+    }
+    crate::filter::apply(plan, user.as_ref(), task.as_ref())?;
     let layout = crate::backend::tracefs::events::event_layout(plan)?;
     let texts: Vec<&str> = layout
         .events
@@ -130,7 +132,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if o.command.is_some() && (!o.pids.is_empty() || o.container.is_some()) {
         return Err(Error::usage("use either -p/--container or -c, not both"));
     }
-    let filter = o.filter.expr()?;
+    let filter = o.filter.exprs()?;
     let mut with_container;
     let o = match &o.container {
         Some(c) => {
@@ -165,10 +167,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         &PlanOptions {
             force_uretprobe: o.force_uretprobe,
             pids: o.pids.clone(),
-            fetch_args: filter.as_ref().is_some_and(|f| !f.names().is_empty()),
+            fetch_args: filter.0.as_ref().is_some_and(|f| !f.names().is_empty()),
         },
     )?;
-    apply_filter(&mut plan, filter.as_ref())?;
+    apply_filter(&mut plan, &filter)?;
     let report = gate::check(&plan, o.gate);
     print_notes(&plan, &report);
     // The .NET tiering guard, only where .NET rules apply: a plan with managed methods, or
@@ -458,7 +460,7 @@ pub struct PersistOptions {
 }
 
 pub fn probe_add(o: &PersistOptions, out: &mut dyn Write) -> Result<i32> {
-    let filter = o.filter.expr()?;
+    let filter = o.filter.exprs()?;
     let mut pids = o.pids.clone();
     if let Some(c) = &o.container {
         pids.extend(container_pids(c)?);
@@ -486,7 +488,7 @@ pub fn probe_add(o: &PersistOptions, out: &mut dyn Write) -> Result<i32> {
         p.fetches.retain(|a| a.field != "np_comm");
         p.comm_field = None;
     }
-    apply_filter(&mut plan, filter.as_ref())?;
+    apply_filter(&mut plan, &filter)?;
     let report = gate::check(&plan, gate_options);
     print_notes(&plan, &report);
     if dry_run {

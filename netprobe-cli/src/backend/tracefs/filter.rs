@@ -231,7 +231,7 @@ mod tests {
             Ok(e) => e,
             Err(e) => return format!("parse error: {e}"),
         };
-        if let Err(e) = apply(&mut plan, &expr) {
+        if let Err(e) = apply(&mut plan, Some(&expr), None) {
             return format!("refused: {e}");
         }
         match event_layout(&plan) {
@@ -295,7 +295,7 @@ mod tests {
         let mut plan = ProbePlan::new(false);
         plan.add_function(c_function(vec![], Returns::None))
             .unwrap();
-        let e = apply(&mut plan, &Expr::parse("arg0 > 5").unwrap()).unwrap_err();
+        let e = apply(&mut plan, Some(&Expr::parse("arg0 > 5").unwrap()), None).unwrap_err();
         assert!(e.to_string().contains("reads no arguments of add"), "{e}");
     }
 }
