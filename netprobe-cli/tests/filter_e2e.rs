@@ -365,6 +365,42 @@ fn dotnet_string_filter_is_refused() -> R {
     Ok(())
 }
 
+/// A filter the kernel refuses comes back with the kernel's own reason, read from the `filter`
+/// file it wrote it into; a good one reads back as written.
+fn kernel_refusal_is_read_back() -> R {
+    use netprobe_cli::backend::tracefs::filter::set_filter;
+    use netprobe_cli::backend::tracefs::probe::{EventName, GroupName};
+    let bin = filtered();
+    let offset =
+        netprobe_core::resolve::resolve_file(&bin, "np_value").map_err(err)?[0].file_offset;
+    let (group, event) = ("nptest_filters", "refused");
+    let events = format!("{TRACEFS}/uprobe_events");
+    let append = |line: String| -> R {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&events)
+            .map_err(err)?;
+        std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()).map_err(err)
+    };
+    append(format!(
+        "p:{group}/{event} {}:{offset} a=%di:s32",
+        bin.display()
+    ))?;
+    let g = GroupName::new(group).map_err(err)?;
+    let e = EventName::new(event).map_err(err)?;
+    let bad = set_filter(Path::new(TRACEFS), &g, &e, "a >> 5");
+    let good = set_filter(Path::new(TRACEFS), &g, &e, "a > 5");
+    let _ = set_filter(Path::new(TRACEFS), &g, &e, "0");
+    append(format!("-:{group}/{event}"))?;
+    let bad = bad.err().map(|e| e.to_string()).unwrap_or_default();
+    if !bad.contains(
+        "the kernel refused the filter `a >> 5` on nptest_filters:refused: Invalid value (did you forget quotes)?",
+    ) {
+        return Err(format!("kernel refusal: {bad:?}"));
+    }
+    good.map_err(err)
+}
+
 fn main() {
     let c = vec![Need::Root, Need::Tracefs, Need::CCompiler];
     // Build once, before the trials run in threads.
@@ -396,6 +432,11 @@ fn main() {
             tid_and_comm_select_one_thread,
         ),
         e2e::trial("go_arguments_by_name", &go, go_arguments_by_name),
+        e2e::trial(
+            "kernel_refusal_is_read_back",
+            &c,
+            kernel_refusal_is_read_back,
+        ),
         e2e::trial(
             "dotnet_string_filter_is_refused",
             &dotnet,
