@@ -9,7 +9,8 @@
 # filter (every hit delivered), --filter 'arg0 > 4' (half delivered), --filter 'arg0 > 100'
 # (none delivered). Per case, medians over the rounds of: the target's calls, the calls netprobe
 # counted, the events the session's ring buffers took (`entries` + `read events` of the
-# instance's per_cpu/cpuN/stats, sampled every 50 ms while it runs), netprobe's CPU (user +
+# instance's per_cpu/cpuN/stats, sampled every 50 ms while it runs; the target waits 0.5 s after its
+# last call, so the last sample has them all), netprobe's CPU (user +
 # system from its /proc/PID/stat, last sample before it exits: start-up and the run), and the
 # target's system CPU (where the kernel charges the probe hit and the filter test).
 set -euo pipefail
@@ -43,7 +44,7 @@ run() { # $1: "none" (no netprobe) or the netprobe filter args
   while kill -0 "$pid" 2>/dev/null; do
     if [ -d "$inst/per_cpu" ]; then
       n=$(cat "$inst"/per_cpu/cpu*/stats 2>/dev/null |
-        awk -F: '$1=="entries"||$1=="read events"{s+=$2} END{print s+0}')
+        awk -F: '$1=="entries"||$1=="read events"{s+=$2} END{print s+0}' || true)
       [ "$n" -gt "$buffered" ] && buffered=$n
       # utime + stime (fields 14, 15 of /proc/PID/stat), kept while the process is there.
       cpu=$(awk -v hz="$hz" '{printf "%.3f", ($14+$15)/hz}' "/proc/$pid/stat" 2>/dev/null || echo "$cpu")
