@@ -228,6 +228,35 @@ fn string_equality_and_glob_on_a_c_string() -> R {
     Ok(())
 }
 
+/// Probes of one signature share a kernel event (np_value and np_work: one `s32`): the event's
+/// filter tests every probe in it, and each function counts exactly its matching calls.
+fn shared_events_filter_every_probe() -> R {
+    let (out, stderr, counts, _) = around_filtered(&[
+        "count",
+        "--json",
+        "BIN:np_[vw]* s32",
+        "--filter",
+        "arg0 > 1",
+    ])?;
+    let value = (0..N).filter(|i| i % 10 > 1).count() as u64;
+    // np_work(1) 7 times, np_work(2) 13 times: 2 > 1.
+    if count_of(&out, "np_value") != Some(value)
+        || count_of(&out, "np_work") != Some(13)
+        || counts.buffered != value + 13
+        || counts.probe_hits != N as u64 + 20
+    {
+        return Err(format!(
+            "expected np_value {value}, np_work 13: {out} {counts:?} {stderr}"
+        ));
+    }
+    if !stderr.contains("kernel filter on 1 event(s): arg0 > 1") {
+        return Err(format!(
+            "the two probes did not share one filtered event: {stderr}"
+        ));
+    }
+    Ok(())
+}
+
 /// `--tid` keeps exactly the hits of one thread, `--comm` those of a thread by name, each
 /// combined with `--filter` by &&.
 fn tid_and_comm_select_one_thread() -> R {
@@ -307,6 +336,23 @@ fn go_arguments_by_name() -> R {
     let stdout = text(&out.stdout);
     if count_of(&stdout, "main.Classify") != Some(2 * ROUNDS as u64) {
         return Err(format!("Classify: {stdout} {}", text(&out.stderr)));
+    }
+    // Classify's four RETs (one uprobe each, sharing one event) return -1, 0, 1, 2.
+    let out = netprobe(&[
+        "count",
+        "--json",
+        "-c",
+        &cmd,
+        &format!("r:{b}:main.Classify s64"),
+        "--filter",
+        "ret >= 1",
+    ])?;
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    if count_of(&stdout, "main.Classify") != Some(2 * ROUNDS as u64)
+        || !stderr.contains("kernel filter on 1 event(s): ret >= 1")
+    {
+        return Err(format!("Classify returns: {stdout} {stderr}"));
     }
     let out = netprobe(&[
         "count",
@@ -430,6 +476,11 @@ fn main() {
             "tid_and_comm_select_one_thread",
             &c,
             tid_and_comm_select_one_thread,
+        ),
+        e2e::trial(
+            "shared_events_filter_every_probe",
+            &c,
+            shared_events_filter_every_probe,
         ),
         e2e::trial("go_arguments_by_name", &go, go_arguments_by_name),
         e2e::trial(
