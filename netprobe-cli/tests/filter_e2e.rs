@@ -447,6 +447,44 @@ fn kernel_refusal_is_read_back() -> R {
     good.map_err(err)
 }
 
+/// `probe add --filter` writes the filter into the persistent event (what tracefs readers see)
+/// and prints the matching `perf record --filter`; a refused filter leaves no probe behind.
+fn persistent_probe_gets_the_filter() -> R {
+    let bin = filtered();
+    let spec = format!("{}:np_value n=s32", bin.display());
+    let group = "nptest_filters_persist";
+    let out = netprobe(&[
+        "probe", "add", "--group", group, &spec, "--filter", "n >= 7",
+    ])?;
+    let stdout = text(&out.stdout);
+    let filter = std::fs::read_to_string(format!("{TRACEFS}/events/{group}/np_value_e0/filter"));
+    let removed = netprobe(&["probe", "remove", "--group", group])?;
+    if !out.status.success()
+        || filter.as_ref().ok().map(|f| f.trim()) != Some("n >= 7")
+        || !stdout.contains(&format!("perf record -e '{group}:*' --filter 'n >= 7' -a"))
+        || !removed.status.success()
+    {
+        return Err(format!(
+            "probe add: {stdout} {} filter file {filter:?}",
+            text(&out.stderr)
+        ));
+    }
+    let out = netprobe(&[
+        "probe",
+        "add",
+        "--group",
+        group,
+        &spec,
+        "--filter",
+        "n == \"x\"",
+    ])?;
+    let left = std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).map_err(err)?;
+    if out.status.success() || left.contains(group) {
+        return Err(format!("refused filter: {} {left}", text(&out.stderr)));
+    }
+    Ok(())
+}
+
 fn main() {
     let c = vec![Need::Root, Need::Tracefs, Need::CCompiler];
     // Build once, before the trials run in threads.
@@ -476,6 +514,11 @@ fn main() {
             "tid_and_comm_select_one_thread",
             &c,
             tid_and_comm_select_one_thread,
+        ),
+        e2e::trial(
+            "persistent_probe_gets_the_filter",
+            &c,
+            persistent_probe_gets_the_filter,
         ),
         e2e::trial(
             "shared_events_filter_every_probe",
