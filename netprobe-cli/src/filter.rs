@@ -647,19 +647,6 @@ impl ProbeFilter {
             None => Ok(out),
         }
     }
-
-    /// Every comparison, left to right.
-    pub fn tests(&self) -> Vec<&Test> {
-        match self {
-            ProbeFilter::Or(a, b) | ProbeFilter::And(a, b) => {
-                let mut v = a.tests();
-                v.extend(b.tests());
-                v
-            }
-            ProbeFilter::Not(a) => a.tests(),
-            ProbeFilter::Test(t) => vec![t],
-        }
-    }
 }
 
 /// The values of a probe a filter may name: (argument name, field, kind).

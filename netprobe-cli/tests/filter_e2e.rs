@@ -179,6 +179,20 @@ fn int_filter_counts_matching_calls_and_the_kernel_drops_the_rest() -> R {
             "kernel counters (filtered, unfiltered): expected {expected:?}"
         ));
     }
+    // The kernel's precedence is the grammar's (&& above ||), and ! negates its group.
+    let (out, stderr, _, _) = around_filtered(&[
+        "count",
+        "--json",
+        spec,
+        "--filter",
+        "arg0 == 1 || arg0 == 2 && arg0 == 3 || !(arg0 < 9)",
+    ])?;
+    let want = (0..N).filter(|i| i % 10 == 1 || i % 10 == 9).count() as u64;
+    if count_of(&out, "np_value") != Some(want) {
+        return Err(format!(
+            "precedence: expected np_value {want}: {out} {stderr}"
+        ));
+    }
     Ok(())
 }
 
