@@ -83,6 +83,7 @@ fn trace(r: &Request) -> Result<u64> {
     let options = PlanOptions {
         force_uretprobe: false,
         pids: pids.clone(),
+        ..PlanOptions::default()
     };
     let plan = build_plan(Mode::Trace, &resolved, &options)?;
     // 3. The probe-safety gate: only a plan it approves can be placed.

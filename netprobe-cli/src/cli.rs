@@ -93,9 +93,14 @@ pub struct LiveArgs {
     /// Trace this process (repeatable); patterns without IMAGE search its mapped files.
     #[arg(short = 'p', long = "pid")]
     pub pids: Vec<u32>,
+    /// Trace the processes of this Docker container (name or id), as if each were given with -p.
+    #[arg(long, value_name = "NAME|ID")]
+    pub container: Option<String>,
     /// Start this command (split like a shell does) and trace it from its first instruction.
     #[arg(short = 'c', long = "command")]
     pub command: Option<String>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// Print JSON lines instead of text.
     #[arg(long)]
     pub json: bool,
@@ -135,11 +140,39 @@ pub struct LiveArgs {
     pub stack_depth: Option<usize>,
 }
 
+/// Which hits to keep, tested by the kernel before a hit reaches the ring buffer.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct FilterArgs {
+    /// Keep only hits for which EXPR holds: comparisons of arguments (by name, or arg0, arg1, ...;
+    /// ret on returns), $tid or $comm with constants (== != < <= > >=; strings: == != and ~ glob),
+    /// joined by && || ! and parentheses, e.g. 'arg0 > 5 && name ~ "tmp*"'.
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+    /// Keep only hits of this thread (repeatable).
+    #[arg(long = "tid", value_name = "TID")]
+    pub tids: Vec<u32>,
+    /// Keep only hits of tasks with this name (exact; the kernel's 15-byte task name).
+    #[arg(long, value_name = "NAME")]
+    pub comm: Option<String>,
+}
+
+impl FilterArgs {
+    pub fn options(&self) -> crate::commands::live::FilterOptions {
+        crate::commands::live::FilterOptions {
+            filter: self.filter.clone(),
+            tids: self.tids.clone(),
+            comm: self.comm.clone(),
+        }
+    }
+}
+
 impl LiveArgs {
     fn options(self, interval: Option<Duration>, folded: Option<PathBuf>) -> LiveOptions {
         LiveOptions {
             specs: self.probes,
             pids: self.pids,
+            container: self.container,
+            filter: self.filter.options(),
             command: self.command,
             json: self.json,
             duration: self.duration,
@@ -167,6 +200,11 @@ pub enum ProbeAction {
         probes: Vec<String>,
         #[arg(short = 'p', long = "pid")]
         pids: Vec<u32>,
+        /// The processes of this Docker container (name or id), as if each were given with -p.
+        #[arg(long, value_name = "NAME|ID")]
+        container: Option<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
         #[arg(long)]
         group: Option<String>,
         #[arg(long)]
@@ -258,17 +296,23 @@ pub fn main() -> ExitCode {
                 ProbeAction::Add {
                     probes,
                     pids,
+                    container,
+                    filter,
                     group,
                     dry_run,
                     force_uretprobe,
                     unsafe_offset,
                 } => live::probe_add(
-                    &probes,
-                    &pids,
-                    group.as_deref(),
-                    dry_run,
-                    force_uretprobe,
-                    crate::gate::GateOptions { unsafe_offset },
+                    &live::PersistOptions {
+                        specs: probes,
+                        pids,
+                        container,
+                        filter: filter.options(),
+                        group,
+                        dry_run,
+                        force_uretprobe,
+                        gate: crate::gate::GateOptions { unsafe_offset },
+                    },
                     &mut out,
                 ),
                 ProbeAction::List { group } => live::probe_list(group.as_deref(), &mut out),

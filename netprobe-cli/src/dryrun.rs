@@ -1,9 +1,12 @@
 //! `--dry-run`: what netprobe would do, as `uprobe_events` lines, `perf probe` commands and a
 //! bpftrace program, so the same probes can be placed by hand or by other tools.
 
-use crate::backend::tracefs::events::{event_name, probe_defs, removal_lines, PROBE_ID_FIELD};
+use crate::backend::tracefs::events::{
+    event_layout, event_name, probe_defs, removal_lines, KernelEvent, PROBE_ID_FIELD,
+};
 use crate::backend::tracefs::fetch;
 use crate::backend::tracefs::fetch::FetchType;
+use crate::backend::tracefs::filter::filter_file;
 use crate::backend::tracefs::probe::GroupName;
 use crate::gate::GateReport;
 use crate::mode::Mode;
@@ -160,6 +163,32 @@ pub fn render(
     for (i, d) in defs.iter().enumerate() {
         let _ = writeln!(s, "{}echo '{d}' >> {tracefs}/uprobe_events", mark(i));
     }
+    // The filters (`--filter`, `--tid`, `--comm`), written before the events are enabled: in
+    // the session's instance, or for persistent probes in the top-level events.
+    let layout = event_layout(plan).ok();
+    let filtered: Vec<&KernelEvent> = layout
+        .as_ref()
+        .map(|l| l.events.iter().filter(|e| e.filter.is_some()).collect())
+        .unwrap_or_default();
+    if !filtered.is_empty() {
+        let dir = if mode == Mode::Persist {
+            tracefs.to_string()
+        } else {
+            format!("{tracefs}/instances/{group}")
+        };
+        let _ = writeln!(
+            s,
+            "# and the filters the kernel tests each hit with before it reaches the ring buffer:"
+        );
+        for e in &filtered {
+            let _ = writeln!(
+                s,
+                "echo {} > {dir}/{}",
+                shell_words::quote(e.filter.as_deref().unwrap_or_default()),
+                filter_file(group, &e.name).display()
+            );
+        }
+    }
     let _ = writeln!(s, "# remove them with:");
     for line in removal_lines(&defs) {
         let _ = writeln!(s, "echo '{line}' >> {tracefs}/uprobe_events");
@@ -209,7 +238,28 @@ pub fn render(
                     .join(",")
             ),
         };
-        let _ = writeln!(s, "perf record -e '{group}:*' {target} && perf script");
+        // perf applies a tracepoint filter to the -e before it (`perf record --filter`), with
+        // the same kernel parser; one filter for all events only when every probe has it.
+        let texts: Vec<Option<&str>> = layout
+            .as_ref()
+            .map(|l| l.events.iter().map(|e| e.filter.as_deref()).collect())
+            .unwrap_or_default();
+        let perf_filter = match texts.first() {
+            Some(Some(t)) if texts.iter().all(|x| *x == Some(*t)) => {
+                format!(" --filter {}", shell_words::quote(t))
+            }
+            _ => String::new(),
+        };
+        if perf_filter.is_empty() && !filtered.is_empty() {
+            let _ = writeln!(
+                s,
+                "# (the probes' filters differ: give perf record one `-e EVENT --filter TEXT` pair per event of 1.)"
+            );
+        }
+        let _ = writeln!(
+            s,
+            "perf record -e '{group}:*'{perf_filter} {target} && perf script"
+        );
         let _ = writeln!(s, "perf probe -d '{group}:*'");
     }
     let _ = writeln!(s);
@@ -225,6 +275,12 @@ pub fn render(
         return s;
     }
     let _ = writeln!(s, "# 3. A bpftrace program doing the same:");
+    if !filtered.is_empty() {
+        let _ = writeln!(
+            s,
+            "# (without the --filter/--tid/--comm of 1.: add them as predicates by hand)"
+        );
+    }
     if plan.functions.iter().any(|f| f.convention.is_go()) {
         let _ = writeln!(
             s,

@@ -19,6 +19,7 @@ pub mod commands;
 pub mod demo;
 pub mod dryrun;
 pub mod error;
+pub mod filter;
 pub mod gate;
 pub mod lang;
 pub mod launch;

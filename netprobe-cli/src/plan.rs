@@ -203,6 +203,9 @@ pub struct KernelProbe {
     /// Field holding the word at the stack pointer when it is the return address (see
     /// [`ProbePlan::record_user_stacks`]).
     pub return_address_field: Option<String>,
+    /// Only hits that pass this are recorded (`--filter`, `--tid`, `--comm`; see
+    /// `crate::filter::apply`); the backend evaluates it where hits are made.
+    pub filter: Option<crate::filter::ProbeFilter>,
 }
 
 /// Functions and the kernel probes that observe them.
@@ -355,6 +358,7 @@ impl ProbePlan {
                 pair_field,
                 comm_field,
                 return_address_field: None,
+                filter: None,
             });
         }
         let ret_ty = f.ret.unwrap_or(ValueType::Int(IntType::X64));
@@ -393,6 +397,7 @@ impl ProbePlan {
                 pair_field,
                 comm_field,
                 return_address_field: None,
+                filter: None,
             });
         }
         self.functions.push(TracedFunction {

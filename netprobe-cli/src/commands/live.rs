@@ -2,7 +2,7 @@
 //! (persistent probes), `clean`.
 
 use crate::backend::monotonic_ns;
-use crate::backend::tracefs::events::probe_defs;
+use crate::backend::tracefs::events::{probe_defs, removal_lines};
 use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::backend::tracefs::session::{Session, SessionOptions};
 use crate::backend::tracefs::Tracefs;
@@ -10,6 +10,7 @@ use crate::backend::Backend;
 use crate::cleanup;
 use crate::dryrun;
 use crate::error::{Error, Result};
+use crate::filter::Expr;
 use crate::gate::{self, GateOptions};
 use crate::lang::{build_plan, dotnet, resolve_specs, PlanOptions};
 use crate::launch::{split_command, PausedChild};
@@ -28,6 +29,10 @@ use std::time::{Duration, Instant};
 pub struct LiveOptions {
     pub specs: Vec<String>,
     pub pids: Vec<u32>,
+    /// `--container NAME|ID`: its processes join `pids`.
+    pub container: Option<String>,
+    /// `--filter`, `--tid`, `--comm`.
+    pub filter: FilterOptions,
     pub command: Option<String>,
     pub json: bool,
     pub duration: Option<Duration>,
@@ -105,6 +110,78 @@ impl LiveOptions {
     }
 }
 
+/// Which hits to keep (`--filter`, `--tid`, `--comm`).
+#[derive(Clone, Debug, Default)]
+pub struct FilterOptions {
+    pub filter: Option<String>,
+    pub tids: Vec<u32>,
+    pub comm: Option<String>,
+}
+
+impl FilterOptions {
+    /// `--filter` parsed, and `--tid`/`--comm` as a filter on the task (both `None` when not
+    /// given): the first applies where the probe reads the arguments it names, the second to
+    /// every probe; each probe's filter is the two joined by `&&`.
+    pub fn exprs(&self) -> Result<(Option<Expr>, Option<Expr>)> {
+        let user = self.filter.as_deref().map(Expr::parse).transpose()?;
+        if !self.tids.is_empty() && !crate::pidns::sees_global_pids() {
+            return Err(Error::usage(
+                "--tid inside a pid namespace: the kernel's filter sees global thread ids, which this namespace cannot name; use -p PID, or run netprobe in the host's pid namespace",
+            ));
+        }
+        let comm = self.comm.as_deref().map(Expr::comm);
+        Ok((user, Expr::and(Expr::tids(&self.tids), comm)))
+    }
+}
+
+/// The processes of Docker container `name_or_id` (`--container`), said on stderr.
+pub fn container_pids(name_or_id: &str) -> Result<Vec<u32>> {
+    let (info, pids) = netprobe_core::docker::container_processes(
+        &netprobe_core::docker::socket_path(),
+        name_or_id,
+        crate::pidns::sees_global_pids(),
+    )
+    .map_err(|e| Error::usage(e.to_string()))?;
+    eprintln!(
+        "netprobe: container {} ({}): pid {}",
+        info.name,
+        &info.id[..info.id.len().min(12)],
+        pids.iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    Ok(pids)
+}
+
+/// Applies the filter (if any) to every probe of the plan, and checks that the backend can
+/// evaluate it (tracefs: the text of each event's `filter` file) before anything is placed.
+fn apply_filter(plan: &mut ProbePlan, (user, task): &(Option<Expr>, Option<Expr>)) -> Result<()> {
+    if user.is_none() && task.is_none() {
+        return Ok(());
+    }
+    crate::filter::apply(plan, user.as_ref(), task.as_ref())?;
+    let layout = crate::backend::tracefs::events::event_layout(plan)?;
+    let texts: Vec<&str> = layout
+        .events
+        .iter()
+        .filter_map(|e| e.filter.as_deref())
+        .collect();
+    let mut distinct = texts.clone();
+    distinct.dedup();
+    if let [one] = distinct.as_slice() {
+        plan.notes
+            .push(format!("kernel filter on {} event(s): {one}", texts.len()));
+    } else {
+        for e in &layout.events {
+            if let Some(t) = &e.filter {
+                plan.notes.push(format!("kernel filter on {}: {t}", e.name));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Prints the plan's notes and the probe-safety gate's on stderr, one `netprobe: ` line each.
 fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
     for n in plan.notes.iter().chain(&report.notes()) {
@@ -114,10 +191,22 @@ fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
 
 /// Runs a live command (`trace`, `count`, `latency`); returns the process exit code.
 pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
-    if o.command.is_some() && !o.pids.is_empty() {
-        return Err(Error::usage("use either -p or -c, not both"));
+    if o.command.is_some() && (!o.pids.is_empty() || o.container.is_some()) {
+        return Err(Error::usage("use either -p/--container or -c, not both"));
     }
     o.check_stack_options(mode)?;
+    let filter = o.filter.exprs()?;
+    let mut with_container;
+    let o = match &o.container {
+        Some(c) => {
+            with_container = o.clone();
+            with_container.pids.extend(container_pids(c)?);
+            with_container.pids.sort_unstable();
+            with_container.pids.dedup();
+            &with_container
+        }
+        None => o,
+    };
     let argv = o.command.as_deref().map(split_command).transpose()?;
     let targeting = match &argv {
         Some(a) => Targeting::Command {
@@ -141,11 +230,13 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         &PlanOptions {
             force_uretprobe: o.force_uretprobe,
             pids: o.pids.clone(),
+            fetch_args: filter.0.as_ref().is_some_and(|f| !f.names().is_empty()),
         },
     )?;
     if o.stack {
         plan.record_user_stacks();
     }
+    apply_filter(&mut plan, &filter)?;
     let report = gate::check(&plan, o.gate);
     print_notes(&plan, &report);
     // The .NET tiering guard, only where .NET rules apply: a plan with managed methods, or
@@ -447,16 +538,29 @@ fn persist_group(group: Option<&str>) -> Result<GroupName> {
 /// events. (Not for bpftrace: BPF programs attach to uprobe events as kprobe-type programs only,
 /// and `tracepoint:GROUP:*` fails with `PERF_EVENT_IOC_SET_BPF: Invalid argument`, verified with
 /// bpftrace 0.17 here; `--dry-run` prints the equivalent bpftrace `uprobe:` program instead.)
-pub fn probe_add(
-    specs: &[String],
-    pids: &[u32],
-    group: Option<&str>,
-    dry_run: bool,
-    force_uretprobe: bool,
-    gate_options: GateOptions,
-    out: &mut dyn Write,
-) -> Result<i32> {
-    let group = persist_group(group)?;
+/// What `netprobe probe add` places.
+#[derive(Clone, Debug, Default)]
+pub struct PersistOptions {
+    pub specs: Vec<String>,
+    pub pids: Vec<u32>,
+    /// `--container NAME|ID`: its processes join `pids`.
+    pub container: Option<String>,
+    pub filter: FilterOptions,
+    pub group: Option<String>,
+    pub dry_run: bool,
+    pub force_uretprobe: bool,
+    pub gate: GateOptions,
+}
+
+pub fn probe_add(o: &PersistOptions, out: &mut dyn Write) -> Result<i32> {
+    let filter = o.filter.exprs()?;
+    let mut pids = o.pids.clone();
+    if let Some(c) = &o.container {
+        pids.extend(container_pids(c)?);
+    }
+    let (specs, pids, dry_run, force_uretprobe, gate_options) =
+        (&o.specs, &pids, o.dry_run, o.force_uretprobe, o.gate);
+    let group = persist_group(o.group.as_deref())?;
     let targeting = if pids.is_empty() {
         Targeting::SystemWide
     } else {
@@ -469,6 +573,7 @@ pub fn probe_add(
         &PlanOptions {
             force_uretprobe,
             pids: pids.to_vec(),
+            fetch_args: false,
         },
     )?;
     plan.record_comm = false;
@@ -476,6 +581,7 @@ pub fn probe_add(
         p.fetches.retain(|a| a.field != "np_comm");
         p.comm_field = None;
     }
+    apply_filter(&mut plan, &filter)?;
     let report = gate::check(&plan, gate_options);
     print_notes(&plan, &report);
     if dry_run {
@@ -491,12 +597,27 @@ pub fn probe_add(
     let defs = probe_defs(&plan, &group)?;
     let lines: Vec<ProbeLine> = defs.iter().cloned().map(ProbeLine::Add).collect();
     probe::append_lines(&tracefs, &lines)?;
+    // The filters go into the top-level events (what trace and trace_pipe readers see); perf
+    // takes its own copy with `perf record --filter`.
+    let layout = crate::backend::tracefs::events::event_layout(&plan)?;
+    let mut perf_filter = String::new();
+    for e in &layout.events {
+        let Some(text) = &e.filter else { continue };
+        if let Err(err) =
+            crate::backend::tracefs::filter::set_filter(tracefs.root(), &group, &e.name, text)
+        {
+            // Nothing of a refused add stays.
+            let _ = probe::append_lines(&tracefs, &removal_lines(&defs));
+            return Err(err);
+        }
+        perf_filter = format!(" --filter {}", shell_words::quote(text));
+    }
     for d in &defs {
         let _ = writeln!(out, "added {}:{}  ({d})", group, d.event());
     }
     let _ = writeln!(
         out,
-        "use with: perf record -e '{group}:*' -a && perf script   |   for bpftrace, `--dry-run` prints the same probes as a bpftrace program   |   remove with: netprobe probe remove --group {group}"
+        "use with: perf record -e '{group}:*'{perf_filter} -a && perf script   |   for bpftrace, `--dry-run` prints the same probes as a bpftrace program   |   remove with: netprobe probe remove --group {group}"
     );
     Ok(0)
 }

@@ -13,6 +13,9 @@ pub struct ProfileArgs {
     /// Profile this process (repeatable): all its threads and those it starts later.
     #[arg(short = 'p', long = "pid")]
     pub pids: Vec<u32>,
+    /// Profile the processes of this Docker container (name or id), as if each were given with -p.
+    #[arg(long, value_name = "NAME|ID")]
+    pub container: Option<String>,
     /// Start this command (split like a shell does) and profile it from its first instruction.
     #[arg(short = 'c', long = "command")]
     pub command: Option<String>,
@@ -60,8 +63,12 @@ pub(crate) fn write_file(
 }
 
 pub fn run(a: &ProfileArgs) -> Result<i32> {
+    let mut pids = a.pids.clone();
+    if let Some(c) = &a.container {
+        pids.extend(crate::commands::live::container_pids(c)?);
+    }
     let o = ProfileOptions {
-        pids: a.pids.clone(),
+        pids,
         command: a.command.clone(),
         duration: a.duration,
         frequency: a.frequency,

@@ -52,6 +52,9 @@ pub struct PlanOptions {
     pub force_uretprobe: bool,
     /// The `-p` processes (IFUNC implementations are looked up in them).
     pub pids: Vec<u32>,
+    /// Read the arguments in every mode (a `--filter` tests them where hits are made, so count
+    /// and latency need them too).
+    pub fetch_args: bool,
 }
 
 /// Resolves `spec` for `targeting`: the assemblies of a .NET `-c` command (`dotnet_command`) are
@@ -143,7 +146,8 @@ impl Planner {
     /// The plan of one location; `Ok(None)` when there is nothing to probe there (said in the
     /// notes).
     pub fn plan(&mut self, spec: &ProbeSpec, loc: &Location) -> Result<Option<FunctionPlan>> {
-        let wants = Wants::of(self.mode, spec);
+        let mut wants = Wants::of(self.mode, spec);
+        wants.args |= self.options.fetch_args;
         self.last_managed = false;
         let kind = self
             .kinds

@@ -151,7 +151,7 @@ impl Printer for TextPrinter {
         if r.unpaired_returns > 0 {
             writeln!(
                 out,
-                "({} return(s) without a recorded entry were left out: those calls began before the probes were placed)",
+                "({} return(s) without a recorded entry were left out: those calls began before the probes were placed, or a --filter left their entries out)",
                 r.unpaired_returns
             )?;
         }

@@ -34,7 +34,8 @@ pub fn event_name(plan: &ProbePlan, index: usize) -> Result<EventName> {
 /// single-uprobe events took 67 s to disable, one event holding 1,000 uprobes 24 ms.
 ///
 /// Two probes at the same place (file and offset) cannot share an event (the kernel refuses the
-/// second as the "same probe"): they go to separate events.
+/// second as the "same probe"): they go to separate events. A filter is a property of the event
+/// (its `filter` file), so only probes with the same filter text share one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventLayout {
     pub events: Vec<KernelEvent>,
@@ -48,6 +49,8 @@ pub struct KernelEvent {
     pub name: EventName,
     /// The plan's probes in this event, ascending.
     pub probes: Vec<usize>,
+    /// The text of the event's `filter` file (`--filter`, `--tid`, `--comm`), if any.
+    pub filter: Option<String>,
 }
 
 impl KernelEvent {
@@ -62,8 +65,8 @@ pub const PROBE_ID_FIELD: &str = "np_id";
 
 /// Groups a plan's probes into kernel events (see [`EventLayout`]).
 pub fn event_layout(plan: &ProbePlan) -> Result<EventLayout> {
-    /// What must match for probes to share an event: kind, and argument names and types.
-    type Key = (PlanKind, Vec<(String, String)>);
+    /// What must match for probes to share an event: kind, argument names and types, filter.
+    type Key = (PlanKind, Vec<(String, String)>, Option<String>);
     /// Places (file, offset) already in an event.
     type Places = std::collections::HashSet<(PathBuf, u64)>;
     let mut events: Vec<(Key, Vec<usize>, Places)> = Vec::new();
@@ -75,6 +78,7 @@ pub fn event_layout(plan: &ProbePlan) -> Result<EventLayout> {
                 .into_iter()
                 .map(|a| (a.name, a.ty.kernel_name()))
                 .collect(),
+            super::filter::kernel_filter(p)?,
         );
         let place = (p.path.clone(), p.offset.0);
         let slot = events
@@ -93,7 +97,7 @@ pub fn event_layout(plan: &ProbePlan) -> Result<EventLayout> {
     }
     let events = events
         .into_iter()
-        .map(|(_, probes, _)| {
+        .map(|((_, _, filter), probes, _)| {
             let first = probes[0];
             let one_function = probes
                 .iter()
@@ -103,7 +107,11 @@ pub fn event_layout(plan: &ProbePlan) -> Result<EventLayout> {
             } else {
                 EventName::sanitized("multi", &format!("_{first}"))?
             };
-            Ok(KernelEvent { name, probes })
+            Ok(KernelEvent {
+                name,
+                probes,
+                filter,
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(EventLayout { events, event_of })

@@ -4,6 +4,7 @@
 pub mod decode;
 pub mod events;
 pub mod fetch;
+pub mod filter;
 pub mod format;
 pub mod instance;
 pub mod mount;

@@ -2,7 +2,8 @@
 //! decoding hits, and teardown that leaves nothing behind.
 //!
 //! Start order: instance (clock, buffer, overwrite off, pid filter) → probes (one batch of
-//! appends) → event formats → per-CPU readers → enable each event in the instance. Teardown
+//! appends) → event formats, and each event's `filter` in the instance (`--filter`, see
+//! `filter.rs`) → per-CPU readers → enable each event in the instance. Teardown
 //! (also on every error path, and from `Drop`): disable → drain → read lost counters → close the
 //! readers → `-:GROUP/EVENT` for each probe → `rmdir` the instance.
 
@@ -194,6 +195,10 @@ impl Session {
                     .join("format"),
             )?;
             let f = EventFormat::parse(&text)?;
+            // Before the event is enabled, so no unfiltered hit is ever recorded.
+            if let Some(filter) = &event.filter {
+                super::filter::set_instance_filter(inst, &self.group, &event.name, filter)?;
+            }
             let slot = if event.tagged() {
                 let Some(field) = f.field(PROBE_ID_FIELD) else {
                     return Err(Error::BadPage(format!(
