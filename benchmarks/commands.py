@@ -70,14 +70,14 @@ def symbols_rows(runs, np):
         f"{np} symbols {DOCKERD}",
         f"{np} symbols {DOCKERD} main.main",
         f"perf probe -F -x {DOCKERD}",
-        f"perf probe -F -x {DOCKERD} --filter main.main",
+        f"perf probe -x {DOCKERD} --funcs=main.main",
         f"{list_go} {DOCKERD}",
     ])
     return [
         row("`symbols CoreLib` (35,945 methods)", t[0], "`list_r2r.py`", t[2], t[4]),
         row(f"`symbols CoreLib '{SLEEP}'`", t[1], "`list_r2r.py \\| grep`", t[3], None),
         row("`symbols dockerd` (69,597 functions)", d[0], "`perf probe -F`", d[2], d[4]),
-        row("`symbols dockerd main.main`", d[1], "`perf probe -F --filter`", d[3], None),
+        row("`symbols dockerd main.main`", d[1], "`perf probe --funcs=main.main`", d[3], None),
     ]
 
 

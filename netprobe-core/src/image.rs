@@ -165,10 +165,23 @@ pub fn load_image_symbols_matching(path: &Path, pattern: &Pattern) -> Result<Vec
         }
         Ok(groups)
     };
-    let Ok(image) = crate::cache::image(path) else {
-        return whole(path);
+    let image = match crate::cache::image(path) {
+        Ok(i) => i,
+        // An assembly inside a single-file bundle, named as a file in a folder named after the
+        // bundle (as in `load_symbols`); any other file that does not open is not tried again.
+        Err(e) => match crate::dotnet::bundle::open_member_image(path)? {
+            Some(_) => return whole(path),
+            None => return Err(e),
+        },
     };
     let format = image.with(|p| sniff(p.bytes));
+    if format.is_none() {
+        // As `load_symbols` says of it (without opening the file again: a file that changes
+        // while it is read, such as the runtime's JIT memfd, would be a new image).
+        return Err(Error::NotAnObjectFile {
+            path: path.to_path_buf(),
+        });
+    }
     // A bundle is an ELF app host with assemblies appended; it is listed whole.
     if format != Some(ImageFormat::Pe) && image.bundle(path)?.is_some() {
         return whole(path);
@@ -183,8 +196,7 @@ pub fn load_image_symbols_matching(path: &Path, pattern: &Pattern) -> Result<Vec
                 _ => return whole(path),
             }
         }
-        Some(ImageFormat::Elf) => image.with(|p| elf_symbols_matching(&image, path, p, pattern))?,
-        None => return whole(path),
+        _ => image.with(|p| elf_symbols_matching(&image, path, p, pattern))?,
     };
     Ok(vec![ImageSymbols {
         image: path.to_path_buf(),

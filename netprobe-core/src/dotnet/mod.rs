@@ -388,7 +388,17 @@ impl Assembly {
     /// them and in the same order; the others are never named. Not cached: for resolving a few
     /// names, where listing every method costs far more.
     pub fn symbols_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<Symbol>> {
-        let mut methods = self.methods_where(None, keep)?;
+        Ok(self
+            .methods_where(keep)?
+            .into_iter()
+            .map(|m| self.symbol_of(m))
+            .collect())
+    }
+
+    /// The methods of [`Assembly::methods`] whose own name `keep` accepts (see
+    /// [`Assembly::symbols_where`]), in the same order, named the same; not cached.
+    pub fn methods_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<R2rMethod>> {
+        let mut methods = self.methods_where_with(None, keep)?;
         // As `list_methods`: names of other modules of the version bubble need the siblings (a
         // kept method that names none of them is named the same with or without them).
         if methods.iter().any(|m| m.name.contains("[module#")) {
@@ -397,12 +407,12 @@ impl Assembly {
                 r2r::SiblingAssemblies::referenced_modules(self),
             );
             let resolver = &siblings;
-            methods = self.methods_where(Some(&resolver), keep)?;
+            methods = self.methods_where_with(Some(&resolver), keep)?;
         }
-        Ok(methods.into_iter().map(|m| self.symbol_of(m)).collect())
+        Ok(methods)
     }
 
-    fn methods_where<'a>(
+    fn methods_where_with<'a>(
         &'a self,
         foreign: Option<&'a dyn metadata::ModuleResolver<'a>>,
         keep: &dyn Fn(&str) -> bool,
@@ -478,11 +488,18 @@ impl SymbolSource for Assembly {
     /// stores the assembly: shifted by [`Assembly::file_base`]). `Err(IlOnly)` for an IL-only
     /// assembly.
     fn symbols(&self) -> Result<Vec<Symbol>> {
-        Ok(self
-            .methods()?
-            .into_iter()
-            .map(|m| self.symbol_of(m))
-            .collect())
+        // Symbols are cached per image ([`crate::cache`]): a listing not cached yet is not
+        // copied into the methods cache as well.
+        let cached = self
+            .methods
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let methods = match cached {
+            Some(m) => m,
+            None => self.list_methods()?,
+        };
+        Ok(methods.into_iter().map(|m| self.symbol_of(m)).collect())
     }
 }
 
