@@ -46,13 +46,15 @@ def hyperfine(runs, commands):
         args = ["hyperfine", "-N", "-w", "3", "-r", str(runs), "--export-json", out.name,
                 "--style", "none"]
         subprocess.run(args + commands, check=True, stdout=subprocess.DEVNULL)
-        return [r["median"] for r in json.load(open(out.name))["results"]]
+        return [(r["median"], r["user"] + r["system"]) for r in json.load(open(out.name))["results"]]
 
 
-def row(label, np_s, peer_label, peer_s, core_s):
-    core = f"{core_s * 1000:.1f}" if core_s is not None else "-"
-    return (f"| {label} | {np_s * 1000:.1f} | {peer_label} | {peer_s * 1000:.1f} | "
-            f"{peer_s / np_s:.1f}x | {core} |")
+def row(label, np_t, peer_label, peer_t, core_t):
+    """One table row from (median wall s, mean CPU s) pairs."""
+    core = f"{core_t[0] * 1000:.1f} / {core_t[1] * 1000:.1f}" if core_t else "-"
+    return (f"| {label} | {np_t[0] * 1000:.1f} | {np_t[1] * 1000:.1f} | {peer_label} | "
+            f"{peer_t[0] * 1000:.1f} | {peer_t[1] * 1000:.1f} | {peer_t[0] / np_t[0]:.1f}x | "
+            f"{peer_t[1] / np_t[1]:.1f}x | {core} |")
 
 
 def symbols_rows(runs, np):
@@ -63,7 +65,7 @@ def symbols_rows(runs, np):
         f"{np} symbols {CORELIB}",
         f"{np} symbols {CORELIB} {SLEEP}",
         py,
-        f"sh -c '{py} | grep -F {SLEEP}('",
+        f"sh -c '{py} | grep -F \"{SLEEP}(\"'",
         f"{list_r2r} {CORELIB}",
     ])
     d = hyperfine(runs, [
@@ -94,7 +96,7 @@ def trace_rows(runs, np):
             a, b = live_then_stop([np, "trace", "-p", pid, SLEEP], "probe(s) on", "err")
             live.append(a)
             stop.append(b)
-        dry = hyperfine(runs, [f"{np} trace --dry-run -p {pid} {SLEEP}"])[0]
+        dry = hyperfine(runs, [f"{np} trace --dry-run -p {pid} {SLEEP}"])[0][0]
     finally:
         app.send_signal(signal.SIGKILL)
         app.wait()
@@ -107,9 +109,11 @@ def main():
     np = sys.argv[2] if len(sys.argv) > 2 else f"{ROOT}/target/release/netprobe"
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "netprobe-cli",
                     "-p", "netprobe-core", "--examples", "--bins"], cwd=ROOT, check=True)
-    print(f"hyperfine -N, 3 warm-ups, {runs} runs, medians in ms; ratio = peer / netprobe\n")
-    print("| command | netprobe | peer | peer ms | ratio | core only |")
-    print("|---|---:|---|---:|---:|---:|")
+    print(f"hyperfine -N, 3 warm-ups, {runs} runs: median wall ms, mean CPU (user + sys) ms; "
+          "ratio = peer / netprobe\n")
+    print("| command | netprobe wall | netprobe CPU | peer | peer wall | peer CPU | wall ratio "
+          "| CPU ratio | core only wall / CPU |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in symbols_rows(runs, np):
         print(r)
     print(f"\nmedian of {max(runs // 3, 3)} runs, ms\n")
