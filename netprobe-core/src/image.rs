@@ -5,9 +5,11 @@
 //! with).
 
 use crate::addr::FileOffset;
+use crate::addr::VirtAddr;
 use crate::dotnet::bundle::Bundle;
 use crate::error::{Error, Result};
-use crate::symbol::{Symbol, SymbolSource};
+use crate::matching::Pattern;
+use crate::symbol::{Symbol, SymbolKind, SymbolSource};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -146,6 +148,98 @@ pub fn load_image_symbols(path: &Path) -> Result<Vec<ImageSymbols>> {
         }
     }
     Ok(out)
+}
+
+/// [`load_image_symbols`] with `pattern` applied to each image ([`Pattern::select`]): the same
+/// groups and symbols, in the same order, but names are compared before symbols are built, so
+/// resolving one name does not cost a whole listing. A Go table's names are matched before its
+/// function records are decoded, ELF symbols before they are copied, and for a .NET assembly,
+/// when the pattern says which method name it wants ([`Pattern::managed_method_name`]), only
+/// the methods of that name have their owner and signature decoded. Bundles, and bundled
+/// assemblies named as `BUNDLE/NAME.dll`, are listed whole first.
+pub fn load_image_symbols_matching(path: &Path, pattern: &Pattern) -> Result<Vec<ImageSymbols>> {
+    let whole = |path: &Path| -> Result<Vec<ImageSymbols>> {
+        let mut groups = load_image_symbols(path)?;
+        for g in &mut groups {
+            g.symbols = pattern.select(&g.symbols).into_iter().cloned().collect();
+        }
+        Ok(groups)
+    };
+    let image = match crate::cache::image(path) {
+        Ok(i) => i,
+        // An assembly inside a single-file bundle, named as a file in a folder named after the
+        // bundle (as in `load_symbols`); any other file that does not open is not tried again.
+        Err(e) => match crate::dotnet::bundle::open_member_image(path)? {
+            Some(_) => return whole(path),
+            None => return Err(e),
+        },
+    };
+    let format = image.with(|p| sniff(p.bytes));
+    if format.is_none() {
+        // As `load_symbols` says of it (without opening the file again: a file that changes
+        // while it is read, such as the runtime's JIT memfd, would be a new image).
+        return Err(Error::NotAnObjectFile {
+            path: path.to_path_buf(),
+        });
+    }
+    // A bundle is an ELF app host with assemblies appended; it is listed whole.
+    if format != Some(ImageFormat::Pe) && image.bundle(path)?.is_some() {
+        return whole(path);
+    }
+    let candidates = match format {
+        Some(ImageFormat::Pe) => {
+            let asm = image.assembly(path)?.with_path(path);
+            match pattern.managed_method_name() {
+                Some(method) if !asm.names_contain(b':') && !asm.names_contain(b'(') => {
+                    asm.symbols_where(&|name| name == method)?
+                }
+                _ => return whole(path),
+            }
+        }
+        _ => image.with(|p| elf_symbols_matching(&image, path, p, pattern))?,
+    };
+    Ok(vec![ImageSymbols {
+        image: path.to_path_buf(),
+        file_base: FileOffset(0),
+        symbols: pattern.select(&candidates).into_iter().cloned().collect(),
+    }])
+}
+
+/// The symbols [`symbols_of`] lists for an ELF image whose names `pattern` matches
+/// ([`Pattern::matches_name`]), in its order: the Go table's, then the ELF functions at
+/// addresses the Go table does not name.
+fn elf_symbols_matching(
+    image: &crate::cache::Image,
+    path: &Path,
+    p: &crate::cache::Parsed<'_>,
+    pattern: &Pattern,
+) -> Result<Vec<Symbol>> {
+    let facts = image.elf(path)?;
+    let elf_keep = |name: &str, kind| pattern.matches_name(name, kind);
+    match image.go(path, p) {
+        Ok(Some(bin)) => {
+            let mut out =
+                bin.symbols_where(&|name| pattern.matches_name(name, SymbolKind::GoFunction));
+            out.extend(
+                crate::elf::resolver::symbols_where(&facts.functions, &facts.segments, &elf_keep)
+                    .into_iter()
+                    .filter(|s| !bin.is_function_entry(VirtAddr(s.address.value()))),
+            );
+            Ok(out)
+        }
+        Ok(None) => Ok(crate::elf::resolver::symbols_where(
+            &facts.functions,
+            &facts.segments,
+            &elf_keep,
+        )),
+        // As `symbols_of`: without ELF functions the Go table's reason is the answer.
+        Err(e) if facts.functions.is_empty() => Err(e),
+        Err(_) => Ok(crate::elf::resolver::symbols_where(
+            &facts.functions,
+            &facts.segments,
+            &elf_keep,
+        )),
+    }
 }
 
 /// What a user must know about the assemblies of the bundle at `path` that netprobe cannot

@@ -69,12 +69,42 @@ impl Pattern {
 
     /// Whether any of `sym`'s names matches: exactly, or by the glob.
     pub fn matches(&self, sym: &Symbol) -> bool {
+        self.matches_name(&sym.name, sym.kind)
+    }
+
+    /// [`Pattern::matches`] for a symbol of kind `kind` named `name`, before any [`Symbol`] is
+    /// built (to filter a table by name first).
+    pub fn matches_name(&self, name: &str, kind: SymbolKind) -> bool {
+        if self.glob.is_none() && !could_equal_a_key(&self.text, name, kind) {
+            return false;
+        }
+        let keys = match_keys(name, kind);
         match &self.glob {
-            None => self.matches_exactly(sym),
-            Some(tokens) => match_keys(&sym.name, sym.kind)
+            None => keys.iter().any(|k| k.as_ref() == self.text),
+            Some(tokens) => keys
                 .iter()
                 .any(|k| k.as_ref() == self.text || glob_match(tokens, k)),
         }
+    }
+
+    /// The own name a managed method must have (the `#Strings` name of its MethodDef, printed
+    /// between `::` and `(`) for the pattern to select it, when the pattern says: it holds one
+    /// `::`, followed by a name without glob characters that ends the pattern or is followed by
+    /// `(`. Every name [`match_keys`] gives a managed method `Owner::Method(ARGS)` holds
+    /// `::Method` followed by `(` or its end, so a literal `::NAME(` or a final `::NAME` of the
+    /// pattern can only line up with a method named NAME. Holds only where no type or member name
+    /// holds a `:` or `(` itself; callers check that of the image (`None` is always safe).
+    pub fn managed_method_name(&self) -> Option<&str> {
+        let (_, after) = self.text.split_once("::")?;
+        if after.contains("::") {
+            return None;
+        }
+        let method = after.split('(').next().unwrap_or(after);
+        let plain = !method.is_empty()
+            && !method
+                .chars()
+                .any(|c| matches!(c, '*' | '?' | '[' | ']' | '\\' | ':'));
+        plain.then_some(method)
     }
 
     /// The symbols the pattern selects, in input order: the exact matches if there are any,
@@ -247,6 +277,18 @@ fn glob_match(tokens: &[Token], text: &str) -> bool {
     tokens[t..].iter().all(|tok| *tok == Token::AnyRun)
 }
 
+/// Whether `text` can equal one of the names [`match_keys`] gives `name`, told without building
+/// them: a native function's names are `name` and a prefix of it; a Go function's are `name`, a
+/// suffix of it, and `name` with `·` written `.`. `true` for managed methods (their short names
+/// are composed).
+fn could_equal_a_key(text: &str, name: &str, kind: SymbolKind) -> bool {
+    match kind {
+        SymbolKind::Function | SymbolKind::Ifunc => name.starts_with(text),
+        SymbolKind::GoFunction => name.ends_with(text) || name.contains('·'),
+        SymbolKind::ManagedMethod => true,
+    }
+}
+
 /// The names a symbol answers to, full name first.
 ///
 /// - native functions: the name, and without its `@VERSION`/`@@VERSION` suffix;
@@ -367,6 +409,42 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Matching a bare name (with its cheap pre-check) agrees with comparing the pattern
+        /// against every name `match_keys` gives, for every kind of symbol; and a pattern's
+        /// managed method name is that of every managed method it selects.
+        #[test]
+        fn matches_name_equals_comparing_every_key(
+            name in "[ab.:/()@·*]{0,10}",
+            pattern in "[ab.:/()@·*]{1,8}",
+        ) {
+            let Ok(p) = Pattern::parse(&pattern) else { return Ok(()) };
+            for kind in [
+                SymbolKind::Function,
+                SymbolKind::Ifunc,
+                SymbolKind::GoFunction,
+                SymbolKind::ManagedMethod,
+            ] {
+                let keys = match_keys(&name, kind);
+                let reference = keys.iter().any(|k| {
+                    k.as_ref() == p.text || p.glob.as_ref().is_some_and(|t| glob_match(t, k))
+                });
+                proptest::prop_assert_eq!(p.matches_name(&name, kind), reference, "{:?}", kind);
+            }
+            // A managed name `Owner::Method(args)` whose own name has no ':' or '('.
+            let managed = format!("void [A] {name}");
+            if let (Some(want), Some(sep)) = (p.managed_method_name(), managed.find("::")) {
+                let own = managed[sep + 2..].split('(').next().unwrap_or("");
+                let plain = !managed.contains(":::")
+                    && managed.matches("::").count() == 1
+                    && !own.contains(':');
+                if plain && p.matches_name(&managed, SymbolKind::ManagedMethod) {
+                    proptest::prop_assert_eq!(own, want);
+                }
+            }
+        }
+    }
 
     proptest::proptest! {
         /// The pruned `nearest` returns what scoring every symbol and sorting would, and the

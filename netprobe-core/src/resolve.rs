@@ -176,6 +176,8 @@ pub fn resolve_in_maps(
     // The first selected symbol without a file offset, and where it was read.
     let mut offsetless: Option<(Symbol, PathBuf)> = None;
     let mut searched: Vec<PathBuf> = Vec::new();
+    // Files of which only the matching symbols were loaded (their `seen` share comes later).
+    let mut unlisted: Vec<PathBuf> = Vec::new();
     for (img, entry) in candidates {
         if img.exec_mappings().next().is_none() {
             return Err(Error::NoExecutableMapping {
@@ -196,7 +198,9 @@ pub fn resolve_in_maps(
                     }]
                 })
             }
-            None => image::load_image_symbols(&open_path),
+            // Only what can match is named ([`image::load_image_symbols_matching`]); the
+            // whole listing is read again only to suggest names when nothing matches.
+            None => image::load_image_symbols_matching(&open_path, &pattern),
         };
         let loaded = match loaded {
             Ok(s) => s,
@@ -205,6 +209,9 @@ pub fn resolve_in_maps(
             Err(e) => return Err(e),
         };
         searched.push(open_path.clone());
+        if entry.is_none() {
+            unlisted.push(open_path.clone());
+        }
         for part in loaded {
             let name = if part.image == open_path {
                 img.path.clone()
@@ -225,7 +232,9 @@ pub fn resolve_in_maps(
                 part.file_base,
                 selected,
             )?);
-            seen.extend(part.symbols);
+            if entry.is_some() {
+                seen.extend(part.symbols);
+            }
         }
     }
     if targets.is_empty() {
@@ -243,6 +252,11 @@ pub fn resolve_in_maps(
                 image: where_,
                 note,
             });
+        }
+        for path in unlisted {
+            if let Ok(all) = image::load_image_symbols(&path) {
+                seen.extend(all.into_iter().flat_map(|part| part.symbols));
+            }
         }
         return Err(no_match(&pattern, &where_, &seen));
     }

@@ -60,7 +60,11 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
     if args.files {
         return list_files(&args.file, args.json);
     }
-    let mut groups = image::load_image_symbols(&args.file)?;
+    let pattern = args.pattern.as_deref().map(Pattern::parse).transpose()?;
+    let mut groups = match &pattern {
+        Some(pattern) => image::load_image_symbols_matching(&args.file, pattern)?,
+        None => image::load_image_symbols(&args.file)?,
+    };
     let notes = image::bundle_notes(&args.file);
     if let Some(aot) = nativeaot_of(&args.file) {
         eprintln!(
@@ -69,11 +73,7 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
             aot.describe()
         );
     }
-    if let Some(p) = &args.pattern {
-        let pattern = Pattern::parse(p)?;
-        for g in &mut groups {
-            g.symbols = pattern.select(&g.symbols).into_iter().cloned().collect();
-        }
+    if let (Some(p), Some(pattern)) = (&args.pattern, &pattern) {
         if groups.iter().all(|g| g.symbols.is_empty()) {
             if let Some(note) = notes.into_iter().next() {
                 return Err(Error::NoMatchInBundle {

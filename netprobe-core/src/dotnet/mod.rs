@@ -383,6 +383,72 @@ impl Assembly {
 }
 
 impl Assembly {
+    /// The precompiled methods whose own name (MethodDef/MemberRef name, as printed between
+    /// `::` and `(` in [`Assembly::methods`]) `keep` accepts, as [`Assembly::symbols`] gives
+    /// them and in the same order; the others are never named. Not cached: for resolving a few
+    /// names, where listing every method costs far more.
+    pub fn symbols_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<Symbol>> {
+        Ok(self
+            .methods_where(keep)?
+            .into_iter()
+            .map(|m| self.symbol_of(m))
+            .collect())
+    }
+
+    /// The methods of [`Assembly::methods`] whose own name `keep` accepts (see
+    /// [`Assembly::symbols_where`]), in the same order, named the same; not cached.
+    pub fn methods_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<R2rMethod>> {
+        let mut methods = self.methods_where_with(None, keep)?;
+        // As `list_methods`: names of other modules of the version bubble need the siblings (a
+        // kept method that names none of them is named the same with or without them).
+        if methods.iter().any(|m| m.name.contains("[module#")) {
+            let siblings = r2r::SiblingAssemblies::open(
+                self,
+                r2r::SiblingAssemblies::referenced_modules(self),
+            );
+            let resolver = &siblings;
+            methods = self.methods_where_with(Some(&resolver), keep)?;
+        }
+        Ok(methods)
+    }
+
+    fn methods_where_with<'a>(
+        &'a self,
+        foreign: Option<&'a dyn metadata::ModuleResolver<'a>>,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<R2rMethod>> {
+        let Some(r2r) = &self.r2r else {
+            return Err(Error::IlOnly {
+                path: self.path.clone(),
+            });
+        };
+        r2r::resolver::methods_where(self, r2r, foreign, Some(keep))
+            .map_err(|e| Error::malformed(&self.path, e))
+    }
+
+    /// Whether any string of the `#Strings` heap (type, namespace and member names) contains
+    /// `byte`; `false` when the heap cannot be read.
+    pub fn names_contain(&self, byte: u8) -> bool {
+        self.metadata()
+            .strings_heap()
+            .is_some_and(|h| memchr::memchr(byte, h).is_some())
+    }
+
+    fn symbol_of(&self, m: R2rMethod) -> Symbol {
+        Symbol {
+            name: m.name,
+            kind: SymbolKind::ManagedMethod,
+            origin: SymbolOrigin::ReadyToRun,
+            address: Address::Rva(m.rva),
+            size: Some(m.total_size),
+            file_offset: m
+                .file_offset
+                .and_then(|o| bundle::bundle_offset(self.file_base, o)),
+        }
+    }
+}
+
+impl Assembly {
     /// Namespace, type path, method name, structured signature (parameter types, `has_this`)
     /// and parameter names of a method from [`Assembly::methods`] of this assembly.
     /// `Err(Malformed)` when its metadata row or signature cannot be read (or `m` comes from
@@ -422,19 +488,18 @@ impl SymbolSource for Assembly {
     /// stores the assembly: shifted by [`Assembly::file_base`]). `Err(IlOnly)` for an IL-only
     /// assembly.
     fn symbols(&self) -> Result<Vec<Symbol>> {
-        let base = self.file_base;
-        Ok(self
-            .methods()?
-            .into_iter()
-            .map(|m| Symbol {
-                name: m.name,
-                kind: SymbolKind::ManagedMethod,
-                origin: SymbolOrigin::ReadyToRun,
-                address: Address::Rva(m.rva),
-                size: Some(m.total_size),
-                file_offset: m.file_offset.and_then(|o| bundle::bundle_offset(base, o)),
-            })
-            .collect())
+        // Symbols are cached per image ([`crate::cache`]): a listing not cached yet is not
+        // copied into the methods cache as well.
+        let cached = self
+            .methods
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let methods = match cached {
+            Some(m) => m,
+            None => self.list_methods()?,
+        };
+        Ok(methods.into_iter().map(|m| self.symbol_of(m)).collect())
     }
 }
 

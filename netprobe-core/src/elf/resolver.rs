@@ -8,7 +8,7 @@ use crate::addr::VirtAddr;
 use crate::bytes::FileBytes;
 use crate::error::Result;
 use crate::formulas;
-use crate::symbol::{Address, Symbol, SymbolOrigin, SymbolSource};
+use crate::symbol::{Address, Symbol, SymbolKind, SymbolOrigin, SymbolSource};
 use goblin::elf::section_header::SHF_EXECINSTR;
 use goblin::elf::Elf;
 use std::collections::HashSet;
@@ -138,6 +138,17 @@ impl SymbolSource for ElfFile {
 
 /// [`ElfFile::symbols`] of the function symbols `raw` of a file with loadable `segments`.
 pub(crate) fn symbols_of(raw: &[RawFunction], segments: &LoadSegments) -> Vec<Symbol> {
+    symbols_where(raw, segments, &|_, _| true)
+}
+
+/// [`symbols_of`], keeping only the functions `keep` accepts (by name and kind, before a
+/// [`Symbol`] is built); which `.dynsym` entries `.symtab` already names is decided over all of
+/// `raw`, so the kept ones are exactly those [`symbols_of`] lists.
+pub(crate) fn symbols_where(
+    raw: &[RawFunction],
+    segments: &LoadSegments,
+    keep: &dyn Fn(&str, SymbolKind) -> bool,
+) -> Vec<Symbol> {
     let in_symtab: HashSet<(&str, u64)> = raw
         .iter()
         .filter(|f| f.origin == SymbolOrigin::ElfSymtab)
@@ -149,6 +160,7 @@ pub(crate) fn symbols_of(raw: &[RawFunction], segments: &LoadSegments) -> Vec<Sy
                 || !(in_symtab.contains(&(f.name.as_str(), f.vaddr.0))
                     || in_symtab.contains(&unversioned(f)))
         })
+        .filter(|f| keep(&f.name, f.kind))
         .map(|f| Symbol {
             name: f.name.clone(),
             kind: f.kind,

@@ -325,6 +325,27 @@ impl<'a> GoBinary<'a> {
     }
 }
 
+impl GoBinary<'_> {
+    /// [`SymbolSource::symbols`] of the functions whose name `keep` accepts, in the same order;
+    /// only their records are decoded.
+    pub fn symbols_where(&self, keep: &dyn Fn(&str) -> bool) -> Vec<Symbol> {
+        (0..self.pclntab.len())
+            .filter(|&i| self.pclntab.function_name(i).is_some_and(|n| keep(&n)))
+            .filter_map(|i| self.pclntab.function(i))
+            .map(|f| self.symbol(&f))
+            .collect()
+    }
+
+    /// Whether a function of the table that decodes starts at `addr` (as listed by
+    /// [`SymbolSource::symbols`]).
+    pub fn is_function_entry(&self, addr: VirtAddr) -> bool {
+        self.pclntab
+            .find_index(addr)
+            .and_then(|i| self.pclntab.function(i))
+            .is_some_and(|f| f.entry == addr)
+    }
+}
+
 impl SymbolSource for GoBinary<'_> {
     /// Every function of the table, sorted by entry.
     fn symbols(&self) -> Result<Vec<Symbol>> {

@@ -23,19 +23,57 @@ use crate::plan::{ArgRequest, FunctionId, FunctionPlan, PairingKey, ProbePlan, R
 use crate::spec::{Location, ProbeSpec, Targeting};
 use netprobe_core::abi::dotnet::{args, exits, shape_of, ALWAYS_INLINE_IL_BYTES};
 use netprobe_core::abi::CallingConvention;
-use netprobe_core::addr::FileOffset;
+use netprobe_core::addr::{FileOffset, Rva};
 use netprobe_core::dotnet::{Assembly, EntryKind, R2rMethod};
-use netprobe_core::symbol::Address;
+use netprobe_core::symbol::{Address, Symbol};
 use resolve::DotnetCommand;
 use runtime::Subject;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-/// An assembly opened for planning, with its precompiled methods.
+/// An assembly opened for planning, with its precompiled methods once a lookup needs them all.
 struct Loaded {
     asm: Assembly,
-    methods: Vec<R2rMethod>,
+    methods: std::cell::OnceCell<Vec<R2rMethod>>,
+}
+
+impl Loaded {
+    /// The precompiled method `sym` names at `rva`: among the methods of `sym`'s own name
+    /// (decoded alone, [`Assembly::methods_where`]) when one has its name and RVA, else as
+    /// before from the whole listing (the one of its name and RVA, else the first at its RVA).
+    fn method(&self, sym: &Symbol, rva: Rva) -> Result<Option<R2rMethod>> {
+        let own = managed_own_name(&sym.name);
+        if let Some(own) = own {
+            let named = self.asm.methods_where(&|n| n == own)?;
+            if let Some(m) = named
+                .into_iter()
+                .find(|m| m.rva == rva && m.name == sym.name)
+            {
+                return Ok(Some(m));
+            }
+        }
+        let methods = match self.methods.get() {
+            Some(m) => m,
+            None => {
+                let all = self.asm.methods()?;
+                self.methods.get_or_init(|| all)
+            }
+        };
+        Ok(methods
+            .iter()
+            .find(|m| m.rva == rva && m.name == sym.name)
+            .or_else(|| methods.iter().find(|m| m.rva == rva))
+            .cloned())
+    }
+}
+
+/// A managed method's own name in its listed name `[instance ]RET [Assembly] Owner::NAME(ARGS)`:
+/// between the first `::` and the `(` after it; `None` without them.
+fn managed_own_name(name: &str) -> Option<&str> {
+    let (_, after) = name.split_once("::")?;
+    let (own, _) = after.split_once('(')?;
+    Some(own)
 }
 
 /// The assemblies of one command's managed locations, each opened once, and how their methods
@@ -79,8 +117,14 @@ impl Assemblies {
             return Ok(l.clone());
         }
         let asm = Assembly::open(path)?;
-        let methods = asm.methods()?;
-        let l = Rc::new(Loaded { asm, methods });
+        if asm.r2r().is_none() {
+            // IL-only: the error `methods` gives (how to publish ReadyToRun).
+            asm.methods()?;
+        }
+        let l = Rc::new(Loaded {
+            asm,
+            methods: std::cell::OnceCell::new(),
+        });
         self.loaded.insert(path.to_path_buf(), l.clone());
         Ok(l)
     }
@@ -109,25 +153,21 @@ impl Assemblies {
         };
         self.strip_ret = false;
         let loaded = self.load(assembly_path(loc))?;
-        let (asm, methods) = (&loaded.asm, &loaded.methods);
+        let asm = &loaded.asm;
         let sym = loc.symbol.as_ref().ok_or_else(|| bad(spec, "no symbol"))?;
         let Address::Rva(rva) = sym.address else {
             return Err(bad(spec, "a managed method without an RVA"));
         };
-        let m = methods
-            .iter()
-            .find(|m| m.rva == rva && m.name == sym.name)
-            .or_else(|| methods.iter().find(|m| m.rva == rva))
-            .ok_or_else(|| {
-                bad(
-                    spec,
-                    format!(
-                        "{} is not in the ReadyToRun listing of {}",
-                        sym.name,
-                        loc.image.display()
-                    ),
-                )
-            })?;
+        let m = &loaded.method(sym, rva)?.ok_or_else(|| {
+            bad(
+                spec,
+                format!(
+                    "{} is not in the ReadyToRun listing of {}",
+                    sym.name,
+                    loc.image.display()
+                ),
+            )
+        })?;
         // Offsets in the assembly (to read its code) and in the probed file (a single-file
         // bundle stores the assembly at `file_base`; a loose assembly file has base 0).
         let base = asm.file_base().0;

@@ -49,7 +49,9 @@ impl Bundle {
 
     /// [`Bundle::open`] over bytes already read (`path` only names the bundle in messages).
     pub fn from_bytes(path: &Path, data: FileBytes) -> Result<Option<Bundle>> {
-        if crate::image::sniff(&data) != Some(crate::image::ImageFormat::Elf) {
+        if crate::image::sniff(&data) != Some(crate::image::ImageFormat::Elf)
+            || ends_with_its_elf_image(&data)
+        {
             return Ok(None);
         }
         let manifest = match parser::parse(&data) {
@@ -251,6 +253,34 @@ pub fn open_member(path: &Path) -> Result<Option<Assembly>> {
         return Ok(None);
     };
     bundle.assembly(bundle.entry(&rel)?).map(Some)
+}
+
+/// Whether `data` ends where the ELF image it starts with ends: at or before the end of its
+/// section header table, of a section's contents or of a segment's file bytes. The bundler
+/// appends the bundled files and then the manifest after the app host's own bytes
+/// (`Bundler.GenerateBundle` in dotnet/runtime `src/installer/managed/Microsoft.NET.HostModel`),
+/// so such a file holds no bundle, and the whole-file search for the bundle signature (75 MB for
+/// Debian's dockerd) is skipped. `false` when the headers do not parse (then it is searched).
+fn ends_with_its_elf_image(data: &[u8]) -> bool {
+    let Ok(elf) = crate::elf::parser::ElfView::parse(Path::new(""), data) else {
+        return false;
+    };
+    const SHT_NOBITS: u32 = 8;
+    let header_table = elf
+        .header
+        .e_shoff
+        .saturating_add(u64::from(elf.header.e_shnum) * u64::from(elf.header.e_shentsize));
+    let sections = elf
+        .section_headers
+        .iter()
+        .filter(|s| s.sh_type != SHT_NOBITS)
+        .map(|s| s.sh_offset.saturating_add(s.sh_size));
+    let segments = elf
+        .program_headers
+        .iter()
+        .map(|p| p.p_offset.saturating_add(p.p_filesz));
+    let end = sections.chain(segments).fold(header_table, u64::max);
+    end >= data.len() as u64
 }
 
 /// [`open_member`]'s image (parsed once per run, [`crate::cache`]): `Ok(None)` when `path` is

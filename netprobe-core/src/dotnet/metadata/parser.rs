@@ -314,6 +314,12 @@ impl<'a> Metadata<'a> {
         self
     }
 
+    /// The whole `#Strings` heap (II.24.2.3); `None` when it lies outside the metadata.
+    pub fn strings_heap(&self) -> Option<&'a [u8]> {
+        let (off, size) = self.layout.strings;
+        slice(self.bytes, off, size)
+    }
+
     /// Number of rows of table `t`.
     pub fn rows(&self, t: u8) -> u32 {
         self.layout.rows(t)

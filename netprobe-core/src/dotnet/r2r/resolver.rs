@@ -233,6 +233,20 @@ pub(crate) fn methods<'a>(
     r2r: &'a R2rImage,
     foreign: Option<&'a dyn ModuleResolver<'a>>,
 ) -> Result<Vec<R2rMethod>, String> {
+    methods_where(asm, r2r, foreign, None)
+}
+
+/// [`methods`], keeping only the methods whose own name (the `#Strings` entry of their
+/// MethodDef or MemberRef row, ECMA-335 II.22.26 and II.22.25) `keep` accepts, before their
+/// owner and signature are decoded: the cost of naming a method is paid only for candidates.
+/// Entries whose name cannot be read without decoding (a module no resolver opens, a missing
+/// row) are kept, so that they are named, or refused, exactly as by [`methods`].
+pub(crate) fn methods_where<'a>(
+    asm: &'a Assembly,
+    r2r: &'a R2rImage,
+    foreign: Option<&'a dyn ModuleResolver<'a>>,
+    keep: Option<&dyn Fn(&str) -> bool>,
+) -> Result<Vec<R2rMethod>, String> {
     let data = asm.bytes();
     let pe = asm.pe();
     let md = asm.metadata().with_validated_strings();
@@ -295,6 +309,9 @@ pub(crate) fn methods<'a>(
         let row = md
             .method_def(rid)
             .ok_or_else(|| format!("MethodDef row {rid} unreadable"))?;
+        if keep.is_some_and(|k| !k(row.name)) {
+            continue;
+        }
         let owner = owner_type(&md, rid).unwrap_or(0);
         // Methods come in MethodDef order, so consecutive ones mostly share their owner.
         if owner != owner_rid {
@@ -334,6 +351,11 @@ pub(crate) fn methods<'a>(
     }
 
     for (pos, e) in instance_entries {
+        if let (Some(k), Some(raw)) = (keep, instance_method_name(&names, &e)) {
+            if !k(raw) {
+                continue;
+            }
+        }
         let (name, token) = instance_name(&names, data, &e, &mut scratch)?;
         out.push(finish(
             asm,
@@ -488,6 +510,18 @@ fn instance_owner(names: &Names<'_>, e: &InstanceEntry, t: &InstanceTarget<'_>) 
         None => t.module_names.type_def_name(t.owner_rid, '+', &mut owner),
     }
     owner
+}
+
+/// The own name of the method an instance entry instantiates (its MethodDef or MemberRef
+/// row's name), as [`instance_name`] puts it after `::`; `None` when the module or row cannot be
+/// read.
+fn instance_method_name<'n>(names: &Names<'n>, e: &InstanceScan) -> Option<&'n str> {
+    let mn = names.in_module(e.module)?;
+    if e.member_ref {
+        mn.md.member_ref(e.rid).map(|(_, name, _)| name)
+    } else {
+        mn.md.method_def(e.rid).map(|row| row.name)
+    }
 }
 
 /// The crossgen-style name of an instantiation, formatted from the signature bytes.

@@ -309,12 +309,7 @@ impl<'a> Pclntab<'a> {
         let entry = self.entry(i)?;
         let end = self.entry(i + 1)?;
         let rec = self.func_record(i)?;
-        let name_off = self.record_field(rec, 1)?;
-        let name_bytes = bytes::cstr_at(self.funcnametab, u64::from(name_off))?;
-        let name = match std::str::from_utf8(name_bytes) {
-            Ok(s) => Cow::Borrowed(s),
-            Err(_) => Cow::Owned(String::from_utf8_lossy(name_bytes).into_owned()),
-        };
+        let name = self.record_name(rec)?;
         let code_size = self
             .record_field(rec, 4)
             .and_then(|pcsp| self.pc_table_span(pcsp, end.0.saturating_sub(entry.0)));
@@ -329,6 +324,26 @@ impl<'a> Pclntab<'a> {
             end,
             code_size,
             args_size,
+        })
+    }
+
+    /// The name of function `i` alone (what [`Pclntab::function`] names it), without decoding
+    /// its entry, size or frame: for filtering the table by name first. `None` when `i >= len()`
+    /// or its record or name is outside the table.
+    pub fn function_name(&self, i: u64) -> Option<Cow<'a, str>> {
+        if i >= self.header.nfunc {
+            return None;
+        }
+        self.record_name(self.func_record(i)?)
+    }
+
+    /// The name a `_func` record points to in the function name table (field 1, `nameOff`).
+    fn record_name(&self, rec: &[u8]) -> Option<Cow<'a, str>> {
+        let name_off = self.record_field(rec, 1)?;
+        let name_bytes = bytes::cstr_at(self.funcnametab, u64::from(name_off))?;
+        Some(match std::str::from_utf8(name_bytes) {
+            Ok(s) => Cow::Borrowed(s),
+            Err(_) => Cow::Owned(String::from_utf8_lossy(name_bytes).into_owned()),
         })
     }
 
