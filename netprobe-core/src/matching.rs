@@ -199,6 +199,25 @@ fn compile(text: &str) -> Result<Vec<Token>> {
                 Some(e) => out.push(Token::Literal(e)),
                 None => return Err(bad(text, "trailing '\\' escapes nothing")),
             },
+            // `[]` and `[,]`, `[,,]`...: an array type in a full name (.NET's `char[]`,
+            // `int32[,]`, Go's `[]byte`), never a character class (a class needs a member).
+            '[' if {
+                let mut ahead = chars.clone();
+                let mut next = ahead.next();
+                while next == Some(',') {
+                    next = ahead.next();
+                }
+                next == Some(']')
+            } =>
+            {
+                out.push(Token::Literal('['));
+                for c in chars.by_ref() {
+                    out.push(Token::Literal(c));
+                    if c == ']' {
+                        break;
+                    }
+                }
+            }
             '[' => {
                 let negated = matches!(chars.peek(), Some('!') | Some('^'));
                 if negated {
@@ -504,6 +523,23 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn array_brackets_are_literal() {
+        let m = |p: &str, t: &str| glob_match(&compile(p).unwrap(), t);
+        assert!(m(
+            "System.String::.ctor(char[])",
+            "System.String::.ctor(char[])"
+        ));
+        assert!(!m(
+            "System.String::.ctor(char[])",
+            "System.String::.ctor(char)"
+        ));
+        assert!(m("*(int32[,])", "M(int32[,])"));
+        assert!(m("main.f([]byte)", "main.f([]byte)"));
+        assert!(m("*[ab]", "xa"));
+        assert!(!m("*[ab]", "x[ab]"));
     }
 
     #[test]
