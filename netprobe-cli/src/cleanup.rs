@@ -149,17 +149,46 @@ pub fn remove_session(tracefs: &Tracefs, name: &GroupName, patience: Duration) -
 /// (state `Z`, zombie, or `X`, dead: `proc(5)`, `/proc/PID/stat` field 3). A zombie netprobe
 /// runs nothing: its session is no longer in use, though its watchdog may be removing it.
 fn is_exited(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            // The command name (field 2) is in parentheses and may itself hold ") ".
-            let after = &s[s.rfind(')')? + 1..];
-            after
-                .split_whitespace()
-                .next()
-                .map(|st| st == "Z" || st == "X")
+    stat_fields(pid).is_some_and(|(state, _)| state == "Z" || state == "X")
+}
+
+/// `PF_EXITING` in the flags of `/proc/PID/stat` (include/linux/sched.h): the task has entered
+/// `do_exit` and will run no more user code.
+const PF_EXITING: u64 = 0x4;
+
+/// Bit of SIGKILL (signal 9) in the pending-signal masks of `/proc/PID/status` (`SigPnd`,
+/// `ShdPnd`: bit N-1 for signal N, `proc(5)`).
+const SIGKILL_PENDING: u64 = 1 << (libc::SIGKILL - 1);
+
+/// State (field 3) and flags (field 9) of `/proc/PID/stat`.
+fn stat_fields(pid: u32) -> Option<(String, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may itself hold ") ".
+    let mut f = s[s.rfind(')')? + 1..].split_whitespace();
+    let state = f.next()?.to_string();
+    let flags = f.nth(5)?.parse().ok()?;
+    Some((state, flags))
+}
+
+/// Whether process `pid` is dying or dead: exited ([`is_exited`]), inside `do_exit`
+/// ([`PF_EXITING`]), or with a SIGKILL pending that it has not acted on yet. A process killed a
+/// moment ago passes through all three; none of them runs user code again, so its session is
+/// no longer in use (though its last system call may still be finishing, see
+/// [`clean_stale`]).
+fn is_dying(pid: u32) -> bool {
+    if stat_fields(pid)
+        .is_some_and(|(state, flags)| state == "Z" || state == "X" || flags & PF_EXITING != 0)
+    {
+        return true;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status.lines().any(|l| {
+        ["SigPnd:", "ShdPnd:"].iter().any(|k| {
+            l.strip_prefix(k)
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .is_some_and(|m| m & SIGKILL_PENDING != 0)
         })
-        .unwrap_or(false)
+    })
 }
 
 /// Whether a process is a netprobe (its command name or executable starts with `netprobe`).
@@ -195,7 +224,7 @@ pub fn session_alive(tracefs: &Tracefs, owner: SessionOwner) -> bool {
     if owner.pidns == mine {
         if std::path::Path::new(&format!("/proc/{}", owner.pid)).exists()
             && is_netprobe(owner.pid)
-            && !is_exited(owner.pid)
+            && !is_dying(owner.pid)
         {
             return true;
         }
@@ -289,19 +318,54 @@ fn session_present(tracefs: &Tracefs, name: &GroupName) -> bool {
         || probe::list_events(tracefs, name).map_or(true, |e| !e.is_empty())
 }
 
-/// Removes every stale session; returns what went, per session name. A session whose owner is a
-/// zombie (killed a moment ago, not yet reaped) is usually being removed by its watchdog right
-/// then: it gets [`WATCHDOG_GRACE`] to finish (the result says `by_watchdog`), then is removed
+/// Waits (until `deadline` at most) until no netprobe process of our pid namespace is dying
+/// without having exited ([`is_dying`] but not [`is_exited`]).
+fn wait_for_dying_netprobes(deadline: Instant) {
+    let me = std::process::id();
+    let dying: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|&p| p != me && is_netprobe(p) && is_dying(p) && !is_exited(p))
+                .collect()
+        })
+        .unwrap_or_default();
+    for pid in dying {
+        while !is_exited(pid)
+            && std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Removes every stale session; returns what went, per session name. A session whose owner is
+/// dying or a zombie (killed a moment ago, not yet reaped) is usually being removed by its
+/// watchdog right then. Its owner is first given [`WATCHDOG_GRACE`] to finish exiting (a system
+/// call it was in, such as a write to `uprobe_events` that adds a probe, completes before it
+/// exits, and the watchdog starts only when the owner's files are closed); then the watchdog gets
+/// the rest of the grace to finish (the result says `by_watchdog`); then what is left is removed
 /// here. Either way a session returned here is gone when this returns. A session that cannot be
 /// removed is reported in the error after trying all the others.
 pub fn clean_stale(tracefs: &Tracefs) -> Result<Vec<(GroupName, Removed)>> {
     let mut out = Vec::new();
     let mut first_err = None;
+    // A netprobe killed before its session showed in tracefs may still be finishing the write
+    // that creates its first probe: let every dying netprobe of our namespace exit first, so
+    // that what it placed is listed below.
+    wait_for_dying_netprobes(Instant::now() + WATCHDOG_GRACE);
     for name in stale_sessions(tracefs)? {
-        let just_died = session_owner(name.as_str())
-            .is_some_and(|o| o.pidns == own_pidns() && is_exited(o.pid));
+        let owner = session_owner(name.as_str()).filter(|o| o.pidns == own_pidns());
+        let just_died = owner.is_some_and(|o| is_dying(o.pid));
         if just_died {
             let deadline = Instant::now() + WATCHDOG_GRACE;
+            let pid = owner.map_or(0, |o| o.pid);
+            while !is_exited(pid)
+                && std::path::Path::new(&format!("/proc/{pid}")).exists()
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             while session_present(tracefs, &name) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -38,6 +38,39 @@ impl Process {
         self.pid
     }
 
+    /// `Ok` when the process runs user-space code that a uprobe can hit. Errors:
+    /// [`Error::KernelThread`] (`PF_KTHREAD` in the flags of `/proc/PID/stat`,
+    /// `include/linux/sched.h`), [`Error::Exited`] (state `Z` or `X`: exited, not yet reaped by
+    /// its parent; `proc(5)`), [`Error::NoSuchProcess`] when it is gone.
+    pub fn check_runs_user_code(&self) -> Result<()> {
+        let stat = self.read("stat")?;
+        let Some((comm, flags)) = crate::inventory::parse_stat(&stat) else {
+            return Err(Error::malformed(
+                self.dir.join("stat"),
+                "no command name in parentheses",
+            ));
+        };
+        let close = stat.iter().rposition(|&b| b == b')').unwrap_or(0);
+        let rest = String::from_utf8_lossy(stat.get(close + 1..).unwrap_or_default()).into_owned();
+        let mut fields = rest.split_ascii_whitespace();
+        let state = fields.next().unwrap_or("");
+        let parent = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if flags & crate::inventory::PF_KTHREAD != 0 {
+            return Err(Error::KernelThread {
+                pid: self.pid,
+                comm,
+            });
+        }
+        if state == "Z" || state == "X" {
+            return Err(Error::Exited {
+                pid: self.pid,
+                comm,
+                parent,
+            });
+        }
+        Ok(())
+    }
+
     /// `/proc/PID`.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -62,9 +62,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         },
         None if !o.pids.is_empty() => {
             for &p in &o.pids {
-                if !std::path::Path::new(&format!("/proc/{p}")).exists() {
-                    return Err(netprobe_core::Error::NoSuchProcess { pid: p }.into());
-                }
+                netprobe_core::process::Process::open(p)?.check_runs_user_code()?;
             }
             Targeting::Pids(o.pids.clone())
         }
