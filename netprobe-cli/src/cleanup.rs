@@ -251,7 +251,8 @@ pub fn session_alive(tracefs: &Tracefs, owner: SessionOwner) -> bool {
     instance_in_use(tracefs, &session_name_of(owner))
 }
 
-/// Whether any process has a file open inside `instances/NAME/`.
+/// Whether any process but a watchdog has a file open inside `instances/NAME/` (a watchdog
+/// holds them only while removing the instance, see [`crate::watchdog::WATCHDOG_COMM`]).
 fn instance_in_use(tracefs: &Tracefs, name: &GroupName) -> bool {
     let needle = format!("/instances/{}/", name.as_str());
     let root = tracefs.root().to_string_lossy().into_owned();
@@ -262,6 +263,10 @@ fn instance_in_use(tracefs: &Tracefs, name: &GroupName) -> bool {
         let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim_end() == crate::watchdog::WATCHDOG_COMM {
+            continue;
+        }
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };

@@ -63,6 +63,25 @@ fn exe_id(pid: u32) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
+/// The executables of `-p` targets as they were when their probes were resolved, by pid: an
+/// exec between resolving and the start of the loop must count as one.
+static EXECUTABLES_AT_RESOLVE: std::sync::Mutex<Vec<(u32, (u64, u64))>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Records the executable each of `pids` runs now; [`run`] compares against it (else against
+/// what they run when it starts). Call it before resolving probes against those processes.
+pub fn remember_executables(pids: &[u32]) {
+    let mut at = EXECUTABLES_AT_RESOLVE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    for &p in pids {
+        if let Some(id) = exe_id(p) {
+            at.retain(|(q, _)| *q != p);
+            at.push((p, id));
+        }
+    }
+}
+
 /// The path of the executable process `pid` runs now, as `/proc/PID/exe` names it.
 fn exe_of(pid: u32) -> Option<String> {
     std::fs::read_link(format!("/proc/{pid}/exe"))
@@ -89,7 +108,18 @@ pub fn run(
     // `-p` targets (no child of ours) are also watched for execve: the executable they run now,
     // compared on each tick. A `-c` command may exec on purpose (a shell, the `dotnet` host).
     let exes: Vec<Option<(u64, u64)>> = if child.is_none() {
-        targets.iter().map(|&p| exe_id(p)).collect()
+        let at = EXECUTABLES_AT_RESOLVE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        targets
+            .iter()
+            .map(|&p| {
+                at.iter()
+                    .find(|(q, _)| *q == p)
+                    .map(|(_, id)| *id)
+                    .or_else(|| exe_id(p))
+            })
+            .collect()
     } else {
         vec![None; targets.len()]
     };

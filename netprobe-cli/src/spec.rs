@@ -177,6 +177,9 @@ fn parse_arg(spec: &str, word: &str) -> Result<ArgRequest> {
         None => Ok(ArgRequest::Positional {
             name: None,
             ty: ValueType::parse(word).ok_or_else(|| {
+                if word.contains('/') {
+                    return bad(spec, format!("unknown argument type '{word}': a path with whitespace cannot be probed (specs and uprobe_events split on whitespace); link the file to a path without it"));
+                }
                 bad(spec, format!("unknown argument type '{word}' (use s32, u64, x64, string, utf16, gostring, or NAME=FETCHARG:TYPE)"))
             })?,
         }),

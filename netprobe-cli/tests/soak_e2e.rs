@@ -214,15 +214,15 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
         // At once, while the killed netprobe is a zombie (not reaped yet).
         let clean = Command::new(NP).arg("clean").output().map_err(err)?;
         let took = killed.elapsed();
-        let dbg = format!(
-            "{:?} {:?}",
-            std::fs::read_to_string(format!("/proc/{}/stat", np.id())),
-            std::fs::read_to_string(format!("/proc/{}/status", np.id())).map(|s| s
-                .lines()
-                .filter(|l| l.contains("Pnd") || l.contains("State") || l.contains("Threads"))
-                .collect::<Vec<_>>()
-                .join(","))
-        );
+        // The killed netprobe as clean left it (state, pending signals): evidence for a leftover.
+        let owner_state = std::fs::read_to_string(format!("/proc/{}/status", np.id()))
+            .map(|s| {
+                s.lines()
+                    .filter(|l| l.starts_with("State") || l.contains("Pnd:"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
         let status = np.wait().map_err(err)?;
         let text = String::from_utf8_lossy(&clean.stdout).into_owned();
         if !clean.status.success() {
@@ -233,7 +233,7 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
         }
         if let Some(left) = fixtures::live::leftovers(TRACEFS, np.id()) {
             t.leftovers.push(format!(
-                "kill {k} ({mode}, {probes} probe(s), {ph}): {left} after clean said: {text} DBG {dbg}"
+                "kill {k} ({mode}, {probes} probe(s), {ph}): {left} after clean said: {text} (netprobe then: {owner_state})"
             ));
         }
         if text.contains(&format!("{name}: removed by its own watchdog")) {

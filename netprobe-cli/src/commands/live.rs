@@ -50,10 +50,19 @@ fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
     }
 }
 
+/// The largest per-CPU ring buffer `--buffer-kb` accepts (1 GiB): the kernel allocates it on
+/// every CPU at once, and larger sizes only fail with ENOMEM after the probes are planned.
+const MAX_BUFFER_KB: u64 = 1 << 20;
+
 /// Runs a live command (`trace`, `count`, `latency`); returns the process exit code.
 pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if o.command.is_some() && !o.pids.is_empty() {
         return Err(Error::usage("use either -p or -c, not both"));
+    }
+    if let Some(kb) = o.buffer_kb.filter(|&kb| kb == 0 || kb > MAX_BUFFER_KB) {
+        return Err(Error::usage(format!(
+            "--buffer-kb {kb}: the per-CPU ring buffer must be 1 to {MAX_BUFFER_KB} KiB (1 GiB); the default is 8192"
+        )));
     }
     let argv = o.command.as_deref().map(split_command).transpose()?;
     let targeting = match &argv {
@@ -64,6 +73,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             for &p in &o.pids {
                 netprobe_core::process::Process::open(p)?.check_runs_user_code()?;
             }
+            runner::remember_executables(&o.pids);
             Targeting::Pids(o.pids.clone())
         }
         None => Targeting::SystemWide,
