@@ -570,7 +570,7 @@ fn hostile_trials() -> Vec<e2e::E2eTrial> {
         e2e::trial(
             "hostile_path_with_colon",
             NEEDS,
-            named("a:b", &["No such file or directory"]),
+            named("a:b", &["a path holding ':' cannot be named"]),
         ),
         e2e::trial(
             "hostile_path_with_shell_metacharacters_is_traced_literally",
@@ -602,6 +602,42 @@ fn hostile_trials() -> Vec<e2e::E2eTrial> {
                     ));
                 }
                 nothing_registered_for(&b)
+            },
+        ),
+        e2e::trial(
+            "hostile_symlink_out_of_a_container_root",
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::CCompiler,
+                Need::Program("chroot"),
+            ],
+            move || {
+                // A process in its own root (chroot, as a container's) whose root holds
+                // `/evil -> HOST_FILE`: through /proc/PID/root the absolute link would lead to
+                // the host's file. netprobe only probes files the process maps (by the paths
+                // /proc/PID/maps gives), so the link is refused and the host file left alone.
+                let (_host_dir, host) = own_tracee("host")?;
+                let root = scratch("root")?;
+                let r = root.path();
+                for lib in [
+                    "/lib64/ld-linux-x86-64.so.2",
+                    "/lib/x86_64-linux-gnu/libc.so.6",
+                ] {
+                    let to = r.join(lib.trim_start_matches('/'));
+                    std::fs::create_dir_all(to.parent().unwrap()).map_err(err)?;
+                    std::fs::copy(lib, &to).map_err(err)?;
+                }
+                tracee_at(r, "app")?;
+                std::os::unix::fs::symlink(&host, r.join("evil")).map_err(err)?;
+                let w = fixtures::live::Waiting::start(
+                    Command::new("chroot").arg(r).args(["/app", "stdin", "1"]),
+                )?;
+                let pid = w.ready.trim().trim_start_matches("ready ").to_string();
+                let out = np(&["trace", "-p", &pid, "/evil:np_add"])?;
+                drop(w);
+                refused(&out, 1, &["/evil is not mapped in process"])?;
+                nothing_registered_for(&host)
             },
         ),
         e2e::trial("hostile_symbol_outside_every_segment", NEEDS, move || {
