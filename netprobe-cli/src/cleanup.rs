@@ -403,6 +403,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dying_and_exited_processes() {
+        assert!(!is_dying(std::process::id()));
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(!is_dying(pid));
+        child.kill().unwrap();
+        // Killed and not reaped: dying at once (SIGKILL pending or exiting), then a zombie.
+        assert!(is_dying(pid));
+        let end = Instant::now() + Duration::from_secs(5);
+        while !is_exited(pid) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(is_exited(pid) && is_dying(pid));
+        child.wait().unwrap();
+        assert!(!is_exited(pid));
+    }
+
+    #[test]
     fn session_names() {
         let owner = SessionOwner {
             pidns: 4026531836,

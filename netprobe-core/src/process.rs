@@ -188,3 +188,39 @@ impl Process {
 fn libc_esrch() -> i32 {
     3 // ESRCH on Linux (asm-generic/errno-base.h)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_code_kernel_threads_and_zombies() {
+        Process::open(std::process::id())
+            .unwrap()
+            .check_runs_user_code()
+            .unwrap();
+        // Pid 2 is kthreadd in the initial pid namespace (not inside a container).
+        if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
+            let e = Process::open(2)
+                .unwrap()
+                .check_runs_user_code()
+                .unwrap_err();
+            assert!(matches!(e, Error::KernelThread { pid: 2, .. }), "{e}");
+        }
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let p = Process::open(child.id()).unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let e = loop {
+            match p.check_runs_user_code() {
+                Err(e) => break e,
+                Ok(()) if std::time::Instant::now() > end => panic!("never a zombie"),
+                Ok(()) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
+        };
+        assert!(
+            matches!(e, Error::Exited { pid, parent, .. } if pid == child.id() && parent == std::process::id()),
+            "{e}"
+        );
+        child.wait().unwrap();
+    }
+}
