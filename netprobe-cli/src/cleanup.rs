@@ -96,6 +96,9 @@ pub struct Removed {
     /// The session's own watchdog removed it while [`clean_stale`] waited: nothing was left to
     /// remove here.
     pub by_watchdog: bool,
+    /// Its netprobe has exited (or is dying) and is not reaped yet, and nothing of the session
+    /// was left when [`clean_stale`] looked: removed by that netprobe itself or its watchdog.
+    pub already_gone: bool,
 }
 
 /// Removes group `name`'s events and the instance of the same name, retrying for up to `patience`
@@ -323,18 +326,28 @@ fn session_present(tracefs: &Tracefs, name: &GroupName) -> bool {
         || probe::list_events(tracefs, name).map_or(true, |e| !e.is_empty())
 }
 
-/// Waits (until `deadline` at most) until no netprobe process of our pid namespace is dying
-/// without having exited ([`is_dying`] but not [`is_exited`]).
-fn wait_for_dying_netprobes(deadline: Instant) {
+/// The netprobe processes of our pid namespace that are dying or exited and not yet reaped
+/// ([`is_dying`]), watchdogs left out.
+fn dying_netprobes() -> Vec<u32> {
     let me = std::process::id();
-    let dying: Vec<u32> = std::fs::read_dir("/proc")
+    std::fs::read_dir("/proc")
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                .filter(|&p| p != me && is_netprobe(p) && is_dying(p) && !is_exited(p))
+                .filter(|&p| {
+                    p != me
+                        && is_netprobe(p)
+                        && is_dying(p)
+                        && std::fs::read_to_string(format!("/proc/{p}/comm"))
+                            .is_ok_and(|c| c.trim_end() != crate::watchdog::WATCHDOG_COMM)
+                })
                 .collect()
         })
-        .unwrap_or_default();
-    for pid in dying {
+        .unwrap_or_default()
+}
+
+/// Waits (until `deadline` at most) until each of `pids` has exited or is gone.
+fn wait_for_exit(pids: &[u32], deadline: Instant) {
+    for &pid in pids {
         while !is_exited(pid)
             && std::path::Path::new(&format!("/proc/{pid}")).exists()
             && Instant::now() < deadline
@@ -358,8 +371,36 @@ pub fn clean_stale(tracefs: &Tracefs) -> Result<Vec<(GroupName, Removed)>> {
     // A netprobe killed before its session showed in tracefs may still be finishing the write
     // that creates its first probe: let every dying netprobe of our namespace exit first, so
     // that what it placed is listed below.
-    wait_for_dying_netprobes(Instant::now() + WATCHDOG_GRACE);
-    for name in stale_sessions(tracefs)? {
+    let dying = dying_netprobes();
+    let present_before: Vec<GroupName> = dying
+        .iter()
+        .map(|&p| session_name(p))
+        .filter(|n| session_present(tracefs, n))
+        .collect();
+    wait_for_exit(&dying, Instant::now() + WATCHDOG_GRACE);
+    let stale = stale_sessions(tracefs)?;
+    // Sessions of dying or exited netprobes that were gone before we could list them: removed by
+    // their watchdogs while we waited, or before `clean` started (then by whom is unknown: the
+    // netprobe itself on a normal exit, or its watchdog).
+    for pid in &dying {
+        let name = session_name(*pid);
+        if stale.contains(&name) || session_present(tracefs, &name) {
+            continue;
+        }
+        let removed = if present_before.contains(&name) {
+            Removed {
+                by_watchdog: true,
+                ..Removed::default()
+            }
+        } else {
+            Removed {
+                already_gone: true,
+                ..Removed::default()
+            }
+        };
+        out.push((name, removed));
+    }
+    for name in stale {
         let owner = session_owner(name.as_str()).filter(|o| o.pidns == own_pidns());
         let just_died = owner.is_some_and(|o| is_dying(o.pid));
         if just_died {

@@ -461,6 +461,71 @@ fn main() {
                 Ok(())
             },
         ),
+        e2e::trial(
+            "sigkill_before_the_command_is_released_leaves_no_waiting_command_and_no_session",
+            NEEDS,
+            move || {
+                // `-c` forks the command paused before placing the probes (1,000 here: time to
+                // hit that window). SIGKILL netprobe there: the paused command must give up (it
+                // never runs untraced), and the watchdog must remove the session by itself.
+                let b = busy().display().to_string();
+                let np = Command::new(NP)
+                    .args(["count", "-c", &format!("{b} run"), &format!("{b}:g*")])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .map_err(err)?;
+                let pid = np.id();
+                let comm = |p: &str| {
+                    std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default()
+                };
+                let end = Instant::now() + Duration::from_secs(10);
+                let paused = loop {
+                    let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                        .unwrap_or_default();
+                    // Children: the watchdog (named netprobe-watch once it runs), then the
+                    // paused command (still netprobe's image and name).
+                    let kids: Vec<&str> = kids.split_whitespace().collect();
+                    if kids.iter().any(|k| comm(k).trim() == "netprobe-watch") {
+                        if let Some(k) = kids.iter().find(|k| comm(k).trim() == "netprobe") {
+                            break k.to_string();
+                        }
+                    }
+                    if Instant::now() > end {
+                        return Err("never saw the paused command".into());
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                };
+                // SAFETY: signalling our own child.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                let mut np = np;
+                let _ = np.wait();
+                let end = Instant::now() + Duration::from_secs(6);
+                loop {
+                    let state =
+                        std::fs::read_to_string(format!("/proc/{paused}/stat")).unwrap_or_default();
+                    let exited = state.is_empty()
+                        || state
+                            .rsplit(')')
+                            .next()
+                            .is_some_and(|t| t.trim_start().starts_with('Z'));
+                    let left = fixtures::live::leftovers(TRACEFS, pid);
+                    if exited && left.is_none() {
+                        break;
+                    }
+                    if Instant::now() > end {
+                        return Err(format!(
+                            "6 s after the kill: paused command {paused} exited={exited}, {left:?}"
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if comm(&paused).trim() == "busy" {
+                    return Err("the command ran untraced after netprobe died".into());
+                }
+                Ok(())
+            },
+        ),
     ];
     trials.extend(hostile_trials());
     e2e::run(trials);

@@ -304,7 +304,10 @@ fn run_to_end(
 fn report_stale(tracefs: &Tracefs) {
     match cleanup::clean_stale(tracefs) {
         Ok(removed) => {
-            for (name, r) in removed.into_iter().filter(|(_, r)| !r.by_watchdog) {
+            for (name, r) in removed
+                .into_iter()
+                .filter(|(_, r)| !r.by_watchdog && !r.already_gone)
+            {
                 eprintln!(
                     "netprobe: removed {} event(s){} left by dead session {name}",
                     r.events.len(),
@@ -320,13 +323,20 @@ fn report_stale(tracefs: &Tracefs) {
 pub fn clean(out: &mut dyn Write) -> Result<i32> {
     let tracefs = Tracefs::open()?;
     let removed = cleanup::clean_stale(&tracefs)?;
-    if removed.is_empty() {
+    if removed.iter().all(|(_, r)| r.already_gone) {
         let _ = writeln!(
             out,
             "nothing to clean: no probes or instances of dead netprobe processes"
         );
     }
     for (name, r) in removed {
+        if r.already_gone {
+            let _ = writeln!(
+                out,
+                "{name}: already removed (its netprobe has exited and is not reaped yet; it or its watchdog removed the session)"
+            );
+            continue;
+        }
         if r.by_watchdog {
             let _ = writeln!(
                 out,
