@@ -1,5 +1,6 @@
 //! The kill soak: `trace` and `count` sessions of 1 and 1,000 probes on a busy target
-//! (`fixtures/c/busy.c run`, whose rounds check their own sums), each SIGKILLed at a random moment
+//! (`fixtures/c/busy.c run`, whose rounds check their own sums; `-p` on one long-running copy, and
+//! `-c` starting a copy, which must never run untraced), each SIGKILLed at a random moment
 //! of its life, then `netprobe clean` run at once (the killed netprobe still a zombie, its watchdog
 //! possibly mid-removal). After each kill: nothing of that session is registered when `clean`
 //! returns, and the target is alive, still advancing and still computing right.
@@ -151,6 +152,21 @@ struct Tally {
     slowest_clean: Duration,
     by_watchdog: u32,
     by_clean: u32,
+    launched_paused: u32,
+    launched_running: u32,
+}
+
+/// SIGKILLs every process running `bin` except `keep` (the copies `-c` sessions started).
+fn stop_launched_copies(bin: &std::path::Path, keep: u32) {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for p in procs.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+        if p != keep && std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == bin) {
+            // SAFETY: a copy of this test's own fixture, started by a netprobe of this test.
+            unsafe { libc::kill(p as i32, libc::SIGKILL) };
+        }
+    }
 }
 
 fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
@@ -163,8 +179,16 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
     let mut t = Tally::default();
     for k in 0..kills {
         // Configurations in turn: trace/count x 1/1000 probes.
-        let (mode, probes) =
-            [("count", 1), ("trace", 1), ("count", 1000), ("trace", 1000)][k as usize % 4];
+        // `-p` sessions on the long-running target, and `-c` sessions that start their own copy
+        // of it (paused until the probes are placed, then released).
+        let (mode, probes, launch) = [
+            ("count", 1, false),
+            ("trace", 1, false),
+            ("count", 1000, false),
+            ("trace", 1000, false),
+            ("count", 1000, true),
+            ("trace", 1, true),
+        ][k as usize % 6];
         let spec = if probes == 1 {
             format!("{bin}:g500")
         } else {
@@ -175,8 +199,16 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
         let duration = Duration::from_millis(100 + rng.below(600));
         let life = if probes == 1 { 900 } else { 1800 };
         let delay = Duration::from_millis(rng.below(life));
+        let run_cmd = format!("{bin} run");
+        let target_args = if launch {
+            ["-c", run_cmd.as_str()]
+        } else {
+            ["-p", pid.as_str()]
+        };
         let mut np = Command::new(NP)
-            .args([mode, "-p", &pid, "--duration"])
+            .arg(mode)
+            .args(target_args)
+            .arg("--duration")
             .arg(format!("{}ms", duration.as_millis()))
             .arg(&spec)
             .stdout(Stdio::null())
@@ -208,6 +240,10 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
         } else {
             phase(&name, probes, *live_at.lock().unwrap(), duration)
         };
+        // netprobe's children at the kill: its watchdog and, with -c, the command (still paused
+        // under netprobe's name, or running as busy).
+        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", np.id()))
+            .unwrap_or_default();
         // SAFETY: signalling our own child.
         unsafe { libc::kill(np.id() as i32, libc::SIGKILL) };
         let killed = Instant::now();
@@ -243,7 +279,8 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
         }
         t.slowest_clean = t.slowest_clean.max(took);
         t.kills += 1;
-        *t.by_config.entry(format!("{mode} {probes}")).or_default() += 1;
+        let config = format!("{mode} {probes}{}", if launch { " -c" } else { "" });
+        *t.by_config.entry(config).or_default() += 1;
         *t.by_phase.entry(ph.to_string()).or_default() += 1;
         if exited {
             t.exited_before_kill += 1;
@@ -253,6 +290,55 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
                     stderr.lock().unwrap()
                 ));
             }
+        }
+        for c in children.split_whitespace() {
+            let comm = std::fs::read_to_string(format!("/proc/{c}/comm")).unwrap_or_default();
+            // The command's name is its file's, cut to 15 bytes: `busy-<hash>`.
+            let comm = if comm.starts_with("busy") {
+                "busy"
+            } else {
+                comm.trim()
+            };
+            match comm {
+                // The -c command, released: it runs on after netprobe, as a command does.
+                "busy" => {
+                    // SAFETY: a process this test's netprobe started.
+                    unsafe { libc::kill(c.parse().unwrap_or(0), libc::SIGKILL) };
+                    t.launched_running += 1;
+                }
+                // Still paused: it must give up, never run untraced.
+                "netprobe" => {
+                    t.launched_paused += 1;
+                    let end = Instant::now() + Duration::from_secs(5);
+                    loop {
+                        let st =
+                            std::fs::read_to_string(format!("/proc/{c}/stat")).unwrap_or_default();
+                        let comm =
+                            std::fs::read_to_string(format!("/proc/{c}/comm")).unwrap_or_default();
+                        if comm.starts_with("busy") {
+                            return Err(format!("kill {k}: the paused command ran untraced"));
+                        }
+                        if st.is_empty()
+                            || st
+                                .rsplit(')')
+                                .next()
+                                .is_some_and(|r| r.trim_start().starts_with('Z'))
+                        {
+                            break;
+                        }
+                        if Instant::now() > end {
+                            return Err(format!("kill {k} ({mode} -c, {ph}): the paused command {c} still waits 5 s after netprobe died"));
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if launch {
+            // A -c command outlives a netprobe that ended by itself too: stop every copy of
+            // busy but the -p target.
+            stop_launched_copies(&busy_bin, target.child.id());
         }
         target
             .healthy(Duration::from_secs(5))
@@ -289,6 +375,8 @@ fn main() {
                 "removed_by_clean": t.by_clean,
                 "leftovers_after_clean": t.leftovers.len(),
                 "slowest_clean_ms": t.slowest_clean.as_millis() as u64,
+                "launched_commands_paused_at_kill_gave_up": t.launched_paused,
+                "launched_commands_running_at_kill": t.launched_running,
             });
             eprintln!("soak: {summary}");
             if let Ok(path) = std::env::var("NETPROBE_SOAK_REPORT") {
