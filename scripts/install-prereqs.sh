@@ -37,6 +37,7 @@ want cpio cpio
 want npm npm
 want unshare util-linux
 want setpriv util-linux
+want capsh libcap2-bin
 # `man -l` renders the page of `netprobe man` in the tests (cli_docs).
 want man man-db
 # Renders `netprobe profile --svg` flame graphs in the profile tests (headless screenshots).

@@ -96,6 +96,9 @@ pub struct Removed {
     /// The session's own watchdog removed it while [`clean_stale`] waited: nothing was left to
     /// remove here.
     pub by_watchdog: bool,
+    /// Its netprobe has exited (or is dying) and is not reaped yet, and nothing of the session
+    /// was left when [`clean_stale`] looked: removed by that netprobe itself or its watchdog.
+    pub already_gone: bool,
 }
 
 /// Removes group `name`'s events and the instance of the same name, retrying for up to `patience`
@@ -149,17 +152,46 @@ pub fn remove_session(tracefs: &Tracefs, name: &GroupName, patience: Duration) -
 /// (state `Z`, zombie, or `X`, dead: `proc(5)`, `/proc/PID/stat` field 3). A zombie netprobe
 /// runs nothing: its session is no longer in use, though its watchdog may be removing it.
 fn is_exited(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            // The command name (field 2) is in parentheses and may itself hold ") ".
-            let after = &s[s.rfind(')')? + 1..];
-            after
-                .split_whitespace()
-                .next()
-                .map(|st| st == "Z" || st == "X")
+    stat_fields(pid).is_some_and(|(state, _)| state == "Z" || state == "X")
+}
+
+/// `PF_EXITING` in the flags of `/proc/PID/stat` (include/linux/sched.h): the task has entered
+/// `do_exit` and will run no more user code.
+const PF_EXITING: u64 = 0x4;
+
+/// Bit of SIGKILL (signal 9) in the pending-signal masks of `/proc/PID/status` (`SigPnd`,
+/// `ShdPnd`: bit N-1 for signal N, `proc(5)`).
+const SIGKILL_PENDING: u64 = 1 << (libc::SIGKILL - 1);
+
+/// State (field 3) and flags (field 9) of `/proc/PID/stat`.
+fn stat_fields(pid: u32) -> Option<(String, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may itself hold ") ".
+    let mut f = s[s.rfind(')')? + 1..].split_whitespace();
+    let state = f.next()?.to_string();
+    let flags = f.nth(5)?.parse().ok()?;
+    Some((state, flags))
+}
+
+/// Whether process `pid` is dying or dead: exited ([`is_exited`]), inside `do_exit`
+/// ([`PF_EXITING`]), or with a SIGKILL pending that it has not acted on yet. A process killed a
+/// moment ago passes through all three; none of them runs user code again, so its session is
+/// no longer in use (though its last system call may still be finishing, see
+/// [`clean_stale`]).
+fn is_dying(pid: u32) -> bool {
+    if stat_fields(pid)
+        .is_some_and(|(state, flags)| state == "Z" || state == "X" || flags & PF_EXITING != 0)
+    {
+        return true;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status.lines().any(|l| {
+        ["SigPnd:", "ShdPnd:"].iter().any(|k| {
+            l.strip_prefix(k)
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .is_some_and(|m| m & SIGKILL_PENDING != 0)
         })
-        .unwrap_or(false)
+    })
 }
 
 /// Whether a process is a netprobe (its command name or executable starts with `netprobe`).
@@ -195,7 +227,7 @@ pub fn session_alive(tracefs: &Tracefs, owner: SessionOwner) -> bool {
     if owner.pidns == mine {
         if std::path::Path::new(&format!("/proc/{}", owner.pid)).exists()
             && is_netprobe(owner.pid)
-            && !is_exited(owner.pid)
+            && !is_dying(owner.pid)
         {
             return true;
         }
@@ -222,7 +254,8 @@ pub fn session_alive(tracefs: &Tracefs, owner: SessionOwner) -> bool {
     instance_in_use(tracefs, &session_name_of(owner))
 }
 
-/// Whether any process has a file open inside `instances/NAME/`.
+/// Whether any process but a watchdog has a file open inside `instances/NAME/` (a watchdog
+/// holds them only while removing the instance, see [`crate::watchdog::WATCHDOG_COMM`]).
 fn instance_in_use(tracefs: &Tracefs, name: &GroupName) -> bool {
     let needle = format!("/instances/{}/", name.as_str());
     let root = tracefs.root().to_string_lossy().into_owned();
@@ -233,6 +266,10 @@ fn instance_in_use(tracefs: &Tracefs, name: &GroupName) -> bool {
         let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim_end() == crate::watchdog::WATCHDOG_COMM {
+            continue;
+        }
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };
@@ -289,19 +326,92 @@ fn session_present(tracefs: &Tracefs, name: &GroupName) -> bool {
         || probe::list_events(tracefs, name).map_or(true, |e| !e.is_empty())
 }
 
-/// Removes every stale session; returns what went, per session name. A session whose owner is a
-/// zombie (killed a moment ago, not yet reaped) is usually being removed by its watchdog right
-/// then: it gets [`WATCHDOG_GRACE`] to finish (the result says `by_watchdog`), then is removed
+/// The netprobe processes of our pid namespace that are dying or exited and not yet reaped
+/// ([`is_dying`]), watchdogs left out.
+fn dying_netprobes() -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|&p| {
+                    p != me
+                        && is_netprobe(p)
+                        && is_dying(p)
+                        && std::fs::read_to_string(format!("/proc/{p}/comm"))
+                            .is_ok_and(|c| c.trim_end() != crate::watchdog::WATCHDOG_COMM)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits (until `deadline` at most) until each of `pids` has exited or is gone.
+fn wait_for_exit(pids: &[u32], deadline: Instant) {
+    for &pid in pids {
+        while !is_exited(pid)
+            && std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Removes every stale session; returns what went, per session name. A session whose owner is
+/// dying or a zombie (killed a moment ago, not yet reaped) is usually being removed by its
+/// watchdog right then. Its owner is first given [`WATCHDOG_GRACE`] to finish exiting (a system
+/// call it was in, such as a write to `uprobe_events` that adds a probe, completes before it
+/// exits, and the watchdog starts only when the owner's files are closed); then the watchdog gets
+/// the rest of the grace to finish (the result says `by_watchdog`); then what is left is removed
 /// here. Either way a session returned here is gone when this returns. A session that cannot be
 /// removed is reported in the error after trying all the others.
 pub fn clean_stale(tracefs: &Tracefs) -> Result<Vec<(GroupName, Removed)>> {
     let mut out = Vec::new();
     let mut first_err = None;
-    for name in stale_sessions(tracefs)? {
-        let just_died = session_owner(name.as_str())
-            .is_some_and(|o| o.pidns == own_pidns() && is_exited(o.pid));
+    // A netprobe killed before its session showed in tracefs may still be finishing the write
+    // that creates its first probe: let every dying netprobe of our namespace exit first, so
+    // that what it placed is listed below.
+    let dying = dying_netprobes();
+    let present_before: Vec<GroupName> = dying
+        .iter()
+        .map(|&p| session_name(p))
+        .filter(|n| session_present(tracefs, n))
+        .collect();
+    wait_for_exit(&dying, Instant::now() + WATCHDOG_GRACE);
+    let stale = stale_sessions(tracefs)?;
+    // Sessions of dying or exited netprobes that were gone before we could list them: removed by
+    // their watchdogs while we waited, or before `clean` started (then by whom is unknown: the
+    // netprobe itself on a normal exit, or its watchdog).
+    for pid in &dying {
+        let name = session_name(*pid);
+        if stale.contains(&name) || session_present(tracefs, &name) {
+            continue;
+        }
+        let removed = if present_before.contains(&name) {
+            Removed {
+                by_watchdog: true,
+                ..Removed::default()
+            }
+        } else {
+            Removed {
+                already_gone: true,
+                ..Removed::default()
+            }
+        };
+        out.push((name, removed));
+    }
+    for name in stale {
+        let owner = session_owner(name.as_str()).filter(|o| o.pidns == own_pidns());
+        let just_died = owner.is_some_and(|o| is_dying(o.pid));
         if just_died {
             let deadline = Instant::now() + WATCHDOG_GRACE;
+            let pid = owner.map_or(0, |o| o.pid);
+            while !is_exited(pid)
+                && std::path::Path::new(&format!("/proc/{pid}")).exists()
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             while session_present(tracefs, &name) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -332,6 +442,27 @@ pub fn clean_stale(tracefs: &Tracefs) -> Result<Vec<(GroupName, Removed)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dying_and_exited_processes() {
+        assert!(!is_dying(std::process::id()));
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(!is_dying(pid));
+        child.kill().unwrap();
+        // Killed and not reaped: dying at once (SIGKILL pending or exiting), then a zombie.
+        assert!(is_dying(pid));
+        let end = Instant::now() + Duration::from_secs(5);
+        while !is_exited(pid) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(is_exited(pid) && is_dying(pid));
+        child.wait().unwrap();
+        assert!(!is_exited(pid));
+    }
 
     #[test]
     fn session_names() {

@@ -16,6 +16,9 @@ pub enum Error {
     #[error("tracefs is not mounted and could not be mounted ({why}): run `mount -t tracefs nodev /sys/kernel/tracing` as root")]
     TracefsMissing { why: String },
 
+    #[error("tracefs at {} is mounted read-only, so no probe can be placed or removed: remount it read-write (`mount -o remount,rw {}`) as root", .path.display(), .path.display())]
+    TracefsReadOnly { path: PathBuf },
+
     #[error("this kernel has no uprobe support ({} is missing): use a kernel built with CONFIG_UPROBE_EVENTS=y", .path.display())]
     NoUprobeSupport { path: PathBuf },
 

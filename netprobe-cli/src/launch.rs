@@ -133,6 +133,12 @@ impl PausedChild {
                 let mut set: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut set);
                 libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                // The parent's ends: with our own copy of the gate's write end open, the read
+                // below would never see EOF when netprobe dies before releasing us, and we would
+                // wait forever, holding (inherited, until exec) the write end of the watchdog's
+                // pipe, so the watchdog would never learn that netprobe died.
+                libc::close(gate_w.as_raw_fd());
+                libc::close(err_r.as_raw_fd());
                 let mut b = [0u8; 1];
                 let n = loop {
                     let n = libc::read(gate_r.as_raw_fd(), b.as_mut_ptr().cast(), 1);

@@ -17,6 +17,9 @@ pub enum StopReason {
     Duration,
     MaxEvents,
     TargetsExited,
+    /// A `-p` target ran `execve(2)`: its pid lives on with another program, so the probes on
+    /// its old image no longer apply.
+    TargetExeced(u32),
     OutputClosed,
 }
 
@@ -28,6 +31,11 @@ impl std::fmt::Display for StopReason {
             StopReason::Duration => f.write_str("duration reached"),
             StopReason::MaxEvents => f.write_str("event limit reached"),
             StopReason::TargetsExited => f.write_str("target exited"),
+            StopReason::TargetExeced(pid) => write!(
+                f,
+                "target {pid} ran another program (execve), so the probes on its old image no longer apply;{} stopped",
+                exe_of(*pid).map_or(String::new(), |e| format!(" it now runs {e};"))
+            ),
             StopReason::OutputClosed => f.write_str("output closed"),
         }
     }
@@ -46,6 +54,41 @@ fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// The executable process `pid` runs now (`/proc/PID/exe` followed), by device and inode;
+/// `None` when unreadable (gone, or a kernel thread).
+fn exe_id(pid: u32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// The executables of `-p` targets as they were when their probes were resolved, by pid: an
+/// exec between resolving and the start of the loop must count as one.
+static EXECUTABLES_AT_RESOLVE: std::sync::Mutex<Vec<(u32, (u64, u64))>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Records the executable each of `pids` runs now; [`run`] compares against it (else against
+/// what they run when it starts). Call it before resolving probes against those processes.
+pub fn remember_executables(pids: &[u32]) {
+    let mut at = EXECUTABLES_AT_RESOLVE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    for &p in pids {
+        if let Some(id) = exe_id(p) {
+            at.retain(|(q, _)| *q != p);
+            at.push((p, id));
+        }
+    }
+}
+
+/// The path of the executable process `pid` runs now, as `/proc/PID/exe` names it.
+fn exe_of(pid: u32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
 /// Runs until a stop condition; the backend still holds its probes afterwards (call
 /// [`Backend::stop`] and [`Backend::detach`]).
 pub fn run(
@@ -62,6 +105,25 @@ pub fn run(
     // Targets are watched through pidfds; a pid without one (old kernel) is checked in /proc.
     let mut watched: Vec<(u32, Option<OwnedFd>, bool)> =
         targets.iter().map(|&p| (p, pidfd_open(p), false)).collect();
+    // `-p` targets (no child of ours) are also watched for execve: the executable they run now,
+    // compared on each tick. A `-c` command may exec on purpose (a shell, the `dotnet` host).
+    let exes: Vec<Option<(u64, u64)>> = if child.is_none() {
+        let at = EXECUTABLES_AT_RESOLVE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        targets
+            .iter()
+            .map(|&p| {
+                at.iter()
+                    .find(|(q, _)| *q == p)
+                    .map(|(_, id)| *id)
+                    .or_else(|| exe_id(p))
+            })
+            .collect()
+    } else {
+        vec![None; targets.len()]
+    };
+    let mut execed = None;
     let mut flow = Flow::Continue;
     loop {
         if let Some(sig) = signals.received() {
@@ -140,6 +202,11 @@ pub fn run(
                 };
                 if gone {
                     *exited = true;
+                } else if exes[i]
+                    .is_some_and(|before| exe_id(*pid).is_some_and(|now| now != before))
+                {
+                    *exited = true;
+                    execed.get_or_insert(*pid);
                 }
             }
             if let Some(c) = child.as_deref_mut() {
@@ -149,7 +216,7 @@ pub fn run(
                 }
             }
             if watched.iter().all(|w| w.2) {
-                return Ok(StopReason::TargetsExited);
+                return Ok(execed.map_or(StopReason::TargetsExited, StopReason::TargetExeced));
             }
         }
     }

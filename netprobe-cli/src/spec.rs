@@ -116,6 +116,12 @@ impl ProbeSpec {
         if target_text.is_empty() {
             return Err(bad(text, "no function after ':'"));
         }
+        if image.is_some_and(|i| i.starts_with('/')) && first_single_colon(target_text).is_some() {
+            return Err(bad(
+                text,
+                "a second ':' after the image: the image ends at the first single ':', so a path holding ':' cannot be named; link the file to a path without ':'",
+            ));
+        }
         let target = match target_text.strip_prefix("0x") {
             Some(hex) => {
                 let off = u64::from_str_radix(hex, 16)
@@ -177,6 +183,9 @@ fn parse_arg(spec: &str, word: &str) -> Result<ArgRequest> {
         None => Ok(ArgRequest::Positional {
             name: None,
             ty: ValueType::parse(word).ok_or_else(|| {
+                if word.contains('/') {
+                    return bad(spec, format!("unknown argument type '{word}': a path with whitespace cannot be probed (specs and uprobe_events split on whitespace); link the file to a path without it"));
+                }
                 bad(spec, format!("unknown argument type '{word}' (use s32, u64, x64, string, utf16, gostring, or NAME=FETCHARG:TYPE)"))
             })?,
         }),
@@ -415,6 +424,8 @@ mod tests {
             "r:app:add s32 s32",
             "app:0xzz",
             "app:f a=%di:zz",
+            "/tmp/a:b/app:add",
+            "/tmp/a b/app:add",
         ] {
             assert!(ProbeSpec::parse(s).is_err(), "{s:?}");
         }

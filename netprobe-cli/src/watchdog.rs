@@ -18,6 +18,11 @@ use std::time::Duration;
 /// The byte netprobe sends when it has cleaned up itself.
 pub const CLEAN_EXIT: u8 = b'C';
 
+/// The watchdog's command name (`/proc/PID/comm`, set with `prctl(PR_SET_NAME)`, at most 15
+/// bytes): `netprobe clean` tells it from a reader of a live session by it, since the files it
+/// holds open in the instance while removing it do not mean the session is in use.
+pub const WATCHDOG_COMM: &str = "netprobe-watch";
+
 /// The parent's handle on its watchdog.
 #[derive(Debug)]
 pub struct Watchdog {
@@ -107,6 +112,7 @@ fn watch(tracefs: &Tracefs, name: &GroupName, pipe: OwnedFd) -> i32 {
     // SAFETY: plain syscalls on our own process.
     unsafe {
         libc::setsid();
+        libc::prctl(libc::PR_SET_NAME, c"netprobe-watch".as_ptr());
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);

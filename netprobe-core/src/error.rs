@@ -13,6 +13,12 @@ pub enum Error {
     #[error("no process with pid {pid}: it is not running (or not visible in this pid namespace); check the pid with `ps -p {pid}`")]
     NoSuchProcess { pid: u32 },
 
+    #[error("process {pid} ({comm}) is a kernel thread: it runs no user-space code to probe; pick a user process (`netprobe ps` lists them)")]
+    KernelThread { pid: u32, comm: String },
+
+    #[error("process {pid} ({comm}) has exited: it is a zombie its parent (pid {parent}) has not reaped, with no code left to probe; trace a running process")]
+    Exited { pid: u32, comm: String, parent: u32 },
+
     #[error("permission denied reading {}: run netprobe as root (or with CAP_SYS_PTRACE and CAP_SYS_ADMIN)", .path.display())]
     PermissionDenied { path: PathBuf },
 

@@ -20,7 +20,7 @@ use std::path::Path;
 
 /// `PF_KTHREAD` in the `flags` field of `/proc/PID/stat` (`include/linux/sched.h`): a kernel
 /// thread, which has no user code to probe.
-const PF_KTHREAD: u64 = 0x0020_0000;
+pub(crate) const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// One process as `netprobe ps` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -38,6 +38,39 @@ impl Process {
         self.pid
     }
 
+    /// `Ok` when the process runs user-space code that a uprobe can hit. Errors:
+    /// [`Error::KernelThread`] (`PF_KTHREAD` in the flags of `/proc/PID/stat`,
+    /// `include/linux/sched.h`), [`Error::Exited`] (state `Z` or `X`: exited, not yet reaped by
+    /// its parent; `proc(5)`), [`Error::NoSuchProcess`] when it is gone.
+    pub fn check_runs_user_code(&self) -> Result<()> {
+        let stat = self.read("stat")?;
+        let Some((comm, flags)) = crate::inventory::parse_stat(&stat) else {
+            return Err(Error::malformed(
+                self.dir.join("stat"),
+                "no command name in parentheses",
+            ));
+        };
+        let close = stat.iter().rposition(|&b| b == b')').unwrap_or(0);
+        let rest = String::from_utf8_lossy(stat.get(close + 1..).unwrap_or_default()).into_owned();
+        let mut fields = rest.split_ascii_whitespace();
+        let state = fields.next().unwrap_or("");
+        let parent = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if flags & crate::inventory::PF_KTHREAD != 0 {
+            return Err(Error::KernelThread {
+                pid: self.pid,
+                comm,
+            });
+        }
+        if state == "Z" || state == "X" {
+            return Err(Error::Exited {
+                pid: self.pid,
+                comm,
+                parent,
+            });
+        }
+        Ok(())
+    }
+
     /// `/proc/PID`.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -154,4 +187,40 @@ impl Process {
 
 fn libc_esrch() -> i32 {
     3 // ESRCH on Linux (asm-generic/errno-base.h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_code_kernel_threads_and_zombies() {
+        Process::open(std::process::id())
+            .unwrap()
+            .check_runs_user_code()
+            .unwrap();
+        // Pid 2 is kthreadd in the initial pid namespace (not inside a container).
+        if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
+            let e = Process::open(2)
+                .unwrap()
+                .check_runs_user_code()
+                .unwrap_err();
+            assert!(matches!(e, Error::KernelThread { pid: 2, .. }), "{e}");
+        }
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let p = Process::open(child.id()).unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let e = loop {
+            match p.check_runs_user_code() {
+                Err(e) => break e,
+                Ok(()) if std::time::Instant::now() > end => panic!("never a zombie"),
+                Ok(()) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
+        };
+        assert!(
+            matches!(e, Error::Exited { pid, parent, .. } if pid == child.id() && parent == std::process::id()),
+            "{e}"
+        );
+        child.wait().unwrap();
+    }
 }

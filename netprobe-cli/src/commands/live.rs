@@ -189,10 +189,19 @@ fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
     }
 }
 
+/// The largest per-CPU ring buffer `--buffer-kb` accepts (1 GiB): the kernel allocates it on
+/// every CPU at once, and larger sizes only fail with ENOMEM after the probes are planned.
+const MAX_BUFFER_KB: u64 = 1 << 20;
+
 /// Runs a live command (`trace`, `count`, `latency`); returns the process exit code.
 pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if o.command.is_some() && (!o.pids.is_empty() || o.container.is_some()) {
         return Err(Error::usage("use either -p/--container or -c, not both"));
+    }
+    if let Some(kb) = o.buffer_kb.filter(|&kb| kb == 0 || kb > MAX_BUFFER_KB) {
+        return Err(Error::usage(format!(
+            "--buffer-kb {kb}: the per-CPU ring buffer must be 1 to {MAX_BUFFER_KB} KiB (1 GiB); the default is 8192"
+        )));
     }
     o.check_stack_options(mode)?;
     let filter = o.filter.exprs()?;
@@ -214,10 +223,9 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         },
         None if !o.pids.is_empty() => {
             for &p in &o.pids {
-                if !std::path::Path::new(&format!("/proc/{p}")).exists() {
-                    return Err(netprobe_core::Error::NoSuchProcess { pid: p }.into());
-                }
+                netprobe_core::process::Process::open(p)?.check_runs_user_code()?;
             }
+            runner::remember_executables(&o.pids);
             Targeting::Pids(o.pids.clone())
         }
         None => Targeting::SystemWide,
@@ -480,7 +488,10 @@ fn run_to_end(
 fn report_stale(tracefs: &Tracefs) {
     match cleanup::clean_stale(tracefs) {
         Ok(removed) => {
-            for (name, r) in removed.into_iter().filter(|(_, r)| !r.by_watchdog) {
+            for (name, r) in removed
+                .into_iter()
+                .filter(|(_, r)| !r.by_watchdog && !r.already_gone)
+            {
                 eprintln!(
                     "netprobe: removed {} event(s){} left by dead session {name}",
                     r.events.len(),
@@ -496,13 +507,20 @@ fn report_stale(tracefs: &Tracefs) {
 pub fn clean(out: &mut dyn Write) -> Result<i32> {
     let tracefs = Tracefs::open()?;
     let removed = cleanup::clean_stale(&tracefs)?;
-    if removed.is_empty() {
+    if removed.iter().all(|(_, r)| r.already_gone) {
         let _ = writeln!(
             out,
             "nothing to clean: no probes or instances of dead netprobe processes"
         );
     }
     for (name, r) in removed {
+        if r.already_gone {
+            let _ = writeln!(
+                out,
+                "{name}: already removed (its netprobe has exited and is not reaped yet; it or its watchdog removed the session)"
+            );
+            continue;
+        }
         if r.by_watchdog {
             let _ = writeln!(
                 out,

@@ -34,6 +34,16 @@ impl Tracefs {
         }
         let why = match mount("tracefs", CANDIDATES[0]) {
             Ok(()) => String::new(),
+            Err(e)
+                if e.ends_with(&format!(
+                    "{}",
+                    std::io::Error::from_raw_os_error(libc::EPERM)
+                )) =>
+            {
+                return Err(Error::TracefsMissing {
+                    why: format!("{e}: mounting needs CAP_SYS_ADMIN, which this process lacks"),
+                });
+            }
             Err(e) => {
                 // Old kernels: tracefs appears under debugfs once debugfs is mounted.
                 let _ = mount("debugfs", "/sys/kernel/debug");
@@ -74,12 +84,26 @@ impl Tracefs {
     fn check_uprobes(self) -> Result<Tracefs> {
         let events = self.path("uprobe_events");
         match std::fs::metadata(&events) {
+            Ok(_) if self.read_only() => Err(Error::TracefsReadOnly { path: self.root }),
             Ok(_) => Ok(self),
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(Error::NotRoot {
                 what: format!("reading {}", events.display()),
             }),
             Err(_) => Err(Error::NoUprobeSupport { path: events }),
         }
+    }
+
+    /// Whether the mount holding the root is read-only (`ST_RDONLY` from `statvfs(3)`): every
+    /// write to `uprobe_events` and every `mkdir` of an instance would fail with EROFS.
+    fn read_only(&self) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(path) = CString::new(self.root.as_os_str().as_bytes()) else {
+            return false;
+        };
+        // SAFETY: `path` is a valid NUL-terminated string and `st` a writable statvfs.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::statvfs(path.as_ptr(), &mut st) };
+        rc == 0 && st.f_flag & libc::ST_RDONLY != 0
     }
 
     /// The tracefs root.

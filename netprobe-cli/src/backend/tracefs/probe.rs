@@ -175,6 +175,13 @@ impl ProbePath {
                 ),
             ));
         }
+        if s.contains('#') {
+            return Err(invalid(
+                "probe path",
+                s,
+                "it contains '#', which starts a comment in a line written to uprobe_events (kernel/trace/trace.c, trace_parse_run_command), so the kernel would read a shorter path: use a symlink without '#'",
+            ));
+        }
         Ok(ProbePath(s.to_string()))
     }
 
@@ -579,6 +586,7 @@ mod tests {
             "/tmp/a\tb",
             "relative/path",
             "/tmp/a\x07",
+            "/tmp/a#b/app",
         ] {
             let e = ProbePath::new(Path::new(bad)).unwrap_err();
             assert!(matches!(e, Error::InvalidProbe { .. }), "{bad:?}: {e}");
