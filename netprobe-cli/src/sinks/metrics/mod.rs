@@ -39,6 +39,9 @@ pub const DEFAULT_MAX_SERIES: usize = 10_000;
 const FIRST_BUCKET: usize = 7;
 const LAST_BUCKET: usize = 35;
 
+/// Threads (pid lookups) and processes (names) an exporter remembers at most.
+const MAX_CACHED_TASKS: usize = 65_536;
+
 /// Series a histogram costs in the exposition: its buckets, `+Inf`, `_sum` and `_count`.
 const HISTOGRAM_SERIES: usize = LAST_BUCKET - FIRST_BUCKET + 1 + 3;
 
@@ -322,7 +325,8 @@ pub struct Exported<'a> {
     inner: Inner<'a>,
     metrics: Arc<Metrics>,
     tasks: TaskInfo,
-    /// The command name of each process (`/proc/PID/comm`, its main thread's name), read once:
+    /// The command name of each process (`/proc/PID/comm`, its main thread's name), read once
+    /// (at most [`MAX_CACHED_TASKS`] kept):
     /// the `comm` label names the process, so thread names add no series.
     comms: std::collections::HashMap<u32, String>,
 }
@@ -351,9 +355,11 @@ impl<'a> Exported<'a> {
 
 impl Sink for Exported<'_> {
     fn hit(&mut self, plan: &ProbePlan, hit: Hit) -> Flow {
+        // Threads and processes come and go in a long run: forget what is cached beyond a
+        // bound (memory stays bounded), and look it up again.
+        self.tasks.bound_cache(MAX_CACHED_TASKS);
         let pid = self.tasks.pid_of(hit.tid);
-        if self.comms.len() > self.metrics.max_series {
-            // Many short-lived processes: forget the names (bounded memory), read them again.
+        if self.comms.len() > MAX_CACHED_TASKS {
             self.comms.clear();
         }
         let comm = match pid {
