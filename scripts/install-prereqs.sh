@@ -42,6 +42,8 @@ want capsh libcap2-bin
 want man man-db
 # Renders `netprobe profile --svg` flame graphs in the profile tests (headless screenshots).
 want chromium chromium
+# A real Prometheus server scrapes `count/latency --metrics` in netprobe-cli/tests/metrics_e2e.rs.
+want prometheus prometheus
 # apt's lists: needed for installs and for the kernel matrix's `apt-cache`/`apt-get download`;
 # refreshed when absent or older than a day.
 if [ ${#need_pkgs[@]} -gt 0 ] || ! find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 | grep -q .; then

@@ -45,9 +45,16 @@ pub enum Command {
         /// tools (flamegraph.pl, inferno-flamegraph).
         #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
         folded: Option<PathBuf>,
+        #[command(flatten)]
+        metrics: MetricsArgs,
     },
     /// Time calls per function: log2 histogram and p50/p90/p99/max (like bcc funclatency).
-    Latency(LiveArgs),
+    Latency {
+        #[command(flatten)]
+        live: LiveArgs,
+        #[command(flatten)]
+        metrics: MetricsArgs,
+    },
     /// Sample on-CPU user stacks (perf_event) and name every frame: top functions, folded
     /// stacks, a flame graph SVG.
     Profile(commands::profile::ProfileArgs),
@@ -140,6 +147,20 @@ pub struct LiveArgs {
     pub stack_depth: Option<usize>,
 }
 
+/// Prometheus metrics of a `count` or `latency` session.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct MetricsArgs {
+    /// Also serve the counts (latency: and a duration histogram) as Prometheus metrics on
+    /// http://ADDR:PORT/metrics (e.g. 0.0.0.0:9464), until stopped (Ctrl-C, SIGTERM, --duration)
+    /// or the targets exit; the text output stays as it is.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
+    /// With --metrics: export at most N series (label sets); hits of new label sets beyond it
+    /// are counted in netprobe_dropped_series_total instead.
+    #[arg(long, value_name = "N", default_value_t = crate::sinks::metrics::DEFAULT_MAX_SERIES)]
+    pub metrics_max_series: usize,
+}
+
 /// Which hits to keep, tested by the kernel before a hit reaches the ring buffer.
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct FilterArgs {
@@ -168,6 +189,15 @@ impl FilterArgs {
 
 impl LiveArgs {
     fn options(self, interval: Option<Duration>, folded: Option<PathBuf>) -> LiveOptions {
+        self.options_with(interval, folded, MetricsArgs::default())
+    }
+
+    fn options_with(
+        self,
+        interval: Option<Duration>,
+        folded: Option<PathBuf>,
+        metrics: MetricsArgs,
+    ) -> LiveOptions {
         LiveOptions {
             specs: self.probes,
             pids: self.pids,
@@ -188,6 +218,8 @@ impl LiveArgs {
             stack: self.stack,
             stack_depth: self.stack_depth,
             folded,
+            metrics: metrics.metrics,
+            metrics_max_series: metrics.metrics_max_series,
         }
     }
 }
@@ -287,8 +319,15 @@ pub fn main() -> ExitCode {
             live: l,
             interval,
             folded,
-        } => tracing(live::run_live(Mode::Count, &l.options(interval, folded))),
-        Command::Latency(l) => tracing(live::run_live(Mode::Latency, &l.options(None, None))),
+            metrics,
+        } => tracing(live::run_live(
+            Mode::Count,
+            &l.options_with(interval, folded, metrics),
+        )),
+        Command::Latency { live: l, metrics } => tracing(live::run_live(
+            Mode::Latency,
+            &l.options_with(None, None, metrics),
+        )),
         Command::Profile(a) => tracing(commands::profile::run(&a)),
         Command::Probe { action } => {
             let mut out = std::io::stdout();

@@ -102,6 +102,8 @@ pub fn run(
     let start = Instant::now();
     let deadline = limits.duration.map(|d| start + d);
     let mut next_tick = limits.interval.map(|i| start + i);
+    // What the backend lost so far goes to the sink about once a second (`--metrics`).
+    let mut next_lost = start + Duration::from_secs(1);
     // Targets are watched through pidfds; a pid without one (old kernel) is checked in /proc.
     let mut watched: Vec<(u32, Option<OwnedFd>, bool)> =
         targets.iter().map(|&p| (p, pidfd_open(p), false)).collect();
@@ -178,6 +180,10 @@ pub fn run(
             }
         })?;
         sink.idle(session.plan());
+        if Instant::now() >= next_lost {
+            sink.lost_so_far(session.plan(), session.lost());
+            next_lost += Duration::from_secs(1);
+        }
         match flow {
             Flow::Continue => {}
             Flow::Enough => return Ok(StopReason::MaxEvents),

@@ -519,3 +519,51 @@ fn stack_flags_bad_inputs_are_one_line_errors() {
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     }
 }
+
+/// `--metrics` refuses what it cannot serve with one line naming the fix, before anything is
+/// placed (no root needed to be told).
+#[test]
+fn metrics_bad_inputs_are_one_line_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["count", "--metrics", "localhost", "/bin/true:main"],
+            "'localhost' is not ADDR:PORT",
+        ),
+        (
+            &["latency", "--metrics", "127.0.0.1:99999", "/bin/true:main"],
+            "e.g. 0.0.0.0:9464",
+        ),
+        (
+            &[
+                "count",
+                "--metrics",
+                "127.0.0.1:9464",
+                "--stack",
+                "/bin/true:main",
+            ],
+            "drop --stack",
+        ),
+        (
+            &[
+                "count",
+                "--metrics",
+                "127.0.0.1:9464",
+                "--metrics-max-series",
+                "0",
+                "/bin/true:main",
+            ],
+            "give 1 or more",
+        ),
+    ];
+    for (args, fix) in cases {
+        let err = fails(args);
+        assert!(err.contains(fix), "{args:?}: {err}");
+    }
+    // trace has no --metrics: clap refuses it (exit 2), no panic.
+    let out = netprobe()
+        .args(["trace", "--metrics", "127.0.0.1:9464", "/bin/true:main"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}

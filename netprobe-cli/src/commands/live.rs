@@ -18,6 +18,7 @@ use crate::mode::Mode;
 use crate::plan::ProbePlan;
 use crate::runner::{self, Limits, StopReason};
 use crate::signals::SignalPipe;
+use crate::sinks::metrics::Exported;
 use crate::sinks::{self, Counter, Format, IntervalCounter, Latency, TaskInfo, TracePrinter};
 use crate::spec::Targeting;
 use crate::watchdog::Watchdog;
@@ -52,6 +53,10 @@ pub struct LiveOptions {
     pub stack_depth: Option<usize>,
     /// `count --stack --folded [FILE]`: folded stacks to FILE (`-`: stdout).
     pub folded: Option<std::path::PathBuf>,
+    /// `--metrics ADDR:PORT`: also serve Prometheus metrics there (`count`, `latency`).
+    pub metrics: Option<String>,
+    /// `--metrics-max-series`: the cap on exported series.
+    pub metrics_max_series: usize,
 }
 
 impl LiveOptions {
@@ -107,6 +112,33 @@ impl LiveOptions {
             ));
         }
         Ok(())
+    }
+}
+
+impl LiveOptions {
+    /// `--metrics`' address, checked against the command and the other options.
+    fn metrics_addr(&self, mode: Mode) -> Result<Option<std::net::SocketAddr>> {
+        let Some(text) = &self.metrics else {
+            return Ok(None);
+        };
+        if !matches!(mode, Mode::Count | Mode::Latency) {
+            return Err(Error::usage(
+                "--metrics works with count and latency: use `netprobe count --metrics ADDR:PORT`",
+            ));
+        }
+        if self.stack {
+            return Err(Error::usage(
+                "--metrics exports calls per function, not per stack: drop --stack (or --metrics)",
+            ));
+        }
+        if self.metrics_max_series == 0 {
+            return Err(Error::usage(
+                "--metrics-max-series 0 exports nothing: give 1 or more",
+            ));
+        }
+        sinks::metrics::http::parse_addr(text)
+            .map(Some)
+            .map_err(Error::usage)
     }
 }
 
@@ -204,6 +236,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         )));
     }
     o.check_stack_options(mode)?;
+    let metrics_addr = o.metrics_addr(mode)?;
     let filter = o.filter.exprs()?;
     let mut with_container;
     let o = match &o.container {
@@ -273,6 +306,11 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     let plan = report.approve(plan)?;
     let tracefs = Tracefs::open()?;
     let watchdog = Watchdog::arm(&tracefs, &name)?;
+    // The port is bound before anything is placed (a port in use fails with nothing left), and
+    // after the watchdog is forked (binding starts the HTTP server's accept thread).
+    let listener = metrics_addr
+        .map(sinks::metrics::http::Listener::bind)
+        .transpose()?;
     report_stale(&tracefs);
     let signals = SignalPipe::install()?;
     let mut child = match &argv {
@@ -313,6 +351,25 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             guard.fix.clone(),
             guard.default_fix.clone(),
         )
+    };
+    // `--metrics`: the exported series, served from now on.
+    let exported = match listener {
+        Some(l) => {
+            let metrics = sinks::metrics::Metrics::new(
+                session.plan(),
+                session.probes().len(),
+                o.metrics_max_series,
+            );
+            eprintln!("netprobe: serving metrics on http://{}/metrics", l.addr());
+            let server = l.serve(metrics.registry())?;
+            Some((metrics, server))
+        }
+        None => None,
+    };
+    let export_tasks = || {
+        let mut t = TaskInfo::new(Some(tracefs.root().to_path_buf()));
+        t.set_translation(session.pid_map().cloned());
+        t
     };
     let format = if o.json { Format::Json } else { Format::Text };
     let stdout = std::io::stdout();
@@ -401,8 +458,15 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 format,
                 last_tick: Instant::now(),
             };
-            let (reason, lost) =
-                run_to_end(&mut session, &mut run_ctx, &mut counter, stall.as_mut())?;
+            let mut with_metrics;
+            let sink: &mut dyn sinks::Sink = match &exported {
+                Some((m, _)) => {
+                    with_metrics = Exported::counting(&mut counter, m.clone(), export_tasks());
+                    &mut with_metrics
+                }
+                None => &mut counter,
+            };
+            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, sink, stall.as_mut())?;
             if o.interval.is_none() || counter.counter.total > 0 {
                 let elapsed = counter.last_tick.elapsed().as_secs_f64();
                 let _ =
@@ -417,11 +481,22 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 max_events: o.max_events,
                 ..Latency::default()
             };
-            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, &mut lat, stall.as_mut())?;
+            let mut with_metrics;
+            let sink: &mut dyn sinks::Sink = match &exported {
+                Some((m, _)) => {
+                    with_metrics = Exported::timing(&mut lat, m.clone(), export_tasks());
+                    &mut with_metrics
+                }
+                None => &mut lat,
+            };
+            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, sink, stall.as_mut())?;
             let _ = lat.report(session.plan(), format, lost, &mut stdout.lock());
             (reason, lost)
         }
     };
+    if let Some((_, server)) = exported {
+        server.shutdown();
+    }
     if let Some(c) = child.as_mut() {
         c.terminate();
     }

@@ -33,7 +33,7 @@ pub fn bucket_bounds(i: usize) -> (u64, u64) {
 }
 
 /// The log2 bucket of a duration of `ns` nanoseconds (0 in bucket 0).
-fn bucket_of(ns: u64) -> usize {
+pub(crate) fn bucket_of(ns: u64) -> usize {
     if ns == 0 {
         0
     } else {
@@ -43,13 +43,24 @@ fn bucket_of(ns: u64) -> usize {
 
 impl Sink for Latency {
     fn hit(&mut self, _plan: &ProbePlan, hit: Hit) -> Flow {
+        self.record(&hit).0
+    }
+}
+
+impl Latency {
+    /// Records a hit: an entry opens a call, a return completes the latest open call of its
+    /// function and pairing key. Returns the flow and the duration of the call it completed.
+    pub fn record(&mut self, hit: &Hit) -> (Flow, Option<u64>) {
         let key = (hit.function, hit.pair_key);
         match hit.role {
-            Role::Entry => self.open.entry(key).or_default().push(hit.ts_ns),
+            Role::Entry => {
+                self.open.entry(key).or_default().push(hit.ts_ns);
+                (Flow::Continue, None)
+            }
             Role::Return => {
                 let Some(start) = self.open.get_mut(&key).and_then(|v| v.pop()) else {
                     self.unpaired_returns += 1;
-                    return Flow::Continue;
+                    return (Flow::Continue, None);
                 };
                 let d = hit.ts_ns.saturating_sub(start);
                 let h = self.hist.entry(hit.function).or_insert_with(|| {
@@ -61,12 +72,14 @@ impl Sink for Latency {
                 let b = self.log2.entry(hit.function).or_insert_with(|| vec![0; 64]);
                 b[bucket_of(d)] += 1;
                 self.total += 1;
-                if self.max_events.is_some_and(|m| self.total >= m) {
-                    return Flow::Enough;
-                }
+                let flow = if self.max_events.is_some_and(|m| self.total >= m) {
+                    Flow::Enough
+                } else {
+                    Flow::Continue
+                };
+                (flow, Some(d))
             }
         }
-        Flow::Continue
     }
 }
 

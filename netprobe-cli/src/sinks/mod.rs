@@ -7,6 +7,8 @@
 //!   bcc funccount);
 //! - [`latency::Latency`]: durations of calls, log2 histogram and percentiles (`netprobe latency`,
 //!   like bcc funclatency);
+//! - [`metrics::Exported`]: a decorator that also exports the hits of `count` and `latency` as
+//!   Prometheus metrics (`--metrics`), served by [`metrics::http`];
 //! - [`text::TextPrinter`] and [`json::JsonPrinter`]: the two formats (JSON is one object a line,
 //!   <https://jsonlines.org/>).
 //!
@@ -16,6 +18,7 @@
 pub mod count;
 pub mod json;
 pub mod latency;
+pub mod metrics;
 pub mod stack;
 pub mod stall;
 pub mod tasks;
@@ -50,6 +53,8 @@ pub trait Sink {
     }
     /// Called on every turn of the event loop (at least every 200 ms), hits or not.
     fn idle(&mut self, _plan: &ProbePlan) {}
+    /// Called about once a second with what the backend lost so far (`--metrics` exports it).
+    fn lost_so_far(&mut self, _plan: &ProbePlan, _lost: Lost) {}
 }
 
 /// The flow after a write: any write error (EPIPE or other) means nobody reads what we print
@@ -165,6 +170,32 @@ pub fn lost_warning(lost: Lost) -> Option<String> {
     } else {
         "WARNING: some hits were lost (the kernel did not say how many); the output is INCOMPLETE. Use a larger --buffer-kb or fewer probes.".to_string()
     })
+}
+
+/// A plan of entry-probed functions named `names` in `image`, for the sinks' tests.
+#[cfg(test)]
+pub(crate) fn test_plan(names: &[&str], image: &str) -> ProbePlan {
+    use crate::plan::{FunctionPlan, PairingKey, Returns};
+    use netprobe_core::addr::FileOffset;
+    let mut p = ProbePlan::new(false);
+    for (i, n) in names.iter().enumerate() {
+        let at = FileOffset(0x10 + i as u64 * 0x40);
+        p.add_function(FunctionPlan {
+            name: n.to_string(),
+            image: image.into(),
+            probe_path: image.into(),
+            function_offset: at,
+            entry_offsets: vec![at],
+            returns: Returns::None,
+            convention: netprobe_core::abi::CallingConvention::SysV,
+            args: vec![],
+            ret: None,
+            pairing: PairingKey::Thread,
+            symbol: None,
+        })
+        .unwrap();
+    }
+    p
 }
 
 #[cfg(test)]

@@ -202,6 +202,10 @@ impl Sink for Watched<'_> {
         self.inner.tick(plan, lost)
     }
 
+    fn lost_so_far(&mut self, plan: &ProbePlan, lost: crate::backend::Lost) {
+        self.inner.lost_so_far(plan, lost)
+    }
+
     fn idle(&mut self, plan: &ProbePlan) {
         for m in self
             .watch
@@ -216,27 +220,9 @@ impl Sink for Watched<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{FunctionPlan, PairingKey, Returns};
-    use netprobe_core::abi::CallingConvention;
-    use netprobe_core::addr::FileOffset;
 
     fn plan() -> ProbePlan {
-        let mut p = ProbePlan::new(false);
-        p.add_function(FunctionPlan {
-            name: "Thread::Sleep".into(),
-            image: "/x.dll".into(),
-            probe_path: "/x.dll".into(),
-            function_offset: FileOffset(0x10),
-            entry_offsets: vec![FileOffset(0x10)],
-            returns: Returns::None,
-            convention: CallingConvention::SysV,
-            args: vec![],
-            ret: None,
-            pairing: PairingKey::Thread,
-            symbol: None,
-        })
-        .unwrap();
-        p
+        crate::sinks::test_plan(&["Thread::Sleep"], "/x.dll")
     }
 
     fn hit(ts: u64) -> Hit {

@@ -41,6 +41,15 @@ impl TaskInfo {
             .map_or(tid, |(_, t)| t)
     }
 
+    /// Forgets the cached thread → process ids when more than `max` are cached (a long-running
+    /// session that sees threads come and go keeps bounded memory; they are looked up again).
+    pub fn bound_cache(&mut self, max: usize) {
+        if self.tgid.len() > max {
+            self.tgid.clear();
+            self.saved_tgids = None;
+        }
+    }
+
     /// The process id of thread `tid` (a kernel id), in the ids netprobe shows; `None` when it
     /// cannot be found out (inside a pid namespace: a thread created after tracing started).
     pub fn pid_of(&mut self, tid: u32) -> Option<u32> {
@@ -77,5 +86,22 @@ impl TaskInfo {
         });
         self.tgid.insert(tid, p);
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_is_bounded_and_lookups_still_work() {
+        let me = std::process::id();
+        let mut t = TaskInfo::new(None);
+        assert_eq!(t.pid_of(me), Some(me));
+        t.bound_cache(1);
+        assert_eq!(t.tgid.len(), 1);
+        t.bound_cache(0);
+        assert!(t.tgid.is_empty());
+        assert_eq!(t.pid_of(me), Some(me));
     }
 }
