@@ -13,6 +13,8 @@ start=$(date +%s)
 echo "== cargo fmt --check"
 cargo fmt --all --check
 cargo fmt --manifest-path netprobe-core/fuzz/Cargo.toml --check
+# The fuzz crate has its own lock file: check it matches the workspace now, not after the tests.
+cargo metadata --locked --format-version 1 --manifest-path netprobe-core/fuzz/Cargo.toml >/dev/null
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== the engine without the command line: netprobe-cli --no-default-features (no clap)"
