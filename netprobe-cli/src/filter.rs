@@ -506,6 +506,16 @@ impl Parser<'_> {
         match self.peek() {
             Some(Token::Not) => {
                 self.pos += 1;
+                // `!(` is one level, not two: the printer writes every `!` that way, so what it
+                // prints stays within the limit the input kept.
+                if self.peek() == Some(&Token::Open) {
+                    self.pos += 1;
+                    let e = self.or(depth + 1)?;
+                    return match self.next() {
+                        Some(Token::Close) => Ok(Expr::Not(Box::new(e))),
+                        _ => Err((self.at().min(self.end), "missing ')'".into())),
+                    };
+                }
                 Ok(Expr::Not(Box::new(self.unary(depth + 1)?)))
             }
             Some(Token::Open) => {
@@ -963,6 +973,20 @@ fn kind_label(k: FieldKind) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Found by the `filter_expr` fuzz target (netprobe-core/fuzz/regressions/filter_expr/): 32
+    /// `!` in a row parsed, but the printer's `!(…)` for each made 64 levels and its output was
+    /// refused. `!(` now counts as one level.
+    #[test]
+    fn deep_negations_print_back_within_the_limit() {
+        for n in [1, 32, MAX_DEPTH - 1] {
+            let text = format!("{}arg0 == 1 || $tid == 12", "!".repeat(n));
+            let e = Expr::parse(&text).unwrap();
+            let printed = e.to_string();
+            assert_eq!(Expr::parse(&printed).unwrap(), e, "{printed}");
+        }
+        assert!(Expr::parse(&format!("{}arg0 == 1", "!".repeat(MAX_DEPTH))).is_err());
+    }
+
     use super::*;
     use proptest::prelude::*;
 
