@@ -10,7 +10,7 @@ use crate::backend::tracefs::filter::filter_file;
 use crate::backend::tracefs::probe::GroupName;
 use crate::gate::GateReport;
 use crate::mode::Mode;
-use crate::plan::{ArgRequest, Decode, ProbeKind, ProbePlan, Role};
+use crate::plan::{ArgRequest, Decode, ProbeKind, ProbePlan, Role, RETURN_ADDRESS_FIELD};
 use netprobe_core::abi::IntType;
 use std::fmt::Write;
 use std::path::Path;
@@ -189,6 +189,33 @@ pub fn render(
             );
         }
     }
+    if plan.user_stacks {
+        // What `Session` does for `--stack` (backend/tracefs/session.rs): the option makes the
+        // kernel write a `user_stack` record after each event of the instance (kernel
+        // `Documentation/trace/ftrace.rst`, "userstacktrace"; `ftrace_trace_userstack` in
+        // `kernel/trace/trace.c`).
+        let inst = format!("{tracefs}/instances/{group}");
+        let _ = writeln!(
+            s,
+            "# and the user stacks: the session's instance records one after each hit (a frame-pointer walk, as deep as the `caller` array of {tracefs}/events/ftrace/user_stack/format; at an entry or RET probe it misses the caller, whose return address is the {RETURN_ADDRESS_FIELD} word, put back under the probed function):"
+        );
+        let _ = writeln!(s, "mkdir {inst}");
+        if !pids.is_empty() {
+            let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+            let _ = writeln!(
+                s,
+                "echo '{}' > {inst}/set_event_pid  # and each thread's id",
+                list.join(" ")
+            );
+        }
+        let _ = writeln!(s, "echo 1 > {inst}/options/userstacktrace");
+        let _ = writeln!(s, "echo 1 > {inst}/events/{group}/enable");
+        let _ = writeln!(
+            s,
+            "cat {inst}/trace_pipe  # each hit, then `<user stack trace>` and one `=> <address>` a frame"
+        );
+        let _ = writeln!(s, "echo 0 > {inst}/events/{group}/enable; rmdir {inst}");
+    }
     let _ = writeln!(s, "# remove them with:");
     for line in removal_lines(&defs) {
         let _ = writeln!(s, "echo '{line}' >> {tracefs}/uprobe_events");
@@ -256,9 +283,18 @@ pub fn render(
                 "# (the probes' filters differ: give perf record one `-e EVENT --filter TEXT` pair per event of 1.)"
             );
         }
+        // perf's own frame-pointer walk; since Linux 6.13 it also restores the caller when the
+        // probed instruction is `push %rbp` or `endbr64` (`is_uprobe_at_func_entry`,
+        // `arch/x86/events/core.c`; seen here on 6.18: bpftrace's `ustack` of a C function
+        // probed at its first byte names the caller).
+        let call_graph = if plan.user_stacks {
+            " --call-graph fp"
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
-            "perf record -e '{group}:*'{perf_filter} {target} && perf script"
+            "perf record -e '{group}:*'{perf_filter}{call_graph} {target} && perf script"
         );
         let _ = writeln!(s, "perf probe -d '{group}:*'");
     }
@@ -279,6 +315,12 @@ pub fn render(
         let _ = writeln!(
             s,
             "# (without the --filter/--tid/--comm of 1.: add them as predicates by hand)"
+        );
+    }
+    if plan.user_stacks {
+        let _ = writeln!(
+            s,
+            "# (ustack walks the frame pointers as perf does: before Linux 6.13, or at a probe on another instruction than push %rbp/endbr64 such as a Go RET, it misses the caller netprobe puts back)"
         );
     }
     if plan.functions.iter().any(|f| f.convention.is_go()) {
@@ -320,6 +362,9 @@ pub fn render(
             .map(|e| e.to_string())
             .unwrap_or_default();
         let body = match (mode, p.role) {
+            (Mode::Count, _) if plan.user_stacks => {
+                format!("@calls[\"{}\", ustack] = count();", f.name)
+            }
             (Mode::Count, _) | (Mode::Persist, _) => format!("@calls[\"{}\"] = count();", f.name),
             (Mode::Latency, Role::Entry) => format!("@start{i}[{}] = nsecs;", pair_expr(plan, i)),
             (Mode::Latency, Role::Return) => {
@@ -333,6 +378,9 @@ pub fn render(
                     "if (@start{entry}[{key}]) {{ @ns[\"{}\"] = hist(nsecs - @start{entry}[{key}]); delete(@start{entry}[{key}]); }}",
                     f.name
                 )
+            }
+            (Mode::Trace, _) if plan.user_stacks => {
+                format!("{} print(ustack);", trace_printf(plan, i))
             }
             (Mode::Trace, _) => trace_printf(plan, i),
         };

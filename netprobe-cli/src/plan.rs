@@ -231,7 +231,7 @@ pub struct ProbePlan {
 }
 
 const COMM_FIELD: &str = "np_comm";
-const RETURN_ADDRESS_FIELD: &str = "np_ra";
+pub(crate) const RETURN_ADDRESS_FIELD: &str = "np_ra";
 const PAIR_FIELD: &str = "np_pair";
 
 impl ProbePlan {

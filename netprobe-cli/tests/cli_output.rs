@@ -93,6 +93,22 @@ fn dry_run_latency_with_pid() {
     snap!("dry_run_latency_with_command", &bin, out);
 }
 
+/// `--stack` adds the instance's `userstacktrace` option and the caller's word to section 1,
+/// a call graph to perf, and `ustack` to bpftrace.
+#[test]
+fn dry_run_count_with_stacks() {
+    let bin = tracee();
+    let out = dry_run(&[
+        "count",
+        "--stack",
+        "--dry-run",
+        "-c",
+        &format!("{bin} now 1"),
+        &format!("{bin}:np_add"),
+    ]);
+    snap!("dry_run_count_with_stacks", &bin, out);
+}
+
 #[test]
 fn dry_run_persistent_probe() {
     let bin = tracee();

@@ -9,7 +9,8 @@
 //!   netprobe with the program in a pid namespace of their own (a sidecar's situation).
 //! - The stripped Go sample app (`fixtures::go`), `main.Echo` probed under HTTP requests: frames
 //!   named from the pclntab, each as `go tool addr2line` names its address in the unstripped
-//!   build.
+//!   build; `count --stack` on its workload's 65-deep direct recursion counts each depth
+//!   exactly (every frame returns to the same address, each is still counted).
 //! - .NET 8, the IL sample app calling CoreLib's Thread.Sleep(int32): the ReadyToRun frame named
 //!   as `netprobe symbols` prints it, the JIT-compiled caller from the perf map when
 //!   `DOTNET_PerfMapEnabled=1`, unknown with one note otherwise.
@@ -454,6 +455,83 @@ fn go_stripped_frames_match_addr2line() -> R {
     Ok(())
 }
 
+/// The frames of each counted stack (by name) and its count, most frequent first, with whether
+/// the kernel's record was full (`cut`), from `count --stack --json`'s last line.
+fn counted_stacks(out: &str) -> Result<Vec<(Vec<String>, u64, bool)>, String> {
+    let v: Json = serde_json::from_str(out.lines().rfind(|l| l.starts_with('{')).ok_or("no JSON")?)
+        .map_err(err)?;
+    if v["without_stack"] != 0 || v["lost"] != 0 {
+        return Err(format!("hits without stacks or lost: {v}"));
+    }
+    Ok(v["stacks"]
+        .as_array()
+        .ok_or("no stacks")?
+        .iter()
+        .map(|s| {
+            let frames = s["frames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| f["name"].as_str().unwrap_or("?").to_string())
+                .collect();
+            (
+                frames,
+                s["count"].as_u64().unwrap_or(0),
+                !s["cut"].is_null(),
+            )
+        })
+        .collect())
+}
+
+/// `count --stack` on the stripped Go sample app's workload, `main.Recurse` probed: each round
+/// calls `Recurse(64)` in a new goroutine, 65 nested calls of which the k-th has k `Recurse`
+/// frames, its goroutine's function and `runtime.goexit` under it. The kernel's record holds 8
+/// return addresses, the first being the probed instruction's; the caller the walk misses at the
+/// entry probe is restored, so stacks of up to 6 `Recurse` frames are whole (one per depth, each
+/// counted once a round), one of 7 fills the record, and deeper ones are cut. Every frame in a
+/// direct recursion returns to the same address: each must still be counted (the restored caller
+/// is not mistaken for the walk's first frame).
+fn go_count_stack_counts_each_depth() -> R {
+    let bin = fixtures::go::sample_app_variants().join("sampleapp-stripped");
+    let rounds = 3u64;
+    let out = Command::new(NP)
+        .args(["count", "--stack", "--json", "-c"])
+        .arg(format!("{} workload -n {rounds}", bin.display()))
+        .arg(format!("{}:main.Recurse", bin.display()))
+        .output()
+        .map_err(err)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !stdout.contains("Recurse calls=195 outer=3") {
+        return Err(format!(
+            "netprobe exited with {}: {stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let stacks = counted_stacks(&stdout)?;
+    let recurse = |k: usize| vec!["main.Recurse".to_string(); k];
+    let goroutine = stacks
+        .iter()
+        .find_map(|(f, _, _)| f.get(1).filter(|n| n.starts_with("main.workload.")))
+        .cloned()
+        .ok_or_else(|| {
+            format!("no stack of main.Recurse under main.workload's goroutine: {stacks:?}")
+        })?;
+    let whole = |k: usize| [recurse(k), vec![goroutine.clone(), "runtime.goexit".into()]].concat();
+    let mut want: Vec<(Vec<String>, u64, bool)> =
+        (1..=6).map(|k| (whole(k), rounds, false)).collect();
+    want.push((whole(7), rounds, true));
+    want.push(([recurse(8), vec![goroutine.clone()]].concat(), rounds, true));
+    want.push((recurse(9), rounds * (65 - 8), true));
+    let mut got = stacks.clone();
+    got.sort();
+    want.sort();
+    if got != want {
+        return Err(format!("stacks\n{got:#?}\nwant\n{want:#?}"));
+    }
+    Ok(())
+}
+
 fn dotnet8() -> PathBuf {
     fixtures::cache_dir().join("dotnet").join("8")
 }
@@ -611,6 +689,11 @@ fn main() {
             "go_stripped_frames_match_addr2line",
             &[Need::Root, Need::Tracefs, Need::Go],
             go_stripped_frames_match_addr2line,
+        ),
+        e2e::trial(
+            "go_count_stack_counts_each_depth",
+            &[Need::Root, Need::Tracefs, Need::Go],
+            go_count_stack_counts_each_depth,
         ),
         e2e::trial(
             "dotnet8_r2r_and_jit_frames",

@@ -581,11 +581,19 @@ fn attach_stack(pending: &mut [Pending], rec: decode::UserStackRecord) {
 }
 
 /// The user stack from a `user_stack` record and the return address the probe read at the stack
-/// pointer: that address goes under the probed instruction unless the walk already has it.
+/// pointer: that address goes under the probed instruction, always.
+///
+/// The probe reads it only where the walk cannot have it (see `ProbePlan::record_user_stacks`):
+/// the kernel's walk starts at the base pointer, which there still names the caller's frame, so
+/// its first return address is the caller's caller's. Comparing values cannot tell: in a direct
+/// recursion every frame returns to the same address (a C `rec(d)` calling `rec(d - 1)`, probed
+/// at its first byte with `userstacktrace` on, records `rec, main+…, libc` for `rec(2)` called
+/// by `rec(3)`, which `main` called: the `rec(3)` frame is missing though its return address
+/// equals the next one's).
 fn merge_stack(rec: decode::UserStackRecord, return_address: Option<u64>) -> UserStack {
     let mut addrs = rec.addrs;
     if let Some(ra) = return_address.filter(|&ra| ra != 0) {
-        if !addrs.is_empty() && addrs.get(1) != Some(&ra) {
+        if !addrs.is_empty() {
             addrs.insert(1, ra);
         }
     }
@@ -664,13 +672,15 @@ mod tests {
         }
     }
 
-    /// The caller the walk missed goes under the probed instruction, once.
+    /// The caller the walk missed goes under the probed instruction, even when it returns to the
+    /// same address as the next frame.
     #[test]
     fn the_return_address_restores_the_missed_caller() {
         let s = merge_stack(record(1, &[0x1139, 0x1176, 0x11c1], false), Some(0x115d));
         assert_eq!(s.addrs, vec![0x1139, 0x115d, 0x1176, 0x11c1]);
+        // A direct recursion: the caller returns where its own caller does, and is restored too.
         let s = merge_stack(record(1, &[0x1139, 0x115d, 0x1176], true), Some(0x115d));
-        assert_eq!(s.addrs, vec![0x1139, 0x115d, 0x1176]);
+        assert_eq!(s.addrs, vec![0x1139, 0x115d, 0x115d, 0x1176]);
         assert!(s.kernel_limit);
         let s = merge_stack(record(1, &[0x1139, 0x1176], false), None);
         assert_eq!(s.addrs, vec![0x1139, 0x1176]);
