@@ -13,7 +13,8 @@
 //!   exactly (every frame returns to the same address, each is still counted).
 //! - .NET 8, the IL sample app calling CoreLib's Thread.Sleep(int32): the ReadyToRun frame named
 //!   as `netprobe symbols` prints it, the JIT-compiled caller from the perf map when
-//!   `DOTNET_PerfMapEnabled=1`, unknown with one note otherwise.
+//!   `DOTNET_PerfMapEnabled=1`, unknown with one note otherwise; `count --stack` counts the
+//!   three calls on one such stack.
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::{spawn_until_live, Waiting};
@@ -566,13 +567,8 @@ fn dotnet_app() -> Result<PathBuf, String> {
     Ok(dir.join("sample-netcore-app.dll"))
 }
 
-/// `trace --stack --json -c` on the .NET 8 sample app calling CoreLib's Thread.Sleep(int32)
-/// three times from the JIT-compiled `Program::SleepMode` (tiering off, so the ReadyToRun code
-/// stays): the innermost frame is named from ReadyToRun exactly as `netprobe symbols` prints
-/// it; the caller is named from the runtime's perf map with `DOTNET_PerfMapEnabled=1`, unknown
-/// otherwise, with one note saying how to name it.
-fn dotnet8_r2r_and_jit_frames() -> R {
-    let app = dotnet_app()?;
+/// Thread.Sleep(int32) of .NET 8's CoreLib as `netprobe symbols` names it.
+fn corelib_sleep_name() -> Result<String, String> {
     let corelib = dotnet8().join("shared/Microsoft.NETCore.App/8.0.4/System.Private.CoreLib.dll");
     let symbols = Command::new(NP)
         .arg("symbols")
@@ -580,27 +576,80 @@ fn dotnet8_r2r_and_jit_frames() -> R {
         .arg("System.Threading.Thread::Sleep(int32)")
         .output()
         .map_err(err)?;
-    let sleep = String::from_utf8_lossy(&symbols.stdout)
+    String::from_utf8_lossy(&symbols.stdout)
         .lines()
         .find_map(|l| {
             l.find("void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)")
                 .map(|i| l[i..].trim().to_string())
         })
-        .ok_or("netprobe symbols does not list Thread::Sleep(int32)")?;
+        .ok_or_else(|| "netprobe symbols does not list Thread::Sleep(int32)".to_string())
+}
+
+/// netprobe `args` with `-c` on the sample `app` sleeping three times (tiering off, so the
+/// ReadyToRun code of Thread.Sleep stays), Thread.Sleep(int32) probed.
+fn sleep_three_times(
+    args: &[&str],
+    app: &Path,
+    perf_map: &str,
+) -> Result<std::process::Output, String> {
+    Command::new(NP)
+        .args(args)
+        .arg("-c")
+        .arg(format!(
+            "{} {} sleep --count 3 --ms 100",
+            dotnet8().join("dotnet").display(),
+            app.display()
+        ))
+        .arg("System.Private.CoreLib.dll:System.Threading.Thread::Sleep(int32)")
+        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env("DOTNET_TieredCompilation", "0")
+        .env("DOTNET_PerfMapEnabled", perf_map)
+        .output()
+        .map_err(err)
+}
+
+/// `count --stack` on the same calls, perf maps on: one stack counted 3 times, whose frames are
+/// Thread.Sleep from ReadyToRun (as `symbols` names it), then the JIT-compiled
+/// `Program::SleepMode` and `Program::Main` from the perf map.
+fn dotnet8_count_stack_one_path() -> R {
+    let app = dotnet_app()?;
+    let sleep = corelib_sleep_name()?;
+    let out = sleep_three_times(&["count", "--stack", "--json"], &app, "1")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "netprobe exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let stacks = counted_stacks(&stdout)?;
+    let [(frames, 3, _)] = stacks.as_slice() else {
+        return Err(format!("want one stack counted 3 times: {stacks:?}"));
+    };
+    let named = frames.first() == Some(&sleep)
+        && frames
+            .get(1)
+            .is_some_and(|f| f.contains("sample_netcore_app.Program::SleepMode("))
+        && frames
+            .get(2)
+            .is_some_and(|f| f.contains("sample_netcore_app.Program::Main("));
+    if !named {
+        return Err(format!("frames {frames:?}"));
+    }
+    Ok(())
+}
+
+/// `trace --stack --json -c` on the .NET 8 sample app calling CoreLib's Thread.Sleep(int32)
+/// three times from the JIT-compiled `Program::SleepMode` (tiering off, so the ReadyToRun code
+/// stays): the innermost frame is named from ReadyToRun exactly as `netprobe symbols` prints
+/// it; the caller is named from the runtime's perf map with `DOTNET_PerfMapEnabled=1`, unknown
+/// otherwise, with one note saying how to name it.
+fn dotnet8_r2r_and_jit_frames() -> R {
+    let app = dotnet_app()?;
+    let sleep = corelib_sleep_name()?;
     for perf_map in ["1", "0"] {
-        let out = Command::new(NP)
-            .args(["trace", "--stack", "--json", "-c"])
-            .arg(format!(
-                "{} {} sleep --count 3 --ms 100",
-                dotnet8().join("dotnet").display(),
-                app.display()
-            ))
-            .arg("System.Private.CoreLib.dll:System.Threading.Thread::Sleep(int32)")
-            .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
-            .env("DOTNET_TieredCompilation", "0")
-            .env("DOTNET_PerfMapEnabled", perf_map)
-            .output()
-            .map_err(err)?;
+        let out = sleep_three_times(&["trace", "--stack", "--json"], &app, perf_map)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() {
@@ -651,6 +700,12 @@ fn main() {
         Need::CCompiler,
         Need::Program("objdump"),
     ];
+    let dotnet = [
+        Need::Root,
+        Need::Tracefs,
+        Need::Program("mcs"),
+        Need::Path(dotnet8().join("dotnet")),
+    ];
     e2e::run(vec![
         e2e::trial(
             "c_trace_stack_frames_match_paths",
@@ -697,13 +752,13 @@ fn main() {
         ),
         e2e::trial(
             "dotnet8_r2r_and_jit_frames",
-            &[
-                Need::Root,
-                Need::Tracefs,
-                Need::Program("mcs"),
-                Need::Path(dotnet8().join("dotnet")),
-            ],
+            &dotnet,
             dotnet8_r2r_and_jit_frames,
+        ),
+        e2e::trial(
+            "dotnet8_count_stack_one_path",
+            &dotnet,
+            dotnet8_count_stack_one_path,
         ),
     ]);
 }
