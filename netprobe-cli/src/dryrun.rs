@@ -283,7 +283,7 @@ pub fn render(
                 "# (the probes' filters differ: give perf record one `-e EVENT --filter TEXT` pair per event of 1.)"
             );
         }
-        // perf's own frame-pointer walk; since Linux 6.13 it also restores the caller when the
+        // perf's own frame-pointer walk; recent kernels also restore the caller when the
         // probed instruction is `push %rbp` or `endbr64` (`is_uprobe_at_func_entry`,
         // `arch/x86/events/core.c`; seen here on 6.18: bpftrace's `ustack` of a C function
         // probed at its first byte names the caller).
@@ -320,7 +320,7 @@ pub fn render(
     if plan.user_stacks {
         let _ = writeln!(
             s,
-            "# (ustack walks the frame pointers as perf does: before Linux 6.13, or at a probe on another instruction than push %rbp/endbr64 such as a Go RET, it misses the caller netprobe puts back)"
+            "# (ustack walks the frame pointers as perf does: on older kernels, or at a probe on another instruction than push %rbp/endbr64 such as a Go RET, it misses the caller netprobe puts back)"
         );
     }
     if plan.functions.iter().any(|f| f.convention.is_go()) {

@@ -119,6 +119,8 @@ impl StackNamer {
     /// restorer (the kernel "returns" from a handler into, e.g., Go's `runtime.sigreturn`,
     /// `src/runtime/sys_linux_amd64.s`). The byte before it is the padding between functions,
     /// which no table names; then the function at the return address itself is the frame.
+    /// Likewise a return address replaced by the kernel's uretprobe trampoline: the byte before
+    /// it is unmapped, the trampoline itself is named as such.
     fn name(&mut self, pid: u32, addr: u64, ret: bool) {
         let look = |s: &mut Symbolizer, a: u64| {
             s.symbolize(pid, a)
@@ -128,6 +130,20 @@ impl StackNamer {
         let mut frames = look(&mut self.symbolizer, addr);
         let in_padding =
             |f: &[Frame]| matches!(f, [one] if one.function.is_none() && one.image.is_some());
+        // The kernel's return-probe trampoline replaced this return address: the trampoline
+        // is the first byte of the `[uprobes]` area, so the byte before lies outside it.
+        if ret
+            && matches!(&frames[..], [one] if one.source == SourceKind::Unknown && one.image.is_none())
+        {
+            let next = look(&mut self.symbolizer, addr + 1);
+            if next
+                .iter()
+                .any(|f| f.source == SourceKind::ReturnProbeTrampoline)
+            {
+                at = addr + 1;
+                frames = next;
+            }
+        }
         if ret && in_padding(&frames) {
             let next = look(&mut self.symbolizer, addr + 1);
             if next

@@ -4,7 +4,8 @@
 //!   path_b three times and `probed(2)` through main → path_c twice: every hit's stack is its
 //!   path (the argument says which), each return address is the instruction after the call as
 //!   objdump disassembles it; `count --stack` counts each path exactly; `--folded` is exact and
-//!   renders as a flame graph with inferno.
+//!   renders as a flame graph with inferno; under a uretprobe the frame whose return address the
+//!   kernel replaced is named `[uretprobe trampoline]`.
 //! - The same program in a Docker container, probed from the host through `/proc/PID/root`; and
 //!   netprobe with the program in a pid namespace of their own (a sidecar's situation).
 //! - The stripped Go sample app (`fixtures::go`), `main.Echo` probed under HTTP requests: frames
@@ -240,6 +241,61 @@ fn check_c_paths(bin: &Path, image: &str, out: &str) -> R {
             "hits per path {:?}, want [3, 2]:\n{out}",
             &seen[1..]
         ));
+    }
+    Ok(())
+}
+
+/// A uretprobe on `path_b` replaces the return address into `path_a` with the kernel's
+/// trampoline while `path_b` runs: the stacks of `probed` under it name that frame
+/// `[uretprobe trampoline]` (not `[unknown]`), with `main` above it; `path_b`'s own return hits
+/// fire back in `path_a`.
+fn c_uretprobe_trampoline_named() -> R {
+    // A copy of its own: a uretprobe hijacks returns in every process running the file (the
+    // instance's pid filter only decides which hits are recorded), which would change the
+    // stacks the other trials of this file see.
+    let dir = fixtures::build::target_dir().join("stacks-artifacts");
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    let bin = dir.join(format!("stacks-uretprobe-{}", std::process::id()));
+    std::fs::copy(stacks_c(), &bin).map_err(err)?;
+    let out = run_on_stacks(
+        &bin,
+        &[
+            "trace",
+            "--stack",
+            "--json",
+            &format!("r:{}:path_b", bin.display()),
+            &format!("{}:probed", bin.display()),
+        ],
+    )?;
+    let hits: Vec<Json> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
+    let _ = std::fs::remove_file(&bin);
+    let name = |h: &Json, i: usize| h["stack"][i]["function"].as_str().map(str::to_string);
+    let (entries, returns): (Vec<&Json>, Vec<&Json>) =
+        hits.iter().partition(|h| h["event"] == "entry");
+    if entries.len() != 3 || returns.len() != 2 {
+        return Err(format!(
+            "3 probed and 2 path_b returns expected first:\n{out}"
+        ));
+    }
+    for h in entries {
+        let t = &h["stack"][2];
+        if name(h, 0).as_deref() != Some("probed")
+            || name(h, 1).as_deref() != Some("path_b")
+            || t["source"] != "return_probe_trampoline"
+            || name(h, 3).as_deref() != Some("main")
+        {
+            return Err(format!("stack under the uretprobe: {}", h["stack"]));
+        }
+    }
+    for h in returns {
+        if name(h, 0).as_deref() != Some("path_a") || name(h, 1).as_deref() != Some("main") {
+            return Err(format!("path_b's return: {}", h["stack"]));
+        }
     }
     Ok(())
 }
@@ -718,6 +774,11 @@ fn main() {
             c_count_stack_counts_each_path,
         ),
         e2e::trial("c_folded_output_is_exact", &live, c_folded_output_is_exact),
+        e2e::trial(
+            "c_uretprobe_trampoline_named",
+            &live,
+            c_uretprobe_trampoline_named,
+        ),
         e2e::trial(
             "c_in_pid_namespace_frames_match_paths",
             &[

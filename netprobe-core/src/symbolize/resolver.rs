@@ -200,7 +200,8 @@ impl Symbolizer {
     /// namespace): file-backed code through its file's index, anonymous executable memory
     /// through the runtime's perf map / jitdump. Unknown code gives one
     /// [`SourceKind::Unknown`] frame (`[unknown] (image+0xOFF)`), never a guess; an address in
-    /// mapped memory that is not executable gives one [`SourceKind::NotCode`] frame.
+    /// mapped memory that is not executable gives one [`SourceKind::NotCode`] frame, and the
+    /// kernel's return-probe trampoline one [`SourceKind::ReturnProbeTrampoline`] frame.
     ///
     /// For a return address of a call stack (every frame but the innermost), pass the address
     /// minus one: the return address is the instruction after the call, which may already
@@ -243,6 +244,12 @@ impl Symbolizer {
         if !m.perms.exec {
             return Ok(vec![Frame {
                 source: SourceKind::NotCode,
+                ..unknown(None, None)
+            }]);
+        }
+        if matches!(&m.path, MapPath::Pseudo { name } if name == "uprobes") {
+            return Ok(vec![Frame {
+                source: SourceKind::ReturnProbeTrampoline,
                 ..unknown(None, None)
             }]);
         }

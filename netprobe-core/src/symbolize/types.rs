@@ -28,6 +28,11 @@ pub enum SourceKind {
     /// frame-pointer walk that went through code without frame pointers reads data as a return
     /// address. Printed as `[not code] (0xADDR)`; a stack walk ends at such an address.
     NotCode,
+    /// The kernel's return-probe trampoline, in the `[uprobes]` area it maps into a probed
+    /// process (`xol_add_vma` in `kernel/events/uprobes.c`): a uretprobe replaced this frame's
+    /// return address with the trampoline's when the call began (`prepare_uretprobe`), so the
+    /// caller is not in the stack. Printed as `[uretprobe trampoline] (0xADDR)`.
+    ReturnProbeTrampoline,
 }
 
 impl SourceKind {
@@ -91,6 +96,9 @@ impl fmt::Display for Frame {
             (Some(name), false, None) => f.write_str(name),
             (None, _, _) if self.source == SourceKind::NotCode => {
                 write!(f, "[not code] ({:#x})", self.address)
+            }
+            (None, _, _) if self.source == SourceKind::ReturnProbeTrampoline => {
+                write!(f, "[uretprobe trampoline] ({:#x})", self.address)
             }
             (None, _, _) => match (&self.image, self.file_offset) {
                 (Some(img), Some(off)) => {
