@@ -305,20 +305,11 @@ fn c_count_stack_counts_each_path() -> R {
     let bin = stacks_c();
     let probe = format!("{}:probed", bin.display());
     let out = run_on_stacks(&bin, &["count", "--stack", "--json", &probe])?;
-    let v: Json = serde_json::from_str(out.lines().rfind(|l| l.starts_with('{')).ok_or("no JSON")?)
-        .map_err(err)?;
-    let stacks = v["stacks"].as_array().ok_or("no stacks")?;
-    let got: Vec<(Vec<String>, u64)> = stacks
-        .iter()
-        .map(|s| {
-            let frames = s["frames"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|f| f["name"].as_str().unwrap_or("?").to_string())
-                .take_while(|n| n != "main")
-                .collect();
-            (frames, s["count"].as_u64().unwrap_or(0))
+    let got: Vec<(Vec<String>, u64)> = counted_stacks(&out)?
+        .into_iter()
+        .map(|(frames, count, _)| {
+            let below_main = frames.into_iter().take_while(|n| n != "main").collect();
+            (below_main, count)
         })
         .collect();
     let want = vec![
@@ -329,10 +320,7 @@ fn c_count_stack_counts_each_path() -> R {
         (vec!["probed".to_string(), "path_c".into()], 2),
     ];
     if got != want {
-        return Err(format!("stacks {got:?}, want {want:?}: {v}"));
-    }
-    if v["without_stack"] != 0 || v["complete"] != true {
-        return Err(format!("incomplete: {v}"));
+        return Err(format!("stacks {got:?}, want {want:?}: {out}"));
     }
     Ok(())
 }
@@ -513,12 +501,13 @@ fn go_stripped_frames_match_addr2line() -> R {
 }
 
 /// The frames of each counted stack (by name) and its count, most frequent first, with whether
-/// the kernel's record was full (`cut`), from `count --stack --json`'s last line.
+/// the kernel's record was full (`cut`), from `count --stack --json`'s last line; an error when
+/// a hit came without its stack, was lost, or the session did not read all.
 fn counted_stacks(out: &str) -> Result<Vec<(Vec<String>, u64, bool)>, String> {
     let v: Json = serde_json::from_str(out.lines().rfind(|l| l.starts_with('{')).ok_or("no JSON")?)
         .map_err(err)?;
-    if v["without_stack"] != 0 || v["lost"] != 0 {
-        return Err(format!("hits without stacks or lost: {v}"));
+    if v["without_stack"] != 0 || v["lost"] != 0 || v["complete"] != true {
+        return Err(format!("hits without stacks, lost, or not all read: {v}"));
     }
     Ok(v["stacks"]
         .as_array()
