@@ -38,6 +38,11 @@ impl Out {
         self.inner.write_fmt(args)
     }
 
+    /// Writes `bytes` as they are.
+    pub fn bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.inner.write_all(bytes)
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }

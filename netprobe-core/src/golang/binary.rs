@@ -2,7 +2,7 @@
 
 use super::buildinfo::{BuildInfo, GoVersion};
 use super::moduledata::{find_moduledata, LinkImage, TableFacts};
-use super::pclntab::{magic_candidates, GoFunction, Pclntab, PclntabResolver, PclntabVersion};
+use super::pclntab::{magic_candidates_iter, GoFunction, Pclntab, PclntabResolver, PclntabVersion};
 use super::prologue::{self, GSource, StackCheck};
 use crate::abi::go::{abi_for, GoAbi};
 use crate::addr::{FileOffset, VirtAddr};
@@ -516,7 +516,30 @@ fn scan_for_pclntab<'a>(
     segments: &LoadSegments,
 ) -> std::result::Result<Option<(Pclntab<'a>, TextStartSource, u64, Option<VirtAddr>)>, String> {
     let mut unestablished = None;
-    for at in magic_candidates(bytes) {
+    // Where Go's linker puts the table when it names no section for it (an externally linked
+    // PIE: `.data.rel.ro`, `cmd/link/internal/ld/data.go`) is searched first, then the whole file
+    // (files without section headers) minus what was searched: Debian's dockerd (75 MB) holds
+    // its table 6.9 MB into `.data.rel.ro`, 58 MB into the file.
+    let preferred: Vec<(u64, u64)> = elf
+        .section_headers
+        .iter()
+        .filter(|sh| sh.sh_type != SHT_NOBITS && sh.sh_size > 0)
+        .filter(|sh| {
+            elf.section_name(sh)
+                .is_some_and(|n| n.starts_with(".data.rel.ro"))
+        })
+        .map(|sh| (sh.sh_offset, sh.sh_offset.saturating_add(sh.sh_size)))
+        .collect();
+    let in_preferred = |at: u64| preferred.iter().any(|&(lo, hi)| at >= lo && at < hi);
+    let first = preferred.iter().flat_map(|&(lo, hi)| {
+        let (lo, hi) = (
+            (lo as usize).min(bytes.len()),
+            (hi as usize).min(bytes.len()),
+        );
+        magic_candidates_iter(&bytes[lo..hi]).map(move |at| at + lo)
+    });
+    let rest = magic_candidates_iter(bytes).filter(|&at| !in_preferred(at as u64));
+    for at in first.chain(rest) {
         let at = at as u64;
         // The table cannot run past the section (or else the segment, or the file) holding it.
         let end = elf

@@ -7,6 +7,6 @@ pub mod resolver;
 pub mod types;
 
 pub use inline::InlineRange;
-pub use parser::{magic_candidates, Pclntab, PclntabError};
+pub use parser::{magic_candidates, magic_candidates_iter, Pclntab, PclntabError};
 pub use resolver::PclntabResolver;
 pub use types::{GoFunction, PclntabHeader, PclntabVersion};

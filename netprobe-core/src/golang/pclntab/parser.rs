@@ -420,6 +420,12 @@ fn check_order(header_len: u64, offsets: &[u64], len: u64) -> Result<(), Pclntab
 /// byte (`fb`, `fa`, `f0`, `f1`, then `ff ff ff`), so one pass finds the common seven bytes and
 /// checks the byte before. Candidates only; [`Pclntab::parse`] decides.
 pub fn magic_candidates(bytes: &[u8]) -> Vec<usize> {
+    magic_candidates_iter(bytes).collect()
+}
+
+/// [`magic_candidates`], found lazily: a caller that stops at the first table it accepts does not
+/// search the rest of the file.
+pub fn magic_candidates_iter(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
     const COMMON: [u8; 7] = [0xff, 0xff, 0xff, 0, 0, 1, 8];
     memchr::memmem::find_iter(bytes, &COMMON)
         .filter_map(|at| at.checked_sub(1))
@@ -430,5 +436,4 @@ pub fn magic_candidates(bytes: &[u8]) -> Vec<usize> {
                     .any(|v| v.magic().to_le_bytes()[0] == b)
             })
         })
-        .collect()
 }
