@@ -55,6 +55,11 @@ pub fn sniff_file(path: &Path) -> std::io::Result<Option<ImageFormat>> {
 /// The file is opened and parsed once per run ([`crate::cache`]); each call returns a copy of
 /// the list.
 pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
+    shared_symbols(path).map(|s| s.as_ref().clone())
+}
+
+/// [`load_symbols`], shared with the per-run cache.
+fn shared_symbols(path: &Path) -> Result<std::sync::Arc<Vec<Symbol>>> {
     let image = match crate::cache::image(path) {
         Ok(i) => i,
         // An assembly inside a single-file bundle, named as a file in a folder named after the
@@ -64,7 +69,7 @@ pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
             None => return Err(e),
         },
     };
-    image.symbols(path).map(|s| s.as_ref().clone())
+    image.symbols(path)
 }
 
 /// [`load_symbols`] of a cached image (computed once per image by [`crate::cache::Image::symbols`]).
@@ -126,10 +131,34 @@ pub struct ImageSymbols {
 /// unreadable bundled assemblies are left out (their methods cannot be probed);
 /// [`bundle_notes`] says what is left out and why.
 pub fn load_image_symbols(path: &Path) -> Result<Vec<ImageSymbols>> {
-    let mut out = vec![ImageSymbols {
+    Ok(load_shared_image_symbols(path)?
+        .into_iter()
+        .map(|g| ImageSymbols {
+            image: g.image,
+            file_base: g.file_base,
+            symbols: g.symbols.as_ref().clone(),
+        })
+        .collect())
+}
+
+/// The symbols of one image inside a file, as the per-run cache holds them (not copied).
+#[derive(Debug)]
+pub struct SharedImageSymbols {
+    /// As [`ImageSymbols::image`].
+    pub image: PathBuf,
+    /// As [`ImageSymbols::file_base`].
+    pub file_base: FileOffset,
+    /// As [`ImageSymbols::symbols`], shared with the cache.
+    pub symbols: std::sync::Arc<Vec<Symbol>>,
+}
+
+/// [`load_image_symbols`] without copying the lists out of the per-run cache: what a listing
+/// that only reads them wants (copying 70,000 symbols costs as much as naming them).
+pub fn load_shared_image_symbols(path: &Path) -> Result<Vec<SharedImageSymbols>> {
+    let mut out = vec![SharedImageSymbols {
         image: path.to_path_buf(),
         file_base: FileOffset(0),
-        symbols: load_symbols(path)?,
+        symbols: shared_symbols(path)?,
     }];
     // A bundled assembly named as `BUNDLE/NAME.dll` is one image already.
     let member = crate::dotnet::bundle::split_member_path(path).is_some();
@@ -140,10 +169,10 @@ pub fn load_image_symbols(path: &Path) -> Result<Vec<ImageSymbols>> {
                 .member_image(entry)
                 .and_then(|i| i.symbols(&bundle.member_path(entry)));
             let Ok(symbols) = symbols else { continue };
-            out.push(ImageSymbols {
+            out.push(SharedImageSymbols {
                 image: bundle.member_path(entry),
                 file_base: entry.offset,
-                symbols: symbols.as_ref().clone(),
+                symbols,
             });
         }
     }

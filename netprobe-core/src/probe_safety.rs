@@ -835,9 +835,9 @@ impl CodeFile {
 ///   (`p_memsz` beyond `p_filesz`); outside every `PT_LOAD`;
 /// - PE: outside the file data of every section;
 /// - an address in a live process (perf map): JIT code, in no file.
-pub fn missing_offset_reasons(
+pub fn missing_offset_reasons<'s>(
     path: &Path,
-    symbols: &[crate::symbol::Symbol],
+    symbols: impl IntoIterator<Item = &'s crate::symbol::Symbol>,
 ) -> Vec<Option<String>> {
     use crate::symbol::{Address, SymbolOrigin};
     let image = crate::cache::image(path).ok();
@@ -865,7 +865,7 @@ pub fn missing_offset_reasons(
     };
     let mut text_unknown: Option<bool> = None;
     symbols
-        .iter()
+        .into_iter()
         .map(|s| {
             if s.file_offset.is_some() {
                 return None;

@@ -61,9 +61,16 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
         return list_files(&args.file, args.json);
     }
     let pattern = args.pattern.as_deref().map(Pattern::parse).transpose()?;
-    let mut groups = match &pattern {
-        Some(pattern) => image::load_image_symbols_matching(&args.file, pattern)?,
-        None => image::load_image_symbols(&args.file)?,
+    let groups = match &pattern {
+        Some(pattern) => image::load_image_symbols_matching(&args.file, pattern)?
+            .into_iter()
+            .map(|g| image::SharedImageSymbols {
+                image: g.image,
+                file_base: g.file_base,
+                symbols: std::sync::Arc::new(g.symbols),
+            })
+            .collect(),
+        None => image::load_shared_image_symbols(&args.file)?,
     };
     let notes = image::bundle_notes(&args.file);
     if let Some(aot) = nativeaot_of(&args.file) {
@@ -103,16 +110,16 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
             "ADDRESS", "SIZE", "FILE_OFFSET", "KIND", "SOURCE"
         ))?;
     }
-    for (i, g) in groups.iter_mut().enumerate() {
+    for (i, g) in groups.iter().enumerate() {
         if g.symbols.is_empty() {
             continue;
         }
-        g.symbols
-            .sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
+        let mut sorted: Vec<&Symbol> = g.symbols.iter().collect();
+        sorted.sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
         let member = (i > 0).then(|| g.image.display().to_string());
-        let reasons = missing_offset_reasons(&args.file, &g.symbols);
+        let reasons = missing_offset_reasons(&args.file, sorted.iter().copied());
         if args.json {
-            for (s, why) in g.symbols.iter().zip(&reasons) {
+            for (s, why) in sorted.iter().zip(&reasons) {
                 out.json(&JsonSymbol {
                     image: member.clone(),
                     symbol: s,
@@ -128,7 +135,7 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
                 g.file_base
             ))?;
         }
-        write_table(&mut out, &g.symbols, &reasons, &mut footnotes)?;
+        write_table(&mut out, &sorted, &reasons, &mut footnotes)?;
     }
     for (i, why) in footnotes.iter().enumerate() {
         writeln!(out, "[{}] no file offset: {why}", i + 1)?;
@@ -233,7 +240,7 @@ fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
 /// than reading the file for the 70,000 functions of a large Go binary.
 fn write_table(
     out: &mut Out,
-    symbols: &[Symbol],
+    symbols: &[&Symbol],
     reasons: &[Option<String>],
     footnotes: &mut Vec<String>,
 ) -> anyhow::Result<()> {
