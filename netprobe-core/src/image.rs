@@ -243,8 +243,31 @@ fn elf_symbols_matching(
     p: &crate::cache::Parsed<'_>,
     pattern: &Pattern,
 ) -> Result<Vec<Symbol>> {
-    let facts = image.elf(path)?;
     let elf_keep = |name: &str, kind| pattern.matches_name(name, kind);
+    let facts = match pattern.native_name_prefix() {
+        // Only names that start with the pattern can match it, and only those, or their
+        // unversioned forms (shorter than it), can hide a `.dynsym` copy of a `.symtab` name
+        // (`elf::resolver::symbols_where`): the rest of the tables is never read.
+        Some(prefix) => {
+            let prefix = prefix.as_bytes();
+            let view = crate::elf::parser::ElfView::parse(path, p.bytes)?;
+            let functions = view.functions_where(path, &|rest| {
+                let n = rest.len().min(prefix.len());
+                match rest[..n].iter().position(|&b| b == 0) {
+                    // The name ends inside the prefix: it may be an unversioned form of one.
+                    Some(end) => rest[..end] == prefix[..end],
+                    None => n == prefix.len() && rest[..n] == *prefix,
+                }
+            })?;
+            std::sync::Arc::new(crate::elf::parser::ElfFacts {
+                segments: crate::elf::LoadSegments::from_program_headers(&view.program_headers),
+                section_headers: Vec::new(),
+                section_names: Vec::new(),
+                functions,
+            })
+        }
+        None => image.elf(path)?,
+    };
     match image.go(path, p) {
         Ok(Some(bin)) => {
             let mut out =
@@ -261,8 +284,9 @@ fn elf_symbols_matching(
             &facts.segments,
             &elf_keep,
         )),
-        // As `symbols_of`: without ELF functions the Go table's reason is the answer.
-        Err(e) if facts.functions.is_empty() => Err(e),
+        // As `symbols_of`: without ELF functions the Go table's reason is the answer (all of
+        // the file's functions, not only those the name filter kept).
+        Err(e) if image.elf(path)?.functions.is_empty() => Err(e),
         Err(_) => Ok(crate::elf::resolver::symbols_where(
             &facts.functions,
             &facts.segments,

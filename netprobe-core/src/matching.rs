@@ -87,6 +87,14 @@ impl Pattern {
         }
     }
 
+    /// A text every native function name (`.symtab`/`.dynsym`, [`SymbolKind::Function`] and
+    /// [`SymbolKind::Ifunc`]) the pattern matches starts with: the pattern itself when it has no
+    /// glob characters (a native function's names are its name and a prefix of it,
+    /// [`match_keys`]); `None` for a glob.
+    pub fn native_name_prefix(&self) -> Option<&str> {
+        self.glob.is_none().then_some(self.text.as_str())
+    }
+
     /// The own name a managed method must have (the `#Strings` name of its MethodDef, printed
     /// between `::` and `(`) for the pattern to select it, when the pattern says: it holds one
     /// `::`, followed by a name without glob characters that ends the pattern or is followed by

@@ -844,13 +844,18 @@ pub fn missing_offset_reasons<'s>(
     let elf = image
         .as_ref()
         .filter(|i| sniff(i.bytes()) == Some(ImageFormat::Elf));
-    let segments = elf.and_then(|i| match i.elf(path) {
-        Ok(facts) => Some(facts.segments.clone()),
-        // Headers readable, symbol tables not: the segments still tell.
-        Err(_) => ElfView::parse(path, i.bytes())
-            .ok()
-            .map(|v| LoadSegments::from_program_headers(&v.program_headers)),
-    });
+    // Read only when a symbol has no file offset: the ELF facts hold every symbol of the file,
+    // which a one-name listing (`symbols dockerd main.main`) does not otherwise read.
+    let read_segments = || {
+        elf.and_then(|i| match i.elf(path) {
+            Ok(facts) => Some(facts.segments.clone()),
+            // Headers readable, symbol tables not: the segments still tell.
+            Err(_) => ElfView::parse(path, i.bytes())
+                .ok()
+                .map(|v| LoadSegments::from_program_headers(&v.program_headers)),
+        })
+    };
+    let mut segments: Option<Option<LoadSegments>> = None;
     let go_text_unknown = || {
         elf.and_then(|i| {
             i.with_go(path, |g| {
@@ -884,7 +889,7 @@ pub fn missing_offset_reasons<'s>(
                                 .to_string(),
                         );
                     }
-                    let seg = segments.as_ref().and_then(|segs| {
+                    let seg = segments.get_or_insert_with(read_segments).as_ref().and_then(|segs| {
                         segs.0
                             .iter()
                             .find(|g| v.0 >= g.vaddr && v.0 - g.vaddr < g.memsz.max(g.filesz))

@@ -102,7 +102,30 @@ fn elf(path: &Path, patterns: &[&str]) -> Result<(), String> {
 
 fn c_program() -> Result<(), String> {
     let bin = fixtures::build::CProgram::new("offsets").build();
-    elf(&bin, &["main", "np_*", "*", "mai?"])
+    elf(&bin, &["main", "np_*", "*", "mai?"])?;
+    // A library whose `.dynsym` copies its `.symtab` names with versions: each name, versioned
+    // or not, or cut short, must find (and hide) the same copies as the listing does.
+    let map = fixtures::workspace_root().join("fixtures/c/libnpver.map");
+    let lib = fixtures::build::CProgram::new("libnpver")
+        .flags(&[
+            "-O1",
+            "-shared",
+            "-fPIC",
+            &format!("-Wl,--version-script={}", map.display()),
+        ])
+        .suffix(".so")
+        .build();
+    elf(
+        &lib,
+        &[
+            "np_lib_hello",
+            "np_lib_hello@@NPVER_2",
+            "np_lib_hello@NPVER_1",
+            "np_lib_hello@",
+            "np_lib",
+            "np_lib_*",
+        ],
+    )
 }
 
 fn main() {

@@ -25,11 +25,18 @@ pub struct ElfFile {
 
 impl ElfFile {
     /// Opens and checks `path`. Errors: [`crate::Error::NotAnObjectFile`] when it is no ELF file,
-    /// [`crate::Error::Malformed`] when it is truncated or corrupt, I/O errors naming the path.
-    /// The file is opened and its tables parsed once per run ([`crate::cache`]).
+    /// [`crate::Error::Malformed`] when its headers are truncated or corrupt, I/O errors naming
+    /// the path. The file is opened once per run ([`crate::cache`]); its symbol tables are parsed
+    /// (once per run) by the first [`SymbolSource::symbols`], not here: asking a 75 MB Go binary
+    /// for its segments or sections must not read its 170,000 `.dynsym` names.
     pub fn open(path: &Path) -> Result<ElfFile> {
         let image = crate::cache::image(path)?;
-        image.elf(path)?;
+        if crate::image::sniff(image.bytes()) != Some(crate::image::ImageFormat::Elf) {
+            return Err(crate::Error::NotAnObjectFile {
+                path: path.to_path_buf(),
+            });
+        }
+        ElfView::parse(path, image.bytes())?;
         Ok(ElfFile {
             path: path.to_path_buf(),
             bytes: image.bytes().clone(),
