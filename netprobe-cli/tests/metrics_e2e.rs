@@ -10,7 +10,7 @@
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::{free_loopback_port, Waiting};
-use serde_json::Value as Json;
+use fixtures::prometheus::Prometheus;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,106 +26,6 @@ fn tracee() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| fixtures::CProgram::new("tracee").flags(&["-O2"]).build())
         .clone()
-}
-
-/// A Prometheus server on loopback scraping one netprobe every second, with its configuration
-/// and storage in a temporary directory; killed when dropped.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Prometheus {
-    fn start(target_port: u16) -> Result<Prometheus, String> {
-        let dir = tempfile::tempdir().map_err(err)?;
-        let config = dir.path().join("prometheus.yml");
-        // Configuration reference: https://prometheus.io/docs/prometheus/2.42/configuration/configuration/
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: netprobe\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
-            ),
-        )
-        .map_err(err)?;
-        let port = free_loopback_port()?;
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("starting prometheus: {e}"))?;
-        let p = Prometheus {
-            child,
-            port,
-            _dir: dir,
-        };
-        let started = Instant::now();
-        while curl(&format!("http://127.0.0.1:{port}/-/ready")).is_err() {
-            if started.elapsed() > Duration::from_secs(30) {
-                return Err("prometheus did not become ready within 30 s".into());
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Ok(p)
-    }
-
-    /// The value of instant query `query` (a single series), `None` when it has no result yet.
-    fn value(&self, query: &str) -> Result<Option<f64>, String> {
-        let out = Command::new("curl")
-            .args(["-sfG", "--data-urlencode"])
-            .arg(format!("query={query}"))
-            .arg(format!("http://127.0.0.1:{}/api/v1/query", self.port))
-            .output()
-            .map_err(err)?;
-        let body = e2e::text(&out.stdout);
-        let j: Json = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
-        if j["status"] != "success" {
-            return Err(format!("query {query}: {body}"));
-        }
-        match j["data"]["result"].as_array().map(Vec::as_slice) {
-            Some([]) | None => Ok(None),
-            Some([one]) => one["value"][1]
-                .as_str()
-                .and_then(|v| v.parse().ok())
-                .map(Some)
-                .ok_or_else(|| format!("query {query}: {body}")),
-            Some(_) => Err(format!("query {query}: more than one series: {body}")),
-        }
-    }
-
-    /// Waits until `query` equals `want`, at most `within`; returns the last value seen.
-    fn wait_for(&self, query: &str, want: f64, within: Duration) -> Result<Option<f64>, String> {
-        let started = Instant::now();
-        loop {
-            let v = self.value(query)?;
-            if v == Some(want) || started.elapsed() > within {
-                return Ok(v);
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn curl(url: &str) -> Result<String, String> {
-    let out = Command::new("curl")
-        .args(["-sf", url])
-        .output()
-        .map_err(err)?;
-    e2e::succeeded(out, url).map(|o| e2e::text(&o.stdout))
 }
 
 /// Runs `netprobe MODE --metrics 127.0.0.1:PORT` on one run of `tracee stdin N` with Prometheus
@@ -490,26 +390,21 @@ fn port_in_use_is_one_line_and_leaves_nothing() -> R {
 }
 
 fn main() {
-    let needs = vec![
-        Need::Root,
-        Need::Tracefs,
-        Need::CCompiler,
-        Need::Program("prometheus"),
-        Need::Program("curl"),
-    ];
+    let needs = [
+        &[Need::Root, Need::Tracefs, Need::CCompiler][..],
+        &fixtures::prometheus::needs(),
+    ]
+    .concat();
     // Build once, before the trials run in threads.
     if e2e::unmet(&needs).is_none() {
         tracee();
     }
     let c = vec![Need::Root, Need::Tracefs, Need::CCompiler];
-    let restart = vec![
-        Need::Root,
-        Need::Tracefs,
-        Need::Go,
-        Need::Docker,
-        Need::Program("prometheus"),
-        Need::Program("curl"),
-    ];
+    let restart = [
+        &[Need::Root, Need::Tracefs, Need::Go, Need::Docker][..],
+        &fixtures::prometheus::needs(),
+    ]
+    .concat();
     e2e::run(vec![
         e2e::trial(
             "count_metrics_scraped_by_prometheus_equal_the_calls",
