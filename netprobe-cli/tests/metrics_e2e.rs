@@ -223,7 +223,8 @@ const AFTER_RESTART: u64 = 45;
 /// netprobe says it re-attached to the container's new process, and after more requests the
 /// handler's calls summed over pid equal all requests made, the old process's series kept its
 /// count, both pids' series carry the container's name and the same image label, and the
-/// latency histogram's count equals the calls. No probe is left behind.
+/// latency histogram's count equals the calls. Then `docker stop`: the probes go, netprobe
+/// waits for the container, and SIGINT ends it with nothing left behind.
 fn series_continue_across_a_container_restart() -> R {
     h(harness::docker::ensure_engine())?;
     let owner = harness::owner::Owner::current();
@@ -334,9 +335,18 @@ fn series_continue_across_a_container_restart() -> R {
         }
         let q = "netprobe_probes_attached";
         match prom.value(q)? {
-            Some(n) if n >= 1.0 => Ok(()),
-            n => Err(format!("{q}: {n:?} after the re-attach")),
+            Some(n) if n >= 1.0 => {}
+            n => return Err(format!("{q}: {n:?} after the re-attach")),
         }
+        // A stopped container: netprobe removes its probes and waits (the gauge says 0) until
+        // SIGINT ends it cleanly.
+        h(harness::docker::docker(&["stop", "-t", "2", &name]))?;
+        stderr.wait_for("waiting for its new processes", 2, Duration::from_secs(30))?;
+        let got = prom.wait_for(q, 0.0, Duration::from_secs(10))?;
+        if got != Some(0.0) {
+            return Err(format!("{q}: {got:?} while the container is stopped"));
+        }
+        Ok(())
     })();
     // SIGINT ends the session as Ctrl-C does.
     // SAFETY: kill(2) on our own child's pid.
@@ -349,7 +359,7 @@ fn series_continue_across_a_container_restart() -> R {
     if let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
         return Err(l);
     }
-    if !status.success() {
+    if !status.success() || !text.contains("stopped by SIGINT") {
         return Err(format!("netprobe exited with {status}: {text}"));
     }
     Ok(())
