@@ -226,13 +226,29 @@ const AFTER_RESTART: u64 = 45;
 /// latency histogram's count equals the calls. Then `docker stop`: the probes go, netprobe
 /// waits for the container, and SIGINT ends it with nothing left behind.
 fn series_continue_across_a_container_restart() -> R {
+    restarted("metrics-restart", End::SigintWhileStopped)
+}
+
+/// The same, then a second restart and SIGKILL of netprobe: the watchdog removes the probes of
+/// the re-attached session too (they carry the session's name).
+fn a_killed_follower_leaves_nothing_after_a_reattach() -> R {
+    restarted("metrics-kill", End::SigkillAfterReattach)
+}
+
+/// How a [`restarted`] case ends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// `docker stop`, then SIGINT while netprobe waits for the container.
+    SigintWhileStopped,
+    /// Another `docker restart`, then SIGKILL once netprobe has re-attached.
+    SigkillAfterReattach,
+}
+
+fn restarted(role: &str, end: End) -> R {
     h(harness::docker::ensure_engine())?;
     let owner = harness::owner::Owner::current();
-    let image = h(harness::images::go_sample_app_image(
-        &owner,
-        "metrics-restart",
-    ))?;
-    let container = harness::docker::ContainerGuard::new(owner.container_name("metrics-restart"));
+    let image = h(harness::images::go_sample_app_image(&owner, role))?;
+    let container = harness::docker::ContainerGuard::new(owner.container_name(role));
     let app_port = free_loopback_port()?;
     h(harness::docker::docker(&[
         "run",
@@ -338,6 +354,10 @@ fn series_continue_across_a_container_restart() -> R {
             Some(n) if n >= 1.0 => {}
             n => return Err(format!("{q}: {n:?} after the re-attach")),
         }
+        if end == End::SigkillAfterReattach {
+            h(harness::docker::docker(&["restart", "-t", "2", &name]))?;
+            return stderr.wait_for("re-attached to pid", 2, Duration::from_secs(60));
+        }
         // A stopped container: netprobe removes its probes and waits (the gauge says 0) until
         // SIGINT ends it cleanly.
         h(harness::docker::docker(&["stop", "-t", "2", &name]))?;
@@ -348,16 +368,28 @@ fn series_continue_across_a_container_restart() -> R {
         }
         Ok(())
     })();
-    // SIGINT ends the session as Ctrl-C does.
+    // SIGINT ends the session as Ctrl-C does; SIGKILL leaves the removal to the watchdog.
+    let signal = match end {
+        End::SigintWhileStopped => libc::SIGINT,
+        End::SigkillAfterReattach => libc::SIGKILL,
+    };
     // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(np_pid as libc::pid_t, libc::SIGINT) };
+    unsafe { libc::kill(np_pid as libc::pid_t, signal) };
     let status = child.wait().map_err(err)?;
     // The collector thread ends when the pipe closes.
     std::thread::sleep(Duration::from_millis(200));
     let text = stderr.text();
     result.map_err(|e| format!("{e}\nnetprobe stderr:\n{text}"))?;
-    if let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
-        return Err(l);
+    let started = Instant::now();
+    while let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
+        // The watchdog removes a killed session's probes within a few seconds.
+        if end == End::SigintWhileStopped || started.elapsed() > Duration::from_secs(10) {
+            return Err(format!("{l}\nnetprobe stderr:\n{text}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if end == End::SigkillAfterReattach {
+        return Ok(());
     }
     if !status.success() || !text.contains("stopped by SIGINT") {
         return Err(format!("netprobe exited with {status}: {text}"));
@@ -430,6 +462,11 @@ fn main() {
             "series_continue_across_a_container_restart",
             &restart,
             series_continue_across_a_container_restart,
+        ),
+        e2e::trial(
+            "a_killed_follower_leaves_nothing_after_a_reattach",
+            &restart,
+            a_killed_follower_leaves_nothing_after_a_reattach,
         ),
         e2e::trial(
             "port_in_use_is_one_line_and_leaves_nothing",

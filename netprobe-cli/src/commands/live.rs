@@ -385,6 +385,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         }
         None => None,
     };
+    let start_ns = monotonic_ns();
     let started = Instant::now();
     let mut guard = guard;
     let mut lost_total = crate::backend::Lost::default();
@@ -407,6 +408,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             container: followed.as_ref(),
             tracefs: &tracefs,
             guard: &guard,
+            start_ns,
         };
         let (reason, lost) = run_generation(mode, o, &mut session, &mut run_ctx, &generation)?;
         lost_total.counted = lost_total.counted.saturating_add(lost.counted);
@@ -661,6 +663,8 @@ struct Generation<'a> {
     container: Option<&'a netprobe_core::docker::ContainerInfo>,
     tracefs: &'a Tracefs,
     guard: &'a dotnet::Guard,
+    /// CLOCK_MONOTONIC at the session's start (trace lines show times relative to it).
+    start_ns: u64,
 }
 
 /// Runs `session` into the command's sink until it stops, and prints the command's report of
@@ -702,7 +706,7 @@ fn run_generation(
     };
     let format = if o.json { Format::Json } else { Format::Text };
     let stdout = std::io::stdout();
-    let start_ns = monotonic_ns();
+    let start_ns = g.start_ns;
     let started = Instant::now();
     Ok(match mode {
         Mode::Trace => {
