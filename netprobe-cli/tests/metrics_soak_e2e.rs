@@ -181,7 +181,10 @@ fn metrics_soak_counts_every_call_in_flat_memory() -> R {
         std::fs::write(&path, format!("{report}\n")).map_err(|e| format!("{path}: {e}"))?;
     }
     if let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
-        return Err(l);
+        return Err(format!(
+            "{l}\nnetprobe exited with {}: {stderr}",
+            out.status
+        ));
     }
     if !out.status.success() {
         return Err(format!("netprobe exited with {}: {stderr}", out.status));
