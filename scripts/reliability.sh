@@ -2,14 +2,16 @@
 # Every figure of RELIABILITY.md, in one command (as root, after scripts/install-prereqs.sh):
 #   1. coverage-guided fuzzing of every parser   scripts/fuzz.sh ${NETPROBE_FUZZ_SECONDS:-30}
 #   2. the kill soak                             scripts/soak.sh ${NETPROBE_SOAK_KILLS:-500}
+#      and the metrics soak                      scripts/soak-metrics.sh ${NETPROBE_METRICS_SOAK_SECS:-600}
 #   3. privilege, vanishing targets, hostile inputs: netprobe-cli/tests/reliability_e2e.rs
 #   4. peak memory (max RSS, /usr/bin/time -v) of `netprobe symbols` on the largest inputs the
 #      tests fetch and on adversarial files built here
 #
-#   scripts/reliability.sh            # the long run (fuzz 30 s/target, 500 kills): ~35 minutes
+#   scripts/reliability.sh            # the long run (fuzz 30 s/target, 500 kills, 10 min of
+#                                     # --metrics at 10k calls/s): ~45 minutes
 #   scripts/reliability.sh memory     # step 4 only
-# The test command (scripts/test.sh) runs the short versions: fuzz 10 s/target, 20 kills, and
-# reliability_e2e.
+# The test command (scripts/test.sh) runs the short versions: fuzz 10 s/target, 20 kills, 20 s of
+# the metrics soak, and reliability_e2e.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -66,5 +68,6 @@ if [[ ${1:-} == memory ]]; then
 fi
 "$root/scripts/fuzz.sh" "${NETPROBE_FUZZ_SECONDS:-30}"
 "$root/scripts/soak.sh" "${NETPROBE_SOAK_KILLS:-500}"
+"$root/scripts/soak-metrics.sh" "${NETPROBE_METRICS_SOAK_SECS:-600}"
 cargo test --locked -p netprobe-cli --test reliability_e2e
 memory

@@ -150,6 +150,17 @@ pub fn program_rootfs(binary: &Path, name: &str) -> Result<Rootfs> {
     Ok(root)
 }
 
+/// The Go sample app (`sample-app/go`, built once by `fixtures::go`, default build flags) at
+/// `/app/sampleapp` in an image imported as `owner`'s `role`; removed when the guard drops.
+pub fn go_sample_app_image(
+    owner: &crate::owner::Owner,
+    role: &str,
+) -> Result<crate::docker::ImageGuard> {
+    let go_bin = fixtures::go::sample_app_variants().join("sampleapp-default");
+    let rootfs = program_rootfs(&go_bin, "sampleapp")?;
+    crate::docker::import(&rootfs, &owner.image_ref(role), &[])
+}
+
 /// Every file under `dir` whose name ends with `suffix`, sorted.
 pub fn find_files(dir: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
     let mut found = Vec::new();

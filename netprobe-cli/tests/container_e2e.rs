@@ -44,14 +44,8 @@ fn count_of(stdout: &str, function: &str) -> Option<u64> {
 /// (Add3 calls with a >= 2): counts equal the calls the workload made.
 fn sample_app_traced_by_container_name() -> R {
     h(harness::docker::ensure_engine())?;
-    let go_bin = fixtures::go::sample_app_variants().join("sampleapp-default");
     let owner = harness::owner::Owner::current();
-    let rootfs = h(harness::images::program_rootfs(&go_bin, "sampleapp"))?;
-    let image = h(harness::docker::import(
-        &rootfs,
-        &owner.image_ref("filters-go"),
-        &[],
-    ))?;
+    let image = h(harness::images::go_sample_app_image(&owner, "filters-go"))?;
     for (i, (by_id, filter, want)) in [
         (false, None, ROUNDS as u64),
         (true, Some("a >= 2"), (ROUNDS - 2) as u64),
@@ -138,12 +132,9 @@ fn container_errors_are_one_line() -> R {
     {
         return Err(format!("missing container: {stderr}"));
     }
-    let go_bin = fixtures::go::sample_app_variants().join("sampleapp-default");
-    let rootfs = h(harness::images::program_rootfs(&go_bin, "sampleapp"))?;
-    let image = h(harness::docker::import(
-        &rootfs,
-        &owner.image_ref("filters-created"),
-        &[],
+    let image = h(harness::images::go_sample_app_image(
+        &owner,
+        "filters-created",
     ))?;
     let created = harness::docker::ContainerGuard::new(owner.container_name("filters-created"));
     h(harness::docker::docker(&[

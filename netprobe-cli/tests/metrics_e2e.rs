@@ -3,11 +3,14 @@
 //! and storage, scraping every second): the value Prometheus's HTTP API returns for the probed
 //! function equals the calls the target made, and the latency histogram's count does too.
 //!
-//! Target: `fixtures/c/tracee.c stdin N` (N calls of `np_add` after a line on stdin).
+//! Targets: `fixtures/c/tracee.c stdin N` (N calls of `np_add` after a line on stdin); the Go
+//! sample app's HTTP service (`sampleapp serve`) in a Docker container made by the harness
+//! (`harness::images::program_rootfs`, imported, never pulled), restarted with `docker restart`
+//! while `latency --metrics --container` follows it.
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::{free_loopback_port, Waiting};
-use serde_json::Value as Json;
+use fixtures::prometheus::Prometheus;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,106 +26,6 @@ fn tracee() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| fixtures::CProgram::new("tracee").flags(&["-O2"]).build())
         .clone()
-}
-
-/// A Prometheus server on loopback scraping one netprobe every second, with its configuration
-/// and storage in a temporary directory; killed when dropped.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Prometheus {
-    fn start(target_port: u16) -> Result<Prometheus, String> {
-        let dir = tempfile::tempdir().map_err(err)?;
-        let config = dir.path().join("prometheus.yml");
-        // Configuration reference: https://prometheus.io/docs/prometheus/2.42/configuration/configuration/
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: netprobe\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
-            ),
-        )
-        .map_err(err)?;
-        let port = free_loopback_port()?;
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("starting prometheus: {e}"))?;
-        let p = Prometheus {
-            child,
-            port,
-            _dir: dir,
-        };
-        let started = Instant::now();
-        while curl(&format!("http://127.0.0.1:{port}/-/ready")).is_err() {
-            if started.elapsed() > Duration::from_secs(30) {
-                return Err("prometheus did not become ready within 30 s".into());
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Ok(p)
-    }
-
-    /// The value of instant query `query` (a single series), `None` when it has no result yet.
-    fn value(&self, query: &str) -> Result<Option<f64>, String> {
-        let out = Command::new("curl")
-            .args(["-sfG", "--data-urlencode"])
-            .arg(format!("query={query}"))
-            .arg(format!("http://127.0.0.1:{}/api/v1/query", self.port))
-            .output()
-            .map_err(err)?;
-        let body = e2e::text(&out.stdout);
-        let j: Json = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
-        if j["status"] != "success" {
-            return Err(format!("query {query}: {body}"));
-        }
-        match j["data"]["result"].as_array().map(Vec::as_slice) {
-            Some([]) | None => Ok(None),
-            Some([one]) => one["value"][1]
-                .as_str()
-                .and_then(|v| v.parse().ok())
-                .map(Some)
-                .ok_or_else(|| format!("query {query}: {body}")),
-            Some(_) => Err(format!("query {query}: more than one series: {body}")),
-        }
-    }
-
-    /// Waits until `query` equals `want`, at most `within`; returns the last value seen.
-    fn wait_for(&self, query: &str, want: f64, within: Duration) -> Result<Option<f64>, String> {
-        let started = Instant::now();
-        loop {
-            let v = self.value(query)?;
-            if v == Some(want) || started.elapsed() > within {
-                return Ok(v);
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn curl(url: &str) -> Result<String, String> {
-    let out = Command::new("curl")
-        .args(["-sf", url])
-        .output()
-        .map_err(err)?;
-    e2e::succeeded(out, url).map(|o| e2e::text(&o.stdout))
 }
 
 /// Runs `netprobe MODE --metrics 127.0.0.1:PORT` on one run of `tracee stdin N` with Prometheus
@@ -235,6 +138,265 @@ fn latency_histogram_scraped_by_prometheus_counts_every_call() -> R {
     )
 }
 
+/// Stderr of a running netprobe, collected line by line while it runs.
+struct Stderr(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl Stderr {
+    fn collect(child: &mut Child) -> Result<Stderr, String> {
+        use std::io::BufRead;
+        let pipe = child.stderr.take().ok_or("no stderr")?;
+        let all = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let into = all.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut t = into.lock().unwrap_or_else(|e| e.into_inner());
+                t.push_str(&line);
+                t.push('\n');
+            }
+        });
+        Ok(Stderr(all))
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits until stderr holds `want` `times` times, at most `within`.
+    fn wait_for(&self, want: &str, times: usize, within: Duration) -> R {
+        let started = Instant::now();
+        while self.text().matches(want).count() < times {
+            if started.elapsed() > within {
+                return Err(format!(
+                    "netprobe did not say '{want}' {times} time(s) within {} s:\n{}",
+                    within.as_secs(),
+                    self.text()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+}
+
+/// Waits until something accepts TCP connections on 127.0.0.1:`port` (a connection alone, no
+/// request: no handler runs), at most 30 s.
+fn wait_listening(port: u16) -> R {
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if started.elapsed() > Duration::from_secs(30) {
+            return Err(format!("nothing listens on 127.0.0.1:{port} after 30 s"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// `n` GET /echo requests to the sample app (curl's URL globbing: one request per number), each
+/// answered 200.
+fn echo_requests(port: u16, first: u64, n: u64) -> R {
+    let out = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}\n"])
+        .arg(format!(
+            "http://127.0.0.1:{port}/echo?msg=[{first}-{}]",
+            first + n - 1
+        ))
+        .output()
+        .map_err(err)?;
+    let codes = e2e::text(&out.stdout);
+    let ok = codes.lines().filter(|l| *l == "200").count() as u64;
+    if ok != n {
+        return Err(format!("{n} requests, {ok} answered 200: {codes}"));
+    }
+    Ok(())
+}
+
+fn h<T>(r: anyhow::Result<T>) -> Result<T, String> {
+    r.map_err(|e| format!("{e:#}"))
+}
+
+/// The requests before and after the restart.
+const BEFORE_RESTART: u64 = 60;
+const AFTER_RESTART: u64 = 45;
+
+/// `latency --metrics --container NAME` on the Go sample app's HTTP service in a container:
+/// Prometheus's value of the handler's calls equals the requests made; then `docker restart`:
+/// netprobe says it re-attached to the container's new process, and after more requests the
+/// handler's calls summed over pid equal all requests made, the old process's series kept its
+/// count, both pids' series carry the container's name and the same image label, and the
+/// latency histogram's count equals the calls. Then `docker stop`: the probes go, netprobe
+/// waits for the container, and SIGINT ends it with nothing left behind.
+fn series_continue_across_a_container_restart() -> R {
+    restarted("metrics-restart", End::SigintWhileStopped)
+}
+
+/// The same, then a second restart and SIGKILL of netprobe: the watchdog removes the probes of
+/// the re-attached session too (they carry the session's name).
+fn a_killed_follower_leaves_nothing_after_a_reattach() -> R {
+    restarted("metrics-kill", End::SigkillAfterReattach)
+}
+
+/// How a [`restarted`] case ends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// `docker stop`, then SIGINT while netprobe waits for the container.
+    SigintWhileStopped,
+    /// Another `docker restart`, then SIGKILL once netprobe has re-attached.
+    SigkillAfterReattach,
+}
+
+fn restarted(role: &str, end: End) -> R {
+    h(harness::docker::ensure_engine())?;
+    let owner = harness::owner::Owner::current();
+    let image = h(harness::images::go_sample_app_image(&owner, role))?;
+    let container = harness::docker::ContainerGuard::new(owner.container_name(role));
+    let app_port = free_loopback_port()?;
+    h(harness::docker::docker(&[
+        "run",
+        "-d",
+        "--name",
+        container.name(),
+        "--network",
+        "host",
+        image.reference(),
+        "/app/sampleapp",
+        "serve",
+        "-addr",
+        &format!("127.0.0.1:{app_port}"),
+    ]))?;
+    wait_listening(app_port)?;
+    let pid_of = || -> Result<String, String> {
+        h(harness::docker::docker(&[
+            "inspect",
+            "-f",
+            "{{.State.Pid}}",
+            container.name(),
+        ]))
+        .map(|p| p.trim().to_string())
+    };
+    let first_pid = pid_of()?;
+    let port = free_loopback_port()?;
+    let prom = Prometheus::start(port)?;
+    let mut child = Command::new(NP)
+        .args([
+            "latency",
+            "--metrics",
+            &format!("127.0.0.1:{port}"),
+            "--container",
+            container.name(),
+            "main.EchoHandler",
+            "--duration",
+            "300s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(err)?;
+    let np_pid = child.id();
+    let stderr = Stderr::collect(&mut child)?;
+    let name = container.name().to_string();
+    let result = (|| -> R {
+        stderr.wait_for("probe(s) on", 1, Duration::from_secs(120))?;
+        echo_requests(app_port, 1, BEFORE_RESTART)?;
+        let function = format!("function=\"main.EchoHandler\",container=\"{name}\"");
+        let calls = format!("sum(netprobe_calls_total{{{function}}})");
+        let got = prom.wait_for(&calls, BEFORE_RESTART as f64, Duration::from_secs(30))?;
+        if got != Some(BEFORE_RESTART as f64) {
+            return Err(format!(
+                "{calls}: Prometheus says {got:?} before the restart, {BEFORE_RESTART} requests were made"
+            ));
+        }
+        h(harness::docker::docker(&["restart", "-t", "2", &name]))?;
+        stderr.wait_for("re-attached to pid", 1, Duration::from_secs(60))?;
+        wait_listening(app_port)?;
+        let second_pid = pid_of()?;
+        if second_pid == first_pid {
+            return Err(format!("the restarted container kept pid {first_pid}"));
+        }
+        if !stderr
+            .text()
+            .contains(&format!("re-attached to pid {second_pid}"))
+        {
+            return Err(format!(
+                "netprobe did not re-attach to the new pid {second_pid}:\n{}",
+                stderr.text()
+            ));
+        }
+        echo_requests(app_port, 1000, AFTER_RESTART)?;
+        let total = (BEFORE_RESTART + AFTER_RESTART) as f64;
+        let histogram = format!("sum(netprobe_call_duration_seconds_count{{{function}}})");
+        for q in [&calls, &histogram] {
+            let got = prom.wait_for(q, total, Duration::from_secs(30))?;
+            if got != Some(total) {
+                return Err(format!(
+                    "{q}: Prometheus says {got:?} after the restart, {total} requests were made"
+                ));
+            }
+        }
+        // Each process's own series: the old one kept its count, the new one counts from 0; both
+        // with the image as the container names it.
+        for (pid, want) in [(&first_pid, BEFORE_RESTART), (&second_pid, AFTER_RESTART)] {
+            let q = format!(
+                "netprobe_calls_total{{{function},pid=\"{pid}\",image=\"/app/sampleapp\",comm=\"sampleapp\"}}"
+            );
+            let got = prom.wait_for(&q, want as f64, Duration::from_secs(10))?;
+            if got != Some(want as f64) {
+                return Err(format!("{q}: {got:?}, expected {want}"));
+            }
+        }
+        // Counters never went down in any scrape.
+        let q = format!("resets(netprobe_calls_total{{{function},pid=\"{first_pid}\"}}[5m])");
+        match prom.value(&q)? {
+            Some(0.0) => {}
+            n => return Err(format!("{q}: {n:?}, expected 0")),
+        }
+        let q = "netprobe_probes_attached";
+        match prom.value(q)? {
+            Some(n) if n >= 1.0 => {}
+            n => return Err(format!("{q}: {n:?} after the re-attach")),
+        }
+        if end == End::SigkillAfterReattach {
+            h(harness::docker::docker(&["restart", "-t", "2", &name]))?;
+            return stderr.wait_for("re-attached to pid", 2, Duration::from_secs(60));
+        }
+        // A stopped container: netprobe removes its probes and waits (the gauge says 0) until
+        // SIGINT ends it cleanly.
+        h(harness::docker::docker(&["stop", "-t", "2", &name]))?;
+        stderr.wait_for("waiting for its new processes", 2, Duration::from_secs(30))?;
+        let got = prom.wait_for(q, 0.0, Duration::from_secs(10))?;
+        if got != Some(0.0) {
+            return Err(format!("{q}: {got:?} while the container is stopped"));
+        }
+        Ok(())
+    })();
+    // SIGINT ends the session as Ctrl-C does; SIGKILL leaves the removal to the watchdog.
+    let signal = match end {
+        End::SigintWhileStopped => libc::SIGINT,
+        End::SigkillAfterReattach => libc::SIGKILL,
+    };
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(np_pid as libc::pid_t, signal) };
+    let status = child.wait().map_err(err)?;
+    // The collector thread ends when the pipe closes.
+    std::thread::sleep(Duration::from_millis(200));
+    let text = stderr.text();
+    result.map_err(|e| format!("{e}\nnetprobe stderr:\n{text}"))?;
+    let started = Instant::now();
+    while let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
+        // The watchdog removes a killed session's probes within a few seconds.
+        if end == End::SigintWhileStopped || started.elapsed() > Duration::from_secs(10) {
+            return Err(format!("{l}\nnetprobe stderr:\n{text}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if end == End::SigkillAfterReattach {
+        return Ok(());
+    }
+    if !status.success() || !text.contains("stopped by SIGINT") {
+        return Err(format!("netprobe exited with {status}: {text}"));
+    }
+    Ok(())
+}
+
 /// A port already in use: one line naming the cause and the fix, exit 1, nothing left behind.
 fn port_in_use_is_one_line_and_leaves_nothing() -> R {
     let bin = tracee();
@@ -270,18 +432,21 @@ fn port_in_use_is_one_line_and_leaves_nothing() -> R {
 }
 
 fn main() {
-    let needs = vec![
-        Need::Root,
-        Need::Tracefs,
-        Need::CCompiler,
-        Need::Program("prometheus"),
-        Need::Program("curl"),
-    ];
+    let needs = [
+        &[Need::Root, Need::Tracefs, Need::CCompiler][..],
+        &fixtures::prometheus::needs(),
+    ]
+    .concat();
     // Build once, before the trials run in threads.
     if e2e::unmet(&needs).is_none() {
         tracee();
     }
     let c = vec![Need::Root, Need::Tracefs, Need::CCompiler];
+    let restart = [
+        &[Need::Root, Need::Tracefs, Need::Go, Need::Docker][..],
+        &fixtures::prometheus::needs(),
+    ]
+    .concat();
     e2e::run(vec![
         e2e::trial(
             "count_metrics_scraped_by_prometheus_equal_the_calls",
@@ -292,6 +457,16 @@ fn main() {
             "latency_histogram_scraped_by_prometheus_counts_every_call",
             &needs,
             latency_histogram_scraped_by_prometheus_counts_every_call,
+        ),
+        e2e::trial(
+            "series_continue_across_a_container_restart",
+            &restart,
+            series_continue_across_a_container_restart,
+        ),
+        e2e::trial(
+            "a_killed_follower_leaves_nothing_after_a_reattach",
+            &restart,
+            a_killed_follower_leaves_nothing_after_a_reattach,
         ),
         e2e::trial(
             "port_in_use_is_one_line_and_leaves_nothing",

@@ -150,13 +150,7 @@ fn entry_with(
     if flags & PF_KTHREAD != 0 {
         return None;
     }
-    let container = std::fs::read(process.dir().join("cgroup"))
-        .ok()
-        .and_then(|c| container_of_cgroup(&String::from_utf8_lossy(&c)))
-        .map(|mut c| {
-            c.name = docker_name(Path::new("/var/lib/docker"), &c);
-            c
-        });
+    let container = container_of_process(process.dir());
     let mut reasons = Vec::new();
     if !host.root {
         reasons.push("not root (uprobes need CAP_SYS_ADMIN)".to_string());
@@ -289,6 +283,15 @@ fn is_container_id(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The container of the process whose `/proc` directory is `proc_dir`, from its cgroup, with
+/// its name from Docker's metadata when that is readable; `None` on the host (or gone).
+pub fn container_of_process(proc_dir: &Path) -> Option<Container> {
+    let text = std::fs::read(proc_dir.join("cgroup")).ok()?;
+    let mut c = container_of_cgroup(&String::from_utf8_lossy(&text))?;
+    c.name = docker_name(Path::new("/var/lib/docker"), &c);
+    Some(c)
 }
 
 /// The container's name from Docker's metadata, `DOCKER_ROOT/containers/ID/config.v2.json`

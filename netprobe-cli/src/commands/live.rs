@@ -23,6 +23,7 @@ use crate::sinks::{self, Counter, Format, IntervalCounter, Latency, TaskInfo, Tr
 use crate::spec::Targeting;
 use crate::watchdog::Watchdog;
 use std::io::{IsTerminal, Write};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Options every live command shares.
@@ -168,6 +169,14 @@ impl FilterOptions {
 
 /// The processes of Docker container `name_or_id` (`--container`), said on stderr.
 pub fn container_pids(name_or_id: &str) -> Result<Vec<u32>> {
+    container_processes(name_or_id).map(|(_, pids)| pids)
+}
+
+/// What the Docker engine says about container `name_or_id` (`--container`), and its processes,
+/// said on stderr.
+fn container_processes(
+    name_or_id: &str,
+) -> Result<(netprobe_core::docker::ContainerInfo, Vec<u32>)> {
     let (info, pids) = netprobe_core::docker::container_processes(
         &netprobe_core::docker::socket_path(),
         name_or_id,
@@ -177,13 +186,10 @@ pub fn container_pids(name_or_id: &str) -> Result<Vec<u32>> {
     eprintln!(
         "netprobe: container {} ({}): pid {}",
         info.name,
-        &info.id[..info.id.len().min(12)],
-        pids.iter()
-            .map(|p| p.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
+        short_id(&info.id),
+        join_pids(&pids)
     );
-    Ok(pids)
+    Ok((info, pids))
 }
 
 /// Applies the filter (if any) to every probe of the plan, and checks that the backend can
@@ -225,6 +231,48 @@ fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
 /// every CPU at once, and larger sizes only fail with ENOMEM after the probes are planned.
 const MAX_BUFFER_KB: u64 = 1 << 20;
 
+/// The plan for `targeting`, with the filter applied and the probe-safety gate's report (notes
+/// said on stderr), and the .NET tiering guard where .NET rules apply (a plan with managed
+/// methods, or --keep-r2r, which it checks).
+fn checked_plan(
+    mode: Mode,
+    o: &LiveOptions,
+    targeting: &Targeting,
+    dotnet_command: Option<&dotnet::resolve::DotnetCommand>,
+    pids: &[u32],
+    filter: &(Option<Expr>, Option<Expr>),
+) -> Result<(ProbePlan, gate::GateReport, dotnet::Guard)> {
+    let resolved = resolve_specs(&o.specs, targeting, dotnet_command)?;
+    let mut plan = build_plan(
+        mode,
+        &resolved,
+        &PlanOptions {
+            force_uretprobe: o.force_uretprobe,
+            pids: pids.to_vec(),
+            fetch_args: filter.0.as_ref().is_some_and(|f| !f.names().is_empty()),
+        },
+    )?;
+    if o.stack {
+        plan.record_user_stacks();
+    }
+    apply_filter(&mut plan, filter)?;
+    let report = gate::check(&plan, o.gate);
+    print_notes(&plan, &report);
+    let guard = if !plan.managed.is_empty() || o.keep_r2r {
+        let guard = dotnet::preflight(
+            !plan.managed.is_empty(),
+            targeting,
+            dotnet_command,
+            o.keep_r2r,
+        )?;
+        dotnet::print_guard(&guard);
+        guard
+    } else {
+        dotnet::Guard::default()
+    };
+    Ok((plan, report, guard))
+}
+
 /// Runs a live command (`trace`, `count`, `latency`); returns the process exit code.
 pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if o.command.is_some() && (!o.pids.is_empty() || o.container.is_some()) {
@@ -239,12 +287,18 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     let metrics_addr = o.metrics_addr(mode)?;
     let filter = o.filter.exprs()?;
     let mut with_container;
+    let mut followed = None;
     let o = match &o.container {
         Some(c) => {
             with_container = o.clone();
-            with_container.pids.extend(container_pids(c)?);
+            let (info, pids) = container_processes(c)?;
+            with_container.pids.extend(pids);
             with_container.pids.sort_unstable();
             with_container.pids.dedup();
+            // `--metrics` makes a long-running agent: it follows the container through restarts.
+            if metrics_addr.is_some() && o.pids.is_empty() {
+                followed = Some(info);
+            }
             &with_container
         }
         None => o,
@@ -264,36 +318,14 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         None => Targeting::SystemWide,
     };
     let dotnet_command = dotnet::command_of(argv.as_deref(), &targeting);
-    let resolved = resolve_specs(&o.specs, &targeting, dotnet_command.as_ref())?;
-    let mut plan = build_plan(
+    let (plan, report, guard) = checked_plan(
         mode,
-        &resolved,
-        &PlanOptions {
-            force_uretprobe: o.force_uretprobe,
-            pids: o.pids.clone(),
-            fetch_args: filter.0.as_ref().is_some_and(|f| !f.names().is_empty()),
-        },
+        o,
+        &targeting,
+        dotnet_command.as_ref(),
+        &o.pids,
+        &filter,
     )?;
-    if o.stack {
-        plan.record_user_stacks();
-    }
-    apply_filter(&mut plan, &filter)?;
-    let report = gate::check(&plan, o.gate);
-    print_notes(&plan, &report);
-    // The .NET tiering guard, only where .NET rules apply: a plan with managed methods, or
-    // --keep-r2r (which it checks).
-    let guard = if !plan.managed.is_empty() || o.keep_r2r {
-        let guard = dotnet::preflight(
-            !plan.managed.is_empty(),
-            &targeting,
-            dotnet_command.as_ref(),
-            o.keep_r2r,
-        )?;
-        dotnet::print_guard(&guard);
-        guard
-    } else {
-        dotnet::Guard::default()
-    };
     let me = std::process::id();
     let name = cleanup::session_name(me);
     if o.dry_run {
@@ -317,7 +349,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         Some(a) => Some(PausedChild::spawn_with_env(a, &guard.child_env)?),
         None => None,
     };
-    let pids: Vec<u32> = match &child {
+    let mut pids: Vec<u32> = match &child {
         Some(c) => vec![c.pid()],
         None => o.pids.clone(),
     };
@@ -339,19 +371,6 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         25
     };
     let mut session = Session::start(&tracefs, &opts, plan)?;
-    // Only a session with .NET methods is watched for hits that stop (tiered compilation);
-    // Go and native hits go straight to the sink.
-    let managed = &session.plan().managed;
-    let mut stall = if managed.is_empty() {
-        None
-    } else {
-        sinks::stall::StallWatch::for_session(
-            session.plan(),
-            |id| managed.contains(&id),
-            guard.fix.clone(),
-            guard.default_fix.clone(),
-        )
-    };
     // `--metrics`: the exported series, served from now on.
     let exported = match listener {
         Some(l) => {
@@ -366,15 +385,123 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         }
         None => None,
     };
-    let export_tasks = || {
-        let mut t = TaskInfo::new(Some(tracefs.root().to_path_buf()));
-        t.set_translation(session.pid_map().cloned());
-        t
-    };
-    let format = if o.json { Format::Json } else { Format::Text };
-    let stdout = std::io::stdout();
     let start_ns = monotonic_ns();
     let started = Instant::now();
+    let mut guard = guard;
+    let mut lost_total = crate::backend::Lost::default();
+    let reason = loop {
+        say_attached(&session, &pids);
+        if let Some(c) = child.as_mut() {
+            c.release()?;
+        }
+        let mut run_ctx = RunContext {
+            signals: &signals,
+            pids: &pids,
+            child: child.as_mut(),
+            limits: Limits {
+                duration: o.duration.map(|d| d.saturating_sub(started.elapsed())),
+                interval: o.interval,
+            },
+        };
+        let generation = Generation {
+            metrics: exported.as_ref().map(|(m, _)| m),
+            container: followed.as_ref(),
+            tracefs: &tracefs,
+            guard: &guard,
+            start_ns,
+        };
+        let (reason, lost) = run_generation(mode, o, &mut session, &mut run_ctx, &generation)?;
+        lost_total.counted = lost_total.counted.saturating_add(lost.counted);
+        lost_total.unknown_amount |= lost.unknown_amount;
+        let Some(info) = followed.as_ref().filter(|_| {
+            matches!(
+                reason,
+                StopReason::TargetsExited | StopReason::TargetExeced(_)
+            )
+        }) else {
+            break reason;
+        };
+        // The container's processes are gone (or run another program): their probes go now,
+        // and the session waits for the container's new processes, still serving what it counted.
+        session.close()?;
+        if let Some((m, _)) = &exported {
+            m.detached();
+        }
+        eprintln!(
+            "netprobe: container {} ({}): {reason}; probes removed; waiting for its new processes",
+            info.name,
+            short_id(&info.id),
+        );
+        match reattach(mode, o, info, &tracefs, &opts, &filter, &signals, started)? {
+            Reattached::Attached(a) => {
+                let Attachment {
+                    session: s,
+                    pids: p,
+                    guard: g,
+                    info: i,
+                } = *a;
+                session = s;
+                pids = p;
+                guard = g;
+                eprintln!(
+                    "netprobe: container {} ({}): re-attached to pid {}",
+                    i.name,
+                    short_id(&i.id),
+                    join_pids(&pids)
+                );
+                if let Some((m, _)) = &exported {
+                    m.rebind(session.plan(), session.probes().len());
+                }
+                followed = Some(i);
+            }
+            Reattached::Stopped(reason) => {
+                if let Some((_, server)) = exported {
+                    server.shutdown();
+                }
+                watchdog.disarm();
+                return finish(reason, started, lost_total);
+            }
+        }
+    };
+    if let Some((_, server)) = exported {
+        server.shutdown();
+    }
+    if let Some(c) = child.as_mut() {
+        c.terminate();
+    }
+    // Results are out; now the slow part (disabling each uprobe event), then the watchdog.
+    session.close()?;
+    watchdog.disarm();
+    finish(reason, started, lost_total)
+}
+
+/// Says why the session ended and what it lost; the exit code (3 when events were lost).
+fn finish(reason: StopReason, started: Instant, lost: crate::backend::Lost) -> Result<i32> {
+    eprintln!(
+        "netprobe: {reason} after {:.1}s; probes and instance removed",
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(w) = sinks::lost_warning(lost) {
+        eprintln!("{w}");
+        return Ok(3);
+    }
+    Ok(0)
+}
+
+/// A container id as `docker ps` shows it (12 hex digits).
+fn short_id(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+fn join_pids(pids: &[u32]) -> String {
+    pids.iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `netprobe: N probe(s) on M function(s), pid ...; Ctrl-C to stop` on stderr.
+fn say_attached(session: &Session, pids: &[u32]) {
     eprintln!(
         "netprobe: {} probe(s) on {} function(s){}; Ctrl-C to stop",
         session.probes().len(),
@@ -382,28 +509,206 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         if pids.is_empty() {
             ", every process".to_string()
         } else {
-            format!(
-                ", pid {}",
-                pids.iter()
-                    .map(|p| p.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            )
+            format!(", pid {}", join_pids(pids))
         }
     );
-    if let Some(c) = child.as_mut() {
-        c.release()?;
+}
+
+/// A followed container's new processes, traced.
+struct Attachment {
+    session: Session,
+    pids: Vec<u32>,
+    guard: dotnet::Guard,
+    info: netprobe_core::docker::ContainerInfo,
+}
+
+/// How a followed container came back.
+enum Reattached {
+    Attached(Box<Attachment>),
+    /// A signal or the duration ended the wait.
+    Stopped(StopReason),
+}
+
+/// How often a followed container is asked for its new processes while none runs (the Docker
+/// Engine API's inspect; the socket is local, an answer takes about a millisecond).
+const REATTACH_POLL: Duration = Duration::from_millis(250);
+
+/// How long a new process may fail to resolve before the failure is said on stderr: right
+/// after a restart the container's first process can still be the runtime's init (`runc init`),
+/// which execs the program a moment later.
+const REATTACH_QUIET: Duration = Duration::from_secs(2);
+
+/// Waits for container `info`'s new processes (those running a program: a zombie's
+/// `/proc/PID/exe` does not resolve), resolves the specs against them again (the image may be
+/// another build) and places the probes with the session options `opts` (the same session
+/// name, so the watchdog and `netprobe clean` know them). Ends early on a signal or the
+/// duration. A failure to resolve or attach is said once it persists, and retried.
+#[allow(clippy::too_many_arguments)]
+fn reattach(
+    mode: Mode,
+    o: &LiveOptions,
+    info: &netprobe_core::docker::ContainerInfo,
+    tracefs: &Tracefs,
+    opts: &SessionOptions,
+    filter: &(Option<Expr>, Option<Expr>),
+    signals: &SignalPipe,
+    started: Instant,
+) -> Result<Reattached> {
+    let socket = netprobe_core::docker::socket_path();
+    let mut failing: Option<(Vec<u32>, Instant)> = None;
+    let mut said = String::new();
+    loop {
+        if let Some(sig) = signals.received() {
+            return Ok(Reattached::Stopped(StopReason::Signal(sig)));
+        }
+        if o.duration.is_some_and(|d| started.elapsed() >= d) {
+            return Ok(Reattached::Stopped(StopReason::Duration));
+        }
+        let found = netprobe_core::docker::container_processes(
+            &socket,
+            &info.id,
+            crate::pidns::sees_global_pids(),
+        );
+        let attempt = match found {
+            Ok((now, pids)) => {
+                let pids: Vec<u32> = pids
+                    .into_iter()
+                    .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok())
+                    .collect();
+                (!pids.is_empty()).then(|| {
+                    let tried = attach_to(mode, o, tracefs, opts, filter, &pids);
+                    (now, pids, tried)
+                })
+            }
+            // Stopped, restarting, or between processes: wait.
+            Err(
+                netprobe_core::docker::ContainerError::NotRunning { .. }
+                | netprobe_core::docker::ContainerError::NoVisibleProcess { .. },
+            ) => None,
+            Err(e) => {
+                let text = e.to_string();
+                if text != said {
+                    eprintln!("netprobe: warning: {text}; still waiting");
+                    said = text;
+                }
+                None
+            }
+        };
+        match attempt {
+            Some((now, pids, Ok((session, guard)))) => {
+                return Ok(Reattached::Attached(Box::new(Attachment {
+                    session,
+                    pids,
+                    guard,
+                    info: now,
+                })))
+            }
+            Some((_, pids, Err(e))) => {
+                let since = match &failing {
+                    Some((p, t)) if *p == pids => *t,
+                    _ => {
+                        failing = Some((pids.clone(), Instant::now()));
+                        Instant::now()
+                    }
+                };
+                let text = e.to_string();
+                if since.elapsed() >= REATTACH_QUIET && text != said {
+                    eprintln!(
+                        "netprobe: container {}: cannot attach to pid {}: {text}; retrying",
+                        info.name,
+                        join_pids(&pids)
+                    );
+                    said = text;
+                }
+            }
+            None => failing = None,
+        }
+        let mut fd = libc::pollfd {
+            fd: signals.fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call's duration.
+        unsafe { libc::poll(&mut fd, 1, REATTACH_POLL.as_millis() as libc::c_int) };
     }
-    let mut run_ctx = RunContext {
-        signals: &signals,
-        pids: &pids,
-        child: child.as_mut(),
-        limits: Limits {
-            duration: o.duration,
-            interval: o.interval,
-        },
+}
+
+/// Resolves and attaches to `pids` (a followed container's new processes); nothing stays
+/// placed on failure.
+fn attach_to(
+    mode: Mode,
+    o: &LiveOptions,
+    tracefs: &Tracefs,
+    opts: &SessionOptions,
+    filter: &(Option<Expr>, Option<Expr>),
+    pids: &[u32],
+) -> Result<(Session, dotnet::Guard)> {
+    for &p in pids {
+        netprobe_core::process::Process::open(p)?.check_runs_user_code()?;
+    }
+    runner::remember_executables(pids);
+    let targeting = Targeting::Pids(pids.to_vec());
+    let (plan, report, guard) = checked_plan(mode, o, &targeting, None, pids, filter)?;
+    let plan = report.approve(plan)?;
+    let mut opts = opts.clone();
+    opts.pids = Some(pids.to_vec());
+    Ok((Session::start(tracefs, &opts, plan)?, guard))
+}
+
+/// What one run of a session's sinks needs besides the session: the exported metrics, the
+/// followed container (its name labels its processes), tracefs (task lookups) and the .NET
+/// tiering guard (the stall watcher's advice).
+struct Generation<'a> {
+    metrics: Option<&'a std::sync::Arc<sinks::metrics::Metrics>>,
+    container: Option<&'a netprobe_core::docker::ContainerInfo>,
+    tracefs: &'a Tracefs,
+    guard: &'a dotnet::Guard,
+    /// CLOCK_MONOTONIC at the session's start (trace lines show times relative to it).
+    start_ns: u64,
+}
+
+/// Runs `session` into the command's sink until it stops, and prints the command's report of
+/// what it saw (count, latency, stacks). Returns why it stopped and what was lost.
+fn run_generation(
+    mode: Mode,
+    o: &LiveOptions,
+    session: &mut Session,
+    run_ctx: &mut RunContext<'_>,
+    g: &Generation<'_>,
+) -> Result<(StopReason, crate::backend::Lost)> {
+    let tracefs = g.tracefs;
+    // Only a session with .NET methods is watched for hits that stop (tiered compilation);
+    // Go and native hits go straight to the sink.
+    let managed = &session.plan().managed;
+    let mut stall = if managed.is_empty() {
+        None
+    } else {
+        sinks::stall::StallWatch::for_session(
+            session.plan(),
+            |id| managed.contains(&id),
+            g.guard.fix.clone(),
+            g.guard.default_fix.clone(),
+        )
     };
-    let (reason, lost) = match mode {
+    fn export<'s>(
+        inner: Exported<'s>,
+        container: Option<&netprobe_core::docker::ContainerInfo>,
+    ) -> Exported<'s> {
+        match container {
+            Some(c) => inner.known_container(&c.id, &c.name),
+            None => inner,
+        }
+    }
+    let export_tasks = || {
+        let mut t = TaskInfo::new(Some(tracefs.root().to_path_buf()));
+        t.set_translation(session.pid_map().cloned());
+        t
+    };
+    let format = if o.json { Format::Json } else { Format::Text };
+    let stdout = std::io::stdout();
+    let start_ns = g.start_ns;
+    let started = Instant::now();
+    Ok(match mode {
         Mode::Trace => {
             let mut printer = TracePrinter {
                 out: std::io::BufWriter::with_capacity(64 * 1024, stdout.lock()),
@@ -419,8 +724,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 stacks: o.stack.then(|| sinks::stack::StackShow::new(o.stack_depth)),
             };
             let _ = printer.header();
-            let (reason, lost) =
-                run_to_end(&mut session, &mut run_ctx, &mut printer, stall.as_mut())?;
+            let (reason, lost) = run_to_end(session, run_ctx, &mut printer, stall.as_mut())?;
             let _ = printer.out.flush();
             (reason, lost)
         }
@@ -428,8 +732,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             let mut tasks = TaskInfo::new(Some(tracefs.root().to_path_buf()));
             tasks.set_translation(session.pid_map().cloned());
             let mut counter = sinks::stack::StackCounter::new(tasks, o.stack_depth, o.max_events);
-            let (reason, lost) =
-                run_to_end(&mut session, &mut run_ctx, &mut counter, stall.as_mut())?;
+            let (reason, lost) = run_to_end(session, run_ctx, &mut counter, stall.as_mut())?;
             let elapsed = started.elapsed().as_secs_f64();
             let report = counter.stack_report(lost, elapsed);
             let mut out = stdout.lock();
@@ -459,14 +762,17 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 last_tick: Instant::now(),
             };
             let mut with_metrics;
-            let sink: &mut dyn sinks::Sink = match &exported {
-                Some((m, _)) => {
-                    with_metrics = Exported::counting(&mut counter, m.clone(), export_tasks());
+            let sink: &mut dyn sinks::Sink = match g.metrics {
+                Some(m) => {
+                    with_metrics = export(
+                        Exported::counting(&mut counter, m.clone(), export_tasks()),
+                        g.container,
+                    );
                     &mut with_metrics
                 }
                 None => &mut counter,
             };
-            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, sink, stall.as_mut())?;
+            let (reason, lost) = run_to_end(session, run_ctx, sink, stall.as_mut())?;
             if o.interval.is_none() || counter.counter.total > 0 {
                 let elapsed = counter.last_tick.elapsed().as_secs_f64();
                 let _ =
@@ -482,37 +788,21 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 ..Latency::default()
             };
             let mut with_metrics;
-            let sink: &mut dyn sinks::Sink = match &exported {
-                Some((m, _)) => {
-                    with_metrics = Exported::timing(&mut lat, m.clone(), export_tasks());
+            let sink: &mut dyn sinks::Sink = match g.metrics {
+                Some(m) => {
+                    with_metrics = export(
+                        Exported::timing(&mut lat, m.clone(), export_tasks()),
+                        g.container,
+                    );
                     &mut with_metrics
                 }
                 None => &mut lat,
             };
-            let (reason, lost) = run_to_end(&mut session, &mut run_ctx, sink, stall.as_mut())?;
+            let (reason, lost) = run_to_end(session, run_ctx, sink, stall.as_mut())?;
             let _ = lat.report(session.plan(), format, lost, &mut stdout.lock());
             (reason, lost)
         }
-    };
-    if let Some((_, server)) = exported {
-        server.shutdown();
-    }
-    if let Some(c) = child.as_mut() {
-        c.terminate();
-    }
-    // Results are out; now the slow part (disabling each uprobe event), then the watchdog.
-    session.close()?;
-    watchdog.disarm();
-    let why = reason.to_string();
-    eprintln!(
-        "netprobe: {why} after {:.1}s; probes and instance removed",
-        started.elapsed().as_secs_f64()
-    );
-    if let Some(w) = sinks::lost_warning(lost) {
-        eprintln!("{w}");
-        return Ok(3);
-    }
-    Ok(0)
+    })
 }
 
 /// What a live command's event loop needs besides the session and the sink.

@@ -106,6 +106,13 @@ enum Slot {
     },
 }
 
+/// Pages read from each CPU's buffer before the hits decoded from them are handed out (64 pages:
+/// a few thousand hits, a few hundred KiB decoded).
+const PAGES_PER_CHUNK: usize = 64;
+
+/// Chunks one [`Session::drain`] reads at most (4,096 pages per CPU in all).
+const MAX_CHUNKS_PER_DRAIN: usize = 64;
+
 impl Session {
     /// A session that records nothing yet: [`Backend::attach`] places a plan. Creates nothing.
     pub fn new(tracefs: &Tracefs, opts: &SessionOptions) -> Session {
@@ -280,20 +287,62 @@ impl Session {
     /// Each CPU has its own buffer, so a thread that migrates can leave its entry on one CPU and
     /// its return on another; hits newer than the moment this call started are held back until the
     /// next call (or [`Session::finish`]), when every CPU has been read past them.
+    ///
+    /// A backlog is read and handed out in chunks of at most [`PAGES_PER_CHUNK`] pages per CPU,
+    /// so the hits decoded at once (about 200 bytes each) stay few: decoding a whole ring
+    /// buffer's backlog in one go (after netprobe was kept off the CPU for seconds) raised the
+    /// resident memory by tens of MB, which the allocator kept.
     pub fn drain(&mut self, sink: impl FnMut(&ProbePlan, Hit)) -> Result<u64> {
         let watermark = crate::backend::monotonic_ns();
-        self.read_all()?;
-        Ok(self.deliver(Some(watermark), sink))
+        self.read_in_chunks(Some(watermark), sink)
     }
 
-    fn read_all(&mut self) -> Result<()> {
+    /// Reads the CPUs' buffers a chunk at a time and hands out, after each chunk, the hits up to
+    /// the time every CPU has been read past (and not past `watermark`; all that is left at the
+    /// end when it is `None`, after reading every buffer to its end). A CPU whose hits read so
+    /// far reach further in time than another's waits for it, so what is held back stays about
+    /// a chunk. Returns the number of hits handed out.
+    fn read_in_chunks(
+        &mut self,
+        watermark: Option<u64>,
+        mut sink: impl FnMut(&ProbePlan, Hit),
+    ) -> Result<u64> {
+        // Per CPU: `Some(t)` while it has more (t: just before the last hit read from it),
+        // `None` once read to its end.
+        let mut frontier: Vec<Option<u64>> = vec![Some(0); self.readers.len()];
+        let mut delivered = 0;
+        let mut chunks = 0;
+        loop {
+            self.read_chunk(&mut frontier)?;
+            chunks += 1;
+            let cut = frontier.iter().flatten().min().copied();
+            let Some(cut) = cut else { break };
+            delivered += self.deliver(Some(watermark.map_or(cut, |w| cut.min(w))), &mut sink);
+            // Bounded: a busy CPU must not starve the others or the signal check.
+            if watermark.is_some() && chunks >= MAX_CHUNKS_PER_DRAIN {
+                return Ok(delivered);
+            }
+        }
+        delivered += self.deliver(watermark, sink);
+        Ok(delivered)
+    }
+
+    /// Reads at most [`PAGES_PER_CHUNK`] pages from each CPU that still has some and is not
+    /// ahead of another in time (see [`Session::read_in_chunks`]), updating `frontier`.
+    fn read_chunk(&mut self, frontier: &mut [Option<u64>]) -> Result<()> {
         self.reads += 1;
+        let behind = frontier.iter().flatten().min().copied();
         let layout = self.layout;
         let stack_id = self.user_stack_format.as_ref().map(|f| f.id);
-        for r in &mut self.readers {
-            // Bounded: a busy CPU must not starve the others or the signal check.
-            for _ in 0..4096 {
+        for (r, front) in self.readers.iter_mut().zip(frontier.iter_mut()) {
+            if front.is_none() || *front > behind {
+                continue;
+            }
+            let before = self.pending.len();
+            let mut pages = 0;
+            while pages < PAGES_PER_CHUNK {
                 let Some(page) = r.read_page()? else { break };
+                pages += 1;
                 let mut records = Vec::new();
                 let summary = parse_page(&layout, page, |rec| {
                     records.push((rec.ts, rec.data.to_vec()))
@@ -354,6 +403,11 @@ impl Session {
                     }
                 }
             }
+            *front = (pages == PAGES_PER_CHUNK).then(|| match self.pending.get(before..) {
+                Some([.., p]) => p.hit.ts_ns.saturating_sub(1),
+                // No hit in a whole chunk: keep the CPU's place.
+                _ => front.unwrap_or(0),
+            });
         }
         Ok(())
     }
@@ -426,8 +480,7 @@ impl Session {
             Some(inst) => inst.set_tracing_on(false)?,
             None => self.disable()?,
         }
-        self.read_all()?;
-        self.deliver(None, sink);
+        self.read_in_chunks(None, sink)?;
         Ok(self.lost())
     }
 

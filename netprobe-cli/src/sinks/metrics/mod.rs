@@ -1,18 +1,24 @@
 //! `--metrics ADDR:PORT`: the hits of `count` and `latency` as Prometheus metrics, served on
 //! `/metrics` (`http.rs`) beside the text output.
 //!
-//! [`Metrics`] holds one series per (function, image, pid, comm); [`Exported`] is a sink
-//! decorator that feeds it from the hits the runner hands to the command's own sink. The
+//! [`Metrics`] holds one series per (function, image, pid, comm, container); [`Exported`] is a
+//! sink decorator that feeds it from the hits the runner hands to the command's own sink. A
+//! session that re-attaches to a restarted target ([`Metrics::rebind`]) keeps its series: a
+//! function is known by name and image (the path as the process names it, without
+//! `/proc/PID/root`), so the new process's series differ from the old one's by pid only. The
 //! exposition is written by the official Rust client, `prometheus-client` (OpenMetrics text
 //! format, <https://github.com/prometheus/OpenMetrics/blob/v1.0.0/specification/OpenMetrics.md>),
 //! through a [`Collector`] that encodes the series in a stable order:
 //!
-//! - `netprobe_calls_total{function,image,pid,comm}`: calls (entry hits; return hits of
-//!   return-only probes), as `netprobe count` counts them;
-//! - `netprobe_call_duration_seconds{function,image,pid,comm}` (`latency`): a classic histogram
+//! - `netprobe_calls_total{function,image,pid,comm,container}`: calls (entry hits; return hits
+//!   of return-only probes), as `netprobe count` counts them;
+//! - `netprobe_call_duration_seconds{function,image,pid,comm,container}` (`latency`): a classic
+//!   histogram
 //!   whose `le` bounds are the upper ends of the latency sink's log2 buckets
-//!   ([`super::latency::bucket_bounds`]: `(2^(i+1) - 1)` ns), so each bucket holds exactly the
-//!   calls of the text histogram's rows up to it;
+//!   ([`super::latency::bucket_bounds`]: `(2^(i+1) - 1)` ns), so each bucket holds exactly
+//!   the calls of the text histogram's rows up to it;
+//! - `container`: the container's name (Docker's metadata or Engine API), else its short id,
+//!   from the process's cgroup (`/proc/PID/cgroup`); empty for a process on the host;
 //! - `netprobe_lost_events_total`, `netprobe_probes_attached`, and
 //!   `netprobe_dropped_series_total`: hits not exported because their series would pass the cap
 //!   (memory stays bounded whatever the label cardinality; said once on stderr).
@@ -27,7 +33,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// The default cap on exported series (`--metrics-max-series`).
@@ -66,9 +72,11 @@ impl Durations {
     }
 }
 
-/// Values per function, pid and comm (nested, so a hit finds its series without allocating).
+/// Values per function (an index into [`State::functions`]), pid, comm and container (nested, so
+/// a hit finds its series without allocating).
 #[derive(Debug)]
-struct PerTask<T>(BTreeMap<FunctionId, BTreeMap<Option<u32>, BTreeMap<String, T>>>);
+#[allow(clippy::type_complexity)]
+struct PerTask<T>(BTreeMap<usize, BTreeMap<Option<u32>, BTreeMap<String, BTreeMap<String, T>>>>);
 
 impl<T> Default for PerTask<T> {
     fn default() -> Self {
@@ -77,31 +85,67 @@ impl<T> Default for PerTask<T> {
 }
 
 impl<T> PerTask<T> {
-    fn get_mut(&mut self, f: FunctionId, pid: Option<u32>, comm: &str) -> Option<&mut T> {
-        self.0.get_mut(&f)?.get_mut(&pid)?.get_mut(comm)
+    fn get_mut(&mut self, f: usize, task: &Task<'_>) -> Option<&mut T> {
+        self.0
+            .get_mut(&f)?
+            .get_mut(&task.pid)?
+            .get_mut(task.comm)?
+            .get_mut(task.container)
     }
 
-    fn insert(&mut self, f: FunctionId, pid: Option<u32>, comm: &str, v: T) {
+    fn insert(&mut self, f: usize, task: &Task<'_>, v: T) {
         self.0
             .entry(f)
             .or_default()
-            .entry(pid)
+            .entry(task.pid)
             .or_default()
-            .insert(comm.to_string(), v);
+            .entry(task.comm.to_string())
+            .or_default()
+            .insert(task.container.to_string(), v);
     }
 
-    /// Every series, ordered by function (plan order), pid, comm.
-    fn iter(&self) -> impl Iterator<Item = (FunctionId, Option<u32>, &str, &T)> {
+    /// Every series, ordered by function (first-seen order), pid, comm, container.
+    fn iter(&self) -> impl Iterator<Item = (usize, Task<'_>, &T)> {
         self.0.iter().flat_map(|(&f, pids)| {
             pids.iter().flat_map(move |(&pid, comms)| {
-                comms.iter().map(move |(c, v)| (f, pid, c.as_str(), v))
+                comms.iter().flat_map(move |(comm, containers)| {
+                    containers.iter().map(move |(container, v)| {
+                        (
+                            f,
+                            Task {
+                                pid,
+                                comm,
+                                container,
+                            },
+                            v,
+                        )
+                    })
+                })
             })
         })
     }
 }
 
+/// The task labels of a series: the process (`None` when netprobe could not find it), its
+/// command name and its container (empty on the host).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Task<'a> {
+    pub pid: Option<u32>,
+    pub comm: &'a str,
+    pub container: &'a str,
+}
+
 #[derive(Debug, Default)]
 struct State {
+    /// (function name, image label) of every function seen by any attached plan, in first-seen
+    /// order; series refer to them by index.
+    functions: Vec<(String, String)>,
+    /// The attached plan's [`FunctionId`]s → index in `functions`.
+    by_plan: Vec<usize>,
+    /// Probes attached now (0 while a restarted target is awaited).
+    probes: u64,
+    /// Events lost by the sessions before the attached one.
+    lost_before: u64,
     calls: PerTask<u64>,
     durations: PerTask<Durations>,
     /// Series in `calls` and `durations`, as the exposition counts them.
@@ -114,9 +158,6 @@ struct State {
 /// The exported metrics of one session; shared between the sink and the HTTP server thread.
 #[derive(Debug)]
 pub struct Metrics {
-    /// (function name, image) by [`FunctionId`] index.
-    functions: Vec<(String, String)>,
-    probes: u64,
     max_series: usize,
     state: Mutex<State>,
 }
@@ -125,18 +166,41 @@ impl Metrics {
     /// Metrics for the functions of `plan`, with `probes` probes attached, keeping at most
     /// `max_series` series.
     pub fn new(plan: &ProbePlan, probes: usize, max_series: usize) -> Arc<Metrics> {
-        let mut functions = vec![(String::new(), String::new()); plan.functions.len()];
-        for f in &plan.functions {
-            if let Some(slot) = functions.get_mut(f.id.0 as usize) {
-                *slot = (f.name.clone(), f.image.to_string_lossy().into_owned());
-            }
-        }
-        Arc::new(Metrics {
-            functions,
-            probes: probes as u64,
+        let m = Arc::new(Metrics {
             max_series,
             state: Mutex::new(State::default()),
-        })
+        });
+        m.rebind(plan, probes);
+        m
+    }
+
+    /// A new session's `plan` (a restarted target, re-resolved) with `probes` probes: its
+    /// functions join the known ones by name and image, so their series continue; what the
+    /// previous session lost stays counted.
+    pub fn rebind(&self, plan: &ProbePlan, probes: usize) {
+        let mut st = self.state();
+        let st = &mut *st;
+        st.lost_before = st.lost;
+        st.probes = probes as u64;
+        st.by_plan = vec![usize::MAX; plan.functions.len()];
+        for f in &plan.functions {
+            let key = (f.name.clone(), image_label(&f.image));
+            let index = match st.functions.iter().position(|k| *k == key) {
+                Some(i) => i,
+                None => {
+                    st.functions.push(key);
+                    st.functions.len() - 1
+                }
+            };
+            if let Some(slot) = st.by_plan.get_mut(f.id.0 as usize) {
+                *slot = index;
+            }
+        }
+    }
+
+    /// The session's probes are gone (its target exited; a new one is awaited).
+    pub fn detached(&self) {
+        self.state().probes = 0;
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -161,34 +225,42 @@ impl Metrics {
         false
     }
 
-    /// One call of `function` by `task`.
-    pub fn call(&self, function: FunctionId, pid: Option<u32>, comm: &str) {
+    /// One call of the attached plan's `function` by `task`.
+    pub fn call(&self, function: FunctionId, task: &Task<'_>) {
         let mut st = self.state();
         let st = &mut *st;
-        if let Some(n) = st.calls.get_mut(function, pid, comm) {
+        let Some(&f) = st.by_plan.get(function.0 as usize) else {
+            return;
+        };
+        if let Some(n) = st.calls.get_mut(f, task) {
             *n += 1;
         } else if self.admit(st, 1) {
-            st.calls.insert(function, pid, comm, 1);
+            st.calls.insert(f, task, 1);
         }
     }
 
-    /// One completed call of `function` by `task` that took `ns` nanoseconds.
-    pub fn duration(&self, function: FunctionId, pid: Option<u32>, comm: &str, ns: u64) {
+    /// One completed call of the attached plan's `function` by `task` that took `ns`
+    /// nanoseconds.
+    pub fn duration(&self, function: FunctionId, task: &Task<'_>, ns: u64) {
         let mut st = self.state();
         let st = &mut *st;
-        if let Some(d) = st.durations.get_mut(function, pid, comm) {
+        let Some(&f) = st.by_plan.get(function.0 as usize) else {
+            return;
+        };
+        if let Some(d) = st.durations.get_mut(f, task) {
             d.record(ns);
         } else if self.admit(st, HISTOGRAM_SERIES) {
             let mut d = Durations::default();
             d.record(ns);
-            st.durations.insert(function, pid, comm, d);
+            st.durations.insert(f, task, d);
         }
     }
 
-    /// What the backend lost so far (a running total; never goes down).
+    /// What the attached session lost so far (a running total; never goes down), added to what
+    /// earlier sessions lost.
     pub fn set_lost(&self, lost: Lost) {
         let mut st = self.state();
-        st.lost = st.lost.max(lost.counted);
+        st.lost = st.lost.max(st.lost_before.saturating_add(lost.counted));
     }
 
     /// A registry holding these metrics (what the HTTP server encodes).
@@ -207,25 +279,41 @@ impl Metrics {
         }
         out
     }
+}
 
-    /// The labels of a series.
-    fn labels<'a>(
-        &'a self,
-        function: FunctionId,
-        pid: &'a str,
-        comm: &'a str,
-    ) -> [(&'static str, &'a str); 4] {
-        let (name, image) = self
-            .functions
-            .get(function.0 as usize)
-            .map_or(("", ""), |(n, i)| (n.as_str(), i.as_str()));
-        [
-            ("function", name),
-            ("image", image),
-            ("pid", pid),
-            ("comm", comm),
-        ]
+/// The labels of a series.
+fn labels<'a>(
+    st: &'a State,
+    function: usize,
+    pid: &'a str,
+    task: &Task<'a>,
+) -> [(&'static str, &'a str); 5] {
+    let (name, image) = st
+        .functions
+        .get(function)
+        .map_or(("", ""), |(n, i)| (n.as_str(), i.as_str()));
+    [
+        ("function", name),
+        ("image", image),
+        ("pid", pid),
+        ("comm", task.comm),
+        ("container", task.container),
+    ]
+}
+
+/// The `image` label of a function's file: the path as the process names it, without the
+/// `/proc/PID/root` through which netprobe opened a container's file (proc(5), `/proc/pid/root`),
+/// so a restarted container's series keep their labels.
+pub fn image_label(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy();
+    if let Some(rest) = text.strip_prefix("/proc/") {
+        if let Some((pid, inside)) = rest.split_once("/root/") {
+            if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) {
+                return format!("/{inside}");
+            }
+        }
     }
+    text.into_owned()
 }
 
 /// The text a label holds for a pid (`unknown` when netprobe could not find the process).
@@ -243,9 +331,9 @@ impl Collector for Metrics {
                 None,
                 MetricType::Counter,
             )?;
-            for (f, pid, comm, n) in st.calls.iter() {
-                let pid = pid_text(pid);
-                let labels = self.labels(f, &pid, comm);
+            for (f, task, n) in st.calls.iter() {
+                let pid = pid_text(task.pid);
+                let labels = labels(&st, f, &pid, &task);
                 m.encode_family(&labels)?
                     .encode_counter::<NoLabelSet, u64, u64>(n, None)?;
             }
@@ -257,10 +345,10 @@ impl Collector for Metrics {
                 Some(&Unit::Seconds),
                 MetricType::Histogram,
             )?;
-            for (f, pid, comm, d) in st.durations.iter() {
+            for (f, task, d) in st.durations.iter() {
                 {
-                    let pid = pid_text(pid);
-                    let labels = self.labels(f, &pid, comm);
+                    let pid = pid_text(task.pid);
+                    let labels = labels(&st, f, &pid, &task);
                     let buckets: Vec<(f64, u64)> = d
                         .buckets
                         .iter()
@@ -307,7 +395,7 @@ impl Collector for Metrics {
                 None,
                 MetricType::Gauge,
             )?
-            .encode_gauge(&self.probes)?;
+            .encode_gauge(&st.probes)?;
         Ok(())
     }
 }
@@ -325,10 +413,44 @@ pub struct Exported<'a> {
     inner: Inner<'a>,
     metrics: Arc<Metrics>,
     tasks: TaskInfo,
-    /// The command name of each process (`/proc/PID/comm`, its main thread's name), read once
-    /// (at most [`MAX_CACHED_TASKS`] kept):
-    /// the `comm` label names the process, so thread names add no series.
-    comms: std::collections::HashMap<u32, String>,
+    /// The command name (`/proc/PID/comm`, its main thread's name) and container label of each
+    /// process, read once (at most [`MAX_CACHED_TASKS`] kept): the `comm` label names the
+    /// process, so thread names add no series.
+    processes: HashMap<u32, (String, String)>,
+    /// The `container` label by container id: names already known (`--container`) or looked up
+    /// once.
+    containers: HashMap<String, String>,
+}
+
+/// The `container` label of process `pid`: its container's name (Docker's metadata, else the
+/// Docker Engine API), else the container's short id (12 hex digits, as `docker ps` shows it);
+/// empty for a process that is not in a container. `names` caches the answer by container id.
+fn container_label(pid: u32, names: &mut HashMap<String, String>) -> String {
+    let dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let Some(c) = netprobe_core::inventory::container_of_process(&dir) else {
+        return String::new();
+    };
+    if let Some(n) = names.get(&c.id) {
+        return n.clone();
+    }
+    let label = c
+        .name
+        .clone()
+        .or_else(|| {
+            (c.engine == "docker")
+                .then(|| {
+                    netprobe_core::docker::inspect(&netprobe_core::docker::socket_path(), &c.id)
+                        .ok()
+                })
+                .flatten()
+                .map(|i| i.name)
+        })
+        .unwrap_or_else(|| c.id.chars().take(12).collect());
+    if names.len() > MAX_CACHED_TASKS {
+        names.clear();
+    }
+    names.insert(c.id, label.clone());
+    label
 }
 
 impl<'a> Exported<'a> {
@@ -338,7 +460,8 @@ impl<'a> Exported<'a> {
             inner: Inner::Calls(inner),
             metrics,
             tasks,
-            comms: Default::default(),
+            processes: Default::default(),
+            containers: Default::default(),
         }
     }
 
@@ -348,8 +471,17 @@ impl<'a> Exported<'a> {
             inner: Inner::Latency(inner),
             metrics,
             tasks,
-            comms: Default::default(),
+            processes: Default::default(),
+            containers: Default::default(),
         }
+    }
+}
+
+impl Exported<'_> {
+    /// Container `id` is labelled `name` (what `--container` already asked the engine).
+    pub fn known_container(mut self, id: &str, name: &str) -> Self {
+        self.containers.insert(id.to_string(), name.to_string());
+        self
     }
 }
 
@@ -359,30 +491,36 @@ impl Sink for Exported<'_> {
         // bound (memory stays bounded), and look it up again.
         self.tasks.bound_cache(MAX_CACHED_TASKS);
         let pid = self.tasks.pid_of(hit.tid);
-        if self.comms.len() > MAX_CACHED_TASKS {
-            self.comms.clear();
+        if self.processes.len() > MAX_CACHED_TASKS {
+            self.processes.clear();
         }
-        let comm = match pid {
-            Some(p) => self
-                .comms
-                .entry(p)
-                .or_insert_with(|| {
-                    std::fs::read_to_string(format!("/proc/{p}/comm"))
+        let containers = &mut self.containers;
+        let (comm, container) = match pid {
+            Some(p) => {
+                let (comm, container) = self.processes.entry(p).or_insert_with(|| {
+                    let comm = std::fs::read_to_string(format!("/proc/{p}/comm"))
                         .map(|c| c.trim_end_matches('\n').to_string())
-                        .unwrap_or_else(|_| hit.comm.clone().unwrap_or_default())
-                })
-                .as_str(),
-            None => hit.comm.as_deref().unwrap_or(""),
+                        .unwrap_or_else(|_| hit.comm.clone().unwrap_or_default());
+                    (comm, container_label(p, containers))
+                });
+                (comm.as_str(), container.as_str())
+            }
+            None => (hit.comm.as_deref().unwrap_or(""), ""),
+        };
+        let task = Task {
+            pid,
+            comm,
+            container,
         };
         if Counter::counts_hit(plan, &hit) {
-            self.metrics.call(hit.function, pid, comm);
+            self.metrics.call(hit.function, &task);
         }
         match &mut self.inner {
             Inner::Calls(s) => s.hit(plan, hit),
             Inner::Latency(l) => {
                 let (flow, took) = l.record(&hit);
                 if let Some(ns) = took {
-                    self.metrics.duration(hit.function, pid, comm, ns);
+                    self.metrics.duration(hit.function, &task, ns);
                 }
                 flow
             }
@@ -423,6 +561,14 @@ mod tests {
         crate::sinks::test_plan(names, "/srv/app")
     }
 
+    fn task<'a>(pid: Option<u32>, comm: &'a str, container: &'a str) -> Task<'a> {
+        Task {
+            pid,
+            comm,
+            container,
+        }
+    }
+
     fn hit(function: u32, role: Role, ts_ns: u64, tid: u32) -> Hit {
         Hit {
             ts_ns,
@@ -443,12 +589,12 @@ mod tests {
     fn exposition_of_known_calls() {
         let m = Metrics::new(&plan(&["main.handle", "np_add"]), 3, DEFAULT_MAX_SERIES);
         for _ in 0..3 {
-            m.call(FunctionId(0), Some(4242), "server");
+            m.call(FunctionId(0), &task(Some(4242), "server", ""));
         }
-        m.call(FunctionId(0), Some(4343), "wor\"ker");
-        m.call(FunctionId(1), None, "");
+        m.call(FunctionId(0), &task(Some(4343), "wor\"ker", "web"));
+        m.call(FunctionId(1), &task(None, "", ""));
         for ns in [1_500, 1_023, 1_024, 200, 70_000_000_000] {
-            m.duration(FunctionId(0), Some(4242), "server", ns);
+            m.duration(FunctionId(0), &task(Some(4242), "server", ""), ns);
         }
         m.set_lost(Lost {
             counted: 7,
@@ -463,19 +609,87 @@ mod tests {
         // Room for 3 call series, or one histogram (HISTOGRAM_SERIES) and change.
         let m = Metrics::new(&plan(&["f"]), 1, 3);
         for pid in 0..10 {
-            m.call(FunctionId(0), Some(pid), "x");
-            m.call(FunctionId(0), Some(pid), "x");
+            m.call(FunctionId(0), &task(Some(pid), "x", ""));
+            m.call(FunctionId(0), &task(Some(pid), "x", ""));
         }
-        m.duration(FunctionId(0), Some(1), "x", 10);
+        m.duration(FunctionId(0), &task(Some(1), "x", ""), 10);
         let text = Metrics::exposition(&m.registry());
         assert_eq!(text.matches("netprobe_calls_total{").count(), 3, "{text}");
         // Known series keep counting; 7 new pids twice each, and the histogram, were dropped.
-        assert!(text.contains("pid=\"0\",comm=\"x\"} 2"), "{text}");
+        assert!(
+            text.contains("pid=\"0\",comm=\"x\",container=\"\"} 2"),
+            "{text}"
+        );
         assert!(text.contains("netprobe_dropped_series_total 15"), "{text}");
         assert!(
             !text.contains("netprobe_call_duration_seconds_count{"),
             "{text}"
         );
+    }
+
+    /// A restarted target's plan (another process, its image seen through another
+    /// `/proc/PID/root`, functions in another order) continues the same series: counters keep
+    /// their function and image labels and grow; lost events add up over sessions.
+    #[test]
+    fn a_rebound_plan_continues_the_series() {
+        let first =
+            crate::sinks::test_plan(&["main.handle", "main.other"], "/proc/100/root/app/srv");
+        let m = Metrics::new(&first, 2, 100);
+        m.call(FunctionId(0), &task(Some(100), "srv", "web"));
+        m.call(FunctionId(1), &task(Some(100), "srv", "web"));
+        m.set_lost(Lost {
+            counted: 2,
+            unknown_amount: false,
+        });
+        m.detached();
+        assert!(Metrics::exposition(&m.registry()).contains("netprobe_probes_attached 0"));
+        let second = crate::sinks::test_plan(
+            &["main.other", "main.handle", "main.new"],
+            "/proc/200/root/app/srv",
+        );
+        m.rebind(&second, 3);
+        m.call(FunctionId(0), &task(Some(200), "srv", "web"));
+        m.call(FunctionId(0), &task(Some(200), "srv", "web"));
+        m.call(FunctionId(2), &task(Some(200), "srv", "web"));
+        m.set_lost(Lost {
+            counted: 1,
+            unknown_amount: false,
+        });
+        let text = Metrics::exposition(&m.registry());
+        let series = |f: &str, pid: u32| {
+            format!("netprobe_calls_total{{function=\"{f}\",image=\"/app/srv\",pid=\"{pid}\",comm=\"srv\",container=\"web\"}}")
+        };
+        assert!(
+            text.contains(&format!("{} 1", series("main.handle", 100))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{} 1", series("main.other", 100))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{} 2", series("main.other", 200))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{} 1", series("main.new", 200))),
+            "{text}"
+        );
+        assert!(
+            !text.contains("pid=\"200\",comm=\"srv\",container=\"web\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains("netprobe_lost_events_total 3"), "{text}");
+        assert!(text.contains("netprobe_probes_attached 3"), "{text}");
+    }
+
+    #[test]
+    fn image_labels_leave_out_the_proc_root() {
+        let l = |p: &str| image_label(std::path::Path::new(p));
+        assert_eq!(l("/proc/4242/root/app/sampleapp"), "/app/sampleapp");
+        assert_eq!(l("/usr/lib/libc.so.6"), "/usr/lib/libc.so.6");
+        assert_eq!(l("/proc/self/root/x"), "/proc/self/root/x");
+        assert_eq!(l("/proc//root/x"), "/proc//root/x");
     }
 
     #[test]
@@ -509,8 +723,9 @@ mod tests {
         assert_eq!(lat.total, 4);
         let text = Metrics::exposition(&m.registry());
         let labels = format!(
-            "{{function=\"f\",image=\"/srv/app\",pid=\"{me}\",comm=\"{}\"}}",
-            comm.trim_end()
+            "{{function=\"f\",image=\"/srv/app\",pid=\"{me}\",comm=\"{}\",container=\"{}\"}}",
+            comm.trim_end(),
+            container_label(me, &mut HashMap::new())
         );
         assert!(
             text.contains(&format!("netprobe_calls_total{labels} 4")),
@@ -542,6 +757,14 @@ mod tests {
     }
 
     proptest! {
+        /// An image label never names `/proc/PID/root`, and labelling twice changes nothing.
+        #[test]
+        fn image_labels_are_stable(pid in 1u32..99_999, inside in "(/[a-z._-]{1,8}){1,4}") {
+            let label = image_label(std::path::Path::new(&format!("/proc/{pid}/root{inside}")));
+            prop_assert_eq!(&label, &inside);
+            prop_assert_eq!(image_label(std::path::Path::new(&label)), label);
+        }
+
         /// Each exported bucket holds exactly the calls of the latency sink's log2 buckets up to
         /// its own: the cumulative count at `le` = (2^(b+1) - 1) ns equals the durations whose
         /// bucket is at most b, and `+Inf`, `_count` and `_sum` cover every call.
@@ -552,7 +775,7 @@ mod tests {
         )) {
             let m = Metrics::new(&plan(&["f"]), 1, 1000);
             for &d in &durations {
-                m.duration(FunctionId(0), Some(1), "c", d);
+                m.duration(FunctionId(0), &task(Some(1), "c", ""), d);
             }
             let text = Metrics::exposition(&m.registry());
             for b in FIRST_BUCKET..=LAST_BUCKET {
