@@ -426,6 +426,39 @@ impl CodeFile {
         })
     }
 
+    /// The function of the file's tables that starts at `entry` (the same one [`CodeFile::check`]
+    /// checks a planned probe against) and its bytes: the whole function as its table bounds it
+    /// (ELF symbol size, Go pclntab code size), cut at the end of its executable range.
+    /// Errors: no such function ([`Refusal::NoFunctionAtEntry`]), or its table gives no size
+    /// (`Ok` with `None` bytes). Functions inside a .NET bundle are not looked up.
+    pub fn function_code(&self, entry: FileOffset) -> Result<(CodeUnit, Option<Vec<u8>>), Refusal> {
+        self.image.with(|p| {
+            let tables = p
+                .safety
+                .get_or_init(&self.image, Part::SafetyTables, || Arc::new(self.tables(p)));
+            let t = tables.as_ref().as_ref().map_err(Clone::clone)?;
+            let ranges = match t {
+                Tables::Elf { ranges, .. } | Tables::Pe { ranges, .. } => ranges,
+            };
+            let unit = self.planned_unit(t, ranges, entry)?;
+            let Some(size) = unit.size.filter(|&z| z > 0) else {
+                return Ok((unit, None));
+            };
+            let range = ranges
+                .iter()
+                .find(|c| c.holds_offset(unit.start.0))
+                .ok_or(Refusal::NoFunctionAtEntry { entry })?;
+            let end = (range.offset + range.len)
+                .min(unit.start.0.saturating_add(size))
+                .min(self.bytes().len() as u64);
+            let code = self
+                .bytes()
+                .get(unit.start.0 as usize..end as usize)
+                .map(<[u8]>::to_vec);
+            Ok((unit, code))
+        })
+    }
+
     fn tables<'a>(&self, p: &Parsed<'a>) -> Result<Tables<'a>, Refusal> {
         let unreadable = |e: crate::Error| Refusal::Unreadable(e.to_string());
         let image = &self.image;

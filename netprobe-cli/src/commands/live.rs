@@ -278,6 +278,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         plan.record_user_stacks();
     }
     apply_filter(&mut plan, &filter)?;
+    gate::choose_entry_points(&mut plan, o.gate);
     let report = gate::check(&plan, o.gate);
     print_notes(&plan, &report);
     // The .NET tiering guard, only where .NET rules apply: a plan with managed methods, or
