@@ -216,6 +216,8 @@ pub enum Kept {
     /// The run of skippable instructions ends (at `at`, with `what`, or at the function's end)
     /// before any instruction the kernel emulates.
     NotSkippable { at: Option<u64>, what: String },
+    /// The planned instruction itself (`what`) is one a probe may not skip.
+    EntryNotSkippable { what: String },
     /// The instruction at `target` inside the run is the target of the branch at `from`.
     BranchTarget { target: u64, from: u64 },
     /// An indirect jump at `at`: it may land anywhere in the function.
@@ -241,7 +243,11 @@ impl fmt::Display for Kept {
             Kept::AlreadyCheap => write!(f, "its first instruction is already cheap"),
             Kept::NotSkippable { at: Some(at), what } => write!(
                 f,
-                "no emulated instruction precedes +{at:#x} ({what}), which the probe may not skip"
+                "no instruction the kernel emulates comes before +{at:#x} ({what}), which a probe may not skip"
+            ),
+            Kept::EntryNotSkippable { what } => write!(
+                f,
+                "the probe may not skip {what} (only register-only instructions are skipped)"
             ),
             Kept::NotSkippable { at: None, .. } => {
                 write!(f, "no emulated instruction before the function ends")
@@ -447,6 +453,9 @@ pub fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryC
                 break;
             }
         }
+        if !skippable(instr) && k == first {
+            return keep(Kept::EntryNotSkippable { what: here.text });
+        }
         if !skippable(instr) {
             return keep(Kept::NotSkippable {
                 at: Some(instr.ip()),
@@ -571,13 +580,13 @@ mod tests {
         let store = [0x48, 0x89, 0x5c, 0x24, 0x08, 0x53, 0x5b, 0xc3];
         assert!(matches!(
             cheapest_entry(&store, 0, &none()).kept,
-            Some(Kept::NotSkippable { at: Some(0), .. })
+            Some(Kept::EntryNotSkippable { .. })
         ));
-        // mov rax, [rdi]: a load may fault before the probe fires.
-        let load = [0x48, 0x8b, 0x07, 0x53, 0x5b, 0xc3];
+        // xor eax, eax; mov rax, [rdi]: a load may fault before the probe fires.
+        let load = [0x31, 0xc0, 0x48, 0x8b, 0x07, 0x53, 0x5b, 0xc3];
         assert!(matches!(
             cheapest_entry(&load, 0, &none()).kept,
-            Some(Kept::NotSkippable { at: Some(0), .. })
+            Some(Kept::NotSkippable { at: Some(2), .. })
         ));
         // xor eax, eax; div ecx; push rbx: div may trap.
         let div = [0x31, 0xc0, 0xf7, 0xf1, 0x53, 0x5b, 0xc3];
