@@ -19,6 +19,8 @@ const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const N: i64 = 60;
 
 type R = Result<(), String>;
+/// A function, the names of the arguments to compare, and their values in each call.
+type Expected = (&'static str, &'static [&'static str], Vec<Vec<i64>>);
 
 fn c_bin() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
@@ -249,7 +251,7 @@ fn c_trace_arguments_with_and_without_the_move() -> R {
         let out = netprobe(&args)?;
         let hits = traced_args(&out.stdout);
         let want = |f: fn(i64) -> Vec<i64>| (1..=N).map(f).collect::<Vec<_>>();
-        let expect: [(&str, &[&str], Vec<Vec<i64>>); 4] = [
+        let expect: [Expected; 4] = [
             ("pp_sum", &["a", "b"], want(|i| vec![i, 1000 + i])),
             ("pp_endbr", &["a"], want(|i| vec![i])),
             ("pp_loop", &["n", "k"], want(|i| vec![i, 1 + i % 3])),
