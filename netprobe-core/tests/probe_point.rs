@@ -116,10 +116,61 @@ fn real_programs() -> Result<(), String> {
     Ok(())
 }
 
+/// A real program with arbitrary bytes overwritten (headers, symbol tables, code): reading a
+/// function's code and choosing its probe point never panics, and any choice lies inside the
+/// bytes returned for the function.
+fn hostile_bytes_never_panic() -> Result<(), String> {
+    use netprobe_core::bytes::FileBytes;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let bin = fixtures::CProgram::new("probepoint")
+        .flags(&["-O2"])
+        .build();
+    let original = std::fs::read(&bin).map_err(err)?;
+    let offsets: Vec<_> = netprobe_core::image::load_symbols(&bin)
+        .map_err(err)?
+        .into_iter()
+        .filter_map(|s| s.file_offset)
+        .collect();
+    let len = original.len();
+    let mut runner = TestRunner::new(Config {
+        cases: 128,
+        ..Config::default()
+    });
+    runner
+        .run(
+            &proptest::collection::vec((0..len, any::<u8>()), 1..64),
+            |edits| {
+                let mut bytes = original.clone();
+                for (at, b) in edits {
+                    bytes[at] = b;
+                }
+                let file = CodeFile::from_bytes(&bin, FileBytes::Owned(bytes));
+                for &off in &offsets {
+                    if let Ok((_, Some(code))) = file.function_code(off) {
+                        let c = cheapest_entry(&code, 0, &FetchedState::default());
+                        prop_assert!(
+                            c.chosen.offset == 0 || (c.chosen.offset as usize) < code.len()
+                        );
+                    }
+                }
+                Ok(())
+            },
+        )
+        .map_err(|e| e.to_string())
+}
+
 fn main() {
-    e2e::run(vec![e2e::trial(
-        "real_programs_decisions_match_objdump",
-        &[Need::CCompiler, Need::Program("objdump")],
-        real_programs,
-    )])
+    e2e::run(vec![
+        e2e::trial(
+            "real_programs_decisions_match_objdump",
+            &[Need::CCompiler, Need::Program("objdump")],
+            real_programs,
+        ),
+        e2e::trial(
+            "hostile_bytes_never_panic",
+            &[Need::CCompiler],
+            hostile_bytes_never_panic,
+        ),
+    ])
 }
