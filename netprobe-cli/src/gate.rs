@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::plan::{FetchValue, FunctionId, ProbeKind, ProbePlan, Role};
 use netprobe_core::abi::{ArgLocation, Register};
 use netprobe_core::addr::FileOffset;
-use netprobe_core::probe_point::{cheapest_entry, FetchedState};
+use netprobe_core::probe_point::{cheapest_entry, recheck_branches_from_file, FetchedState};
 use netprobe_core::probe_safety::{CodeFile, ProbeRequest, Refusal};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -210,7 +210,8 @@ pub fn check(plan: &ProbePlan, options: GateOptions) -> GateReport {
 /// Moves each entry probe netprobe planned from a function's tables to the cheapest equivalent
 /// instruction ([`netprobe_core::probe_point::cheapest_entry`]: the first one the kernel
 /// emulates in the straight-line run from the planned point, when no branch lands in the run and
-/// nothing skipped writes a register the probe reads, RSP or RBP), and records each decision in
+/// nothing skipped writes a register the probe reads, RSP or RBP; and no branch anywhere in the
+/// file's code lands there), and records each decision in
 /// the probe's `entry_choice` for `--dry-run`. Left alone: return probes (a uretprobe must sit on
 /// the first byte; a RET probe is where the return is), raw `IMAGE:0xOFFSET` probes (the user
 /// chose the byte), .NET methods (their code is not checked for this here), files that are not
@@ -224,6 +225,8 @@ pub fn choose_entry_points(plan: &mut ProbePlan, options: GateOptions) {
     }
     let raw: Vec<FunctionId> = plan.user_offsets.iter().map(|(id, _)| *id).collect();
     let mut files: HashMap<PathBuf, Option<CodeFile>> = HashMap::new();
+    // Branches of each file's whole code, swept once per file when a probe there could move.
+    let mut branches: HashMap<PathBuf, Vec<(FileOffset, FileOffset)>> = HashMap::new();
     for i in 0..plan.probes.len() {
         let p = &plan.probes[i];
         if p.kind != ProbeKind::Entry
@@ -246,7 +249,13 @@ pub fn choose_entry_points(plan: &mut ProbePlan, options: GateOptions) {
         let Some(entry) = p.offset.0.checked_sub(unit.start.0) else {
             continue;
         };
-        let choice = cheapest_entry(&code, entry, &fetched_state(&p.fetches));
+        let mut choice = cheapest_entry(&code, entry, &fetched_state(&p.fetches));
+        if choice.moved() {
+            let targets = branches
+                .entry(p.path.clone())
+                .or_insert_with(|| file.direct_branch_targets());
+            choice = recheck_branches_from_file(choice, unit.start.0, targets);
+        }
         let p = &mut plan.probes[i];
         p.offset = FileOffset(unit.start.0 + choice.chosen.offset);
         p.entry_choice = Some(choice);

@@ -220,6 +220,10 @@ pub enum Kept {
     EntryNotSkippable { what: String },
     /// The instruction at `target` inside the run is the target of the branch at `from`.
     BranchTarget { target: u64, from: u64 },
+    /// The instruction at `target` inside the run is the target of a branch at file offset
+    /// `from_file_offset`, outside the function (hand-written code that continues inside another
+    /// function).
+    BranchFromOutside { target: u64, from_file_offset: u64 },
     /// An indirect jump at `at`: it may land anywhere in the function.
     IndirectJump { at: u64 },
     /// Bytes at `at` do not decode (or the function's bytes are cut off).
@@ -255,6 +259,13 @@ impl fmt::Display for Kept {
             Kept::BranchTarget { target, from } => write!(
                 f,
                 "+{target:#x} is the target of the branch at +{from:#x}, so a moved probe would fire more than once per call"
+            ),
+            Kept::BranchFromOutside {
+                target,
+                from_file_offset,
+            } => write!(
+                f,
+                "+{target:#x} is the target of a branch at file offset {from_file_offset:#x}, outside the function"
             ),
             Kept::IndirectJump { at } => write!(
                 f,
@@ -301,6 +312,35 @@ pub struct FetchedState {
     pub registers: Vec<Register>,
     /// Something the rules cannot see into (a raw fetch-arg): keep the entry.
     pub opaque: bool,
+}
+
+/// Rule 1 across the file: `choice` (for a function whose first byte is at file offset
+/// `function_start`) is undone when a branch of the file's code (`(target, source)` file offsets
+/// sorted by target, from [`crate::probe_safety::CodeFile::direct_branch_targets`]) lands in the
+/// run after the planned point, up to and including the chosen one. (The file's branches include
+/// the function's own, which [`cheapest_entry`] has already ruled out there.)
+pub fn recheck_branches_from_file(
+    choice: EntryChoice,
+    function_start: u64,
+    targets: &[(crate::addr::FileOffset, crate::addr::FileOffset)],
+) -> EntryChoice {
+    if !choice.moved() {
+        return choice;
+    }
+    let lo = function_start.saturating_add(choice.planned.offset);
+    let hi = function_start.saturating_add(choice.chosen.offset);
+    let first = targets.partition_point(|(t, _)| t.0 <= lo);
+    match targets.get(first).filter(|(t, _)| t.0 <= hi) {
+        Some(&(t, from)) => EntryChoice {
+            chosen: choice.planned.clone(),
+            kept: Some(Kept::BranchFromOutside {
+                target: t.0 - function_start,
+                from_file_offset: from.0,
+            }),
+            planned: choice.planned,
+        },
+        None => choice,
+    }
 }
 
 /// The x86-64 register `r`'s 64-bit iced register.
@@ -727,6 +767,30 @@ mod tests {
             cheapest_entry(&code, 0, &regs(&[Register::Bx])).kept,
             Some(Kept::WritesFetched { at: 7, .. })
         ));
+    }
+
+    #[test]
+    fn a_branch_from_another_function_into_the_run_undoes_the_move() {
+        use crate::addr::FileOffset;
+        let c = cheapest_entry(MOV_THEN_PUSH, 0, &none());
+        assert_eq!(c.chosen.offset, 3);
+        // The function starts at file offset 0x1000; another function jumps to 0x1003.
+        let targets = [(FileOffset(0x1003), FileOffset(0x2000))];
+        let back = recheck_branches_from_file(c.clone(), 0x1000, &targets);
+        assert_eq!(back.chosen.offset, 0);
+        assert_eq!(
+            back.kept,
+            Some(Kept::BranchFromOutside {
+                target: 3,
+                from_file_offset: 0x2000
+            })
+        );
+        // Calls to the function's first byte, or jumps past the chosen point, change nothing.
+        let harmless = [
+            (FileOffset(0x1000), FileOffset(0x2000)),
+            (FileOffset(0x1004), FileOffset(0x2000)),
+        ];
+        assert_eq!(recheck_branches_from_file(c.clone(), 0x1000, &harmless), c);
     }
 
     proptest! {

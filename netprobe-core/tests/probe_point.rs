@@ -7,7 +7,7 @@
 
 use fixtures::e2e::{self, err, text, Need};
 use netprobe_core::abi::Register;
-use netprobe_core::probe_point::{cheapest_entry, FetchedState};
+use netprobe_core::probe_point::{cheapest_entry, recheck_branches_from_file, FetchedState};
 use netprobe_core::probe_safety::CodeFile;
 use netprobe_core::symbol::{Address, SymbolKind};
 use std::collections::BTreeMap;
@@ -160,12 +160,82 @@ fn hostile_bytes_never_panic() -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// Debian's libc: every move netprobe makes, checked against every direct jump and call
+/// `objdump -d` shows in the whole file: none lands after a function's first byte up to its
+/// chosen point (hand-written string functions jump into each other: `memcpy@GLIBC_2.2.5+0x3`
+/// is such a target and keeps its first byte).
+fn libc_moves_match_objdump_branches() -> Result<(), String> {
+    let libc = Path::new(LIBC);
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(libc)
+        .output()
+        .map_err(err)?;
+    let mut targets: Vec<u64> = text(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let insn = l.split('\t').nth(1)?;
+            let mut w = insn.split_whitespace();
+            let m = w.next()?;
+            if !(m.starts_with('j') || m.starts_with("call")) {
+                return None;
+            }
+            u64::from_str_radix(w.next()?, 16).ok()
+        })
+        .collect();
+    targets.sort_unstable();
+    if targets.len() < 10_000 {
+        return Err(format!("objdump listed only {} branches", targets.len()));
+    }
+    let file = CodeFile::open(libc).map_err(err)?;
+    let file_targets = file.direct_branch_targets();
+    let (mut moved, mut undone) = (0, 0);
+    for s in netprobe_core::image::load_symbols(libc).map_err(err)? {
+        let (Some(off), Address::Virt(addr), Some(_)) = (s.file_offset, s.address, s.size) else {
+            continue;
+        };
+        let Ok((_, Some(code))) = file.function_code(off) else {
+            continue;
+        };
+        let first = cheapest_entry(&code, 0, &FetchedState::default());
+        let c = recheck_branches_from_file(first.clone(), off.0, &file_targets);
+        if first.moved() && !c.moved() {
+            undone += 1;
+        }
+        if !c.moved() {
+            continue;
+        }
+        moved += 1;
+        let (lo, hi) = (addr.0 + c.planned.offset, addr.0 + c.chosen.offset);
+        let i = targets.partition_point(|&t| t <= lo);
+        if let Some(t) = targets.get(i).filter(|&&t| t <= hi) {
+            return Err(format!(
+                "{}: moved to +{:#x}, but objdump shows a branch to {t:#x}",
+                s.name, c.chosen.offset
+            ));
+        }
+    }
+    if moved == 0 || undone == 0 {
+        return Err(format!(
+            "{moved} moves, {undone} undone by outside branches: expected some of each"
+        ));
+    }
+    Ok(())
+}
+
+const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+
 fn main() {
     e2e::run(vec![
         e2e::trial(
             "real_programs_decisions_match_objdump",
             &[Need::CCompiler, Need::Program("objdump")],
             real_programs,
+        ),
+        e2e::trial(
+            "libc_moves_match_objdump_branches",
+            &[Need::Program("objdump"), Need::Path(LIBC.into())],
+            libc_moves_match_objdump_branches,
         ),
         e2e::trial(
             "hostile_bytes_never_panic",
