@@ -20,7 +20,10 @@
 //! 1. **No branch into the run.** The whole function is decoded; if any direct branch or call
 //!    lands on an instruction after the entry up to and including the chosen one, the moved probe
 //!    would fire on that path too (a loop whose head is the second instruction would count every
-//!    iteration instead of every call): keep the entry. ([`Kept::BranchTarget`])
+//!    iteration instead of every call): keep the entry. ([`Kept::BranchTarget`]) The same holds
+//!    for branches from elsewhere in the file ([`recheck_branches_from_file`]): glibc's `mempcpy`
+//!    ends with a jump to `memcpy+0x3`, so a probe moved past it would count `mempcpy` calls.
+//!    ([`Kept::BranchFromOutside`])
 //! 2. **No indirect jump, nothing undecodable** anywhere in the function: a `jmp rax` through a
 //!    jump table may land anywhere, and bytes that do not decode cannot be shown not to be a
 //!    branch. ([`Kept::IndirectJump`], [`Kept::Undecodable`])
