@@ -429,55 +429,50 @@ fn skippable(instr: &Instruction) -> bool {
 /// module documentation). Always returns an instruction boundary of `code` at or after `entry`
 /// that no branch of the function targets (other than `entry` itself).
 pub fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryChoice {
-    let decoded: Vec<Instruction> = x86::instructions(code, VirtAddr(0)).collect();
-    let Some(first) = decoded.iter().position(|i| i.ip() == entry) else {
+    // Most planned instructions are already cheap or the function is never decoded whole: look
+    // at the planned one alone first (whole-program sessions probe tens of thousands).
+    let alone = usize::try_from(entry)
+        .ok()
+        .and_then(|e| code.get(e..))
+        .and_then(|rest| x86::instructions(rest, VirtAddr(entry)).next())
+        .filter(|i| !i.is_invalid());
+    if let Some(i) = alone {
+        let planned = PointInstruction::of(&i, code);
+        if planned.handling != KernelHandling::SingleStepped {
+            return EntryChoice {
+                chosen: planned.clone(),
+                planned,
+                kept: Some(Kept::AlreadyCheap),
+            };
+        }
+    }
+    let not_an_instruction = || {
         let planned = PointInstruction {
             offset: entry,
             mnemonic: "?".into(),
             text: "?".into(),
             handling: KernelHandling::Refused,
         };
-        return EntryChoice {
+        EntryChoice {
             chosen: planned.clone(),
             planned,
             kept: Some(Kept::NotAnInstruction),
-        };
+        }
     };
-    let planned = PointInstruction::of(&decoded[first], code);
+    let Some(i) = alone else {
+        return not_an_instruction();
+    };
+    let planned = PointInstruction::of(&i, code);
     let keep = |why: Kept| EntryChoice {
         chosen: planned.clone(),
         planned: planned.clone(),
         kept: Some(why),
     };
-    if planned.handling != KernelHandling::SingleStepped {
-        return keep(Kept::AlreadyCheap);
-    }
     if fetched.opaque {
         return keep(Kept::OpaqueFetch);
     }
-    // Rule 2 over the whole function, and the branch targets for rule 1.
-    let mut targets: Vec<(u64, u64)> = Vec::new();
-    for i in &decoded {
-        if i.is_invalid() {
-            return keep(Kept::Undecodable { at: i.ip() });
-        }
-        match i.flow_control() {
-            FlowControl::IndirectBranch => return keep(Kept::IndirectJump { at: i.ip() }),
-            FlowControl::UnconditionalBranch
-            | FlowControl::ConditionalBranch
-            | FlowControl::Call
-            | FlowControl::XbeginXabortXend => {
-                if matches!(
-                    i.op0_kind(),
-                    OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
-                ) {
-                    targets.push((i.near_branch_target(), i.ip()));
-                }
-            }
-            _ => {}
-        }
-    }
-    // The run: skippable instructions up to the first cheap one.
+    // Rules 3 and 4 along the run, decoded from the planned instruction on: most runs end at
+    // once (a store, `sub rsp`), and the function is then never decoded whole.
     let forbidden: Vec<iced_x86::Register> = fetched
         .registers
         .iter()
@@ -485,27 +480,28 @@ pub fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryC
         .collect();
     let mut factory = InstructionInfoFactory::new();
     let mut chosen = None;
-    for (k, instr) in decoded.iter().enumerate().skip(first) {
-        let here = PointInstruction::of(instr, code);
-        if k > first {
-            if let Some(&(target, from)) = targets.iter().find(|(t, _)| *t == instr.ip()) {
-                return keep(Kept::BranchTarget { target, from });
-            }
-            if here.handling.cheap() {
-                chosen = Some(here);
-                break;
-            }
+    let rest = code.get(entry as usize..).unwrap_or(&[]);
+    for instr in x86::instructions(rest, VirtAddr(entry)) {
+        if instr.is_invalid() {
+            return keep(Kept::Undecodable { at: instr.ip() });
         }
-        if !skippable(instr) && k == first {
-            return keep(Kept::EntryNotSkippable { what: here.text });
+        let here = PointInstruction::of(&instr, code);
+        let first = instr.ip() == entry;
+        if !first && here.handling.cheap() {
+            chosen = Some(here);
+            break;
         }
-        if !skippable(instr) {
-            return keep(Kept::NotSkippable {
-                at: Some(instr.ip()),
-                what: here.text,
+        if !skippable(&instr) {
+            return keep(if first {
+                Kept::EntryNotSkippable { what: here.text }
+            } else {
+                Kept::NotSkippable {
+                    at: Some(instr.ip()),
+                    what: here.text,
+                }
             });
         }
-        let info = factory.info(instr);
+        let info = factory.info(&instr);
         for used in info.used_registers() {
             if matches!(
                 used.access(),
@@ -525,16 +521,49 @@ pub fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryC
             }
         }
     }
-    match chosen {
-        Some(chosen) => EntryChoice {
-            chosen,
-            planned,
-            kept: None,
-        },
-        None => keep(Kept::NotSkippable {
+    let Some(chosen) = chosen else {
+        return keep(Kept::NotSkippable {
             at: None,
             what: String::new(),
-        }),
+        });
+    };
+    // Rules 1 and 2 over the whole function: the entry is one of its instructions, nothing is
+    // undecodable, no indirect jump, no direct branch into (entry, chosen].
+    let mut boundary = false;
+    for i in x86::instructions(code, VirtAddr(0)) {
+        boundary |= i.ip() == entry;
+        if i.is_invalid() {
+            return keep(Kept::Undecodable { at: i.ip() });
+        }
+        match i.flow_control() {
+            FlowControl::IndirectBranch => return keep(Kept::IndirectJump { at: i.ip() }),
+            FlowControl::UnconditionalBranch
+            | FlowControl::ConditionalBranch
+            | FlowControl::Call
+            | FlowControl::XbeginXabortXend => {
+                if matches!(
+                    i.op0_kind(),
+                    OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+                ) {
+                    let target = i.near_branch_target();
+                    if target > entry && target <= chosen.offset {
+                        return keep(Kept::BranchTarget {
+                            target,
+                            from: i.ip(),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if !boundary {
+        return not_an_instruction();
+    }
+    EntryChoice {
+        chosen,
+        planned,
+        kept: None,
     }
 }
 
