@@ -138,6 +138,12 @@ pub struct LiveArgs {
     /// target's code.
     #[arg(long)]
     pub unsafe_offset: bool,
+    /// Keep each entry probe on the function's first instruction (after Go's stack check).
+    /// By default an entry probe whose first instruction the kernel single-steps (~12 µs a
+    /// hit) moves to the first instruction it emulates (push, nop, jmp: ~1.5 µs) when that
+    /// changes neither the calls counted nor the arguments read; --dry-run shows each choice.
+    #[arg(long)]
+    pub exact_entry: bool,
     /// trace: print the user call stack under each hit; count: count calls per distinct stack
     /// (like bcc stackcount). The kernel walks the frame pointers.
     #[arg(long)]
@@ -214,6 +220,7 @@ impl LiveArgs {
             keep_r2r: self.keep_r2r,
             gate: crate::gate::GateOptions {
                 unsafe_offset: self.unsafe_offset,
+                exact_entry: self.exact_entry,
             },
             stack: self.stack,
             stack_depth: self.stack_depth,
@@ -350,7 +357,12 @@ pub fn main() -> ExitCode {
                         group,
                         dry_run,
                         force_uretprobe,
-                        gate: crate::gate::GateOptions { unsafe_offset },
+                        gate: crate::gate::GateOptions {
+                            unsafe_offset,
+                            // Persistent probes stay where their names say (perf users read
+                            // them by offset).
+                            exact_entry: true,
+                        },
                     },
                     &mut out,
                 ),

@@ -78,13 +78,18 @@ fn location(plan: &ProbePlan, i: usize, tool: Tool) -> String {
 /// What a probe of a Go function observes, for a comment next to it: `entry after the
 /// stack-check prologue (main.F+0x12; first byte 0x4000)`, `return: RET at main.F+0x40`.
 /// `None` for other functions (their probes sit where their names say).
-fn probe_point_comment(plan: &ProbePlan, i: usize) -> Option<String> {
+fn go_probe_point_comment(plan: &ProbePlan, i: usize) -> Option<String> {
     let p = &plan.probes[i];
     let f = plan.function(p.function);
     if !f.convention.is_go() {
         return None;
     }
-    let delta = p.offset.0.wrapping_sub(f.function_offset.0);
+    // Where the Go rules put an entry probe, before any move to a cheaper instruction.
+    let planned = p
+        .entry_choice
+        .as_ref()
+        .map_or(p.offset.0, |c| f.function_offset.0 + c.planned.offset);
+    let delta = planned.wrapping_sub(f.function_offset.0);
     let first = vaddr_of(&p.path, f.function_offset.0)
         .map(|v| format!("{v:#x}"))
         .unwrap_or_else(|| format!("file offset {}", f.function_offset));
@@ -106,6 +111,43 @@ fn probe_point_comment(plan: &ProbePlan, i: usize) -> Option<String> {
             f.name
         ),
     })
+}
+
+/// Where an entry probe sits and what a hit costs there, when netprobe chose among
+/// equivalent points (`crate::gate::choose_entry_points`): `entry at main.Work+0x4 (push,
+/// emulated: ~1.5 µs/hit) instead of +0x0 (sub, single-stepped: ~12 µs/hit)`, or why a
+/// single-stepped entry stayed.
+fn entry_choice_comment(plan: &ProbePlan, i: usize) -> Option<String> {
+    let p = &plan.probes[i];
+    let c = p.entry_choice.as_ref()?;
+    let name = &plan.function(p.function).name;
+    if c.moved() {
+        return Some(format!(
+            "entry at {name}{} instead of {} (--exact-entry keeps it there)",
+            c.chosen.describe(),
+            c.planned.describe()
+        ));
+    }
+    let why = c.kept.as_ref()?;
+    if c.planned.handling != netprobe_core::probe_point::KernelHandling::SingleStepped {
+        return None;
+    }
+    Some(format!(
+        "entry at {name}{}, kept: {why}",
+        c.planned.describe()
+    ))
+}
+
+/// Everything worth saying next to a probe's perf line.
+fn probe_point_comment(plan: &ProbePlan, i: usize) -> Option<String> {
+    let parts: Vec<String> = [
+        go_probe_point_comment(plan, i),
+        entry_choice_comment(plan, i),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The dry-run text for a plan.

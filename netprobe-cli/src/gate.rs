@@ -9,8 +9,10 @@
 //! reason, and nothing of the plan is placed.
 
 use crate::error::{Error, Result};
-use crate::plan::{FunctionId, ProbeKind, ProbePlan};
+use crate::plan::{FetchValue, FunctionId, ProbeKind, ProbePlan, Role};
+use netprobe_core::abi::{ArgLocation, Register};
 use netprobe_core::addr::FileOffset;
+use netprobe_core::probe_point::{cheapest_entry, recheck_branches_from_file, FetchedState};
 use netprobe_core::probe_safety::{CodeFile, ProbeRequest, Refusal};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -22,6 +24,9 @@ pub struct GateOptions {
     /// safe (not an instruction boundary of the enclosing function, outside executable code, a
     /// uretprobe inside a function), with a warning.
     pub unsafe_offset: bool,
+    /// `--exact-entry`: keep entry probes where they were planned instead of moving them to the
+    /// cheapest equivalent instruction ([`choose_entry_points`]).
+    pub exact_entry: bool,
 }
 
 /// What the gate decided for one probe.
@@ -200,4 +205,85 @@ pub fn check(plan: &ProbePlan, options: GateOptions) -> GateReport {
         }
     }
     GateReport { verdicts, labels }
+}
+
+/// Moves each entry probe netprobe planned from a function's tables to the cheapest equivalent
+/// instruction ([`netprobe_core::probe_point::cheapest_entry`]: the first one the kernel
+/// emulates in the straight-line run from the planned point, when no branch lands in the run and
+/// nothing skipped writes a register the probe reads, RSP or RBP; and no branch anywhere in the
+/// file's code lands there), and records each decision in
+/// the probe's `entry_choice` for `--dry-run`. Left alone: return probes (a uretprobe must sit on
+/// the first byte; a RET probe is where the return is), raw `IMAGE:0xOFFSET` probes (the user
+/// chose the byte), .NET methods (their code is not checked for this here), files that are not
+/// ELF, and every probe under `--exact-entry`. Call it after the plan's fetches are final (stacks,
+/// filters) and before [`check`], which then checks the moved offsets like any other.
+///
+/// Hits still name the function: a probe's function and role do not change, only its offset.
+pub fn choose_entry_points(plan: &mut ProbePlan, options: GateOptions) {
+    if options.exact_entry {
+        return;
+    }
+    let raw: Vec<FunctionId> = plan.user_offsets.iter().map(|(id, _)| *id).collect();
+    let mut files: HashMap<PathBuf, Option<CodeFile>> = HashMap::new();
+    // Branches of each file's whole code, swept once per file when a probe there could move.
+    let mut branches: HashMap<PathBuf, Vec<(FileOffset, FileOffset)>> = HashMap::new();
+    for i in 0..plan.probes.len() {
+        let p = &plan.probes[i];
+        if p.kind != ProbeKind::Entry
+            || p.role != Role::Entry
+            || raw.contains(&p.function)
+            || plan.managed.contains(&p.function)
+        {
+            continue;
+        }
+        let f = plan.function(p.function);
+        let file = files.entry(p.path.clone()).or_insert_with(|| {
+            use netprobe_core::image::{sniff_file, ImageFormat};
+            let elf = matches!(sniff_file(&p.path), Ok(Some(ImageFormat::Elf)));
+            elf.then(|| CodeFile::open(&p.path).ok()).flatten()
+        });
+        let Some(file) = file.as_ref() else { continue };
+        let Ok((unit, Some(code))) = file.function_code(f.function_offset) else {
+            continue;
+        };
+        let Some(entry) = p.offset.0.checked_sub(unit.start.0) else {
+            continue;
+        };
+        let mut choice = cheapest_entry(&code, entry, &fetched_state(&p.fetches));
+        if choice.moved() {
+            let targets = branches
+                .entry(p.path.clone())
+                .or_insert_with(|| file.direct_branch_targets());
+            choice = recheck_branches_from_file(choice, unit.start.0, targets);
+        }
+        let p = &mut plan.probes[i];
+        p.offset = FileOffset(unit.start.0 + choice.chosen.offset);
+        p.entry_choice = Some(choice);
+    }
+}
+
+/// The registers a probe's fetches read (directly, or as the base of a memory read; a stack
+/// word reads RSP), and whether one is a raw fetch-arg the rules cannot see into.
+fn fetched_state(fetches: &[crate::plan::Fetch]) -> FetchedState {
+    fn walk(at: &ArgLocation, out: &mut Vec<Register>) {
+        match at {
+            ArgLocation::Register(r) => out.push(*r),
+            ArgLocation::EntryStack { .. } => out.push(Register::Sp),
+            ArgLocation::ReturnValue => out.push(Register::Ax),
+            ArgLocation::Deref { base, .. } => walk(base, out),
+        }
+    }
+    let mut state = FetchedState::default();
+    for f in fetches {
+        match &f.value {
+            FetchValue::Int { at, .. }
+            | FetchValue::CString { at }
+            | FetchValue::Array { at, .. } => walk(at, &mut state.registers),
+            FetchValue::Comm => {}
+            FetchValue::Backend { .. } => state.opaque = true,
+        }
+    }
+    state.registers.sort_unstable();
+    state.registers.dedup();
+    state
 }

@@ -206,6 +206,10 @@ pub struct KernelProbe {
     /// Only hits that pass this are recorded (`--filter`, `--tid`, `--comm`; see
     /// `crate::filter::apply`); the backend evaluates it where hits are made.
     pub filter: Option<crate::filter::ProbeFilter>,
+    /// An entry probe's probe-point decision (`crate::gate::choose_entry_points`): where it was
+    /// planned, where it goes, and why it stayed. `None` for probes never considered (returns,
+    /// raw offsets, .NET, `--exact-entry`).
+    pub entry_choice: Option<netprobe_core::probe_point::EntryChoice>,
 }
 
 /// Functions and the kernel probes that observe them.
@@ -359,6 +363,7 @@ impl ProbePlan {
                 comm_field,
                 return_address_field: None,
                 filter: None,
+                entry_choice: None,
             });
         }
         let ret_ty = f.ret.unwrap_or(ValueType::Int(IntType::X64));
@@ -398,6 +403,7 @@ impl ProbePlan {
                 comm_field,
                 return_address_field: None,
                 filter: None,
+                entry_choice: None,
             });
         }
         self.functions.push(TracedFunction {

@@ -898,39 +898,7 @@ fn c_arguments_past_six_registers() -> R {
 
 /// `fixtures/go/stackargs` built once per source and `go version` (like the sample app's builds).
 fn go_stackargs_bin() -> Result<PathBuf, String> {
-    use std::hash::{Hash, Hasher};
-    let src = fixtures::workspace_root().join("fixtures/go/stackargs");
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for f in ["main.go", "go.mod"] {
-        std::fs::read(src.join(f)).map_err(err)?.hash(&mut h);
-    }
-    let version = Command::new("go").arg("version").output().map_err(err)?;
-    version.stdout.hash(&mut h);
-    let dir = fixtures::build::target_dir().join("fixtures-bin");
-    let out = dir.join(format!("go-stackargs-{:016x}", h.finish()));
-    if out.exists() {
-        return Ok(out);
-    }
-    std::fs::create_dir_all(&dir).map_err(err)?;
-    let tmp = fixtures::build::unique_tmp(&dir, "go-stackargs");
-    let built = Command::new("go")
-        .args(["build", "-trimpath", "-o"])
-        .arg(&tmp)
-        .arg(".")
-        .current_dir(&src)
-        .envs([
-            ("GOFLAGS", "-mod=mod"),
-            ("GOPROXY", "off"),
-            ("GOTOOLCHAIN", "local"),
-            ("CGO_ENABLED", "0"),
-        ])
-        .output()
-        .map_err(err)?;
-    if !built.status.success() {
-        return Err(format!("go build: {}", text(&built.stderr)));
-    }
-    fixtures::build::put_in_place(&tmp, &out);
-    Ok(out)
+    fixtures::go::go_fixture("stackargs")
 }
 
 /// Go's register ABI passes nine integer arguments in registers and stack-assigns the tenth

@@ -540,18 +540,36 @@ fn counted_stacks(out: &str) -> Result<Vec<(Vec<String>, u64, bool)>, String> {
 fn go_count_stack_counts_each_depth() -> R {
     let bin = fixtures::go::sample_app_variants().join("sampleapp-stripped");
     let rounds = 3u64;
-    let out = Command::new(NP)
-        .args(["count", "--stack", "--json", "-c"])
-        .arg(format!("{} workload -n {rounds}", bin.display()))
-        .arg(format!("{}:main.Recurse", bin.display()))
-        .output()
-        .map_err(err)?;
+    // Held after its calls until netprobe has stopped: frames are named from its maps.
+    let mut target = Waiting::start(Command::new(&bin).args([
+        "workload",
+        "-n",
+        &rounds.to_string(),
+        "-wait",
+        "-hold",
+    ]))?;
+    let pid = target.pid().to_string();
+    let mut cmd = Command::new(NP);
+    cmd.args([
+        "count",
+        "--stack",
+        "--json",
+        "-p",
+        &pid,
+        "--max-events",
+        "195",
+    ])
+    .arg(format!("{}:main.Recurse", bin.display()));
+    let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
+    target.go()?;
+    let out = child.wait_with_output().map_err(err)?;
+    let stderr = stderr.join().unwrap_or_default();
+    let said = target.finish();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() || !stdout.contains("Recurse calls=195 outer=3") {
+    if !out.status.success() || !said.contains("Recurse calls=195 outer=3") {
         return Err(format!(
-            "netprobe exited with {}: {stdout}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
+            "netprobe exited with {}: {stdout}{stderr}; the workload said {said}",
+            out.status
         ));
     }
     let stacks = counted_stacks(&stdout)?;

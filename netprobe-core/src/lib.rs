@@ -29,6 +29,7 @@ pub mod maps;
 pub mod matching;
 pub mod normalize;
 pub mod perfmap;
+pub mod probe_point;
 pub mod probe_safety;
 pub mod process;
 pub mod resolve;

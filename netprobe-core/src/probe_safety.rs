@@ -426,6 +426,86 @@ impl CodeFile {
         })
     }
 
+    /// The function of the file's tables that starts at `entry` (the same one [`CodeFile::check`]
+    /// checks a planned probe against) and its bytes: the whole function as its table bounds it
+    /// (ELF symbol size, Go pclntab code size), cut at the end of its executable range.
+    /// Errors: no such function ([`Refusal::NoFunctionAtEntry`]), or its table gives no size
+    /// (`Ok` with `None` bytes). Functions inside a .NET bundle are not looked up.
+    pub fn function_code(&self, entry: FileOffset) -> Result<(CodeUnit, Option<Vec<u8>>), Refusal> {
+        self.image.with(|p| {
+            let tables = p
+                .safety
+                .get_or_init(&self.image, Part::SafetyTables, || Arc::new(self.tables(p)));
+            let t = tables.as_ref().as_ref().map_err(Clone::clone)?;
+            let ranges = match t {
+                Tables::Elf { ranges, .. } | Tables::Pe { ranges, .. } => ranges,
+            };
+            let unit = self.planned_unit(t, ranges, entry)?;
+            let Some(size) = unit.size.filter(|&z| z > 0) else {
+                return Ok((unit, None));
+            };
+            let range = ranges
+                .iter()
+                .find(|c| c.holds_offset(unit.start.0))
+                .ok_or(Refusal::NoFunctionAtEntry { entry })?;
+            let end = (range.offset + range.len)
+                .min(unit.start.0.saturating_add(size))
+                .min(self.bytes().len() as u64);
+            let code = self
+                .bytes()
+                .get(unit.start.0 as usize..end as usize)
+                .map(<[u8]>::to_vec);
+            Ok((unit, code))
+        })
+    }
+
+    /// Every direct branch and call of the file's executable code that lands in code of the file,
+    /// as `(target, source)` file offsets sorted by target: a linear sweep over each executable
+    /// range (ELF `PT_LOAD` with `PF_X`). Hand-written code jumps into the middle of other
+    /// functions (glibc's `__mempcpy_chk` continues inside `memmove` at a label after its first
+    /// instructions, `sysdeps/x86_64/multiarch/memmove-vec-unaligned-erms.S`), which no decoding of
+    /// one function shows. Data inside code may add spurious targets (never fewer real ones once
+    /// the sweep has resynchronised, which x86 does within a few instructions). Empty for a file
+    /// whose tables cannot be read.
+    pub fn direct_branch_targets(&self) -> Vec<(FileOffset, FileOffset)> {
+        use iced_x86::OpKind;
+        self.image.with(|p| {
+            let tables = p
+                .safety
+                .get_or_init(&self.image, Part::SafetyTables, || Arc::new(self.tables(p)));
+            let Ok(t) = tables.as_ref() else {
+                return Vec::new();
+            };
+            let ranges = match t {
+                Tables::Elf { ranges, .. } | Tables::Pe { ranges, .. } => ranges,
+            };
+            let mut out = Vec::new();
+            for r in ranges {
+                let end = (r.offset.saturating_add(r.len)).min(self.bytes().len() as u64);
+                let Some(code) = self.bytes().get(r.offset as usize..end as usize) else {
+                    continue;
+                };
+                for i in x86::instructions(code, VirtAddr(r.address)) {
+                    if !matches!(
+                        i.op0_kind(),
+                        OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+                    ) {
+                        continue;
+                    }
+                    let target = i.near_branch_target();
+                    if let Some(to) = ranges.iter().find(|c| c.holds_address(target)) {
+                        out.push((
+                            FileOffset(to.offset + (target - to.address)),
+                            FileOffset(r.offset + (i.ip() - r.address)),
+                        ));
+                    }
+                }
+            }
+            out.sort_unstable();
+            out
+        })
+    }
+
     fn tables<'a>(&self, p: &Parsed<'a>) -> Result<Tables<'a>, Refusal> {
         let unreadable = |e: crate::Error| Refusal::Unreadable(e.to_string());
         let image = &self.image;

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 )
 
 // workload makes a deterministic set of calls, so a test can assert on exact hit counts and
 // argument/return values. With -wait it prints "ready pid=PID" and waits for a line on stdin
-// before calling anything, so probes can be placed first. Summary lines go to stdout.
+// before calling anything, so probes can be placed first. Summary lines go to stdout. With -hold
+// it stays after the summary until stdin ends.
 //
 // Per round i in 0..n-1 (n = -n, default 5):
 //   - Add3(i, 10*i, 100*i)                         ints in registers (ax, bx, cx)
@@ -22,6 +24,7 @@ func workload(args []string) int {
 	fs := flag.NewFlagSet("workload", flag.ContinueOnError)
 	n := fs.Int("n", 5, "rounds")
 	wait := fs.Bool("wait", false, "print ready and wait for a line on stdin before the calls")
+	hold := fs.Bool("hold", false, "after the summary, print held and stay until stdin ends")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -51,6 +54,11 @@ func workload(args []string) int {
 	fmt.Printf("Classify calls=%d sum=%d\n", 4**n, sumClassify)
 	fmt.Printf("BigFrame calls=%d sum=%d\n", *n, sumBig)
 	fmt.Printf("Recurse calls=%d outer=%d sum=%d\n", 65**n, *n, sumRec)
+	if *hold {
+		// A tracer names the frames of its hits from this process's maps: it must still run.
+		fmt.Println("held")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+	}
 	return 0
 }
 

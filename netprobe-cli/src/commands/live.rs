@@ -256,6 +256,7 @@ fn checked_plan(
         plan.record_user_stacks();
     }
     apply_filter(&mut plan, filter)?;
+    gate::choose_entry_points(&mut plan, o.gate);
     let report = gate::check(&plan, o.gate);
     print_notes(&plan, &report);
     let guard = if !plan.managed.is_empty() || o.keep_r2r {

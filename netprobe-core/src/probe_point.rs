@@ -1,0 +1,857 @@
+//! The cheapest equivalent entry probe point of a function.
+//!
+//! A uprobe replaces an instruction's first byte with INT3. When it fires, the kernel either
+//! *emulates* the original instruction in the trap handler (cheap) or *single-steps* a copy of it
+//! out of line (a second trap: about ten times the cost). Linux `arch/x86/kernel/uprobes.c`,
+//! `arch_uprobe_analyze_insn`: `branch_setup_xol_ops` emulates NOPs (`insn_is_nop`), `jmp rel8`,
+//! `jmp rel32`, `call rel32` and conditional jumps (refusing any with a `0x66` prefix), and
+//! `push_setup_xol_ops` emulates `push r64` (opcodes `50`-`57`, alone or with the single REX
+//! prefix `41`); everything else goes to `default_xol_ops`, i.e. is single-stepped.
+//! `uprobe_init_insn` refuses instructions with an `es`/`cs`/`ss`/`ds` segment or `lock` prefix
+//! outright (`is_prefix_bad`), so a `cs nopw` is no probe point at all. Measured on this project's
+//! machines (Linux 6.18): emulated ~1-2 µs a hit, a 5-byte NOP ~0.95 µs (the kernel's optimized
+//! uprobe, `can_optimize`), single-stepped 10-16 µs.
+//!
+//! [`cheapest_entry`] moves an entry probe from a single-stepped first instruction to the first
+//! instruction the kernel emulates in the straight-line run that follows, when the move cannot
+//! change what the probe observes. Each rule below names the case that motivated it (the style of
+//! cilium/ebpf's `link/uprobe.go`, which documents each adjustment of a uprobe offset):
+//!
+//! 1. **No branch into the run.** The whole function is decoded; if any direct branch or call
+//!    lands on an instruction after the entry up to and including the chosen one, the moved probe
+//!    would fire on that path too (a loop whose head is the second instruction would count every
+//!    iteration instead of every call): keep the entry. ([`Kept::BranchTarget`]) The same holds
+//!    for branches from elsewhere in the file ([`recheck_branches_from_file`]): glibc's `mempcpy`
+//!    ends with a jump to `memcpy+0x3`, so a probe moved past it would count `mempcpy` calls.
+//!    ([`Kept::BranchFromOutside`])
+//! 2. **No indirect jump, nothing undecodable** anywhere in the function: a `jmp rax` through a
+//!    jump table may land anywhere, and bytes that do not decode cannot be shown not to be a
+//!    branch. ([`Kept::IndirectJump`], [`Kept::Undecodable`])
+//! 3. **Only harmless instructions are skipped**, from an allow-list: `endbr64`/`endbr32`, NOPs,
+//!    and register-only `mov`/`movzx`/`movsx`/`movsxd`/`lea`/`xor`/`add`/`sub`/`and`/`or`/`cmp`/
+//!    `test`/`inc`/`dec`/`neg`/`not`/`imul`/shifts with general-purpose register or immediate
+//!    operands. Anything touching memory (`mov [rsp+8], rbx`: a store, or a load that may fault
+//!    before the probe fires), calling (`call`: the callee's effects and a hit order change),
+//!    branching, dividing (`div` may trap) or using other register files ends the run.
+//!    ([`Kept::NotSkippable`])
+//! 4. **Skipped instructions write neither a register the probe fetches nor RSP nor RBP.**
+//!    `mov rdi, [rdi]` before the probe changes the first argument it would read; `sub rsp, 0x18`
+//!    (Go 1.19's frame setup) moves every `+N(%sp)` stack argument and the return address the
+//!    stack walk reads at the top of the stack; `mov rbp, rsp` changes the frame the kernel's
+//!    frame-pointer walk starts from. A `push` as the chosen instruction is fine: the probe fires
+//!    before it executes. ([`Kept::WritesFetched`], [`Kept::WritesStackOrFrame`])
+//! 5. **A first instruction that is already cheap stays** ([`Kept::AlreadyCheap`]); so does one
+//!    the kernel refuses (nothing netprobe moves can make it placeable).
+//!
+//! The caller supplies the whole function's bytes as the file's tables bound it (the probe-safety
+//! gate's tables: ELF symbol size, Go pclntab code size) and the registers the probe fetches.
+//! Offsets are byte indices into those bytes. Never panics on arbitrary bytes.
+
+use crate::abi::Register;
+use crate::addr::VirtAddr;
+use crate::x86;
+use iced_x86::{
+    Code, FlowControl, Formatter, Instruction, InstructionInfoFactory, IntelFormatter, Mnemonic,
+    OpAccess, OpKind,
+};
+use serde::Serialize;
+use std::fmt;
+
+/// How the kernel handles a uprobe on an instruction (`arch/x86/kernel/uprobes.c`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelHandling {
+    /// A 5-byte NOP (`0f 1f 44 00 00`): the kernel may replace the trap with a call into a
+    /// trampoline (`can_optimize`); measured ~0.95 µs a hit here.
+    Optimized,
+    /// Emulated in the trap handler (`branch_xol_ops`, `push_xol_ops`): ~1.5 µs a hit.
+    Emulated,
+    /// Executed out of line under single-step (`default_xol_ops`): ~12 µs a hit.
+    SingleStepped,
+    /// Refused by the kernel (`is_prefix_bad`, a `0x66`-prefixed branch): no probe can go there.
+    Refused,
+}
+
+impl KernelHandling {
+    /// `emulated`, `single-stepped`, ...
+    pub fn label(self) -> &'static str {
+        match self {
+            KernelHandling::Optimized => "optimized",
+            KernelHandling::Emulated => "emulated",
+            KernelHandling::SingleStepped => "single-stepped",
+            KernelHandling::Refused => "refused by the kernel",
+        }
+    }
+
+    /// The typical cost of a hit on this machine kind (Linux 6.18, measured in BENCHMARKS.md).
+    pub fn typical_cost(self) -> &'static str {
+        match self {
+            KernelHandling::Optimized => "~1 µs/hit",
+            KernelHandling::Emulated => "~1.5 µs/hit",
+            KernelHandling::SingleStepped => "~12 µs/hit",
+            KernelHandling::Refused => "no probe",
+        }
+    }
+
+    fn cheap(self) -> bool {
+        matches!(self, KernelHandling::Optimized | KernelHandling::Emulated)
+    }
+}
+
+/// Which instruction `instr` (whose bytes are `bytes`) is to the kernel's uprobe code.
+pub fn kernel_handling(instr: &Instruction, bytes: &[u8]) -> KernelHandling {
+    if instr.is_invalid() {
+        return KernelHandling::Refused;
+    }
+    let prefixes = &bytes[..prefix_len(bytes).min(bytes.len())];
+    // `is_prefix_bad`: es, cs, ss, ds, lock.
+    if prefixes
+        .iter()
+        .any(|&b| matches!(b, 0x26 | 0x2e | 0x36 | 0x3e | 0xf0))
+    {
+        return KernelHandling::Refused;
+    }
+    if is_nop(instr) {
+        if bytes.get(..instr.len()) == Some(&[0x0f, 0x1f, 0x44, 0x00, 0x00][..]) {
+            return KernelHandling::Optimized;
+        }
+        return KernelHandling::Emulated;
+    }
+    let relative_branch = matches!(
+        instr.code(),
+        Code::Jmp_rel8_64 | Code::Jmp_rel32_64 | Code::Call_rel32_64
+    ) || instr.flow_control() == FlowControl::ConditionalBranch
+        && matches!(instr.op0_kind(), OpKind::NearBranch64)
+        && !matches!(
+            instr.mnemonic(),
+            Mnemonic::Loop | Mnemonic::Loope | Mnemonic::Loopne | Mnemonic::Jrcxz | Mnemonic::Jecxz
+        );
+    if relative_branch {
+        // "reject any branch insns with such prefix" (0x66).
+        if prefixes.contains(&0x66) {
+            return KernelHandling::Refused;
+        }
+        return KernelHandling::Emulated;
+    }
+    // push r64: one byte, or `41` + one byte (r8-r15); no other prefix.
+    let push = match bytes {
+        [b, ..] if (0x50..=0x57).contains(b) && instr.len() == 1 => true,
+        [0x41, b, ..] if (0x50..=0x57).contains(b) && instr.len() == 2 => true,
+        _ => false,
+    };
+    if push {
+        return KernelHandling::Emulated;
+    }
+    KernelHandling::SingleStepped
+}
+
+/// Legacy and REX prefix bytes at the start of an encoding.
+fn prefix_len(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .take_while(|&&b| {
+            matches!(
+                b,
+                0x26 | 0x2e | 0x36 | 0x3e | 0x64 | 0x65 | 0x66 | 0x67 | 0xf0 | 0xf2 | 0xf3
+            ) || (0x40..=0x4f).contains(&b)
+        })
+        .count()
+}
+
+/// The kernel's `insn_is_nop` NOPs: `90` (with or without `66`, not `41 90`, which is
+/// `xchg r8, rax`) and the `0f 1f /0` multi-byte forms.
+fn is_nop(instr: &Instruction) -> bool {
+    matches!(
+        instr.code(),
+        Code::Nopw | Code::Nopd | Code::Nopq | Code::Nop_rm16 | Code::Nop_rm32 | Code::Nop_rm64
+    )
+}
+
+/// An instruction of the function, for reports.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct PointInstruction {
+    /// Byte index from the function's first byte.
+    pub offset: u64,
+    /// Its mnemonic (`push`, `sub`, `endbr64`).
+    pub mnemonic: String,
+    /// The whole instruction in Intel syntax (`push rbx`).
+    pub text: String,
+    pub handling: KernelHandling,
+}
+
+impl PointInstruction {
+    fn of(instr: &Instruction, code: &[u8]) -> PointInstruction {
+        let at = instr.ip() as usize;
+        let bytes = code.get(at..).unwrap_or(&[]);
+        let mut text = String::new();
+        let mut fmt = IntelFormatter::new();
+        fmt.options_mut().set_space_after_operand_separator(true);
+        fmt.format(instr, &mut text);
+        let mut mnemonic = String::new();
+        fmt.format_mnemonic(instr, &mut mnemonic);
+        PointInstruction {
+            offset: instr.ip(),
+            mnemonic,
+            text,
+            handling: kernel_handling(instr, bytes),
+        }
+    }
+
+    /// `+0x4 (push, emulated: ~1.5 µs/hit)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "+{:#x} ({}, {}: {})",
+            self.offset,
+            self.mnemonic,
+            self.handling.label(),
+            self.handling.typical_cost()
+        )
+    }
+}
+
+/// Why an entry probe stays where it was planned.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case", tag = "reason")]
+pub enum Kept {
+    /// The planned instruction is already emulated or optimized (or the kernel refuses it, which
+    /// no move repairs).
+    AlreadyCheap,
+    /// The run of skippable instructions ends (at `at`, with `what`, or at the function's end)
+    /// before any instruction the kernel emulates.
+    NotSkippable { at: Option<u64>, what: String },
+    /// The planned instruction itself (`what`) is one a probe may not skip.
+    EntryNotSkippable { what: String },
+    /// The instruction at `target` inside the run is the target of the branch at `from`.
+    BranchTarget { target: u64, from: u64 },
+    /// The instruction at `target` inside the run is the target of a branch at file offset
+    /// `from_file_offset`, outside the function (hand-written code that continues inside another
+    /// function).
+    BranchFromOutside { target: u64, from_file_offset: u64 },
+    /// An indirect jump at `at`: it may land anywhere in the function.
+    IndirectJump { at: u64 },
+    /// Bytes at `at` do not decode (or the function's bytes are cut off).
+    Undecodable { at: u64 },
+    /// A skipped instruction at `at` writes `register`, which the probe reads.
+    WritesFetched { at: u64, register: Register },
+    /// A skipped instruction at `at` writes RSP or RBP (stack arguments, the return address and
+    /// frame-pointer stack walks depend on them).
+    WritesStackOrFrame { at: u64 },
+    /// The probe reads something netprobe cannot analyse (a user's raw fetch-arg text).
+    OpaqueFetch,
+    /// The function's extent is unknown (no size in its table), so it cannot be decoded whole.
+    UnknownExtent,
+    /// The planned entry is not an instruction of the function.
+    NotAnInstruction,
+}
+
+impl fmt::Display for Kept {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kept::AlreadyCheap => write!(f, "its first instruction is already cheap"),
+            Kept::NotSkippable { at: Some(at), what } => write!(
+                f,
+                "no instruction the kernel emulates comes before +{at:#x} ({what}), which a probe may not skip"
+            ),
+            Kept::EntryNotSkippable { what } => write!(
+                f,
+                "the probe may not skip {what} (only register-only instructions are skipped)"
+            ),
+            Kept::NotSkippable { at: None, .. } => {
+                write!(f, "no emulated instruction before the function ends")
+            }
+            Kept::BranchTarget { target, from } => write!(
+                f,
+                "+{target:#x} is the target of the branch at +{from:#x}, so a moved probe would fire more than once per call"
+            ),
+            Kept::BranchFromOutside {
+                target,
+                from_file_offset,
+            } => write!(
+                f,
+                "+{target:#x} is the target of a branch at file offset {from_file_offset:#x}, outside the function"
+            ),
+            Kept::IndirectJump { at } => write!(
+                f,
+                "the indirect jump at +{at:#x} may land anywhere in the function"
+            ),
+            Kept::Undecodable { at } => write!(f, "the bytes at +{at:#x} do not decode"),
+            Kept::WritesFetched { at, register } => write!(
+                f,
+                "the instruction at +{at:#x} writes %{register}, which the probe reads"
+            ),
+            Kept::WritesStackOrFrame { at } => write!(
+                f,
+                "the instruction at +{at:#x} writes the stack or frame pointer"
+            ),
+            Kept::OpaqueFetch => write!(f, "the probe reads a raw fetch-arg"),
+            Kept::UnknownExtent => write!(f, "the function's size is unknown"),
+            Kept::NotAnInstruction => write!(f, "the entry is not an instruction boundary"),
+        }
+    }
+}
+
+/// The decision for one entry probe.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct EntryChoice {
+    /// Where the probe goes (byte index from the function's first byte).
+    pub chosen: PointInstruction,
+    /// Where it was planned (the function's first byte, or Go's post-prologue point).
+    pub planned: PointInstruction,
+    /// Why the planned point was kept (`None` when the probe moved).
+    pub kept: Option<Kept>,
+}
+
+impl EntryChoice {
+    /// Whether the probe moved.
+    pub fn moved(&self) -> bool {
+        self.chosen.offset != self.planned.offset
+    }
+}
+
+/// What the probe reads, in the terms the rules need.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FetchedState {
+    /// Every register a fetch reads, directly or as a base of a memory read.
+    pub registers: Vec<Register>,
+    /// Something the rules cannot see into (a raw fetch-arg): keep the entry.
+    pub opaque: bool,
+}
+
+/// Rule 1 across the file: `choice` (for a function whose first byte is at file offset
+/// `function_start`) is undone when a branch of the file's code (`(target, source)` file offsets
+/// sorted by target, from [`crate::probe_safety::CodeFile::direct_branch_targets`]) lands in the
+/// run after the planned point, up to and including the chosen one. (The file's branches include
+/// the function's own, which [`cheapest_entry`] has already ruled out there.)
+pub fn recheck_branches_from_file(
+    choice: EntryChoice,
+    function_start: u64,
+    targets: &[(crate::addr::FileOffset, crate::addr::FileOffset)],
+) -> EntryChoice {
+    if !choice.moved() {
+        return choice;
+    }
+    let lo = function_start.saturating_add(choice.planned.offset);
+    let hi = function_start.saturating_add(choice.chosen.offset);
+    let first = targets.partition_point(|(t, _)| t.0 <= lo);
+    match targets.get(first).filter(|(t, _)| t.0 <= hi) {
+        Some(&(t, from)) => EntryChoice {
+            chosen: choice.planned.clone(),
+            kept: Some(Kept::BranchFromOutside {
+                target: t.0 - function_start,
+                from_file_offset: from.0,
+            }),
+            planned: choice.planned,
+        },
+        None => choice,
+    }
+}
+
+/// The x86-64 register `r`'s 64-bit iced register.
+fn iced_register(r: Register) -> iced_x86::Register {
+    use iced_x86::Register as I;
+    match r {
+        Register::Ax => I::RAX,
+        Register::Bx => I::RBX,
+        Register::Cx => I::RCX,
+        Register::Dx => I::RDX,
+        Register::Si => I::RSI,
+        Register::Di => I::RDI,
+        Register::Bp => I::RBP,
+        Register::Sp => I::RSP,
+        Register::R8 => I::R8,
+        Register::R9 => I::R9,
+        Register::R10 => I::R10,
+        Register::R11 => I::R11,
+        Register::R12 => I::R12,
+        Register::R13 => I::R13,
+        Register::R14 => I::R14,
+        Register::R15 => I::R15,
+    }
+}
+
+/// Mnemonics a probe may skip when every operand is a general-purpose register or an
+/// immediate (rule 3), plus `lea`, whose memory operand is only an address computation.
+fn skippable_mnemonic(m: Mnemonic) -> bool {
+    use Mnemonic::*;
+    matches!(
+        m,
+        Endbr64
+            | Endbr32
+            | Nop
+            | Mov
+            | Movzx
+            | Movsx
+            | Movsxd
+            | Lea
+            | Xor
+            | Add
+            | Sub
+            | And
+            | Or
+            | Cmp
+            | Test
+            | Inc
+            | Dec
+            | Neg
+            | Not
+            | Imul
+            | Shl
+            | Shr
+            | Sar
+    )
+}
+
+/// Whether rule 3 lets a probe skip `instr`: an allowed mnemonic, no memory access, only
+/// general-purpose registers and immediates.
+fn skippable(instr: &Instruction) -> bool {
+    if !skippable_mnemonic(instr.mnemonic()) {
+        return false;
+    }
+    let nop_or_lea = is_nop(instr) || instr.mnemonic() == Mnemonic::Lea;
+    (0..instr.op_count()).all(|i| match instr.op_kind(i) {
+        OpKind::Register => instr.op_register(i).is_gpr(),
+        OpKind::Memory => nop_or_lea,
+        OpKind::Immediate8
+        | OpKind::Immediate8_2nd
+        | OpKind::Immediate16
+        | OpKind::Immediate32
+        | OpKind::Immediate64
+        | OpKind::Immediate8to16
+        | OpKind::Immediate8to32
+        | OpKind::Immediate8to64
+        | OpKind::Immediate32to64 => true,
+        _ => false,
+    })
+}
+
+/// The cheapest entry probe point equivalent to one at `entry` (a byte index into `code`, the
+/// whole function from its first byte) for a probe that reads `fetched` (the rules are in the
+/// module documentation). Always returns an instruction boundary of `code` at or after `entry`
+/// that no branch of the function targets (other than `entry` itself).
+pub fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryChoice {
+    // Most planned instructions are already cheap or the function is never decoded whole: look
+    // at the planned one alone first (whole-program sessions probe tens of thousands).
+    let alone = usize::try_from(entry)
+        .ok()
+        .and_then(|e| code.get(e..))
+        .and_then(|rest| x86::instructions(rest, VirtAddr(entry)).next())
+        .filter(|i| !i.is_invalid());
+    if let Some(i) = alone {
+        let planned = PointInstruction::of(&i, code);
+        if planned.handling != KernelHandling::SingleStepped {
+            return EntryChoice {
+                chosen: planned.clone(),
+                planned,
+                kept: Some(Kept::AlreadyCheap),
+            };
+        }
+    }
+    let not_an_instruction = || {
+        let planned = PointInstruction {
+            offset: entry,
+            mnemonic: "?".into(),
+            text: "?".into(),
+            handling: KernelHandling::Refused,
+        };
+        EntryChoice {
+            chosen: planned.clone(),
+            planned,
+            kept: Some(Kept::NotAnInstruction),
+        }
+    };
+    let Some(i) = alone else {
+        return not_an_instruction();
+    };
+    let planned = PointInstruction::of(&i, code);
+    let keep = |why: Kept| EntryChoice {
+        chosen: planned.clone(),
+        planned: planned.clone(),
+        kept: Some(why),
+    };
+    if fetched.opaque {
+        return keep(Kept::OpaqueFetch);
+    }
+    // Rules 3 and 4 along the run, decoded from the planned instruction on: most runs end at
+    // once (a store, `sub rsp`), and the function is then never decoded whole.
+    let forbidden: Vec<iced_x86::Register> = fetched
+        .registers
+        .iter()
+        .map(|&r| iced_register(r))
+        .collect();
+    let mut factory = InstructionInfoFactory::new();
+    let mut chosen = None;
+    let rest = code.get(entry as usize..).unwrap_or(&[]);
+    for instr in x86::instructions(rest, VirtAddr(entry)) {
+        if instr.is_invalid() {
+            return keep(Kept::Undecodable { at: instr.ip() });
+        }
+        let here = PointInstruction::of(&instr, code);
+        let first = instr.ip() == entry;
+        if !first && here.handling.cheap() {
+            chosen = Some(here);
+            break;
+        }
+        if !skippable(&instr) {
+            return keep(if first {
+                Kept::EntryNotSkippable { what: here.text }
+            } else {
+                Kept::NotSkippable {
+                    at: Some(instr.ip()),
+                    what: here.text,
+                }
+            });
+        }
+        let info = factory.info(&instr);
+        for used in info.used_registers() {
+            if matches!(
+                used.access(),
+                OpAccess::Read | OpAccess::CondRead | OpAccess::None | OpAccess::NoMemAccess
+            ) {
+                continue;
+            }
+            let full = used.register().full_register();
+            if full == iced_x86::Register::RSP || full == iced_x86::Register::RBP {
+                return keep(Kept::WritesStackOrFrame { at: instr.ip() });
+            }
+            if let Some(pos) = forbidden.iter().position(|r| *r == full) {
+                return keep(Kept::WritesFetched {
+                    at: instr.ip(),
+                    register: fetched.registers[pos],
+                });
+            }
+        }
+    }
+    let Some(chosen) = chosen else {
+        return keep(Kept::NotSkippable {
+            at: None,
+            what: String::new(),
+        });
+    };
+    // Rules 1 and 2 over the whole function: the entry is one of its instructions, nothing is
+    // undecodable, no indirect jump, no direct branch into (entry, chosen].
+    let mut boundary = false;
+    for i in x86::instructions(code, VirtAddr(0)) {
+        boundary |= i.ip() == entry;
+        if i.is_invalid() {
+            return keep(Kept::Undecodable { at: i.ip() });
+        }
+        match i.flow_control() {
+            FlowControl::IndirectBranch => return keep(Kept::IndirectJump { at: i.ip() }),
+            FlowControl::UnconditionalBranch
+            | FlowControl::ConditionalBranch
+            | FlowControl::Call
+            | FlowControl::XbeginXabortXend => {
+                if matches!(
+                    i.op0_kind(),
+                    OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+                ) {
+                    let target = i.near_branch_target();
+                    if target > entry && target <= chosen.offset {
+                        return keep(Kept::BranchTarget {
+                            target,
+                            from: i.ip(),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if !boundary {
+        return not_an_instruction();
+    }
+    EntryChoice {
+        chosen,
+        planned,
+        kept: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn none() -> FetchedState {
+        FetchedState::default()
+    }
+
+    fn regs(r: &[Register]) -> FetchedState {
+        FetchedState {
+            registers: r.to_vec(),
+            opaque: false,
+        }
+    }
+
+    // mov rax, rdi; push rbx; add rax, rsi; pop rbx; ret
+    const MOV_THEN_PUSH: &[u8] = &[0x48, 0x89, 0xf8, 0x53, 0x48, 0x01, 0xf0, 0x5b, 0xc3];
+
+    #[test]
+    fn moves_past_a_register_move_to_a_push() {
+        let c = cheapest_entry(MOV_THEN_PUSH, 0, &regs(&[Register::Di, Register::Si]));
+        assert_eq!(c.kept, None);
+        assert_eq!(c.chosen.offset, 3);
+        assert_eq!(c.chosen.text, "push rbx");
+        assert_eq!(c.chosen.handling, KernelHandling::Emulated);
+        assert_eq!(c.planned.mnemonic, "mov");
+        assert_eq!(c.planned.handling, KernelHandling::SingleStepped);
+        assert_eq!(c.chosen.describe(), "+0x3 (push, emulated: ~1.5 µs/hit)");
+    }
+
+    #[test]
+    fn endbr64_then_push_rbp_moves() {
+        // endbr64; push rbp; mov rbp, rsp; pop rbp; ret
+        let code = [0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3];
+        let c = cheapest_entry(&code, 0, &regs(&[Register::Di]));
+        assert_eq!(c.chosen.offset, 4);
+        assert_eq!(c.planned.mnemonic, "endbr64");
+    }
+
+    #[test]
+    fn a_write_to_a_fetched_register_keeps_the_entry() {
+        // lea rdi, [rdi+1]; push rbx; pop rbx; ret
+        let code = [0x48, 0x8d, 0x7f, 0x01, 0x53, 0x5b, 0xc3];
+        let c = cheapest_entry(&code, 0, &regs(&[Register::Di]));
+        assert_eq!(
+            c.kept,
+            Some(Kept::WritesFetched {
+                at: 0,
+                register: Register::Di
+            })
+        );
+        assert_eq!(c.chosen.offset, 0);
+        // Nobody reads rdi: the move is fine.
+        assert_eq!(cheapest_entry(&code, 0, &none()).chosen.offset, 4);
+        // A 32-bit write (`mov edi, 5`) writes the whole rdi.
+        let code32 = [0xbf, 0x05, 0, 0, 0, 0x53, 0x5b, 0xc3];
+        assert!(matches!(
+            cheapest_entry(&code32, 0, &regs(&[Register::Di])).kept,
+            Some(Kept::WritesFetched { .. })
+        ));
+    }
+
+    #[test]
+    fn a_stack_pointer_write_keeps_the_entry() {
+        // sub rsp, 8; push rbx; pop rbx; add rsp, 8; ret
+        let code = [
+            0x48, 0x83, 0xec, 0x08, 0x53, 0x5b, 0x48, 0x83, 0xc4, 0x08, 0xc3,
+        ];
+        let c = cheapest_entry(&code, 0, &none());
+        assert_eq!(c.kept, Some(Kept::WritesStackOrFrame { at: 0 }));
+        // mov rbp, rsp: the frame pointer.
+        let code = [0x48, 0x89, 0xe5, 0x53, 0x5b, 0xc3];
+        assert_eq!(
+            cheapest_entry(&code, 0, &none()).kept,
+            Some(Kept::WritesStackOrFrame { at: 0 })
+        );
+    }
+
+    #[test]
+    fn memory_writes_and_calls_are_not_skipped() {
+        // mov [rsp+8], rbx; push rbx; pop rbx; ret
+        let store = [0x48, 0x89, 0x5c, 0x24, 0x08, 0x53, 0x5b, 0xc3];
+        assert!(matches!(
+            cheapest_entry(&store, 0, &none()).kept,
+            Some(Kept::EntryNotSkippable { .. })
+        ));
+        // xor eax, eax; mov rax, [rdi]: a load may fault before the probe fires.
+        let load = [0x31, 0xc0, 0x48, 0x8b, 0x07, 0x53, 0x5b, 0xc3];
+        assert!(matches!(
+            cheapest_entry(&load, 0, &none()).kept,
+            Some(Kept::NotSkippable { at: Some(2), .. })
+        ));
+        // xor eax, eax; div ecx; push rbx: div may trap.
+        let div = [0x31, 0xc0, 0xf7, 0xf1, 0x53, 0x5b, 0xc3];
+        assert!(matches!(
+            cheapest_entry(&div, 0, &none()).kept,
+            Some(Kept::NotSkippable { at: Some(2), .. })
+        ));
+    }
+
+    #[test]
+    fn a_call_can_be_the_chosen_point_but_is_never_skipped() {
+        // xor eax, eax; call +0; ret
+        let code = [0x31, 0xc0, 0xe8, 0x00, 0x00, 0x00, 0x00, 0xc3];
+        let c = cheapest_entry(&code, 0, &none());
+        assert_eq!(c.chosen.offset, 2);
+        assert_eq!(c.chosen.mnemonic, "call");
+    }
+
+    #[test]
+    fn a_loop_head_in_the_run_keeps_the_first_byte() {
+        // +0 mov ecx, esi; +2 xor eax, eax; +4 .L: nop; +5 add rax, rdi; +8 dec ecx;
+        // +a jnz .L; +c ret
+        let code = [
+            0x89, 0xf1, 0x31, 0xc0, 0x90, 0x48, 0x01, 0xf8, 0xff, 0xc9, 0x75, 0xf8, 0xc3,
+        ];
+        let c = cheapest_entry(&code, 0, &regs(&[Register::Di, Register::Si]));
+        assert_eq!(
+            c.kept,
+            Some(Kept::BranchTarget {
+                target: 4,
+                from: 10
+            })
+        );
+        assert_eq!(c.chosen.offset, 0);
+    }
+
+    #[test]
+    fn a_branch_to_a_skipped_instruction_keeps_the_entry() {
+        // +0 xor eax, eax; +2 inc eax; +4 push rbx; +5 pop rbx; +6 cmp eax, 3; +9 jl +2; +b ret
+        let code = [
+            0x31, 0xc0, 0xff, 0xc0, 0x53, 0x5b, 0x83, 0xf8, 0x03, 0x7c, 0xf7, 0xc3,
+        ];
+        assert_eq!(
+            cheapest_entry(&code, 0, &none()).kept,
+            Some(Kept::BranchTarget { target: 2, from: 9 })
+        );
+    }
+
+    #[test]
+    fn a_loop_to_the_entry_itself_still_moves() {
+        // Every path into the run passes the entry and the moved point once each.
+        // +0 xor ecx, ecx; +2 push rbx; +3 pop rbx; +4 dec edi; +6 jnz +0; +8 ret
+        let code = [0x31, 0xc9, 0x53, 0x5b, 0xff, 0xcf, 0x75, 0xf8, 0xc3];
+        assert_eq!(cheapest_entry(&code, 0, &none()).chosen.offset, 2);
+    }
+
+    #[test]
+    fn an_indirect_jump_anywhere_keeps_the_entry() {
+        // mov rax, rdi; push rbx; pop rbx; jmp rax
+        let code = [0x48, 0x89, 0xf8, 0x53, 0x5b, 0xff, 0xe0];
+        assert_eq!(
+            cheapest_entry(&code, 0, &none()).kept,
+            Some(Kept::IndirectJump { at: 5 })
+        );
+    }
+
+    #[test]
+    fn undecodable_bytes_keep_the_entry() {
+        // mov rax, rdi; push rbx; then a cut-off mov eax, imm32
+        let code = [0x48, 0x89, 0xf8, 0x53, 0xb8, 0x01];
+        assert_eq!(
+            cheapest_entry(&code, 0, &none()).kept,
+            Some(Kept::Undecodable { at: 4 })
+        );
+    }
+
+    #[test]
+    fn cheap_or_refused_entries_stay() {
+        // push rbp; ret
+        assert_eq!(
+            cheapest_entry(&[0x55, 0xc3], 0, &none()).kept,
+            Some(Kept::AlreadyCheap)
+        );
+        // 5-byte nop: optimized.
+        let c = cheapest_entry(&[0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3], 0, &none());
+        assert_eq!(c.planned.handling, KernelHandling::Optimized);
+        assert_eq!(c.kept, Some(Kept::AlreadyCheap));
+    }
+
+    #[test]
+    fn a_prefixed_nop_is_skipped_but_never_chosen() {
+        // mov eax, edi; cs nop word [rax+rax]; push rbx; pop rbx; ret
+        let code = [
+            0x89, 0xf8, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00, 0x53, 0x5b,
+            0xc3,
+        ];
+        let c = cheapest_entry(&code, 0, &none());
+        assert_eq!(c.chosen.offset, 12);
+        let decoded: Vec<_> = x86::instructions(&code, VirtAddr(0)).collect();
+        assert_eq!(
+            kernel_handling(&decoded[1], &code[2..]),
+            KernelHandling::Refused
+        );
+    }
+
+    #[test]
+    fn kernel_handling_by_encoding() {
+        let h = |bytes: &[u8]| {
+            let i = x86::instructions(bytes, VirtAddr(0)).next().unwrap();
+            kernel_handling(&i, bytes)
+        };
+        assert_eq!(h(&[0x90]), KernelHandling::Emulated);
+        assert_eq!(h(&[0x41, 0x90]), KernelHandling::SingleStepped); // xchg r8, rax
+        assert_eq!(h(&[0x41, 0x57]), KernelHandling::Emulated); // push r15
+        assert_eq!(h(&[0x48, 0x50]), KernelHandling::SingleStepped); // REX.W push
+        assert_eq!(h(&[0xeb, 0x00]), KernelHandling::Emulated);
+        assert_eq!(h(&[0x0f, 0x84, 0, 0, 0, 0]), KernelHandling::Emulated);
+        assert_eq!(h(&[0x66, 0xe9, 0, 0]), KernelHandling::Refused);
+        assert_eq!(h(&[0xe2, 0x00]), KernelHandling::SingleStepped); // loop
+        assert_eq!(h(&[0xf0, 0x48, 0x01, 0x07]), KernelHandling::Refused); // lock add
+        assert_eq!(h(&[0xf3, 0x0f, 0x1e, 0xfa]), KernelHandling::SingleStepped); // endbr64
+        assert_eq!(h(&[0xc3]), KernelHandling::SingleStepped);
+    }
+
+    #[test]
+    fn go_style_entry_after_the_prologue() {
+        // main.Fib of Go 1.19: xor ecx, ecx; mov edx, 1; xor ebx, ebx; jmp +0xd; ...
+        let code = [
+            0x31, 0xc9, 0xba, 0x01, 0x00, 0x00, 0x00, 0x31, 0xdb, 0xeb, 0x0d, 0x48, 0xff, 0xc1,
+            0x48, 0x8d, 0x34, 0x13, 0x48, 0x89, 0xd3, 0x48, 0x89, 0xf2, 0x48, 0x39, 0xc1, 0x7c,
+            0xee, 0x48, 0x89, 0xd8, 0xc3,
+        ];
+        let c = cheapest_entry(&code, 0, &regs(&[Register::Ax]));
+        assert_eq!(c.chosen.offset, 9);
+        assert_eq!(c.chosen.mnemonic, "jmp");
+        // A probe reading the second argument register (bx) must not skip `xor ebx, ebx`.
+        assert!(matches!(
+            cheapest_entry(&code, 0, &regs(&[Register::Bx])).kept,
+            Some(Kept::WritesFetched { at: 7, .. })
+        ));
+    }
+
+    #[test]
+    fn a_branch_from_another_function_into_the_run_undoes_the_move() {
+        use crate::addr::FileOffset;
+        let c = cheapest_entry(MOV_THEN_PUSH, 0, &none());
+        assert_eq!(c.chosen.offset, 3);
+        // The function starts at file offset 0x1000; another function jumps to 0x1003.
+        let targets = [(FileOffset(0x1003), FileOffset(0x2000))];
+        let back = recheck_branches_from_file(c.clone(), 0x1000, &targets);
+        assert_eq!(back.chosen.offset, 0);
+        assert_eq!(
+            back.kept,
+            Some(Kept::BranchFromOutside {
+                target: 3,
+                from_file_offset: 0x2000
+            })
+        );
+        // Calls to the function's first byte, or jumps past the chosen point, change nothing.
+        let harmless = [
+            (FileOffset(0x1000), FileOffset(0x2000)),
+            (FileOffset(0x1004), FileOffset(0x2000)),
+        ];
+        assert_eq!(recheck_branches_from_file(c.clone(), 0x1000, &harmless), c);
+    }
+
+    proptest! {
+        #[test]
+        fn choice_is_a_boundary_inside_and_never_past_a_branch_target(
+            code in proptest::collection::vec(any::<u8>(), 0..96),
+            pick in 0usize..32,
+            fetch in proptest::collection::vec(0usize..16, 0..4),
+        ) {
+            let boundaries: Vec<u64> = x86::instructions(&code, VirtAddr(0)).map(|i| i.ip()).collect();
+            let entry = boundaries.get(pick % boundaries.len().max(1)).copied().unwrap_or(0);
+            let fetched = regs(&fetch.iter().map(|&i| Register::ALL[i]).collect::<Vec<_>>());
+            let c = cheapest_entry(&code, entry, &fetched);
+            prop_assert!(c.chosen.offset >= entry);
+            if c.moved() {
+                prop_assert!(c.kept.is_none());
+                prop_assert!(boundaries.contains(&c.chosen.offset));
+                prop_assert!((c.chosen.offset as usize) < code.len());
+                prop_assert!(matches!(c.chosen.handling, KernelHandling::Emulated | KernelHandling::Optimized));
+                // No branch of the function lands in (entry, chosen].
+                for i in x86::instructions(&code, VirtAddr(0)) {
+                    if matches!(i.op0_kind(), OpKind::NearBranch64) {
+                        let t = i.near_branch_target();
+                        prop_assert!(!(t > entry && t <= c.chosen.offset));
+                    }
+                }
+            } else {
+                prop_assert!(c.kept.is_some());
+            }
+        }
+    }
+}
