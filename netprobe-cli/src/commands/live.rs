@@ -688,7 +688,10 @@ pub fn probe_add(o: &PersistOptions, out: &mut dyn Write) -> Result<i32> {
     let plan = report.approve(plan)?;
     let tracefs = Tracefs::open()?;
     let defs = probe_defs(&plan, &group)?;
-    let lines: Vec<ProbeLine> = defs.iter().cloned().map(ProbeLine::Add).collect();
+    let lines: Vec<ProbeLine> = crate::backend::tracefs::events::creation_order(&defs)
+        .into_iter()
+        .map(ProbeLine::Add)
+        .collect();
     probe::append_lines(&tracefs, &lines)?;
     // The filters go into the top-level events (what trace and trace_pipe readers see); perf
     // takes its own copy with `perf record --filter`.

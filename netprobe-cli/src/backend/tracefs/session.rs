@@ -8,7 +8,9 @@
 //! readers → `-:GROUP/EVENT` for each probe → `rmdir` the instance.
 
 use crate::backend::tracefs::decode;
-use crate::backend::tracefs::events::{event_layout, probe_defs, removal_lines, PROBE_ID_FIELD};
+use crate::backend::tracefs::events::{
+    creation_order, event_layout, probe_defs, removal_lines, PROBE_ID_FIELD,
+};
 use crate::backend::tracefs::format::{EventFormat, PageLayout};
 use crate::backend::tracefs::instance::{threads_of, Instance};
 use crate::backend::tracefs::probe::{self, GroupName, ProbeDef, ProbeLine};
@@ -177,7 +179,10 @@ impl Session {
             )?);
             inst.write("options/userstacktrace", "1")?;
         }
-        let lines: Vec<ProbeLine> = defs.iter().cloned().map(ProbeLine::Add).collect();
+        let lines: Vec<ProbeLine> = creation_order(&defs)
+            .into_iter()
+            .map(ProbeLine::Add)
+            .collect();
         let result = probe::append_lines(&self.tracefs, &lines);
         // Whatever got created (all, or those before a refused line) is ours to remove.
         let existing = probe::list_events(&self.tracefs, &self.group).unwrap_or_default();
