@@ -9,7 +9,7 @@ Workloads (`fixtures/c/tracee.c`; each prints its call count and its own user an
 seconds at the end):
 - `spin`: one thread calls `np_tick` as fast as it can for SECS seconds. Its first instruction is
   single-stepped at a probe (~10 us a hit), so ~100k hits/s.
-- `fastspin`: two threads call `np_fast` as fast as they can for SECS seconds. Its first instruction
+- `fastspin`: two threads call `fast_tick` as fast as they can for SECS seconds. Its first instruction
   is a NOP, which the kernel emulates at a probe (~1-2 us a hit): the kernel's max hit rate here,
   ~1M hits/s. Only netprobe count, netprobe trace --json and bpftrace count() run on it.
 Under each tracer the probe costs the target a kernel trap per call, so the call rate is what the
@@ -150,9 +150,9 @@ def main():
     sh(f"cc -O2 -o {t} {ROOT}/fixtures/c/tracee.c")
     if workload == "fastspin":
         tools = {
-            "netprobe count": lambda: run_np_count(t, secs, "fastspin", "np_fast"),
-            "netprobe trace --json": lambda: run_np_trace(t, secs, work, "fastspin", "np_fast"),
-            "bpftrace count()": lambda: run_bpftrace(t, secs, "fastspin", "np_fast"),
+            "netprobe count": lambda: run_np_count(t, secs, "fastspin", "fast_tick"),
+            "netprobe trace --json": lambda: run_np_trace(t, secs, work, "fastspin", "fast_tick"),
+            "bpftrace count()": lambda: run_bpftrace(t, secs, "fastspin", "fast_tick"),
         }
     else:
         ensure_bcc_headers()

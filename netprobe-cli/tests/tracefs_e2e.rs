@@ -393,7 +393,7 @@ fn main() {
             "count_keeps_every_hit_of_two_threads_at_the_kernels_max_rate",
             NEEDS,
             move || {
-                // Two threads call np_fast (its first instruction is a NOP, which the kernel
+                // Two threads call fast_tick (its first instruction is a NOP, which the kernel
                 // emulates: ~1-2 us a hit) as fast as they can: about as many hits a second as
                 // the kernel delivers here (~1.3M/s). Every one must be counted, none lost. Not
                 // timed: the counts are exact whatever the machine's load. The buffer holds every
@@ -411,7 +411,7 @@ fn main() {
                         "sh -c 'exec {bin} fast {per_thread} > {}'",
                         summary.display()
                     ))
-                    .arg(format!("{bin}:np_fast"))
+                    .arg(format!("{bin}:fast_tick"))
                     .output()
                     .map_err(err)?;
                 let made = target_calls(&summary)?;
@@ -420,7 +420,7 @@ fn main() {
                 }
                 let lines = json_lines(&out.stdout);
                 let last = lines.last().ok_or("no output")?;
-                if last["counts"]["np_fast"] != made
+                if last["counts"]["fast_tick"] != made
                     || last["lost"] != 0
                     || last["complete"] != true
                     || !out.status.success()
@@ -451,7 +451,7 @@ fn main() {
                         "sh -c 'exec {bin} fast {per_thread} > {}'",
                         summary.display()
                     ))
-                    .arg(format!("{bin}:np_fast"))
+                    .arg(format!("{bin}:fast_tick"))
                     .output()
                     .map_err(err)?;
                 let made = target_calls(&summary)?;
