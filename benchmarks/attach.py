@@ -129,8 +129,14 @@ def perf_live_then_stop(binary, pats, work):
     add = ["perf", "probe", "-q", "-x", binary, "--max-probes", "100000"]
     for p in pats:
         add += ["-a", p]
-    r = timed(add)
+    try:
+        r = timed(add)
+    except Capped:
+        # Killed part way: what it created is removed before anything else runs.
+        subprocess.run(["perf", "probe", "-q", "-d", f"{grp}:*"], capture_output=True)
+        raise
     if r is None:
+        subprocess.run(["perf", "probe", "-q", "-d", f"{grp}:*"], capture_output=True)
         return None
     _, rss_add = r
     data = os.path.join(work, "perf.data")

@@ -225,6 +225,9 @@ fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
 /// every CPU at once, and larger sizes only fail with ENOMEM after the probes are planned.
 const MAX_BUFFER_KB: u64 = 1 << 20;
 
+/// From this many uprobes on, a session says before placing them that it takes a while.
+const LARGE_SESSION_PROBES: usize = 10_000;
+
 /// Runs a live command (`trace`, `count`, `latency`); returns the process exit code.
 pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if o.command.is_some() && (!o.pids.is_empty() || o.container.is_some()) {
@@ -338,6 +341,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     } else {
         25
     };
+    if plan.probes.len() >= LARGE_SESSION_PROBES {
+        eprintln!(
+            "netprobe: placing {} uprobes; the kernel checks each new uprobe against every one already registered (`validate_ref_ctr_offset` in kernel/trace/trace_uprobe.c), so placing them takes time that grows with the square of their number (about 1.5 s for 10,000 and minutes for 70,000 here); a narrower pattern is faster",
+            plan.probes.len()
+        );
+    }
     let mut session = Session::start(&tracefs, &opts, plan)?;
     // Only a session with .NET methods is watched for hits that stop (tiered compilation);
     // Go and native hits go straight to the sink.
