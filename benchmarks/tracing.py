@@ -3,13 +3,18 @@
 
 Usage (root, from the workspace root, after `cargo build --release -p netprobe-cli`):
 
-    python3 benchmarks/tracing.py [ROUNDS] [SECS]     # defaults 5 and 3; prints a markdown table
+    python3 benchmarks/tracing.py [ROUNDS] [SECS] [WORKLOAD]   # defaults 5, 3, spin; prints a table
 
-Workload: `fixtures/c/tracee.c` in `spin SECS` mode calls `np_tick` as fast as it can for SECS
-seconds, then prints its call count and its own user and system CPU seconds. Under each tracer the
-probe costs the target a kernel trap per call, so the call rate is what the kernel can produce;
-each tool must deliver every one of them. Per round every tool runs once, in turn (interleaved);
-medians over rounds.
+Workloads (`fixtures/c/tracee.c`; each prints its call count and its own user and system CPU
+seconds at the end):
+- `spin`: one thread calls `np_tick` as fast as it can for SECS seconds. Its first instruction is
+  single-stepped at a probe (~10 us a hit), so ~100k hits/s.
+- `fastspin`: two threads call `fast_tick` as fast as they can for SECS seconds. Its first instruction
+  is a NOP, which the kernel emulates at a probe (~1-2 us a hit): the kernel's max hit rate here,
+  ~1M hits/s. Only netprobe count, netprobe trace --json and bpftrace count() run on it.
+Under each tracer the probe costs the target a kernel trap per call, so the call rate is what the
+kernel can produce; each tool must deliver every one of them (or report what it lost). Per round
+every tool runs once, in turn (interleaved); medians over rounds.
 
 - netprobe count -c / netprobe trace --json -c: launch the target with probes already live.
 - perf record -e GROUP:np_tick -- target, then perf script (probe made with perf probe).
@@ -66,28 +71,28 @@ def target_line(text):
     return int(calls), float(u) + float(s)
 
 
-def run_np_count(t, secs):
-    out, cpu = timed([NP, "count", "--json", "-c", f"{t} spin {secs}", f"{t}:np_tick"])
+def run_np_count(t, secs, mode="spin", fn="np_tick"):
+    out, cpu = timed([NP, "count", "--json", "-c", f"{t} {mode} {secs}", f"{t}:{fn}"])
     calls, tcpu = target_line(out)
-    got = int(re.search(r'"np_tick":(\d+)', out).group(1))
+    got = int(re.search(rf'"{fn}":(\d+)', out).group(1))
     lost = int(re.search(r'"lost":\s*(\d+)', out).group(1)) if '"lost"' in out else 0
     return calls, got, lost, cpu - tcpu
 
 
-def run_np_trace(t, secs, work):
+def run_np_trace(t, secs, work, mode="spin", fn="np_tick"):
     path = os.path.join(work, "trace.jsonl")
     # The target's summary goes to its own file: in netprobe's stdout it could be spliced into one
     # of netprobe's large (non-atomic) writes. `exec` keeps the pid -c traces.
     summary = os.path.join(work, "target.out")
     with open(path, "w") as f:
         p = subprocess.run(["/usr/bin/time", "-f", "TIME %U %S", NP, "trace", "--json", "-c",
-                            f"sh -c 'exec {t} spin {secs} > {summary}'", f"{t}:np_tick a=s32"],
+                            f"sh -c 'exec {t} {mode} {secs} > {summary}'", f"{t}:{fn} a=s32"],
                            stdout=f, stderr=subprocess.PIPE, text=True)
     u, s = re.findall(r"^TIME ([\d.]+) ([\d.]+)", p.stderr, re.M)[-1]
     text = open(path).read()
     calls, tcpu = target_line(open(summary).read())
     got = text.count('"event":"entry"')
-    lost = 0 if "lost" not in p.stderr else int(re.search(r"(\d+) (?:hits|events) (?:were )?lost", p.stderr).group(1))
+    lost = 0 if "lost" not in p.stderr else int(re.search(r"(\d+) (?:hit\(s\)|hits|events) (?:were )?lost", p.stderr).group(1))
     return calls, got, lost, float(u) + float(s) - tcpu
 
 
@@ -106,9 +111,9 @@ def run_perf(t, secs, work):
         sh(f"perf probe -q -d '{grp}:*'")
 
 
-def run_bpftrace(t, secs):
-    out, cpu = timed(["bpftrace", "-c", f"{t} spin {secs}", "-e",
-                      f"uprobe:{t}:np_tick /pid == cpid/ {{ @n = count(); }}"])
+def run_bpftrace(t, secs, mode="spin", fn="np_tick"):
+    out, cpu = timed(["bpftrace", "-c", f"{t} {mode} {secs}", "-e",
+                      f"uprobe:{t}:{fn} /pid == cpid/ {{ @n = count(); }}"])
     calls, tcpu = target_line(out)
     got = int(re.search(r"@n: (\d+)", out).group(1))
     lost = int(m.group(1)) if (m := re.search(r"(\d+) (?:events )?lost", out)) else 0
@@ -139,17 +144,25 @@ def run_funccount(t, secs, work):
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     secs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    ensure_bcc_headers()
+    workload = sys.argv[3] if len(sys.argv) > 3 else "spin"
     work = tempfile.mkdtemp()
     t = os.path.join(work, "tracee")
     sh(f"cc -O2 -o {t} {ROOT}/fixtures/c/tracee.c")
-    tools = {
-        "netprobe count": lambda: run_np_count(t, secs),
-        "netprobe trace --json": lambda: run_np_trace(t, secs, work),
-        "perf record + perf script": lambda: run_perf(t, secs, work),
-        "bpftrace count()": lambda: run_bpftrace(t, secs),
-        "funccount-bpfcc": lambda: run_funccount(t, secs, work),
-    }
+    if workload == "fastspin":
+        tools = {
+            "netprobe count": lambda: run_np_count(t, secs, "fastspin", "fast_tick"),
+            "netprobe trace --json": lambda: run_np_trace(t, secs, work, "fastspin", "fast_tick"),
+            "bpftrace count()": lambda: run_bpftrace(t, secs, "fastspin", "fast_tick"),
+        }
+    else:
+        ensure_bcc_headers()
+        tools = {
+            "netprobe count": lambda: run_np_count(t, secs),
+            "netprobe trace --json": lambda: run_np_trace(t, secs, work),
+            "perf record + perf script": lambda: run_perf(t, secs, work),
+            "bpftrace count()": lambda: run_bpftrace(t, secs),
+            "funccount-bpfcc": lambda: run_funccount(t, secs, work),
+        }
     res = {k: [] for k in tools}
     for _ in range(rounds):
         for name, fn in tools.items():
@@ -157,16 +170,17 @@ def main():
     base_cpu = statistics.median(r[3] for r in res["netprobe count"])
     print(f"{rounds} rounds x {secs} s, medians. events/s = events delivered / {secs} s; "
           "missed = target calls - events delivered.\n")
-    print("| tool | target calls | events delivered | events/s | missed (max over rounds) | lost reported | tracer CPU s | CPU vs netprobe count |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| tool | target calls | events delivered | events/s | missed (max over rounds) | lost reported (max) | delivered + lost = calls, every round | tracer CPU s | CPU vs netprobe count |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
     for name, rows in res.items():
         calls = statistics.median(r[0] for r in rows)
         got = statistics.median(r[1] for r in rows)
         missed = max(r[0] - r[1] for r in rows)
         lost = max(r[2] for r in rows)
         cpu = statistics.median(r[3] for r in rows)
+        exact = "yes" if all(r[1] + r[2] == r[0] for r in rows) else "no"
         print(f"| {name} | {calls:,.0f} | {got:,.0f} | {got / secs / 1000:.1f}k | {missed} | {lost} | "
-              f"{cpu:.3f} | {cpu / base_cpu:.1f}x |")
+              f"{exact} | {cpu:.3f} | {cpu / base_cpu:.1f}x |")
 
 
 if __name__ == "__main__":

@@ -274,6 +274,9 @@ fn checked_plan(
     Ok((plan, report, guard))
 }
 
+/// From this many uprobes on, a session says before placing them that it takes a while.
+const LARGE_SESSION_PROBES: usize = 10_000;
+
 /// Runs a live command (`trace`, `count`, `latency`); returns the process exit code.
 pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if o.command.is_some() && (!o.pids.is_empty() || o.container.is_some()) {
@@ -371,6 +374,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     } else {
         25
     };
+    if plan.probes.len() >= LARGE_SESSION_PROBES {
+        eprintln!(
+            "netprobe: placing {} uprobes; the kernel checks each new uprobe against every one already registered (`validate_ref_ctr_offset` in kernel/trace/trace_uprobe.c), so placing them takes time that grows with the square of their number (about 1.5 s for 10,000 and minutes for 70,000 here); a narrower pattern is faster",
+            plan.probes.len()
+        );
+    }
     let mut session = Session::start(&tracefs, &opts, plan)?;
     // `--metrics`: the exported series, served from now on.
     let exported = match listener {
@@ -979,7 +988,10 @@ pub fn probe_add(o: &PersistOptions, out: &mut dyn Write) -> Result<i32> {
     let plan = report.approve(plan)?;
     let tracefs = Tracefs::open()?;
     let defs = probe_defs(&plan, &group)?;
-    let lines: Vec<ProbeLine> = defs.iter().cloned().map(ProbeLine::Add).collect();
+    let lines: Vec<ProbeLine> = crate::backend::tracefs::events::creation_order(&defs)
+        .into_iter()
+        .map(ProbeLine::Add)
+        .collect();
     probe::append_lines(&tracefs, &lines)?;
     // The filters go into the top-level events (what trace and trace_pipe readers see); perf
     // takes its own copy with `perf record --filter`.
