@@ -17,16 +17,7 @@ fn offsets_program(extra: &[&str]) -> std::path::PathBuf {
 }
 
 fn versioned_library() -> std::path::PathBuf {
-    let map = fixtures::workspace_root().join("fixtures/c/libnpver.map");
-    CProgram::new("libnpver")
-        .flags(&[
-            "-O1",
-            "-shared",
-            "-fPIC",
-            &format!("-Wl,--version-script={}", map.display()),
-        ])
-        .suffix(".so")
-        .build()
+    fixtures::build::versioned_library()
 }
 
 fn run(cmd: &str, args: &[&str]) -> String {

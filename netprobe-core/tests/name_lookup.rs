@@ -105,16 +105,7 @@ fn c_program() -> Result<(), String> {
     elf(&bin, &["main", "np_*", "*", "mai?"])?;
     // A library whose `.dynsym` copies its `.symtab` names with versions: each name, versioned
     // or not, or cut short, must find (and hide) the same copies as the listing does.
-    let map = fixtures::workspace_root().join("fixtures/c/libnpver.map");
-    let lib = fixtures::build::CProgram::new("libnpver")
-        .flags(&[
-            "-O1",
-            "-shared",
-            "-fPIC",
-            &format!("-Wl,--version-script={}", map.display()),
-        ])
-        .suffix(".so")
-        .build();
+    let lib = fixtures::build::versioned_library();
     elf(
         &lib,
         &[

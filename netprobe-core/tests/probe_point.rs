@@ -6,7 +6,6 @@
 //! decision names, and a moved probe lands on an instruction the kernel emulates.
 
 use fixtures::e2e::{self, err, text, Need};
-use netprobe_core::abi::Register;
 use netprobe_core::probe_point::{cheapest_entry, recheck_branches_from_file, FetchedState};
 use netprobe_core::probe_safety::CodeFile;
 use netprobe_core::symbol::{Address, SymbolKind};
@@ -45,14 +44,7 @@ fn decisions(bin: &Path, name: &str, out: &mut String) -> Result<(), String> {
     symbols.sort_by(|a, b| a.name.cmp(&b.name));
     symbols.dedup_by(|a, b| a.name == b.name);
     let all_args = FetchedState {
-        registers: vec![
-            Register::Di,
-            Register::Si,
-            Register::Dx,
-            Register::Cx,
-            Register::R8,
-            Register::R9,
-        ],
+        registers: netprobe_core::abi::sysv::INT_ARGUMENT_REGISTERS.to_vec(),
         opaque: false,
     };
     let _ = writeln!(out, "## {name}");
