@@ -9,7 +9,7 @@
 //! Needs root, tracefs and the cached bundles; a missing one skips a trial outside CI and fails
 //! it under CI=true.
 
-use fixtures::e2e::{self, err, Need};
+use fixtures::e2e::{self, err, json_lines, Need};
 use serde_json::Value as Json;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -38,13 +38,6 @@ fn bundle(kind: &str) -> PathBuf {
 
 fn needs(kind: &str) -> Vec<Need> {
     vec![Need::Root, Need::Tracefs, Need::Path(bundle(kind))]
-}
-
-fn json_lines(out: &str) -> Vec<Json> {
-    out.lines()
-        .filter(|l| l.starts_with('{'))
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 /// The app's input: one accession per line.
@@ -119,7 +112,7 @@ fn command_mode(mode: &str, specs: &[&str]) -> Result<(Vec<Json>, String), Strin
     args.extend_from_slice(specs);
     let (stdout, stderr) = netprobe(&args, &input(), extract.path())?;
     check_app_output(&stdout)?;
-    Ok((json_lines(&stdout), stderr))
+    Ok((json_lines(stdout.as_bytes()), stderr))
 }
 
 /// `count -c BUNDLE --keep-r2r`: a CoreLib method counted inside the bundle (bare pattern,
@@ -274,7 +267,7 @@ fn count_on_a_running_bundle() -> Result<(), String> {
     let _ = app.wait();
     let (stdout, stderr, app_out) = result?;
     check_app_output(&app_out)?;
-    let last = json_lines(&stdout)
+    let last = json_lines(stdout.as_bytes())
         .into_iter()
         .rfind(|j| j.get("counts").is_some())
         .ok_or_else(|| format!("no counts: {stdout} {stderr}"))?;
@@ -445,7 +438,7 @@ fn tiering_guard_on_a_bundle() -> Result<(), String> {
             "-c: no tiering warning naming .NET 10.0.13: {stderr}"
         ));
     }
-    let last = json_lines(&stdout)
+    let last = json_lines(stdout.as_bytes())
         .into_iter()
         .rfind(|j| j.get("counts").is_some())
         .ok_or_else(|| format!("no counts: {stderr}"))?;

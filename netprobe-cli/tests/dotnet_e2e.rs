@@ -7,7 +7,7 @@
 //! Needs root, tracefs, `mcs` and the runtimes; a missing one skips a trial outside CI and fails
 //! it under CI=true.
 
-use fixtures::e2e::{self, err, Need};
+use fixtures::e2e::{self, err, json_lines, Need};
 use fixtures::live::DotnetSampleApp;
 use serde_json::Value as Json;
 use std::io::{Read, Write};
@@ -167,13 +167,6 @@ impl Netprobe {
     }
 }
 
-fn json_lines(out: &str) -> Vec<Json> {
-    out.lines()
-        .filter(|l| l.starts_with('{'))
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 fn entries<'a>(hits: &'a [Json], function: &str) -> Vec<&'a Json> {
     hits.iter()
         .filter(|h| h["event"] == "entry" && h["function"] == function)
@@ -266,7 +259,9 @@ fn keep_r2r_counts_every_call_in_command_mode(rt: Runtime) -> Result<(), String>
     if !out.status.success() || !stdout.contains("done calls=60") {
         return Err(format!("{:?}: {stdout} {stderr}", out.status));
     }
-    let last = json_lines(&stdout).pop().ok_or("no JSON output")?;
+    let last = json_lines(stdout.as_bytes())
+        .pop()
+        .ok_or("no JSON output")?;
     if last["counts"][SLEEP] != 60 || last["complete"] != true {
         return Err(format!("{last}; stderr {stderr}"));
     }

@@ -15,7 +15,7 @@
 //!   section (the segment formula hits; the seed's `.text` formula cannot even be enabled).
 //! - `--dry-run` output for Go functions (insta snapshots).
 
-use fixtures::e2e::{self, err, succeeded, text, Need};
+use fixtures::e2e::{self, err, json_lines, succeeded, text, Need};
 use fixtures::live::Waiting;
 use netprobe_core::addr::FileOffset;
 use serde_json::Value as Json;
@@ -49,14 +49,6 @@ fn with(extra: &[Need]) -> Vec<Need> {
 
 fn netprobe(args: &[&str]) -> Result<Output, String> {
     Command::new(NP).args(args).output().map_err(err)
-}
-
-fn json_lines(out: &[u8]) -> Vec<Json> {
-    text(out)
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 /// The file offset of `name`'s first byte in `bin` (netprobe's resolver; the offsets themselves

@@ -267,12 +267,7 @@ fn c_uretprobe_trampoline_named() -> R {
             &format!("{}:probed", bin.display()),
         ],
     )?;
-    let hits: Vec<Json> = out
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()
-        .map_err(err)?;
+    let hits = e2e::json_lines_strict(&out)?;
     let _ = std::fs::remove_file(&bin);
     let name = |h: &Json, i: usize| h["stack"][i]["function"].as_str().map(str::to_string);
     let (entries, returns): (Vec<&Json>, Vec<&Json>) =
@@ -718,12 +713,7 @@ fn dotnet8_r2r_and_jit_frames() -> R {
         if !out.status.success() {
             return Err(format!("netprobe exited with {}: {stderr}", out.status));
         }
-        let hits: Vec<Json> = stdout
-            .lines()
-            .filter(|l| l.starts_with('{'))
-            .map(serde_json::from_str)
-            .collect::<Result<_, _>>()
-            .map_err(err)?;
+        let hits = e2e::json_lines_strict(&out.stdout)?;
         if hits.len() != 3 {
             return Err(format!("{} hits for 3 calls: {stdout}", hits.len()));
         }
