@@ -93,7 +93,7 @@ def trace_rows(runs, np):
         pid = str(app.pid)
         live, stop = [], []
         for _ in range(runs):
-            a, b = live_then_stop([np, "trace", "-p", pid, SLEEP], "probe(s) on", "err")
+            a, b, _ = live_then_stop([np, "trace", "-p", pid, SLEEP], "probe(s) on", "err")
             live.append(a)
             stop.append(b)
         dry = hyperfine(runs, [f"{np} trace --dry-run -p {pid} {SLEEP}"])[0][0]

@@ -59,3 +59,30 @@ hex_newtype!(
     /// An address in a live process.
     RuntimeAddr
 );
+
+/// A set of addresses, hashed by one multiplication (Fibonacci hashing: Knuth, TAOCP vol. 3,
+/// 6.4) instead of the standard library's SipHash: addresses come from the file being read, not
+/// from an adversary who could choose them to collide (at worst a hostile file makes the set
+/// slow, never wrong), and a listing asks it 100,000 times.
+pub type AddressSet = std::collections::HashSet<u64, std::hash::BuildHasherDefault<AddressHasher>>;
+
+/// The hasher of [`AddressSet`]: the last `u64` written, times 2^64 / golden ratio (its high
+/// bits, which the table uses, depend on every bit of the address).
+#[derive(Default, Clone, Copy, Debug)]
+pub struct AddressHasher(u64);
+
+impl std::hash::Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}

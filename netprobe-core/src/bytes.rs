@@ -181,6 +181,10 @@ pub fn cstr_at(data: &[u8], offset: impl Offset) -> Option<&[u8]> {
 /// An unsigned LEB128 varint as Go's `encoding/binary.Uvarint` writes it, at the front of
 /// `data`: `(value, bytes consumed)`. `None` when it is truncated or does not fit in 64 bits.
 pub fn uvarint(data: &[u8]) -> Option<(u64, usize)> {
+    // Most values of a pc-value table fit in one byte.
+    if let Some(&b) = data.first().filter(|&&b| b < 0x80) {
+        return Some((u64::from(b), 1));
+    }
     let mut value: u64 = 0;
     for (i, &b) in data.iter().enumerate().take(10) {
         let shift = 7 * i as u32;

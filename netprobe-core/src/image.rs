@@ -85,26 +85,34 @@ pub(crate) fn symbols_of(
                 Ok(None) => (None, None),
                 Err(e) => (None, Some(e)),
             };
-            let facts = image.elf(path)?;
-            let elf = crate::elf::resolver::symbols_of(&facts.functions, &facts.segments);
-            Ok(match go {
-                // A Go table whose function addresses cannot be established (see
-                // `golang::moduledata`) lists nothing; with no ELF functions either, its reason
-                // is the answer.
-                None if elf.is_empty() && go_error.is_some() => {
-                    return Err(go_error.expect("checked"));
-                }
-                None => elf,
+            match go {
                 Some(mut go) => {
-                    let entries: std::collections::HashSet<u64> =
+                    // The ELF tables of a Go binary mostly name the Go table's functions again
+                    // (Debian's dockerd: 69,597 of the 69,701 functions of its `.dynsym`); only
+                    // those at addresses the Go table does not name are kept (cgo's C code),
+                    // decided by address before their names are read.
+                    let entries: crate::addr::AddressSet =
                         go.iter().map(|s| s.address.value()).collect();
-                    go.extend(
-                        elf.into_iter()
-                            .filter(|s| !entries.contains(&s.address.value())),
-                    );
-                    go
+                    let view = crate::elf::parser::ElfView::parse(path, p.bytes)?;
+                    let others =
+                        view.functions_where(path, &|vaddr, _| !entries.contains(&vaddr.0))?;
+                    let segments =
+                        crate::elf::LoadSegments::from_program_headers(&view.program_headers);
+                    go.extend(crate::elf::resolver::symbols_of(&others, &segments));
+                    Ok(go)
                 }
-            })
+                None => {
+                    let facts = image.elf(path)?;
+                    let elf = crate::elf::resolver::symbols_of(&facts.functions, &facts.segments);
+                    match go_error {
+                        // A Go table whose function addresses cannot be established (see
+                        // `golang::moduledata`) lists nothing; with no ELF functions either,
+                        // its reason is the answer.
+                        Some(e) if elf.is_empty() => Err(e),
+                        _ => Ok(elf),
+                    }
+                }
+            }
         }
         Some(ImageFormat::Pe) => image.assembly(path)?.with_path(path).symbols(),
         None => Err(Error::NotAnObjectFile {
@@ -244,54 +252,57 @@ fn elf_symbols_matching(
     pattern: &Pattern,
 ) -> Result<Vec<Symbol>> {
     let elf_keep = |name: &str, kind| pattern.matches_name(name, kind);
-    let facts = match pattern.native_name_prefix() {
-        // Only names that start with the pattern can match it, and only those, or their
-        // unversioned forms (shorter than it), can hide a `.dynsym` copy of a `.symtab` name
-        // (`elf::resolver::symbols_where`): the rest of the tables is never read.
-        Some(prefix) => {
-            let prefix = prefix.as_bytes();
-            let view = crate::elf::parser::ElfView::parse(path, p.bytes)?;
-            let functions = view.functions_where(path, &|rest| {
-                let n = rest.len().min(prefix.len());
-                match rest[..n].iter().position(|&b| b == 0) {
-                    // The name ends inside the prefix: it may be an unversioned form of one.
-                    Some(end) => rest[..end] == prefix[..end],
-                    None => n == prefix.len() && rest[..n] == *prefix,
-                }
-            })?;
-            std::sync::Arc::new(crate::elf::parser::ElfFacts {
-                segments: crate::elf::LoadSegments::from_program_headers(&view.program_headers),
-                section_headers: Vec::new(),
-                section_names: Vec::new(),
-                functions,
-            })
-        }
-        None => image.elf(path)?,
-    };
-    match image.go(path, p) {
+    let go = image.go(path, p);
+    // ELF symbols that name a Go function again are left out by address before their names
+    // are read (as in `symbols_of`).
+    let (go_symbols, go_entries) = match &go {
         Ok(Some(bin)) => {
-            let mut out =
-                bin.symbols_where(&|name| pattern.matches_name(name, SymbolKind::GoFunction));
-            out.extend(
-                crate::elf::resolver::symbols_where(&facts.functions, &facts.segments, &elf_keep)
-                    .into_iter()
-                    .filter(|s| !bin.is_function_entry(VirtAddr(s.address.value()))),
-            );
+            let (symbols, entries) = bin.symbols_and_entries_where(&|name| {
+                pattern.matches_name(name, SymbolKind::GoFunction)
+            });
+            (symbols, Some(entries))
+        }
+        _ => (Vec::new(), None),
+    };
+    let not_go = |vaddr: VirtAddr| go_entries.as_ref().is_none_or(|e| !e.contains(&vaddr.0));
+    let prefix = pattern.native_name_prefix().map(str::as_bytes);
+    let facts = if go_entries.is_some() || prefix.is_some() {
+        let view = crate::elf::parser::ElfView::parse(path, p.bytes)?;
+        // Only names that start with the pattern's literal prefix can match it, and only those,
+        // or their unversioned forms (shorter than it), can hide a `.dynsym` copy of a `.symtab`
+        // name (`elf::resolver::symbols_where`): the rest of the names is never read.
+        let name_ok = |rest: &[u8]| {
+            let Some(prefix) = prefix else { return true };
+            let n = rest.len().min(prefix.len());
+            match rest[..n].iter().position(|&b| b == 0) {
+                // The name ends inside the prefix: it may be an unversioned form of one.
+                Some(end) => rest[..end] == prefix[..end],
+                None => n == prefix.len() && rest[..n] == *prefix,
+            }
+        };
+        let functions =
+            view.functions_where(path, &|vaddr, rest| not_go(vaddr) && name_ok(rest))?;
+        std::sync::Arc::new(crate::elf::parser::ElfFacts {
+            segments: crate::elf::LoadSegments::from_program_headers(&view.program_headers),
+            section_headers: Vec::new(),
+            section_names: Vec::new(),
+            functions,
+        })
+    } else {
+        image.elf(path)?
+    };
+    let elf = || crate::elf::resolver::symbols_where(&facts.functions, &facts.segments, &elf_keep);
+    match go {
+        Ok(Some(_)) => {
+            let mut out = go_symbols;
+            out.extend(elf());
             Ok(out)
         }
-        Ok(None) => Ok(crate::elf::resolver::symbols_where(
-            &facts.functions,
-            &facts.segments,
-            &elf_keep,
-        )),
+        Ok(None) => Ok(elf()),
         // As `symbols_of`: without ELF functions the Go table's reason is the answer (all of
         // the file's functions, not only those the name filter kept).
         Err(e) if image.elf(path)?.functions.is_empty() => Err(e),
-        Err(_) => Ok(crate::elf::resolver::symbols_where(
-            &facts.functions,
-            &facts.segments,
-            &elf_keep,
-        )),
+        Err(_) => Ok(elf()),
     }
 }
 

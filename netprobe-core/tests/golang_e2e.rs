@@ -841,10 +841,56 @@ fn debian_binaries() -> R {
             if matched < wanted {
                 return Err(format!("only {matched} of {n} functions are in .dynsym"));
             }
+            if serves_http {
+                elf_only_functions_as_readelf_lists_them(path, go)?;
+            }
             check_against_addr2line(path, go, 97)?;
             check_file_offsets(path, go, 13)?;
             check_rets_and_prologues(path, go, &sample(go, 1499))
         })?;
+    }
+    Ok(())
+}
+
+/// The listing of a Go binary (`image::load_symbols`) adds each function of its `.dynsym` at an
+/// address the Go table does not name (cgo's C code: `_cgo_*`, `x_cgo_*`, `crosscall2`), with
+/// the address, size and name `readelf --dyn-syms` gives, and no other ELF function (those at
+/// Go entries are the Go table's, and listed once).
+fn elf_only_functions_as_readelf_lists_them(path: &Path, go: &GoBinary<'_>) -> R {
+    let entries: std::collections::HashSet<u64> = go.functions().map(|f| f.entry.0).collect();
+    let mut want = std::collections::BTreeSet::new();
+    for line in run(Command::new("readelf").args(["--dyn-syms", "-W"]).arg(path))?.lines() {
+        // `Num: Value Size Type Bind Vis Ndx Name`
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 || f[3] != "FUNC" || f[6] == "UND" {
+            continue;
+        }
+        let addr = u64::from_str_radix(f[1], 16).map_err(err)?;
+        let size = match f[2].strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => f[2].parse(),
+        }
+        .map_err(err)?;
+        if addr != 0 && !entries.contains(&addr) {
+            want.insert((addr, size, f[7].to_string()));
+        }
+    }
+    let got: std::collections::BTreeSet<(u64, u64, String)> =
+        netprobe_core::image::load_symbols(path)
+            .map_err(err)?
+            .into_iter()
+            .filter(|s| s.kind != SymbolKind::GoFunction)
+            .map(|s| (s.address.value(), s.size.unwrap_or(0), s.name))
+            .collect();
+    if want.is_empty() || got != want {
+        return Err(format!(
+            "{}: ELF functions outside the Go table: listed {} (first {:?}), readelf {} (first {:?})",
+            path.display(),
+            got.len(),
+            got.iter().next(),
+            want.len(),
+            want.iter().next()
+        ));
     }
     Ok(())
 }

@@ -117,9 +117,19 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
         let mut sorted: Vec<&Symbol> = g.symbols.iter().collect();
         sorted.sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
         let member = (i > 0).then(|| g.image.display().to_string());
-        let reasons = missing_offset_reasons(&args.file, sorted.iter().copied());
+        // The reasons of the symbols without a file offset, in their order (most listings
+        // have none: no list as long as the table is built for them).
+        let mut reasons = missing_offset_reasons(
+            &args.file,
+            sorted.iter().copied().filter(|s| s.file_offset.is_none()),
+        )
+        .into_iter();
         if args.json {
-            for (s, why) in sorted.iter().zip(&reasons) {
+            for s in &sorted {
+                let why = match s.file_offset {
+                    Some(_) => None,
+                    None => reasons.next().flatten(),
+                };
                 out.json(&JsonSymbol {
                     image: member.clone(),
                     symbol: s,
@@ -135,7 +145,7 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
                 g.file_base
             ))?;
         }
-        write_table(&mut out, &sorted, &reasons, &mut footnotes)?;
+        write_table(&mut out, &sorted, &mut reasons, &mut footnotes)?;
     }
     for (i, why) in footnotes.iter().enumerate() {
         writeln!(out, "[{}] no file offset: {why}", i + 1)?;
@@ -232,8 +242,8 @@ fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
     }
 }
 
-/// The table rows of `symbols`; a symbol without a file offset gets the number of its reason in
-/// `footnotes` (added there when new).
+/// The table rows of `symbols`; a symbol without a file offset gets the number of its reason
+/// (the next of `reasons`) in `footnotes` (added there when new).
 ///
 /// Each row is put together by hand in one buffer (the columns of `{:>18} {:>9} {:>12}  {:<6}
 /// {:<9}  NAME`, hex with `0x`): through `write!` the padding and integer formatting cost more
@@ -241,12 +251,12 @@ fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
 fn write_table(
     out: &mut Out,
     symbols: &[&Symbol],
-    reasons: &[Option<String>],
+    reasons: &mut dyn Iterator<Item = Option<String>>,
     footnotes: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     let mut row = Vec::with_capacity(256);
     let (mut h, mut d) = ([0u8; 18], [0u8; 20]);
-    for (s, why) in symbols.iter().zip(reasons) {
+    for s in symbols {
         row.clear();
         push_right(&mut row, hex(s.address.value(), &mut h), 18);
         row.push(b' ');
@@ -258,6 +268,7 @@ fn write_table(
         match s.file_offset {
             Some(o) => push_right(&mut row, hex(o.0, &mut h), 12),
             None => {
+                let why = reasons.next().flatten();
                 let why = why.as_deref().unwrap_or("unknown");
                 let n = match footnotes.iter().position(|w| w == why) {
                     Some(i) => i + 1,

@@ -113,16 +113,17 @@ impl<'a> ElfView<'a> {
     /// then of `.dynsym`. Left out: undefined symbols (imports), symbols at address 0, symbols
     /// whose name is unreadable or empty.
     pub fn functions(&self, path: &Path) -> Result<Vec<RawFunction>> {
-        self.functions_where(path, &|_| true)
+        self.functions_where(path, &|_, _| true)
     }
 
-    /// [`ElfView::functions`] of the symbols whose name passes `name_ok`, which sees the string
-    /// table from the symbol's name on (its NUL and whatever follows included) before the name
-    /// is read, checked or copied. A file without section headers is listed whole.
+    /// [`ElfView::functions`] of the symbols that `keep` accepts: it sees the symbol's value
+    /// (`st_value`, the function's address) and the string table from the symbol's name on (its
+    /// NUL and whatever follows included) before the name is read, checked or copied. A file
+    /// without section headers is listed whole.
     pub fn functions_where(
         &self,
         path: &Path,
-        name_ok: &dyn Fn(&[u8]) -> bool,
+        keep: &dyn Fn(VirtAddr, &[u8]) -> bool,
     ) -> Result<Vec<RawFunction>> {
         if self.section_headers.is_empty() {
             return functions_via_dynamic(path, self.bytes);
@@ -161,7 +162,10 @@ impl<'a> ElfView<'a> {
                 if sym.st_shndx == SHN_UNDEF as usize || sym.st_value == 0 {
                     continue;
                 }
-                if !strtab.get(sym.st_name..).is_some_and(name_ok) {
+                if !strtab
+                    .get(sym.st_name..)
+                    .is_some_and(|rest| keep(VirtAddr(sym.st_value), rest))
+                {
                     continue;
                 }
                 let Some(name) = cstr_at(strtab, sym.st_name).filter(|n| !n.is_empty()) else {

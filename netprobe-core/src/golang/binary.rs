@@ -5,7 +5,7 @@ use super::moduledata::{find_moduledata, LinkImage, TableFacts};
 use super::pclntab::{magic_candidates_iter, GoFunction, Pclntab, PclntabResolver, PclntabVersion};
 use super::prologue::{self, GSource, StackCheck};
 use crate::abi::go::{abi_for, GoAbi};
-use crate::addr::{FileOffset, VirtAddr};
+use crate::addr::{AddressSet, FileOffset, VirtAddr};
 use crate::elf::parser::ElfView;
 use crate::elf::LoadSegments;
 use crate::image::{sniff, ImageFormat};
@@ -326,30 +326,41 @@ impl<'a> GoBinary<'a> {
 }
 
 impl GoBinary<'_> {
-    /// [`SymbolSource::symbols`] of the functions whose name `keep` accepts, in the same order;
-    /// only their records are decoded.
-    pub fn symbols_where(&self, keep: &dyn Fn(&str) -> bool) -> Vec<Symbol> {
-        (0..self.pclntab.len())
-            .filter(|&i| self.pclntab.function_name(i).is_some_and(|n| keep(&n)))
-            .filter_map(|i| self.pclntab.function(i))
-            .map(|f| self.symbol(&f))
-            .collect()
-    }
-
-    /// Whether a function of the table that decodes starts at `addr` (as listed by
-    /// [`SymbolSource::symbols`]).
-    pub fn is_function_entry(&self, addr: VirtAddr) -> bool {
-        self.pclntab
-            .find_index(addr)
-            .and_then(|i| self.pclntab.function(i))
-            .is_some_and(|f| f.entry == addr)
+    /// [`SymbolSource::symbols`] of the functions whose name `keep` accepts, in the same order
+    /// (only their records are decoded), and the entries of all functions it lists (for telling
+    /// which ELF symbols of the file name a Go function again), from one pass over the table.
+    pub fn symbols_and_entries_where(
+        &self,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> (Vec<Symbol>, AddressSet) {
+        let n = self.pclntab.len();
+        let mut entries =
+            AddressSet::with_capacity_and_hasher(n.min(1 << 20) as usize, Default::default());
+        let mut kept = Vec::new();
+        for i in 0..n {
+            // What `Pclntab::function` needs to decode: the name, the entry and the next one.
+            let Some(name) = self.pclntab.function_name(i) else {
+                continue;
+            };
+            let (Some(entry), Some(_)) = (self.pclntab.entry(i), self.pclntab.entry(i + 1)) else {
+                continue;
+            };
+            entries.insert(entry.0);
+            if keep(&name) {
+                kept.extend(self.pclntab.function(i).map(|f| self.symbol(&f)));
+            }
+        }
+        (kept, entries)
     }
 }
 
 impl SymbolSource for GoBinary<'_> {
     /// Every function of the table, sorted by entry.
     fn symbols(&self) -> Result<Vec<Symbol>> {
-        Ok(self.functions().map(|f| self.symbol(&f)).collect())
+        // Reserved up front (the table's count, capped: a hostile count costs no more).
+        let mut out = Vec::with_capacity(self.pclntab.len().min(1 << 20) as usize);
+        out.extend(self.functions().map(|f| self.symbol(&f)));
+        Ok(out)
     }
 }
 

@@ -304,6 +304,7 @@ pub(crate) fn methods_where<'a>(
     let mut owner_name = String::new();
     let mut owner_rid = u32::MAX;
     let mut scratch = String::new();
+    let mut name_buf = String::with_capacity(256);
 
     for (rid, rf, has_fixups) in def_entries {
         let row = md
@@ -320,7 +321,9 @@ pub(crate) fn methods_where<'a>(
             owner_name.push_str("::");
             owner_rid = owner;
         }
-        let mut name = String::with_capacity(64 + owner_name.len() + row.name.len());
+        // Written into a reused buffer, then copied at its exact size: no reallocation while
+        // the signature is printed, no spare capacity kept for the 36,000 names of CoreLib.
+        name_buf.clear();
         let qualified_len = owner_name.len() + row.name.len();
         // `Owner::Method` goes in the middle of the signature text.
         let mut qualified = std::mem::take(&mut scratch);
@@ -333,7 +336,7 @@ pub(crate) fn methods_where<'a>(
                 &mut SigReader::new(row.signature),
                 &qualified,
                 Some(assembly_name),
-                &mut name,
+                &mut name_buf,
                 0,
             )
             .map_err(|e| format!("MethodDef {rid:#x} signature: {e}"))?;
@@ -341,7 +344,7 @@ pub(crate) fn methods_where<'a>(
         out.push(finish(
             asm,
             &code,
-            name,
+            name_buf.as_str().to_owned(),
             0x0600_0000 | rid,
             EntryKind::MethodDef,
             has_fixups,
