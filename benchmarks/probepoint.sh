@@ -6,9 +6,13 @@
 #   C  fixtures/c/probepoint.c    pp_sum    mov rax,rdi; push rbx ... (moves to the push)
 #   Go benchmarks/golive-gospin   main.Tick inc rax; ret             (kept)
 #   Go fixtures/go/probepoint     main.Fib  xor ecx,ecx; mov edx,1; xor ebx,ebx; jmp ... (moves to the jmp)
+#   .NET 8 sample app `spin`      System.String::Replace(string,string) in CoreLib (ReadyToRun):
+#                                 push rbp; mov rbp,rsp ... (already emulated: kept; tiering off so
+#                                 the precompiled code stays the one that runs)
 #
 # Each run: `netprobe count [--exact-entry] -c 'TARGET spin SECS' FUNCTION`; the target calls the
-# function as fast as it can for SECS seconds once the probe is live and prints its call count.
+# function as fast as it can for SECS seconds once the probe is live and prints its call count
+# (the .NET app prints `done calls=N`).
 # Per-hit cost = SECS / calls minus the same without probes. Runs are interleaved (every config
 # once per round, REPS rounds); the table shows medians. The probe point each row used is the
 # one `--dry-run` names (printed before the runs).
@@ -29,6 +33,11 @@ cc -O2 -o "$W/cpp" fixtures/c/probepoint.c
 export GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0
 (cd benchmarks/golive-gospin && go build -o "$W/gospin" .)
 (cd fixtures/go/probepoint && go build -o "$W/gopp" .)
+CACHE=${NETPROBE_CACHE:-$HOME/.cache/netprobe}
+# Tiering off for every run (only the .NET target reads it): with it on, the runtime replaces
+# the precompiled String.Replace by JIT code after 30 calls, and the probe stops counting.
+export DOTNET_TieredCompilation=0
+DOTNET_SPIN="$CACHE/dotnet/8/dotnet $CACHE/sample-app-dotnet/net8.0/sample-netcore-app.dll spin --ms $((SECS * 1000))"
 
 # name | target command | probe
 targets=(
@@ -36,6 +45,7 @@ targets=(
   "C pp_sum|$W/cpp spin $SECS|$W/cpp:pp_sum"
   "Go main.Tick|$W/gospin $SECS|$W/gospin:main.Tick"
   "Go main.Fib|$W/gopp spin $SECS|$W/gopp:main.Fib"
+  ".NET String::Replace|$DOTNET_SPIN|System.String::Replace(string,string)"
 )
 for t in "${targets[@]}"; do
   IFS='|' read -r name cmd probe <<<"$t"
@@ -52,11 +62,11 @@ for r in $(seq "$REPS"); do
     for cfg in "no probe" "--exact-entry" "default"; do
       case $cfg in
         "no probe") run=$cmd ;;
-        "--exact-entry") run="$NP count --exact-entry -c '$cmd' $probe" ;;
-        default) run="$NP count -c '$cmd' $probe" ;;
+        "--exact-entry") run="$NP count --exact-entry -c '$cmd' '$probe'" ;;
+        default) run="$NP count -c '$cmd' '$probe'" ;;
       esac
       out=$(eval "$run" 2>"$W/err") || true
-      calls=$(grep -E '^[0-9]+$' <<<"$out" | head -1) || true
+      calls=$(grep -oE '^[0-9]+$|^done calls=[0-9]+$' <<<"$out" | head -1 | sed 's/^done calls=//') || true
       if [[ -z $calls ]]; then
         echo "round $r: $name $cfg: FAILED, left out: $(tr '\n' ' ' < "$W/err")" >&2
         continue

@@ -705,6 +705,58 @@ fn main() {
             Ok(())
         }),
         e2e::trial(
+            "instance_held_open_at_exit_still_loses_its_probes",
+            NEEDS,
+            move || {
+                // netprobe removes its instance first on exit (that disables its events with one
+                // grace period); when someone else holds a file of the instance, it disables and
+                // removes the probes anyway, says why the instance stays, and `clean` removes
+                // the instance once the file is closed.
+                let _g = shared();
+                let mut w = Waiting::start(3);
+                let (np, errs) = start_netprobe(&[
+                    "count",
+                    "-p",
+                    &w.pid().to_string(),
+                    &format!("{}:np_add", t()),
+                ]);
+                let pid = np.id();
+                let held =
+                    std::fs::File::open(format!("{TRACEFS}/instances/{}/trace", session(pid)))
+                        .map_err(err)?;
+                w.go();
+                signal(pid, libc::SIGINT);
+                let out = np.wait_with_output().map_err(err)?;
+                let stderr = errs.join().unwrap();
+                w.finish();
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let counted = stdout
+                    .lines()
+                    .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["np_add", "3"]);
+                if !counted || our_leftovers(pid) != (false, true) {
+                    return Err(format!(
+                        "leftovers {:?} (want probes gone, instance held), exit {:?}\n{stdout}\n{stderr}",
+                        our_leftovers(pid),
+                        out.status
+                    ));
+                }
+                if out.status.success()
+                    || !stderr.contains("still open")
+                    || stderr.contains("panick")
+                {
+                    return Err(format!(
+                        "want a failing exit naming the open file: {stderr}"
+                    ));
+                }
+                drop(held);
+                let clean = Command::new(NP).arg("clean").output().map_err(err)?;
+                if !clean.status.success() {
+                    return Err(format!("clean: {}", String::from_utf8_lossy(&clean.stderr)));
+                }
+                wait_gone(pid, Duration::from_secs(10))
+            },
+        ),
+        e2e::trial(
             "session_in_another_pid_namespace_left_alone_until_its_namespace_is_gone",
             &[
                 Need::Root,
