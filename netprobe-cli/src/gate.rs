@@ -212,10 +212,12 @@ pub fn check(plan: &ProbePlan, options: GateOptions) -> GateReport {
 /// emulates in the straight-line run from the planned point, when no branch lands in the run and
 /// nothing skipped writes a register the probe reads, RSP or RBP; and no branch anywhere in the
 /// file's code lands there), and records each decision in
-/// the probe's `entry_choice` for `--dry-run`. Left alone: return probes (a uretprobe must sit on
-/// the first byte; a RET probe is where the return is), raw `IMAGE:0xOFFSET` probes (the user
-/// chose the byte), .NET methods (their code is not checked for this here), files that are not
-/// ELF, and every probe under `--exact-entry`. Call it after the plan's fetches are final (stacks,
+/// the probe's `entry_choice` for `--dry-run`. Applies to ELF functions and to the methods of
+/// ReadyToRun assemblies (PE: the method's main body as RUNTIME_FUNCTIONS bounds it, and every
+/// executable section swept for branches). Left alone: return probes (a uretprobe must sit on the
+/// first byte; a RET probe is where the return is), raw `IMAGE:0xOFFSET` probes (the user chose
+/// the byte), methods of assemblies inside a single-file bundle (not looked up by
+/// `CodeFile::function_code`), and every probe under `--exact-entry`. Call it after the plan's fetches are final (stacks,
 /// filters) and before [`check`], which then checks the moved offsets like any other.
 ///
 /// Hits still name the function: a probe's function and role do not change, only its offset.
@@ -229,18 +231,17 @@ pub fn choose_entry_points(plan: &mut ProbePlan, options: GateOptions) {
     let mut branches: HashMap<PathBuf, Vec<(FileOffset, FileOffset)>> = HashMap::new();
     for i in 0..plan.probes.len() {
         let p = &plan.probes[i];
-        if p.kind != ProbeKind::Entry
-            || p.role != Role::Entry
-            || raw.contains(&p.function)
-            || plan.managed.contains(&p.function)
-        {
+        if p.kind != ProbeKind::Entry || p.role != Role::Entry || raw.contains(&p.function) {
             continue;
         }
         let f = plan.function(p.function);
         let file = files.entry(p.path.clone()).or_insert_with(|| {
             use netprobe_core::image::{sniff_file, ImageFormat};
-            let elf = matches!(sniff_file(&p.path), Ok(Some(ImageFormat::Elf)));
-            elf.then(|| CodeFile::open(&p.path).ok()).flatten()
+            let code = matches!(
+                sniff_file(&p.path),
+                Ok(Some(ImageFormat::Elf | ImageFormat::Pe))
+            );
+            code.then(|| CodeFile::open(&p.path).ok()).flatten()
         });
         let Some(file) = file.as_ref() else { continue };
         let Ok((unit, Some(code))) = file.function_code(f.function_offset) else {

@@ -651,6 +651,118 @@ fn dry_run_snapshot(rt: Runtime) -> Result<(), String> {
     Ok(())
 }
 
+const IS_NULL_OR_EMPTY: &str = "System.String::IsNullOrEmpty(string)";
+
+/// The entry probe offset `netprobe trace --dry-run [--exact-entry]` places on
+/// `String::IsNullOrEmpty(string)` of the runtime's CoreLib, and the perf line's comment.
+fn is_null_or_empty_probe(rt: Runtime, exact: bool) -> Result<(u64, String), String> {
+    let spec = format!("{}:{IS_NULL_OR_EMPTY}", rt.corelib().display());
+    let mut args = vec!["trace", "--dry-run"];
+    if exact {
+        args.push("--exact-entry");
+    }
+    args.push(&spec);
+    let out = Command::new(NP).args(&args).output().map_err(err)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("perf probe -x"))
+        .ok_or_else(|| {
+            format!(
+                "no perf line: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+    let (_, rest) = line.split_once("__e0=0x").ok_or(line.to_string())?;
+    let hex: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+    let comment = line.split_once("  # ").map_or("", |(_, c)| c).to_string();
+    Ok((u64::from_str_radix(&hex, 16).map_err(err)?, comment))
+}
+
+/// The mnemonic objdump decodes at file offset `off` of `file` (raw x86-64 bytes).
+fn objdump_at(file: &std::path::Path, off: u64) -> Result<String, String> {
+    let out = Command::new("objdump")
+        .args(["-D", "-b", "binary", "-mi386:x86-64"])
+        .arg(format!("--start-address={off:#x}"))
+        .arg(format!("--stop-address={:#x}", off + 1))
+        .arg(file)
+        .output()
+        .map_err(err)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            let (addr, rest) = l.trim_start().split_once(':')?;
+            (u64::from_str_radix(addr, 16).ok()? == off)
+                .then(|| {
+                    rest.split('\t')
+                        .nth(2)
+                        .unwrap_or("")
+                        .split_whitespace()
+                        .next()
+                })
+                .flatten()
+                .map(str::to_string)
+        })
+        .ok_or_else(|| format!("objdump shows nothing at {off:#x}: {text}"))
+}
+
+/// An entry probe on a ReadyToRun method moved to the first instruction the kernel emulates
+/// (CoreLib 8.0.4's `String::IsNullOrEmpty(string)`: `test rdi, rdi` single-stepped, then `je`)
+/// hits once per call with the argument the app passed, exactly as the probe on the first byte
+/// (`--exact-entry`) does. Where each probe sits is read from `--dry-run` and decoded by
+/// objdump; on runtimes whose method starts otherwise the hits must still agree.
+fn moved_entry_probe_hits_as_the_first_byte(rt: Runtime) -> Result<(), String> {
+    let (moved, comment) = is_null_or_empty_probe(rt, false)?;
+    let (first, _) = is_null_or_empty_probe(rt, true)?;
+    let corelib = rt.corelib();
+    let at_first = objdump_at(&corelib, first)?;
+    let at_moved = objdump_at(&corelib, moved)?;
+    if rt.version == "8.0.4"
+        && (moved != first + 3
+            || at_first != "test"
+            || at_moved != "je"
+            || !comment.contains("je, emulated"))
+    {
+        return Err(format!(
+            "want +0x3 (je) instead of +0x0 (test): {first:#x} {at_first}, {moved:#x} {at_moved}, {comment}"
+        ));
+    }
+    let values = ["np-empty-1", "", "np-empty-ü✓"];
+    let rounds = 4;
+    for exact in [false, true] {
+        let mut np_args = vec!["trace", "--json", IS_NULL_OR_EMPTY];
+        if exact {
+            np_args.push("--exact-entry");
+        }
+        let (hits, stderr, app_out) = trace_app(
+            rt,
+            &["empty", "--count", &rounds.to_string()],
+            &[(rt.guard_var(), "0")],
+            &np_args,
+        )?;
+        if !app_out.contains(&format!("done calls={}", rounds * values.len())) {
+            return Err(format!("app: {app_out}"));
+        }
+        // The runtime may call the method itself; the app's calls are the hits with its values.
+        let ours: Vec<String> = entries(&hits, IS_NULL_OR_EMPTY)
+            .iter()
+            .filter_map(|h| h["args"]["value"].as_str())
+            .filter(|v| values.contains(v))
+            .map(str::to_string)
+            .collect();
+        let want: Vec<String> = (0..rounds)
+            .flat_map(|_| values.iter().map(|v| v.to_string()))
+            .collect();
+        if ours != want {
+            return Err(format!(
+                "exact entry {exact} at {:#x}: hits {ours:?}, want {want:?}; {stderr}",
+                if exact { first } else { moved }
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Snapshot of `trace` text output on real hits (times and pids filtered).
 fn trace_text_snapshot(rt: Runtime) -> Result<(), String> {
     let app = start_app(rt, &["strings", "--count", "1"], &[(rt.guard_var(), "0")])?;
@@ -887,6 +999,11 @@ fn main() {
                 &[Need::Root, Need::Tracefs, Need::Path(rt.corelib())],
             ),
             t("trace_text_snapshot", trace_text_snapshot, &needs),
+            t(
+                "moved_entry_probe_hits_as_the_first_byte",
+                moved_entry_probe_hits_as_the_first_byte,
+                &needs,
+            ),
         ]);
     }
     let azmcp_needs = [Need::Root, Need::Tracefs, Need::Path(azmcp())];

@@ -33,6 +33,9 @@ modes:
            constructs System.DateTime(int32 x7) with year 2000+i, month 1+i%12, day 1+i%28,
            hour i%24, minute i%60, second 7i%60, millisecond 13i%1000 for i in 1..count
            (eight integer arguments with `this`: the last two on the stack)
+  empty    [--count 10] [--value S]...
+           calls System.String.IsNullOrEmpty(string) through reflection (a direct call is
+           inlined) on each value (default: ""np-empty-1"", """" and ""np-empty-ü✓""), --count rounds
   spin     [--ms 100]
            CPU-bound for --ms: SpinLoop calls System.String.Replace(string,string) on a
            4000-char string holding ""needle"" 100 times, in a loop (for profiles)
@@ -67,6 +70,7 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
                 case "strings": return StringsMode(opts);
                 case "dates": return DatesMode(opts);
                 case "spin": return SpinMode(opts);
+                case "empty": return EmptyMode(opts);
                 case "echo":
                     foreach (var v in opts.Values) Console.WriteLine("echo " + new EchoProvider().calculateEchoValue(v));
                     return 0;
@@ -165,6 +169,26 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
 
         // Nearly all of the time goes to String.Replace (precompiled CoreLib code; replaced by
         // tier-1 JIT code unless tiering is off), called from SpinLoop (JIT-compiled app code).
+        // String.IsNullOrEmpty(string) starts `test rdi, rdi; je ...` in CoreLib 8.0.4's ReadyToRun
+        // code: an entry probe moves from the test (single-stepped) to the je (emulated).
+        static int EmptyMode(Options o)
+        {
+            var values = o.Values.Count > 0 ? o.Values.ToArray() : new[] { "np-empty-1", "", "np-empty-ü✓" };
+            MethodInfo isNullOrEmpty = typeof(string).GetMethod("IsNullOrEmpty", new[] { typeof(string) });
+            int calls = 0;
+            for (int i = 0; i < o.Count; i++)
+            {
+                foreach (var v in values)
+                {
+                    bool r = (bool)isNullOrEmpty.Invoke(null, new object[] { v });
+                    calls++;
+                    Console.WriteLine("call " + calls + " String.IsNullOrEmpty value=" + Quote(v) + " result=" + r);
+                }
+            }
+            Console.WriteLine("done calls=" + calls);
+            return 0;
+        }
+
         static int SpinMode(Options o)
         {
             var sb = new StringBuilder();
