@@ -8,9 +8,9 @@
 //! it under CI=true.
 
 use fixtures::e2e::{self, err, json_lines, Need};
-use fixtures::live::DotnetSampleApp;
+use fixtures::live::{free_port, http_get, DotnetSampleApp};
 use serde_json::Value as Json;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -485,31 +485,6 @@ fn latency_survives_garbage_collections(rt: Runtime) -> Result<(), String> {
         rt.tag
     );
     Ok(())
-}
-
-/// A free TCP port on 127.0.0.1.
-fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(err)?;
-    Ok(l.local_addr().map_err(err)?.port())
-}
-
-/// One HTTP/1.1 GET; returns the response body.
-fn http_get(port: u16, path: &str) -> Result<String, String> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(err)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(err)?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(err)?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).map_err(err)?;
-    Ok(resp
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .unwrap_or("")
-        .to_string())
 }
 
 /// The HTTP service: every `GET /echo/{value}` passes `Uri.UnescapeDataString(value)` and then

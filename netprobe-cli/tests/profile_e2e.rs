@@ -17,13 +17,13 @@
 //! - `--dry-run` prints perf's command line; a missing pid is a one-line error.
 
 use fixtures::e2e::{self, err, succeeded, text, Need};
-use fixtures::live::Waiting;
+use fixtures::live::{http_get, GoSampleServer, Waiting};
 use fixtures::CProgram;
 use serde_json::Value as Json;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 
@@ -306,21 +306,6 @@ fn svg_renders_in_chromium() -> R {
     Ok(())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(18089)
-}
-
-fn get(port: u16, path: &str) -> Result<String, String> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(err)?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").map_err(err)?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).map_err(err)?;
-    Ok(body)
-}
-
 /// Function names `go tool nm` lists in `bin` (text symbols). Assembly functions carry an
 /// `.abi0` suffix in the symbol table that their pclntab names lack (`runtime.usleep.abi0`;
 /// `cmd/internal/obj` names ABI0 symbols so).
@@ -347,29 +332,15 @@ fn go_nm(bin: &Path) -> Result<std::collections::HashSet<String>, String> {
 /// named as go tool nm names it.
 fn go_stripped_spin_is_the_top_frame() -> R {
     let dir = fixtures::go::sample_app_variants();
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut app = Command::new(dir.join("sampleapp-stripped"))
-        .args(["serve", "-addr", &addr])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(err)?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while get(port, "/echo?msg=up").is_err() {
-        if Instant::now() > deadline {
-            let _ = app.kill();
-            return Err("the Go sample app did not answer".into());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let app = GoSampleServer::start(&dir.join("sampleapp-stripped"))?;
+    let port = app.port;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let client = {
         let stop = stop.clone();
         std::thread::spawn(move || {
             let mut n = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if get(port, "/spin?n=10000000").is_ok() {
+                if http_get(port, "/spin?n=10000000").is_ok() {
                     n += 1;
                 }
             }
@@ -380,7 +351,7 @@ fn go_stripped_spin_is_the_top_frame() -> R {
         .args([
             "profile",
             "-p",
-            &app.id().to_string(),
+            &app.pid().to_string(),
             "--duration",
             "4s",
             "-F",
@@ -391,8 +362,7 @@ fn go_stripped_spin_is_the_top_frame() -> R {
         .map_err(err);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let requests = client.join().unwrap_or(0);
-    let _ = app.kill();
-    let _ = app.wait();
+    drop(app);
     let out = succeeded(out?, "profile -p (Go)")?;
     let v: Json = serde_json::from_slice(&out.stdout).map_err(err)?;
     let samples = v["samples"].as_u64().unwrap_or(0);

@@ -18,7 +18,7 @@
 //!   three calls on one such stack.
 
 use fixtures::e2e::{self, err, Need};
-use fixtures::live::{spawn_until_live, Waiting};
+use fixtures::live::{http_get, spawn_until_live, GoSampleServer, Waiting};
 use fixtures::CProgram;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
@@ -363,22 +363,6 @@ fn c_folded_output_is_exact() -> R {
     Ok(())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(18091)
-}
-
-fn get(port: u16, path: &str) -> Result<String, String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(err)?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").map_err(err)?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).map_err(err)?;
-    Ok(body)
-}
-
 /// `go tool addr2line` on `bin`: the function holding each address (the outermost one where
 /// code was inlined).
 fn go_addr2line(bin: &Path, addrs: &[u64]) -> Result<Vec<String>, String> {
@@ -412,24 +396,11 @@ fn go_addr2line(bin: &Path, addrs: &[u64]) -> Result<Vec<String>, String> {
 fn go_stripped_frames_match_addr2line() -> R {
     let dir = fixtures::go::sample_app_variants();
     let bin = dir.join("sampleapp-stripped");
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut app = Command::new(&bin)
-        .args(["serve", "-addr", &addr])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(err)?;
+    let app = GoSampleServer::start(&bin)?;
+    let port = app.port;
     let result = (|| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while get(port, "/echo?msg=up").is_err() {
-            if std::time::Instant::now() > deadline {
-                return Err("the Go sample app did not answer".to_string());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
         let probe = format!("{}:main.Echo gostring", bin.display());
-        let pid = app.id().to_string();
+        let pid = app.pid().to_string();
         let mut cmd = Command::new(NP);
         cmd.args([
             "trace",
@@ -443,7 +414,7 @@ fn go_stripped_frames_match_addr2line() -> R {
         ]);
         let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
         for i in 0..3 {
-            get(port, &format!("/echo?msg=s{i}"))?;
+            http_get(port, &format!("/echo?msg=s{i}"))?;
         }
         let out = child.wait_with_output().map_err(err)?;
         let stderr = stderr.join().unwrap_or_default();
@@ -452,8 +423,7 @@ fn go_stripped_frames_match_addr2line() -> R {
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     })();
-    let _ = app.kill();
-    let _ = app.wait();
+    drop(app);
     let out = result?;
     let unstripped = dir.join("sampleapp-default");
     let mut hits = 0;

@@ -36,12 +36,53 @@ fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
     START_LOCK.read().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The JSON lines of netprobe's output; a line that does not parse fails the trial.
 fn json_lines(out: &[u8]) -> Vec<Json> {
-    String::from_utf8_lossy(out)
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).expect("valid JSON line"))
-        .collect()
+    e2e::json_lines_strict(out).expect("valid JSON lines")
+}
+
+/// `netprobe SUBCOMMAND --json --buffer-kb KB -c 'TRACEE fast PER_THREAD' TRACEE:fast_tick`: two
+/// threads calling `fast_tick` (its first instruction a NOP, which the kernel emulates) as fast
+/// as they can. Returns netprobe's output and the calls the target says it made (its summary
+/// goes to a file: in the shared stdout pipe its line could be spliced into one of netprobe's
+/// large writes; `exec` keeps the pid that `-c` traces).
+fn fast_tick_run(
+    subcommand: &str,
+    buffer_kb: u32,
+    per_thread: u64,
+) -> Result<(std::process::Output, u64), String> {
+    let bin = tracee().display().to_string();
+    let dir = tempfile::tempdir().map_err(err)?;
+    let summary = dir.path().join("calls");
+    let out = Command::new(NP)
+        .args([
+            subcommand,
+            "--json",
+            "--buffer-kb",
+            &buffer_kb.to_string(),
+            "-c",
+        ])
+        .arg(format!(
+            "sh -c 'exec {bin} fast {per_thread} > {}'",
+            summary.display()
+        ))
+        .arg(format!("{bin}:fast_tick"))
+        .output()
+        .map_err(err)?;
+    Ok((out, target_calls(&summary)?))
+}
+
+/// The count of netprobe's lost-events warning on stderr (`WARNING: N ...`); `None` without one.
+fn lost_warning(stderr: &str) -> Result<Option<u64>, String> {
+    match stderr.split("WARNING: ").nth(1) {
+        Some(w) => w
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .map(Some)
+            .ok_or(format!("unreadable lost-events warning: {stderr}")),
+        None => Ok(None),
+    }
 }
 
 /// Checks the JSON hits of `n` calls made by `pid`: entries and returns, in order, exact values.
@@ -372,12 +413,8 @@ fn main() {
                     .next()
                     .and_then(|n| n.parse().ok())
                     .ok_or(format!("no call count from the target: {stderr}"))?;
-                let lost: u64 = stderr
-                    .split("WARNING: ")
-                    .nth(1)
-                    .and_then(|w| w.split(' ').next())
-                    .and_then(|n| n.parse().ok())
-                    .ok_or(format!("no lost-events warning: {stderr}"))?;
+                let lost =
+                    lost_warning(&stderr)?.ok_or(format!("no lost-events warning: {stderr}"))?;
                 if out.status.code() != Some(3) {
                     return Err(format!("exit {:?}, want 3", out.status.code()));
                 }
@@ -401,20 +438,8 @@ fn main() {
                 // several times slower than the release build's, cannot lose any; the release
                 // build keeps up with the default 8 MiB (BENCHMARKS.md, "Live tracing").
                 let _g = shared();
-                let bin = t();
                 let per_thread = 1_000_000u64;
-                let dir = tempfile::tempdir().map_err(err)?;
-                let summary = dir.path().join("calls");
-                let out = Command::new(NP)
-                    .args(["count", "--json", "--buffer-kb", "65536", "-c"])
-                    .arg(format!(
-                        "sh -c 'exec {bin} fast {per_thread} > {}'",
-                        summary.display()
-                    ))
-                    .arg(format!("{bin}:fast_tick"))
-                    .output()
-                    .map_err(err)?;
-                let made = target_calls(&summary)?;
+                let (out, made) = fast_tick_run("count", 65536, per_thread)?;
                 if made != 2 * per_thread {
                     return Err(format!("the target made {made} calls"));
                 }
@@ -441,31 +466,12 @@ fn main() {
                 // plus what netprobe says was lost must be exactly the calls made (exit status 3
                 // when anything was lost, 0 when nothing was).
                 let _g = shared();
-                let bin = t();
                 let per_thread = 500_000u64;
-                let dir = tempfile::tempdir().map_err(err)?;
-                let summary = dir.path().join("calls");
-                let out = Command::new(NP)
-                    .args(["trace", "--json", "--buffer-kb", "1024", "-c"])
-                    .arg(format!(
-                        "sh -c 'exec {bin} fast {per_thread} > {}'",
-                        summary.display()
-                    ))
-                    .arg(format!("{bin}:fast_tick"))
-                    .output()
-                    .map_err(err)?;
-                let made = target_calls(&summary)?;
+                let (out, made) = fast_tick_run("trace", 1024, per_thread)?;
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 let stderr = String::from_utf8_lossy(&out.stderr);
                 let delivered = stdout.matches("\"event\":\"entry\"").count() as u64;
-                let lost: u64 = match stderr.split("WARNING: ").nth(1) {
-                    Some(w) => w
-                        .split(' ')
-                        .next()
-                        .and_then(|n| n.parse().ok())
-                        .ok_or(format!("unreadable lost-events warning: {stderr}"))?,
-                    None => 0,
-                };
+                let lost = lost_warning(&stderr)?.unwrap_or(0);
                 let want_status = if lost > 0 { 3 } else { 0 };
                 if made != 2 * per_thread
                     || delivered + lost != made
