@@ -86,3 +86,30 @@ impl std::hash::Hasher for AddressHasher {
         self.0 = v.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The set answers as the standard library's does, for aligned, clustered and
+        /// arbitrary addresses alike.
+        #[test]
+        fn address_set_is_a_set(
+            values in proptest::collection::vec(any::<u64>(), 0..300),
+            base in any::<u64>(),
+            probes in proptest::collection::vec(any::<u64>(), 0..100),
+        ) {
+            let aligned: Vec<u64> = values.iter().map(|v| base.wrapping_add((v % 4096) * 32)).collect();
+            for list in [&values, &aligned] {
+                let ours: AddressSet = list.iter().copied().collect();
+                let std_set: std::collections::HashSet<u64> = list.iter().copied().collect();
+                prop_assert_eq!(ours.len(), std_set.len());
+                for p in list.iter().chain(&probes) {
+                    prop_assert_eq!(ours.contains(p), std_set.contains(p));
+                }
+            }
+        }
+    }
+}
