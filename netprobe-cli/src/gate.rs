@@ -217,8 +217,9 @@ pub fn check(plan: &ProbePlan, options: GateOptions) -> GateReport {
 /// executable section swept for branches). Left alone: return probes (a uretprobe must sit on the
 /// first byte; a RET probe is where the return is), raw `IMAGE:0xOFFSET` probes (the user chose
 /// the byte), methods of assemblies inside a single-file bundle (not looked up by
-/// `CodeFile::function_code`), and every probe under `--exact-entry`. Call it after the plan's fetches are final (stacks,
-/// filters) and before [`check`], which then checks the moved offsets like any other.
+/// `CodeFile::function_code`), and every probe under `--exact-entry`. Call it after the plan's
+/// fetches are final (stacks, filters) and before [`check`], which then checks the moved offsets
+/// like any other.
 ///
 /// Hits still name the function: a probe's function and role do not change, only its offset.
 pub fn choose_entry_points(plan: &mut ProbePlan, options: GateOptions) {

@@ -844,6 +844,7 @@ fn debian_binaries() -> R {
             if serves_http {
                 elf_only_functions_as_readelf_lists_them(path, go)?;
             }
+            listed_the_same_without_section_headers(path)?;
             check_against_addr2line(path, go, 97)?;
             check_file_offsets(path, go, 13)?;
             check_rets_and_prologues(path, go, &sample(go, 1499))
@@ -890,6 +891,29 @@ fn elf_only_functions_as_readelf_lists_them(path: &Path, go: &GoBinary<'_>) -> R
             got.iter().next(),
             want.len(),
             want.iter().next()
+        ));
+    }
+    Ok(())
+}
+
+/// A copy of `path` without section headers (`e_shoff`, `e_shnum`, `e_shstrndx` zeroed, as
+/// `strip --remove-section-headers`-style tools leave a file; the ELF tables are then read from
+/// the dynamic segment) lists the same symbols: in particular no `.dynsym` copy of a Go function.
+fn listed_the_same_without_section_headers(path: &Path) -> R {
+    let mut bytes = std::fs::read(path).map_err(err)?;
+    bytes[0x28..0x30].fill(0);
+    bytes[0x3c..0x40].fill(0);
+    let dir = tempfile::tempdir().map_err(err)?;
+    let copy = dir.path().join("no-section-headers");
+    std::fs::write(&copy, &bytes).map_err(err)?;
+    let want = netprobe_core::image::load_symbols(path).map_err(err)?;
+    let got = netprobe_core::image::load_symbols(&copy).map_err(err)?;
+    if got != want {
+        return Err(format!(
+            "{}: {} symbols without section headers, {} with them",
+            path.display(),
+            got.len(),
+            want.len()
         ));
     }
     Ok(())

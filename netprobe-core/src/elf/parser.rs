@@ -119,14 +119,23 @@ impl<'a> ElfView<'a> {
     /// [`ElfView::functions`] of the symbols that `keep` accepts: it sees the symbol's value
     /// (`st_value`, the function's address) and the string table from the symbol's name on (its
     /// NUL and whatever follows included) before the name is read, checked or copied. A file
-    /// without section headers is listed whole.
+    /// without section headers has its dynamic symbols read whole first; `keep` then sees each
+    /// one's address and name (NUL-terminated).
     pub fn functions_where(
         &self,
         path: &Path,
         keep: &dyn Fn(VirtAddr, &[u8]) -> bool,
     ) -> Result<Vec<RawFunction>> {
         if self.section_headers.is_empty() {
-            return functions_via_dynamic(path, self.bytes);
+            let mut functions = functions_via_dynamic(path, self.bytes)?;
+            let mut name = Vec::new();
+            functions.retain(|f| {
+                name.clear();
+                name.extend_from_slice(f.name.as_bytes());
+                name.push(0);
+                keep(f.vaddr, &name)
+            });
+            return Ok(functions);
         }
         let mut out = Vec::new();
         for (ty, origin) in [
