@@ -66,14 +66,16 @@ hex_newtype!(
 /// slow, never wrong), and a listing asks it 100,000 times.
 pub type AddressSet = std::collections::HashSet<u64, std::hash::BuildHasherDefault<AddressHasher>>;
 
-/// The hasher of [`AddressSet`]: the last `u64` written, times 2^64 / golden ratio (its high
-/// bits, which the table uses, depend on every bit of the address).
+/// The hasher of [`AddressSet`]: the last `u64` written, times 2^64 / golden ratio, rotated so
+/// that the product's high bits (which depend on every bit of the address) come out low as well:
+/// the standard library's table picks a bucket by the low bits, and the low bits of the product
+/// of a 32-byte-aligned address are all zero (Go aligns its functions so).
 #[derive(Default, Clone, Copy, Debug)]
 pub struct AddressHasher(u64);
 
 impl std::hash::Hasher for AddressHasher {
     fn finish(&self) -> u64 {
-        self.0
+        self.0.rotate_left(32)
     }
 
     fn write(&mut self, bytes: &[u8]) {

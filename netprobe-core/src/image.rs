@@ -257,9 +257,10 @@ fn elf_symbols_matching(
     // are read (as in `symbols_of`).
     let (go_symbols, go_entries) = match &go {
         Ok(Some(bin)) => {
-            let (symbols, entries) = bin.symbols_and_entries_where(&|name| {
-                pattern.matches_name(name, SymbolKind::GoFunction)
-            });
+            let (symbols, entries) = bin
+                .symbols_and_entries_where(&pattern.go_name_may_match(), &|name| {
+                    pattern.matches_name(name, SymbolKind::GoFunction)
+                });
             (symbols, Some(entries))
         }
         _ => (Vec::new(), None),

@@ -87,6 +87,22 @@ impl Pattern {
         }
     }
 
+    /// A test of whether a Go function whose pclntab name is the bytes `raw` can match, told
+    /// before the bytes are checked as UTF-8: it says `false` only when [`Pattern::matches_name`]
+    /// of the name (invalid UTF-8 replaced by U+FFFD) with [`SymbolKind::GoFunction`] is `false`
+    /// too. A glob (or a literal holding U+FFFD) may match anything. A literal must equal one of
+    /// the name's keys ([`match_keys`]: the name, a suffix of it, the name with `·` written `.`),
+    /// and each key ends with the name's last byte, but the `.` that replaces a final `·` (C2
+    /// B7): the last bytes decide. What does not depend on `raw` is worked out once, here.
+    pub fn go_name_may_match(&self) -> impl Fn(&[u8]) -> bool + '_ {
+        let any = self.glob.is_some() || self.text.contains('\u{FFFD}');
+        let last = self.text.as_bytes().last().copied();
+        move |raw: &[u8]| {
+            any || raw.last().copied() == last
+                || (raw.ends_with(&[0xc2, 0xb7]) && last == Some(b'.'))
+        }
+    }
+
     /// A text every native function name (`.symtab`/`.dynsym`, [`SymbolKind::Function`] and
     /// [`SymbolKind::Ifunc`]) the pattern matches starts with: the pattern itself when it has no
     /// glob characters (a native function's names are its name and a prefix of it,
@@ -436,6 +452,32 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy;
+
+    proptest::proptest! {
+        /// The byte-level pre-check of Go names never refuses a name that matches: for names
+        /// of the pattern alphabet with invalid UTF-8 mixed in (`\xff`, a cut `·`), and patterns
+        /// that may hold U+FFFD.
+        #[test]
+        fn go_name_may_match_keeps_every_match(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "[ab.:/()·]{1,4}".prop_map(String::into_bytes),
+                    proptest::strategy::Just(vec![0xff]),
+                    proptest::strategy::Just(vec![0xc2]),
+                ],
+                0..5,
+            ),
+            pattern in "[ab.:/()·*\u{FFFD}]{1,8}",
+        ) {
+            let raw: Vec<u8> = parts.concat();
+            let Ok(p) = Pattern::parse(&pattern) else { return Ok(()) };
+            let name = String::from_utf8_lossy(&raw);
+            if p.matches_name(&name, SymbolKind::GoFunction) {
+                proptest::prop_assert!(p.go_name_may_match()(&raw), "{:?} {:?}", raw, pattern);
+            }
+        }
+    }
 
     proptest::proptest! {
         /// Matching a bare name (with its cheap pre-check) agrees with comparing the pattern

@@ -154,43 +154,101 @@ impl<'a> ElfView<'a> {
             };
             let entsize = goblin::elf::sym::Sym::size(self.ctx.container) as u64;
             let count = (sh.sh_size / entsize) as usize;
-            let table = guarded(path, || {
-                Symtab::parse(self.bytes, sh.sh_offset as usize, count, self.ctx)
-            })?;
             let versions = if origin == SymbolOrigin::ElfDynsym {
                 Versions::read(self)
             } else {
                 Versions::default()
             };
-            for (idx, sym) in table.iter().enumerate() {
-                let kind = match sym.st_type() {
+            let mut add = |idx: usize, sym: SymFields| {
+                let kind = match sym.info & 0xf {
                     STT_FUNC => SymbolKind::Function,
                     STT_GNU_IFUNC => SymbolKind::Ifunc,
-                    _ => continue,
+                    _ => return,
                 };
-                if sym.st_shndx == SHN_UNDEF as usize || sym.st_value == 0 {
-                    continue;
+                if sym.shndx == SHN_UNDEF as usize || sym.value == 0 {
+                    return;
                 }
                 if !strtab
-                    .get(sym.st_name..)
-                    .is_some_and(|rest| keep(VirtAddr(sym.st_value), rest))
+                    .get(sym.name..)
+                    .is_some_and(|rest| keep(VirtAddr(sym.value), rest))
                 {
-                    continue;
+                    return;
                 }
-                let Some(name) = cstr_at(strtab, sym.st_name).filter(|n| !n.is_empty()) else {
-                    continue;
+                let Some(name) = cstr_at(strtab, sym.name).filter(|n| !n.is_empty()) else {
+                    return;
                 };
                 out.push(RawFunction {
                     name: versions.decorate(idx, name),
-                    vaddr: VirtAddr(sym.st_value),
-                    size: sym.st_size,
+                    vaddr: VirtAddr(sym.value),
+                    size: sym.size,
                     kind,
                     origin,
-                    section: sym.st_shndx,
+                    section: sym.shndx,
                 });
+            };
+            // A 64-bit little-endian table (every file netprobe probes) is read in place;
+            // anything else, or a table not inside the file, through goblin (which reports the
+            // latter).
+            let table_bytes = usize::try_from(sh.sh_offset).ok().and_then(|at| {
+                self.bytes
+                    .get(at..at.checked_add(count.checked_mul(entsize as usize)?)?)
+            });
+            match table_bytes {
+                Some(table)
+                    if self.ctx.container == goblin::container::Container::Big
+                        && self.ctx.le == goblin::container::Endian::Little =>
+                {
+                    for (idx, e) in table.chunks_exact(entsize as usize).enumerate() {
+                        add(idx, SymFields::elf64_le(e));
+                    }
+                }
+                _ => {
+                    let table = guarded(path, || {
+                        Symtab::parse(self.bytes, sh.sh_offset as usize, count, self.ctx)
+                    })?;
+                    for (idx, sym) in table.iter().enumerate() {
+                        add(
+                            idx,
+                            SymFields {
+                                name: sym.st_name,
+                                info: sym.st_info,
+                                shndx: sym.st_shndx,
+                                value: sym.st_value,
+                                size: sym.st_size,
+                            },
+                        );
+                    }
+                }
             }
         }
         Ok(out)
+    }
+}
+
+/// The fields of a symbol table entry netprobe reads.
+struct SymFields {
+    name: usize,
+    info: u8,
+    shndx: usize,
+    value: u64,
+    size: u64,
+}
+
+impl SymFields {
+    /// An `Elf64_Sym` of a little-endian file (gABI, "Symbol Table": `st_name` u32 at 0,
+    /// `st_info` at 4, `st_other` at 5, `st_shndx` u16 at 6, `st_value` u64 at 8, `st_size` u64
+    /// at 16); `e` is one whole entry of 24 bytes.
+    fn elf64_le(e: &[u8]) -> SymFields {
+        let u16_at = |o: usize| u16::from_le_bytes([e[o], e[o + 1]]);
+        let u32_at = |o: usize| u32::from_le_bytes(e[o..o + 4].try_into().unwrap_or_default());
+        let u64_at = |o: usize| u64::from_le_bytes(e[o..o + 8].try_into().unwrap_or_default());
+        SymFields {
+            name: u32_at(0) as usize,
+            info: e[4],
+            shndx: usize::from(u16_at(6)),
+            value: u64_at(8),
+            size: u64_at(16),
+        }
     }
 }
 
@@ -453,4 +511,25 @@ pub fn parse_elf<'a>(path: &Path, bytes: &'a [u8]) -> Result<Elf<'a>> {
         });
     }
     guarded(path, || Elf::parse(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// An entry read in place has the fields goblin parses from it.
+        #[test]
+        fn elf64_le_entry_as_goblin_reads_it(e in proptest::array::uniform24(any::<u8>())) {
+            let ctx = Ctx::new(goblin::container::Container::Big, goblin::container::Endian::Little);
+            let sym = Symtab::parse(&e, 0, 1, ctx).unwrap().get(0).unwrap();
+            let ours = SymFields::elf64_le(&e);
+            prop_assert_eq!(ours.name, sym.st_name);
+            prop_assert_eq!(ours.info, sym.st_info);
+            prop_assert_eq!(ours.shndx, sym.st_shndx);
+            prop_assert_eq!(ours.value, sym.st_value);
+            prop_assert_eq!(ours.size, sym.st_size);
+        }
+    }
 }

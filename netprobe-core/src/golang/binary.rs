@@ -329,8 +329,11 @@ impl GoBinary<'_> {
     /// [`SymbolSource::symbols`] of the functions whose name `keep` accepts, in the same order
     /// (only their records are decoded), and the entries of all functions it lists (for telling
     /// which ELF symbols of the file name a Go function again), from one pass over the table.
+    /// `may_match` sees each name's bytes first: a name it refuses is never checked as UTF-8 nor
+    /// shown to `keep` (it must accept every name `keep` could accept).
     pub fn symbols_and_entries_where(
         &self,
+        may_match: &dyn Fn(&[u8]) -> bool,
         keep: &dyn Fn(&str) -> bool,
     ) -> (Vec<Symbol>, AddressSet) {
         let n = self.pclntab.len();
@@ -339,14 +342,14 @@ impl GoBinary<'_> {
         let mut kept = Vec::new();
         for i in 0..n {
             // What `Pclntab::function` needs to decode: the name, the entry and the next one.
-            let Some(name) = self.pclntab.function_name(i) else {
+            let Some(raw) = self.pclntab.function_name_bytes(i) else {
                 continue;
             };
             let (Some(entry), Some(_)) = (self.pclntab.entry(i), self.pclntab.entry(i + 1)) else {
                 continue;
             };
             entries.insert(entry.0);
-            if keep(&name) {
+            if may_match(raw) && self.pclntab.function_name(i).is_some_and(|n| keep(&n)) {
                 kept.extend(self.pclntab.function(i).map(|f| self.symbol(&f)));
             }
         }

@@ -337,10 +337,24 @@ impl<'a> Pclntab<'a> {
         self.record_name(self.func_record(i)?)
     }
 
-    /// The name a `_func` record points to in the function name table (field 1, `nameOff`).
-    fn record_name(&self, rec: &[u8]) -> Option<Cow<'a, str>> {
+    /// The bytes of [`Pclntab::function_name`], not checked as UTF-8 (`None` in the same cases).
+    pub fn function_name_bytes(&self, i: u64) -> Option<&'a [u8]> {
+        if i >= self.header.nfunc {
+            return None;
+        }
+        self.record_name_bytes(self.func_record(i)?)
+    }
+
+    /// The bytes of the name a `_func` record points to in the function name table (field 1,
+    /// `nameOff`), up to its NUL.
+    fn record_name_bytes(&self, rec: &[u8]) -> Option<&'a [u8]> {
         let name_off = self.record_field(rec, 1)?;
-        let name_bytes = bytes::cstr_at(self.funcnametab, u64::from(name_off))?;
+        bytes::cstr_at(self.funcnametab, u64::from(name_off))
+    }
+
+    /// [`Pclntab::record_name_bytes`] as text (invalid UTF-8 replaced by U+FFFD).
+    fn record_name(&self, rec: &[u8]) -> Option<Cow<'a, str>> {
+        let name_bytes = self.record_name_bytes(rec)?;
         Some(match std::str::from_utf8(name_bytes) {
             Ok(s) => Cow::Borrowed(s),
             Err(_) => Cow::Owned(String::from_utf8_lossy(name_bytes).into_owned()),
