@@ -160,6 +160,11 @@ def perf_live_then_stop(binary, pats, work):
         print(f"  perf record: {e}", file=sys.stderr)
         subprocess.run(["perf", "probe", "-q", "-d", f"{grp}:*"], capture_output=True)
         return None
+    except Capped:
+        # perf record was killed at the cap (and waited for: its events close one grace period
+        # at a time); the probes perf probe added are removed before anything else runs.
+        subprocess.run(["perf", "probe", "-q", "-d", f"{grp}:*"], capture_output=True)
+        raise
     live += r[0]  # perf probe --add, then perf record until live
     t1 = time.monotonic()
     subprocess.run(["perf", "probe", "-q", "-d", f"{grp}:*"], capture_output=True)
