@@ -228,7 +228,7 @@ pub fn load_image_symbols_matching(path: &Path, pattern: &Pattern) -> Result<Vec
             let asm = image.assembly(path)?.with_path(path);
             match pattern.managed_method_name() {
                 Some(method) if !asm.names_contain(b':') && !asm.names_contain(b'(') => {
-                    asm.symbols_where(&|name| name == method)?
+                    asm.symbols_named(method)?
                 }
                 _ => return whole(path),
             }

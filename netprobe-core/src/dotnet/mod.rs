@@ -51,6 +51,8 @@ pub struct Assembly {
     /// [`Assembly::methods`], listed on first use and shared by every clone (the cache hands
     /// out clones of one parse, [`crate::cache`]).
     methods: std::sync::Arc<std::sync::Mutex<Option<Vec<R2rMethod>>>>,
+    /// [`Assembly::methods_named`], by own name, decoded once each and shared as `methods` is.
+    named: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<R2rMethod>>>>,
 }
 
 /// The ReadyToRun part of an assembly.
@@ -153,6 +155,7 @@ impl Assembly {
             r2r: None,
             file_base,
             methods: Default::default(),
+            named: Default::default(),
         };
         asm.r2r = asm.parse_r2r()?;
         Ok(asm)
@@ -400,6 +403,36 @@ impl Assembly {
     pub fn symbols_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<Symbol>> {
         Ok(self
             .methods_where(keep)?
+            .into_iter()
+            .map(|m| self.symbol_of(m))
+            .collect())
+    }
+
+    /// [`Assembly::methods_where`] of the methods whose own name is `own`, decoded once per name
+    /// and run (resolving `Thread::Sleep` in a process, then planning each of its overloads,
+    /// asks for the same name three times).
+    pub fn methods_named(&self, own: &str) -> Result<Vec<R2rMethod>> {
+        let cached = self
+            .named
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(own)
+            .cloned();
+        if let Some(m) = cached {
+            return Ok(m);
+        }
+        let m = self.methods_where(&|n| n == own)?;
+        self.named
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(own.to_string(), m.clone());
+        Ok(m)
+    }
+
+    /// [`Assembly::methods_named`] as [`Assembly::symbols_where`] gives them.
+    pub fn symbols_named(&self, own: &str) -> Result<Vec<Symbol>> {
+        Ok(self
+            .methods_named(own)?
             .into_iter()
             .map(|m| self.symbol_of(m))
             .collect())

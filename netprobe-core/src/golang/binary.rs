@@ -531,9 +531,9 @@ fn scan_for_pclntab<'a>(
 ) -> std::result::Result<Option<(Pclntab<'a>, TextStartSource, u64, Option<VirtAddr>)>, String> {
     let mut unestablished = None;
     // Where Go's linker puts the table when it names no section for it (an externally linked
-    // PIE: `.data.rel.ro`, `cmd/link/internal/ld/data.go`) is searched first, then the whole file
-    // (files without section headers) minus what was searched: Debian's dockerd (75 MB) holds
-    // its table 6.9 MB into `.data.rel.ro`, 58 MB into the file.
+    // PIE: `.data.rel.ro`, `cmd/link/internal/ld/data.go`) is searched first, then, for a file
+    // without section headers, the whole file minus what was searched: Debian's dockerd (75 MB)
+    // holds its table 6.9 MB into `.data.rel.ro`, 58 MB into the file.
     let preferred: Vec<(u64, u64)> = elf
         .section_headers
         .iter()
@@ -552,7 +552,16 @@ fn scan_for_pclntab<'a>(
         );
         magic_candidates_iter(&bytes[lo..hi]).map(move |at| at + lo)
     });
-    let rest = magic_candidates_iter(bytes).filter(|&at| !in_preferred(at as u64));
+    // A file with section headers and no section named for the table keeps it in
+    // `.data.rel.ro` if it is Go's at all: the rest of the file is searched only when there are
+    // no section headers to tell (`sstrip`-ed files). Every native library of a process would
+    // otherwise be searched whole (libcoreclr's 7 MB for each `trace -p` of a .NET process).
+    let whole = if elf.section_headers.is_empty() {
+        bytes
+    } else {
+        &bytes[..0]
+    };
+    let rest = magic_candidates_iter(whole).filter(|&at| !in_preferred(at as u64));
     for at in first.chain(rest) {
         let at = at as u64;
         // The table cannot run past the section (or else the segment, or the file) holding it.

@@ -40,12 +40,12 @@ struct Loaded {
 
 impl Loaded {
     /// The precompiled method `sym` names at `rva`: among the methods of `sym`'s own name
-    /// (decoded alone, [`Assembly::methods_where`]) when one has its name and RVA, else as
+    /// (decoded alone, [`Assembly::methods_named`]) when one has its name and RVA, else as
     /// before from the whole listing (the one of its name and RVA, else the first at its RVA).
     fn method(&self, sym: &Symbol, rva: Rva) -> Result<Option<R2rMethod>> {
         let own = managed_own_name(&sym.name);
         if let Some(own) = own {
-            let named = self.asm.methods_where(&|n| n == own)?;
+            let named = self.asm.methods_named(own)?;
             if let Some(m) = named
                 .into_iter()
                 .find(|m| m.rva == rva && m.name == sym.name)
