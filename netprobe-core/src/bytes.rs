@@ -180,7 +180,7 @@ pub fn cstr_at(data: &[u8], offset: impl Offset) -> Option<&[u8]> {
 
 /// An unsigned LEB128 varint as Go's `encoding/binary.Uvarint` writes it, at the front of
 /// `data`: `(value, bytes consumed)`. `None` when it is truncated or does not fit in 64 bits.
-#[inline]
+#[inline(always)]
 pub fn uvarint(data: &[u8]) -> Option<(u64, usize)> {
     // Most values of a pc-value table fit in one byte.
     if let Some(&b) = data.first().filter(|&&b| b < 0x80) {

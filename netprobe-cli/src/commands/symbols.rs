@@ -211,9 +211,16 @@ fn list_files(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Appends `n` spaces (a plain loop: the widths are short, and `resize` calls `memset`).
+fn pad(row: &mut Vec<u8>, n: usize) {
+    for _ in 0..n {
+        row.push(b' ');
+    }
+}
+
 /// Appends `text` right-aligned in `width` columns (no padding when it is wider).
 fn push_right(row: &mut Vec<u8>, text: &[u8], width: usize) {
-    row.resize(row.len() + width.saturating_sub(text.len()), b' ');
+    pad(row, width.saturating_sub(text.len()));
     row.extend_from_slice(text);
 }
 
@@ -283,11 +290,11 @@ fn write_table(
         row.extend_from_slice(b"  ");
         let kind = kind_label(s.kind).as_bytes();
         row.extend_from_slice(kind);
-        row.resize(row.len() + 6usize.saturating_sub(kind.len()), b' ');
+        pad(&mut row, 6usize.saturating_sub(kind.len()));
         row.extend_from_slice(b"  ");
         let source = s.origin.label().as_bytes();
         row.extend_from_slice(source);
-        row.resize(row.len() + 9usize.saturating_sub(source.len()), b' ');
+        pad(&mut row, 9usize.saturating_sub(source.len()));
         row.extend_from_slice(b"  ");
         row.extend_from_slice(s.name.as_bytes());
         row.push(b'\n');
