@@ -448,6 +448,12 @@ impl<'a> Metadata<'a> {
         })
     }
 
+    /// The name of MethodDef row `rid` alone (column 3 of [`Metadata::method_def`]); `None`
+    /// where `method_def` would give none for its name.
+    pub fn method_def_name(&self, rid: u32) -> Option<&'a str> {
+        self.string(self.cell(table::METHOD_DEF, rid, 3)?)
+    }
+
     /// MemberRef row `rid`: `(class (table, rid), name, signature blob)` (II.22.25).
     pub fn member_ref(&self, rid: u32) -> Option<((u8, u32), &'a str, &'a [u8])> {
         let t = table::MEMBER_REF;

@@ -307,6 +307,12 @@ pub(crate) fn methods_where<'a>(
     let mut name_buf = String::with_capacity(256);
 
     for (rid, rf, has_fixups) in def_entries {
+        // The name alone first: most rows are not wanted when `keep` picks a few.
+        if let (Some(k), Some(name)) = (keep, md.method_def_name(rid)) {
+            if !k(name) {
+                continue;
+            }
+        }
         let row = md
             .method_def(rid)
             .ok_or_else(|| format!("MethodDef row {rid} unreadable"))?;
