@@ -8,7 +8,7 @@
 //! it under CI=true.
 
 use fixtures::e2e::{self, err, json_lines, Need};
-use fixtures::live::{free_port, http_get, DotnetSampleApp};
+use fixtures::live::{free_loopback_port, http_get, DotnetSampleApp};
 use serde_json::Value as Json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -494,7 +494,7 @@ fn http_echo_requests_hit_with_the_value(rt: Runtime) -> Result<(), String> {
     const N: usize = 12;
     let value = "héllo wörld ✓";
     let encoded = "h%C3%A9llo%20w%C3%B6rld%20%E2%9C%93";
-    let port = free_port()?;
+    let port = free_loopback_port()?;
     let np = Netprobe::start(&[
         "trace".into(),
         "--json".into(),

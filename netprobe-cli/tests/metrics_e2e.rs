@@ -432,11 +432,7 @@ fn port_in_use_is_one_line_and_leaves_nothing() -> R {
 }
 
 fn main() {
-    let needs = [
-        &[Need::Root, Need::Tracefs, Need::CCompiler][..],
-        &fixtures::prometheus::needs(),
-    ]
-    .concat();
+    let needs = fixtures::prometheus::needs_with_tracing();
     // Build once, before the trials run in threads.
     if e2e::unmet(&needs).is_none() {
         tracee();

@@ -13,7 +13,7 @@
 //! multiple of 1000). The figures go to stderr, and as JSON to the file
 //! `NETPROBE_METRICS_SOAK_REPORT` names; RELIABILITY.md quotes the long run's.
 
-use fixtures::e2e::{self, err, Need};
+use fixtures::e2e::{self, err};
 use fixtures::live::{free_loopback_port, Waiting};
 use fixtures::prometheus::Prometheus;
 use std::process::Command;
@@ -193,11 +193,7 @@ fn metrics_soak_counts_every_call_in_flat_memory() -> R {
 }
 
 fn main() {
-    let needs = [
-        &[Need::Root, Need::Tracefs, Need::CCompiler][..],
-        &fixtures::prometheus::needs(),
-    ]
-    .concat();
+    let needs = fixtures::prometheus::needs_with_tracing();
     e2e::run(vec![e2e::trial(
         "metrics_soak_counts_every_call_in_flat_memory",
         &needs,
