@@ -93,11 +93,9 @@ pub(crate) fn symbols_of(
                     // decided by address before their names are read.
                     let entries: crate::addr::AddressSet =
                         go.iter().map(|s| s.address.value()).collect();
-                    let view = crate::elf::parser::ElfView::parse(path, p.bytes)?;
-                    let others =
-                        view.functions_where(path, &|vaddr, _| !entries.contains(&vaddr.0))?;
-                    let segments =
-                        crate::elf::LoadSegments::from_program_headers(&view.program_headers);
+                    let (others, segments) = elf_functions_where(path, p.bytes, &|vaddr, _| {
+                        !entries.contains(&vaddr.0)
+                    })?;
                     go.extend(crate::elf::resolver::symbols_of(&others, &segments));
                     Ok(go)
                 }
@@ -119,6 +117,25 @@ pub(crate) fn symbols_of(
             path: path.to_path_buf(),
         }),
     }
+}
+
+/// The ELF functions of `bytes` that `keep` accepts ([`crate::elf::parser::ElfView::functions_where`])
+/// and the file's loadable segments, read from the headers without the per-run cache's facts
+/// (which hold every function).
+fn elf_functions_where(
+    path: &Path,
+    bytes: &[u8],
+    keep: &dyn Fn(VirtAddr, &[u8]) -> bool,
+) -> Result<(
+    Vec<crate::elf::parser::RawFunction>,
+    crate::elf::LoadSegments,
+)> {
+    let view = crate::elf::parser::ElfView::parse(path, bytes)?;
+    let functions = view.functions_where(path, keep)?;
+    Ok((
+        functions,
+        crate::elf::LoadSegments::from_program_headers(&view.program_headers),
+    ))
 }
 
 /// The symbols of one image inside a file: the file itself, or an assembly bundled in it.
@@ -268,7 +285,6 @@ fn elf_symbols_matching(
     let not_go = |vaddr: VirtAddr| go_entries.as_ref().is_none_or(|e| !e.contains(&vaddr.0));
     let prefix = pattern.native_name_prefix().map(str::as_bytes);
     let facts = if go_entries.is_some() || prefix.is_some() {
-        let view = crate::elf::parser::ElfView::parse(path, p.bytes)?;
         // Only names that start with the pattern's literal prefix can match it, and only those,
         // or their unversioned forms (shorter than it), can hide a `.dynsym` copy of a `.symtab`
         // name (`elf::resolver::symbols_where`): the rest of the names is never read.
@@ -281,10 +297,10 @@ fn elf_symbols_matching(
                 None => n == prefix.len() && rest[..n] == *prefix,
             }
         };
-        let functions =
-            view.functions_where(path, &|vaddr, rest| not_go(vaddr) && name_ok(rest))?;
+        let (functions, segments) =
+            elf_functions_where(path, p.bytes, &|vaddr, rest| not_go(vaddr) && name_ok(rest))?;
         std::sync::Arc::new(crate::elf::parser::ElfFacts {
-            segments: crate::elf::LoadSegments::from_program_headers(&view.program_headers),
+            segments,
             section_headers: Vec::new(),
             section_names: Vec::new(),
             functions,

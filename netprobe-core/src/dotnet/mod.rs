@@ -396,18 +396,6 @@ fn names_other_module(methods: &[R2rMethod]) -> bool {
 }
 
 impl Assembly {
-    /// The precompiled methods whose own name (MethodDef/MemberRef name, as printed between
-    /// `::` and `(` in [`Assembly::methods`]) `keep` accepts, as [`Assembly::symbols`] gives
-    /// them and in the same order; the others are never named. Not cached: for resolving a few
-    /// names, where listing every method costs far more.
-    pub fn symbols_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<Symbol>> {
-        Ok(self
-            .methods_where(keep)?
-            .into_iter()
-            .map(|m| self.symbol_of(m))
-            .collect())
-    }
-
     /// [`Assembly::methods_where`] of the methods whose own name is `own`, decoded once per name
     /// and run (resolving `Thread::Sleep` in a process, then planning each of its overloads,
     /// asks for the same name three times).
@@ -429,7 +417,7 @@ impl Assembly {
         Ok(m)
     }
 
-    /// [`Assembly::methods_named`] as [`Assembly::symbols_where`] gives them.
+    /// [`Assembly::methods_named`] as [`Assembly::symbols`] gives them, in the same order.
     pub fn symbols_named(&self, own: &str) -> Result<Vec<Symbol>> {
         Ok(self
             .methods_named(own)?
@@ -438,8 +426,9 @@ impl Assembly {
             .collect())
     }
 
-    /// The methods of [`Assembly::methods`] whose own name `keep` accepts (see
-    /// [`Assembly::symbols_where`]), in the same order, named the same; not cached.
+    /// The methods of [`Assembly::methods`] whose own name (MethodDef/MemberRef name, as printed
+    /// between `::` and `(`) `keep` accepts, in the same order, named the same; the others are
+    /// never named. Not cached ([`Assembly::methods_named`] is).
     pub fn methods_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<R2rMethod>> {
         let mut methods = self.methods_where_with(None, keep)?;
         // As `list_methods`: names of other modules of the version bubble need the siblings (a
