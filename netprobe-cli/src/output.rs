@@ -27,9 +27,11 @@ impl Out {
         self.inner.write_all(b"\n")
     }
 
-    /// Writes one JSON value as a line (JSON Lines).
+    /// Writes one JSON value as a line (JSON Lines). A failed write keeps its kind
+    /// (`From<serde_json::Error> for io::Error` unwraps it; `io::Error::other` would hide a
+    /// closed pipe from [`is_broken_pipe`]).
     pub fn json<T: serde::Serialize>(&mut self, v: &T) -> io::Result<()> {
-        serde_json::to_writer(&mut self.inner, v).map_err(io::Error::other)?;
+        serde_json::to_writer(&mut self.inner, v).map_err(io::Error::from)?;
         self.inner.write_all(b"\n")
     }
 

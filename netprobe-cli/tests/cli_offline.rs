@@ -114,6 +114,36 @@ fn symbols_table_and_json() {
     assert_eq!(v["kind"], "function");
 }
 
+/// `netprobe symbols ... | head`: a reader that stops early ends netprobe quietly with success,
+/// in the table and in JSON Lines (serde_json wraps the write error, which hid the broken pipe).
+#[test]
+fn reader_closing_the_pipe_ends_quietly() {
+    use std::io::BufRead;
+    // netprobe's own symbol table lists far more than a pipe and the output buffer hold.
+    let own = assert_cmd::cargo::cargo_bin("netprobe");
+    for json in [false, true] {
+        let mut cmd = std::process::Command::new(&own);
+        cmd.arg("symbols").arg(&own);
+        if json {
+            cmd.arg("--json");
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "json={json}: {:?} {err}", out.status);
+        assert!(err.is_empty(), "json={json}: {err}");
+    }
+}
+
 #[test]
 fn errors_are_one_line_with_cause_and_fix() {
     let bin = offsets_program();
