@@ -9,6 +9,7 @@
 
 use fixtures::e2e::{self, err, json_lines, Need};
 use fixtures::live::{free_loopback_port, http_get, DotnetSampleApp};
+use fixtures::objdump::CodeAt;
 use serde_json::Value as Json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -654,33 +655,6 @@ fn is_null_or_empty_probe(rt: Runtime, exact: bool) -> Result<(u64, String), Str
     Ok((u64::from_str_radix(&hex, 16).map_err(err)?, comment))
 }
 
-/// The mnemonic objdump decodes at file offset `off` of `file` (raw x86-64 bytes).
-fn objdump_at(file: &std::path::Path, off: u64) -> Result<String, String> {
-    let out = Command::new("objdump")
-        .args(["-D", "-b", "binary", "-mi386:x86-64"])
-        .arg(format!("--start-address={off:#x}"))
-        .arg(format!("--stop-address={:#x}", off + 1))
-        .arg(file)
-        .output()
-        .map_err(err)?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| {
-            let (addr, rest) = l.trim_start().split_once(':')?;
-            (u64::from_str_radix(addr, 16).ok()? == off)
-                .then(|| {
-                    rest.split('\t')
-                        .nth(2)
-                        .unwrap_or("")
-                        .split_whitespace()
-                        .next()
-                })
-                .flatten()
-                .map(str::to_string)
-        })
-        .ok_or_else(|| format!("objdump shows nothing at {off:#x}: {text}"))
-}
-
 /// An entry probe on a ReadyToRun method moved to the first instruction the kernel emulates
 /// (CoreLib 8.0.4's `String::IsNullOrEmpty(string)`: `test rdi, rdi` single-stepped, then `je`)
 /// hits once per call with the argument the app passed, exactly as the probe on the first byte
@@ -690,8 +664,8 @@ fn moved_entry_probe_hits_as_the_first_byte(rt: Runtime) -> Result<(), String> {
     let (moved, comment) = is_null_or_empty_probe(rt, false)?;
     let (first, _) = is_null_or_empty_probe(rt, true)?;
     let corelib = rt.corelib();
-    let at_first = objdump_at(&corelib, first)?;
-    let at_moved = objdump_at(&corelib, moved)?;
+    let at_first = fixtures::objdump::mnemonic(&corelib, CodeAt::FileOffset(first))?;
+    let at_moved = fixtures::objdump::mnemonic(&corelib, CodeAt::FileOffset(moved))?;
     if rt.version == "8.0.4"
         && (moved != first + 3
             || at_first != "test"

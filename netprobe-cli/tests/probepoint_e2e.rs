@@ -9,6 +9,7 @@
 //! from `--dry-run` and the instruction there is checked in `objdump -d` / `go tool objdump`.
 
 use fixtures::e2e::{self, err, text, Need};
+use fixtures::objdump::CodeAt;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -96,26 +97,6 @@ fn dry_run_entries(args: &[&str]) -> Result<BTreeMap<String, (u64, String)>, Str
     Ok(out_map)
 }
 
-/// The instruction `objdump -d` shows at `vaddr` of `bin`: its mnemonic (AT&T, `push`).
-fn objdump_mnemonic(bin: &Path, vaddr: u64) -> Result<String, String> {
-    let out = Command::new("objdump")
-        .arg("-d")
-        .arg("--no-show-raw-insn")
-        .arg(format!("--start-address={vaddr:#x}"))
-        .arg(format!("--stop-address={:#x}", vaddr + 16))
-        .arg(bin)
-        .output()
-        .map_err(err)?;
-    let want = format!("{vaddr:x}:");
-    text(&out.stdout)
-        .lines()
-        .find(|l| l.trim_start().starts_with(&want))
-        .and_then(|l| l.split('\t').nth(1))
-        .and_then(|i| i.split_whitespace().next())
-        .map(str::to_string)
-        .ok_or_else(|| format!("objdump shows no instruction at {vaddr:#x}"))
-}
-
 /// The instruction `go tool objdump` shows at `vaddr` in function `name` (Go syntax, `JMP`).
 fn go_objdump_mnemonic(bin: &Path, name: &str, vaddr: u64) -> Result<String, String> {
     let out = Command::new("go")
@@ -197,7 +178,7 @@ fn check_c_placement(
                 off + delta
             ));
         }
-        let seen = objdump_mnemonic(bin, addr + delta)?;
+        let seen = fixtures::objdump::mnemonic(bin, CodeAt::Vaddr(addr + delta))?;
         if seen != mnemonic {
             return Err(format!(
                 "{name}+{delta:#x}: objdump shows {seen}, want {mnemonic}"
