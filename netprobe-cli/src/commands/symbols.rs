@@ -262,45 +262,118 @@ fn write_table(
     footnotes: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     let mut row = Vec::with_capacity(256);
-    let (mut h, mut d) = ([0u8; 18], [0u8; 20]);
     for s in symbols {
         row.clear();
-        push_right(&mut row, hex(s.address.value(), &mut h), 18);
-        row.push(b' ');
-        match s.size {
-            Some(z) => push_right(&mut row, decimal(z, &mut d), 9),
-            None => push_right(&mut row, b"?", 9),
-        }
-        row.push(b' ');
-        match s.file_offset {
-            Some(o) => push_right(&mut row, hex(o.0, &mut h), 12),
-            None => {
-                let why = reasons.next().flatten();
-                let why = why.as_deref().unwrap_or("unknown");
-                let n = match footnotes.iter().position(|w| w == why) {
-                    Some(i) => i + 1,
-                    None => {
-                        footnotes.push(why.to_string());
-                        footnotes.len()
-                    }
-                };
-                push_right(&mut row, format!("-[{n}]").as_bytes(), 12);
-            }
-        }
-        row.extend_from_slice(b"  ");
-        let kind = kind_label(s.kind).as_bytes();
-        row.extend_from_slice(kind);
-        pad(&mut row, 6usize.saturating_sub(kind.len()));
-        row.extend_from_slice(b"  ");
-        let source = s.origin.label().as_bytes();
-        row.extend_from_slice(source);
-        pad(&mut row, 9usize.saturating_sub(source.len()));
-        row.extend_from_slice(b"  ");
-        row.extend_from_slice(s.name.as_bytes());
-        row.push(b'\n');
+        push_row(&mut row, s, reasons, footnotes);
         out.bytes(&row)?;
     }
     Ok(())
+}
+
+/// Appends the table row of `s` (see [`write_table`]) to `row`, newline included.
+fn push_row(
+    row: &mut Vec<u8>,
+    s: &Symbol,
+    reasons: &mut dyn Iterator<Item = Option<String>>,
+    footnotes: &mut Vec<String>,
+) {
+    // Most rows: every column fits its width, written in place into one array of spaces
+    // (CoreLib's 36,000 rows, dockerd's 70,000: a column at a time cost ~500 instructions each).
+    if let Some(fixed) = fixed_columns(s) {
+        row.extend_from_slice(&fixed);
+        row.extend_from_slice(s.name.as_bytes());
+        row.push(b'\n');
+        return;
+    }
+    let (mut h, mut d) = ([0u8; 18], [0u8; 20]);
+    push_right(row, hex(s.address.value(), &mut h), 18);
+    row.push(b' ');
+    match s.size {
+        Some(z) => push_right(row, decimal(z, &mut d), 9),
+        None => push_right(row, b"?", 9),
+    }
+    row.push(b' ');
+    match s.file_offset {
+        Some(o) => push_right(row, hex(o.0, &mut h), 12),
+        None => {
+            let why = reasons.next().flatten();
+            let why = why.as_deref().unwrap_or("unknown");
+            let n = match footnotes.iter().position(|w| w == why) {
+                Some(i) => i + 1,
+                None => {
+                    footnotes.push(why.to_string());
+                    footnotes.len()
+                }
+            };
+            push_right(row, format!("-[{n}]").as_bytes(), 12);
+        }
+    }
+    row.extend_from_slice(b"  ");
+    let kind = kind_label(s.kind).as_bytes();
+    row.extend_from_slice(kind);
+    pad(row, 6usize.saturating_sub(kind.len()));
+    row.extend_from_slice(b"  ");
+    let source = s.origin.label().as_bytes();
+    row.extend_from_slice(source);
+    pad(row, 9usize.saturating_sub(source.len()));
+    row.extend_from_slice(b"  ");
+    row.extend_from_slice(s.name.as_bytes());
+    row.push(b'\n');
+}
+
+/// Bytes of a row before its name: `{:>18} {:>9} {:>12}  {:<6}  {:<9}  `.
+const FIXED_COLUMNS: usize = 62;
+
+/// The columns of `s` before its name, when each fits its width and `s` has a file offset
+/// (no footnote to number); `None` otherwise (then [`push_row`] pads column by column).
+fn fixed_columns(s: &Symbol) -> Option<[u8; FIXED_COLUMNS]> {
+    let mut c = [b' '; FIXED_COLUMNS];
+    put_hex(&mut c[..18], s.address.value())?;
+    match s.size {
+        Some(z) => put_decimal(&mut c[19..28], z)?,
+        None => c[27] = b'?',
+    }
+    put_hex(&mut c[29..41], s.file_offset?.0)?;
+    put_left(&mut c[43..49], kind_label(s.kind).as_bytes())?;
+    put_left(&mut c[51..60], s.origin.label().as_bytes())?;
+    Some(c)
+}
+
+/// Writes `{v:#x}` right-aligned into `field`; `None` when it is wider.
+fn put_hex(field: &mut [u8], v: u64) -> Option<()> {
+    let digits = hex_len(v);
+    let end = field.len();
+    let start = end.checked_sub(digits + 2)?;
+    field[start] = b'0';
+    field[start + 1] = b'x';
+    for i in 0..digits {
+        field[end - 1 - i] = b"0123456789abcdef"[((v >> (4 * i)) & 0xf) as usize];
+    }
+    Some(())
+}
+
+/// Writes the decimal digits of `v` right-aligned into `field`; `None` when it is wider.
+fn put_decimal(field: &mut [u8], mut v: u64) -> Option<()> {
+    let mut at = field.len();
+    loop {
+        at = at.checked_sub(1)?;
+        field[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return Some(());
+        }
+    }
+}
+
+/// Writes `text` left-aligned into `field`; `None` when it is wider.
+fn put_left(field: &mut [u8], text: &[u8]) -> Option<()> {
+    if text.len() > field.len() {
+        return None;
+    }
+    for (to, &b) in field.iter_mut().zip(text) {
+        *to = b;
+    }
+    Some(())
 }
 
 #[cfg(test)]
@@ -308,7 +381,70 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn any_symbol() -> impl Strategy<Value = Symbol> {
+        use netprobe_core::addr::{FileOffset, Rva, VirtAddr};
+        use netprobe_core::symbol::SymbolOrigin;
+        let value = prop_oneof![0u64..0x1_0000, any::<u64>()];
+        (
+            (value.clone(), any::<bool>()),
+            proptest::option::of(prop_oneof![0u64..100_000, any::<u64>()]),
+            proptest::option::of(value),
+            0usize..4,
+            0usize..6,
+            "[a-zA-Z:.() ]{0,12}",
+        )
+            .prop_map(
+                |((address, rva), size, offset, kind, origin, name)| Symbol {
+                    name,
+                    kind: [
+                        SymbolKind::Function,
+                        SymbolKind::Ifunc,
+                        SymbolKind::ManagedMethod,
+                        SymbolKind::GoFunction,
+                    ][kind],
+                    origin: [
+                        SymbolOrigin::ElfSymtab,
+                        SymbolOrigin::ElfDynsym,
+                        SymbolOrigin::CrossgenMap,
+                        SymbolOrigin::PerfMap,
+                        SymbolOrigin::ReadyToRun,
+                        SymbolOrigin::GoPclntab,
+                    ][origin],
+                    address: if rva {
+                        netprobe_core::symbol::Address::Rva(Rva(address))
+                    } else {
+                        netprobe_core::symbol::Address::Virt(VirtAddr(address))
+                    },
+                    size,
+                    file_offset: offset.map(FileOffset),
+                },
+            )
+    }
+
     proptest! {
+        /// A row is what `format!` writes for the table's columns, whichever way it is put
+        /// together (in place when every column fits, column by column otherwise).
+        #[test]
+        fn rows_as_format_writes_them(s in any_symbol()) {
+            let mut footnotes = Vec::new();
+            let mut reasons = std::iter::once(Some("why".to_string()));
+            let mut row = Vec::new();
+            push_row(&mut row, &s, &mut reasons, &mut footnotes);
+            let size = s.size.map_or("?".to_string(), |z| z.to_string());
+            let offset = s.file_offset.map_or("-[1]".to_string(), |o| format!("{:#x}", o.0));
+            let want = format!(
+                "{:>18} {:>9} {:>12}  {:<6}  {:<9}  {}\n",
+                format!("{:#x}", s.address.value()),
+                size,
+                offset,
+                kind_label(s.kind),
+                s.origin.label(),
+                s.name
+            );
+            prop_assert_eq!(String::from_utf8(row).unwrap(), want);
+            prop_assert_eq!(footnotes.len(), usize::from(s.file_offset.is_none()));
+        }
+
         /// The hand-made columns are what `format!` writes.
         #[test]
         fn columns_as_format_writes_them(v in any::<u64>(), width in 0usize..24) {
