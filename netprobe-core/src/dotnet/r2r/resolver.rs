@@ -162,6 +162,49 @@ fn owner_type(md: &Metadata<'_>, rid: u32) -> Option<u32> {
     best
 }
 
+/// [`owner_type`] for MethodDef rows asked mostly in increasing order (a listing walks the
+/// MethodDef table): the owner found last is kept with its method range, and the binary search
+/// runs only for a row outside it. Same answers as [`owner_type`] when the TypeDef table's
+/// `MethodList` column never decreases, as ECMA-335 II.22.37 requires (a row inside
+/// `[MethodList(t), MethodList(t + 1))` belongs to `t`; with a decreasing column, hostile input,
+/// a row may get another type whose list starts at or before it).
+struct OwnerCursor {
+    owner: u32,
+    /// The owner's rows: `first..next` (empty until a search found one).
+    first: u32,
+    next: u32,
+}
+
+impl OwnerCursor {
+    fn new() -> OwnerCursor {
+        OwnerCursor {
+            owner: 0,
+            first: 1,
+            next: 1,
+        }
+    }
+
+    /// The owning TypeDef of MethodDef `rid`, 0 when none is found (as `owner_type` gives it).
+    fn owner_of(&mut self, md: &Metadata<'_>, rid: u32) -> u32 {
+        if (self.first..self.next).contains(&rid) {
+            return self.owner;
+        }
+        self.owner = owner_type(md, rid).unwrap_or(0);
+        let first = md.type_def_method_list(self.owner);
+        let next = if self.owner < md.rows(table::TYPE_DEF) {
+            md.type_def_method_list(self.owner + 1)
+        } else {
+            Some(md.rows(table::METHOD_DEF).saturating_add(1))
+        };
+        (self.first, self.next) = match (self.owner, first, next) {
+            (1.., Some(first), Some(next)) if first <= rid && rid < next => (first, next),
+            // Nothing to keep: the next row is searched for again.
+            _ => (1, 1),
+        };
+        self.owner
+    }
+}
+
 /// Parameter names of MethodDef `rid`, in parameter order (Param rows with sequence 1..).
 fn param_names(md: &Metadata<'_>, rid: u32, n_params: usize) -> Vec<String> {
     let mut names = vec![String::new(); n_params];
@@ -305,6 +348,7 @@ pub(crate) fn methods_where<'a>(
     let mut owner_rid = u32::MAX;
     let mut scratch = String::new();
     let mut name_buf = String::with_capacity(256);
+    let mut owners = OwnerCursor::new();
 
     for (rid, rf, has_fixups) in def_entries {
         // The name alone first: most rows are not wanted when `keep` picks a few.
@@ -319,7 +363,7 @@ pub(crate) fn methods_where<'a>(
         if keep.is_some_and(|k| !k(row.name)) {
             continue;
         }
-        let owner = owner_type(&md, rid).unwrap_or(0);
+        let owner = owners.owner_of(&md, rid);
         // Methods come in MethodDef order, so consecutive ones mostly share their owner.
         if owner != owner_rid {
             owner_name.clear();
@@ -396,11 +440,12 @@ pub(crate) fn method_def_names(asm: &Assembly) -> Vec<(u32, String)> {
     let mut out = Vec::with_capacity(rows as usize);
     let mut owner_name = String::new();
     let mut owner_rid = u32::MAX;
+    let mut owners = OwnerCursor::new();
     for rid in 1..=rows {
         let Some(row) = md.method_def(rid) else {
             continue;
         };
-        let owner = owner_type(&md, rid).unwrap_or(0);
+        let owner = owners.owner_of(&md, rid);
         if owner != owner_rid {
             owner_name.clear();
             names.type_def_name(owner, '+', &mut owner_name);
