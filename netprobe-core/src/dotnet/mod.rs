@@ -53,6 +53,8 @@ pub struct Assembly {
     methods: std::sync::Arc<std::sync::Mutex<Option<Vec<R2rMethod>>>>,
     /// [`Assembly::methods_named`], by own name, decoded once each and shared as `methods` is.
     named: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<R2rMethod>>>>,
+    /// [`Assembly::type_names`], written on first use and shared as `methods` is.
+    type_names: std::sync::Arc<std::sync::OnceLock<metadata::TypeNames>>,
 }
 
 /// The ReadyToRun part of an assembly.
@@ -156,6 +158,7 @@ impl Assembly {
             file_base,
             methods: Default::default(),
             named: Default::default(),
+            type_names: Default::default(),
         };
         asm.r2r = asm.parse_r2r()?;
         Ok(asm)
@@ -250,6 +253,25 @@ impl Assembly {
     /// Per TypeDef row, the enclosing TypeDef row (0 = top level).
     pub fn enclosing_types(&self) -> &[u32] {
         &self.enclosing
+    }
+
+    /// Every TypeDef name of the assembly, written on first use (for listings, which name most
+    /// types many times; see [`metadata::TypeNames`]).
+    pub fn type_names(&self) -> &metadata::TypeNames {
+        self.type_names.get_or_init(|| {
+            metadata::TypeNames::of(&metadata::Names {
+                md: self.metadata().with_validated_strings(),
+                enclosing: &self.enclosing,
+                foreign: None,
+                type_names: None,
+            })
+        })
+    }
+
+    /// [`Assembly::type_names`] when already written; `None` otherwise (a lookup of one name
+    /// does not pay for writing them all).
+    pub fn type_names_if_written(&self) -> Option<&metadata::TypeNames> {
+        self.type_names.get()
     }
 
     /// The assembly's simple name (`System.Private.CoreLib`); `None` for a bare module.
@@ -498,6 +520,7 @@ impl Assembly {
             md: self.metadata(),
             enclosing: &self.enclosing,
             foreign: None,
+            type_names: None,
         };
         let mut s = String::new();
         names.ildasm(t, &mut s);

@@ -26,6 +26,64 @@ pub struct Names<'a> {
     pub md: Metadata<'a>,
     pub enclosing: &'a [u32],
     pub foreign: Option<&'a dyn ModuleResolver<'a>>,
+    /// Every TypeDef name of this module, written once ([`TypeNames`]), when a caller names
+    /// many methods at once; `None`: each name is written from the metadata. Never another
+    /// module's: [`Names::in_module`] leaves it out.
+    pub type_names: Option<&'a TypeNames>,
+}
+
+/// Every TypeDef name of one module as [`Names::type_def_name`] writes it, with `/` and with
+/// `+` between nested types, to be copied instead of written again: a listing names the same
+/// types over and over (.NET 8 CoreLib's owners and signatures name a TypeDef 112,790 times),
+/// each time reading its rows and strings and walking its nesting.
+#[derive(Debug)]
+pub struct TypeNames {
+    text: String,
+    /// `(start, end)` in `text` per TypeDef row (index = rid) and separator (`/` then `+`).
+    spans: Vec<(u32, u32)>,
+}
+
+impl TypeNames {
+    /// The names of every TypeDef row that `names` (without a `type_names` of its own) writes.
+    /// Names beyond 4 GiB of text are left out (then written from the metadata each time).
+    pub fn of(names: &Names<'_>) -> TypeNames {
+        let rows = names.md.rows(table::TYPE_DEF);
+        let mut text = String::new();
+        let mut spans = Vec::with_capacity(2 * (rows as usize + 1));
+        spans.extend([(0, 0), (0, 0)]);
+        for rid in 1..=rows {
+            let start = text.len();
+            names.write_type_def_name(rid, '/', &mut text);
+            let slash = text.len();
+            // A top-level type is written the same with either separator.
+            let nested = names.enclosing.get(rid as usize).is_some_and(|&e| e != 0);
+            if nested {
+                names.write_type_def_name(rid, '+', &mut text);
+            }
+            let (Ok(start), Ok(slash), Ok(end)) = (
+                u32::try_from(start),
+                u32::try_from(slash),
+                u32::try_from(text.len()),
+            ) else {
+                break;
+            };
+            spans.push((start, slash));
+            spans.push(if nested { (slash, end) } else { (start, slash) });
+        }
+        TypeNames { text, spans }
+    }
+
+    /// TypeDef `rid`'s name with `sep` between nested types; `None` for another separator or a
+    /// row not kept.
+    fn get(&self, rid: u32, sep: char) -> Option<&str> {
+        let k = match sep {
+            '/' => 0,
+            '+' => 1,
+            _ => return None,
+        };
+        let &(start, end) = self.spans.get(2 * rid as usize + k)?;
+        self.text.get(start as usize..end as usize)
+    }
 }
 
 /// The enclosing TypeDef of every TypeDef row (index = rid; 0 = top level), from NestedClass.
@@ -58,11 +116,20 @@ impl<'a> Names<'a> {
             md,
             enclosing,
             foreign: self.foreign,
+            type_names: None,
         })
     }
 
     /// TypeDef `rid` as `Namespace.Outer<sep>Inner`; `?` pieces for unreadable rows.
     pub fn type_def_name(&self, rid: u32, sep: char, out: &mut String) {
+        match self.type_names.and_then(|t| t.get(rid, sep)) {
+            Some(name) => out.push_str(name),
+            None => self.write_type_def_name(rid, sep, out),
+        }
+    }
+
+    /// [`Names::type_def_name`], written from the metadata.
+    fn write_type_def_name(&self, rid: u32, sep: char, out: &mut String) {
         let mut chain = [0u32; MAX_NESTING];
         let mut n = 0;
         let mut cur = rid;

@@ -4,6 +4,6 @@ pub mod display;
 pub mod parser;
 pub mod types;
 
-pub use display::{enclosing_map, ModuleResolver, Names};
+pub use display::{enclosing_map, ModuleResolver, Names, TypeNames};
 pub use parser::{Metadata, MetadataLayout, MethodDefRow, SigReader};
 pub use types::{table, ArgKind, MethodSig, TypeSig, TypeToken};

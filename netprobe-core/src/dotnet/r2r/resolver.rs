@@ -297,6 +297,11 @@ pub(crate) fn methods_where<'a>(
         md,
         enclosing: asm.enclosing_types(),
         foreign,
+        // A whole listing names most types many times; one name, a few types once.
+        type_names: match keep {
+            None => Some(asm.type_names()),
+            Some(_) => asm.type_names_if_written(),
+        },
     };
     let header = &r2r.header;
     let n_functions = r2r.runtime_functions.len();
@@ -434,6 +439,7 @@ pub(crate) fn method_def_names(asm: &Assembly) -> Vec<(u32, String)> {
         md,
         enclosing: asm.enclosing_types(),
         foreign: None,
+        type_names: Some(asm.type_names()),
     };
     let assembly_name = md.assembly_name().unwrap_or("?");
     let rows = md.rows(table::METHOD_DEF);
@@ -644,6 +650,7 @@ pub(crate) fn details<'a>(
         md: asm.metadata(),
         enclosing: asm.enclosing_types(),
         foreign,
+        type_names: None,
     };
     match m.instance_entry {
         None => {
