@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Two netprobe binaries timed on the same commands, alternating run by run (A, B, A, B, ...), so
+that the machine's load, which drifts over minutes here, falls on both alike. hyperfine runs all
+runs of one command before the next; on a noisy VM that alone can move a median by 30%.
+
+Usage: python3 benchmarks/interleaved.py BEFORE AFTER [RUNS]   (default 40 alternations)
+
+Prints, per command, the median wall time of each binary (ms), their ratio, and the share of
+alternations in which AFTER was faster. Output to /dev/null; 3 warm-up runs of each first.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CACHE = os.environ.get("NETPROBE_CACHE", os.path.expanduser("~/.cache/netprobe"))
+CORELIB = f"{CACHE}/dotnet/8/shared/Microsoft.NETCore.App/8.0.4/System.Private.CoreLib.dll"
+COMMANDS = [
+    ("symbols CoreLib", ["symbols", CORELIB]),
+    ("symbols CoreLib 'System.Threading.Thread::Sleep'",
+     ["symbols", CORELIB, "System.Threading.Thread::Sleep"]),
+    ("symbols dockerd", ["symbols", "/usr/sbin/dockerd"]),
+    ("symbols dockerd main.main", ["symbols", "/usr/sbin/dockerd", "main.main"]),
+]
+
+
+def once(binary, args):
+    start = time.perf_counter()
+    subprocess.run([binary] + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=True)
+    return time.perf_counter() - start
+
+
+def main():
+    before, after = sys.argv[1], sys.argv[2]
+    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 40
+    print(f"alternating {runs} runs each; median wall ms")
+    print()
+    print("| command | before | after | after / before | after faster in |")
+    print("|---|---:|---:|---:|---:|")
+    for label, args in COMMANDS:
+        for _ in range(3):
+            once(before, args)
+            once(after, args)
+        a, b = [], []
+        for _ in range(runs):
+            a.append(once(before, args))
+            b.append(once(after, args))
+        wins = sum(1 for x, y in zip(a, b) if y < x)
+        ma, mb = statistics.median(a) * 1000, statistics.median(b) * 1000
+        print(f"| `{label}` | {ma:.1f} | {mb:.1f} | {mb / ma:.2f} | {wins}/{runs} |")
+
+
+if __name__ == "__main__":
+    main()
