@@ -201,6 +201,20 @@ pub fn uvarint(data: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
+/// The decimal digits of `v`, as `{v}` formats them, written at the end of `buf`; returns them
+/// (for text put together by hand, without the formatting machinery).
+pub fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[at..];
+        }
+    }
+}
+
 /// A `usize` from a `u32` file field (lossless on the 64-bit targets netprobe supports).
 pub fn us(v: u32) -> usize {
     v as usize

@@ -11,6 +11,7 @@
 
 use crate::cli::SymbolsArgs;
 use crate::output::Out;
+use netprobe_core::bytes::decimal;
 use netprobe_core::dotnet::bundle::{Bundle, Placement};
 use netprobe_core::elf::nativeaot::NativeAotImage;
 use netprobe_core::matching::Pattern;
@@ -234,19 +235,6 @@ fn hex(v: u64, buf: &mut [u8; 18]) -> &[u8] {
         buf[17 - i] = b"0123456789abcdef"[((v >> (4 * i)) & 0xf) as usize];
     }
     &buf[start..]
-}
-
-/// The decimal digits of `v` into `buf`; returns them.
-fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return &buf[at..];
-        }
-    }
 }
 
 /// The table rows of `symbols`; a symbol without a file offset gets the number of its reason

@@ -105,18 +105,9 @@ pub fn enclosing_map(md: &Metadata<'_>) -> Vec<u32> {
 /// Appends the decimal digits of `v`, as `write!(out, "{v}")` does without the formatting
 /// machinery (generic parameter numbers: 20,000 in CoreLib's signatures, cost 4M instructions
 /// through `write!`).
-fn push_decimal(out: &mut String, mut v: u32) {
-    let mut digits = [0u8; 10];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    for &d in &digits[at..] {
+fn push_decimal(out: &mut String, v: u32) {
+    let mut buf = [0u8; 20];
+    for &d in crate::bytes::decimal(v.into(), &mut buf) {
         out.push(char::from(d));
     }
 }
