@@ -219,14 +219,22 @@ fn lists_framework(rt: Runtime, min_corelib_defs: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// The `.dll` files of `rt`'s shared framework.
+fn framework_dlls(rt: Runtime) -> Result<Vec<PathBuf>, String> {
+    let mut dlls = Vec::new();
+    for entry in std::fs::read_dir(rt.shared()).map_err(err)? {
+        let path = entry.map_err(err)?.path();
+        if path.extension().and_then(|e| e.to_str()) == Some("dll") {
+            dlls.push(path);
+        }
+    }
+    Ok(dlls)
+}
+
 /// Every assembly of the shared framework is either ReadyToRun (listed) or IL-only (explained).
 fn whole_framework(rt: Runtime) -> Result<(), String> {
     let (mut r2r, mut il, mut total) = (0, 0, 0);
-    for entry in std::fs::read_dir(rt.shared()).map_err(err)? {
-        let p = entry.map_err(err)?.path();
-        if p.extension().and_then(|e| e.to_str()) != Some("dll") {
-            continue;
-        }
+    for p in framework_dlls(rt)? {
         let asm = match Assembly::open(&p) {
             Ok(a) => a,
             // Native libraries shipped as .dll do not exist on Linux; anything else is a bug.
@@ -903,11 +911,7 @@ fn method_def_names_agree_with_the_listing(rt: Runtime) -> Result<(), String> {
 fn type_names_written_once_agree(rt: Runtime) -> Result<(), String> {
     use netprobe_core::dotnet::metadata::{table, Names};
     let (mut assemblies, mut types, mut nested) = (0, 0, 0);
-    for entry in std::fs::read_dir(rt.shared()).map_err(err)? {
-        let path = entry.map_err(err)?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("dll") {
-            continue;
-        }
+    for path in framework_dlls(rt)? {
         let Ok(asm) = Assembly::open(&path) else {
             continue;
         };

@@ -11,7 +11,6 @@
 
 use crate::cli::SymbolsArgs;
 use crate::output::Out;
-use netprobe_core::bytes::decimal;
 use netprobe_core::dotnet::bundle::{Bundle, Placement};
 use netprobe_core::elf::nativeaot::NativeAotImage;
 use netprobe_core::matching::Pattern;
@@ -212,37 +211,12 @@ fn list_files(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Appends `n` spaces (a plain loop: the widths are short, and `resize` calls `memset`).
-fn pad(row: &mut Vec<u8>, n: usize) {
-    for _ in 0..n {
-        row.push(b' ');
-    }
-}
-
-/// Appends `text` right-aligned in `width` columns (no padding when it is wider).
-fn push_right(row: &mut Vec<u8>, text: &[u8], width: usize) {
-    pad(row, width.saturating_sub(text.len()));
-    row.extend_from_slice(text);
-}
-
-/// `0x` and the lowercase hex digits of `v`, as `{:#x}` writes them, into `buf`; returns them.
-fn hex(v: u64, buf: &mut [u8; 18]) -> &[u8] {
-    let digits = hex_len(v);
-    let start = 18 - digits - 2;
-    buf[start] = b'0';
-    buf[start + 1] = b'x';
-    for i in 0..digits {
-        buf[17 - i] = b"0123456789abcdef"[((v >> (4 * i)) & 0xf) as usize];
-    }
-    &buf[start..]
-}
-
 /// The table rows of `symbols`; a symbol without a file offset gets the number of its reason
 /// (the next of `reasons`) in `footnotes` (added there when new).
 ///
-/// Each row is put together by hand in one buffer (the columns of `{:>18} {:>9} {:>12}  {:<6}
-/// {:<9}  NAME`, hex with `0x`): through `write!` the padding and integer formatting cost more
-/// than reading the file for the 70,000 functions of a large Go binary.
+/// The columns are `{:>18} {:>9} {:>12}  {:<6}  {:<9}  NAME` (hex with `0x`); nearly every row
+/// is put together by hand ([`fixed_columns`]): through `write!` the padding and integer
+/// formatting cost more than reading the file for the 70,000 functions of a large Go binary.
 fn write_table(
     out: &mut Out,
     symbols: &[&Symbol],
@@ -273,16 +247,10 @@ fn push_row(
         row.push(b'\n');
         return;
     }
-    let (mut h, mut d) = ([0u8; 18], [0u8; 20]);
-    push_right(row, hex(s.address.value(), &mut h), 18);
-    row.push(b' ');
-    match s.size {
-        Some(z) => push_right(row, decimal(z, &mut d), 9),
-        None => push_right(row, b"?", 9),
-    }
-    row.push(b' ');
-    match s.file_offset {
-        Some(o) => push_right(row, hex(o.0, &mut h), 12),
+    // The others (a footnote to number, a column wider than its width) through `format!`.
+    let size = s.size.map_or_else(|| "?".to_string(), |z| z.to_string());
+    let offset = match s.file_offset {
+        Some(o) => format!("{:#x}", o.0),
         None => {
             let why = reasons.next().flatten();
             let why = why.as_deref().unwrap_or("unknown");
@@ -293,18 +261,16 @@ fn push_row(
                     footnotes.len()
                 }
             };
-            push_right(row, format!("-[{n}]").as_bytes(), 12);
+            format!("-[{n}]")
         }
-    }
-    row.extend_from_slice(b"  ");
-    let kind = kind_label(s.kind).as_bytes();
-    row.extend_from_slice(kind);
-    pad(row, 6usize.saturating_sub(kind.len()));
-    row.extend_from_slice(b"  ");
-    let source = s.origin.label().as_bytes();
-    row.extend_from_slice(source);
-    pad(row, 9usize.saturating_sub(source.len()));
-    row.extend_from_slice(b"  ");
+    };
+    let columns = format!(
+        "{:>18} {size:>9} {offset:>12}  {:<6}  {:<9}  ",
+        format!("{:#x}", s.address.value()),
+        kind_label(s.kind),
+        s.origin.label()
+    );
+    row.extend_from_slice(columns.as_bytes());
     row.extend_from_slice(s.name.as_bytes());
     row.push(b'\n');
 }
@@ -411,7 +377,7 @@ mod tests {
 
     proptest! {
         /// A row is what `format!` writes for the table's columns, whichever way it is put
-        /// together (in place when every column fits, column by column otherwise).
+        /// together (in place when every column fits, through `format!` otherwise).
         #[test]
         fn rows_as_format_writes_them(s in any_symbol()) {
             let mut footnotes = Vec::new();
@@ -431,18 +397,6 @@ mod tests {
             );
             prop_assert_eq!(String::from_utf8(row).unwrap(), want);
             prop_assert_eq!(footnotes.len(), usize::from(s.file_offset.is_none()));
-        }
-
-        /// The hand-made columns are what `format!` writes.
-        #[test]
-        fn columns_as_format_writes_them(v in any::<u64>(), width in 0usize..24) {
-            let (mut h, mut d) = ([0u8; 18], [0u8; 20]);
-            let (want_hex, want_dec) = (format!("{v:#x}"), v.to_string());
-            prop_assert_eq!(hex(v, &mut h), want_hex.as_bytes());
-            prop_assert_eq!(decimal(v, &mut d), want_dec.as_bytes());
-            let mut row = b"x".to_vec();
-            push_right(&mut row, v.to_string().as_bytes(), width);
-            prop_assert_eq!(row, format!("x{:>width$}", v.to_string()).into_bytes());
         }
     }
 }
