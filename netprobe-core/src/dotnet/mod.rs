@@ -29,6 +29,7 @@ use metadata::{enclosing_map, Metadata, MetadataLayout};
 use pe::{CliHeader, PeImage, PeSection};
 use r2r::types::{flags, section, R2rHeader, RuntimeFunction};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use r2r::types::{CodeRange, EntryKind, MethodDetails, R2rMethod};
 
@@ -382,14 +383,41 @@ impl Assembly {
     }
 
     fn list_methods(&self) -> Result<Vec<R2rMethod>> {
-        let methods = self.methods_with(None)?;
-        if !names_other_module(&methods) {
-            return Ok(methods);
+        self.list_as(&|m| m)
+    }
+
+    /// [`Assembly::methods`] (not cached), each method as `map` makes it.
+    fn list_as<T: Send>(&self, map: &(dyn Fn(R2rMethod) -> T + Sync)) -> Result<Vec<T>> {
+        // Whether a method is named by module and token (`[module#N]<token>`: its module was
+        // not open when it was named), looked at while the names are new.
+        let other_module = AtomicBool::new(false);
+        let listed = self.listed_as(None, &|m| {
+            if names_a_module(&m.name) {
+                other_module.store(true, Ordering::Relaxed);
+            }
+            map(m)
+        })?;
+        if !other_module.load(Ordering::Relaxed) {
+            return Ok(listed);
         }
         let siblings =
             r2r::SiblingAssemblies::open(self, r2r::SiblingAssemblies::referenced_modules(self));
         let resolver = &siblings;
-        self.methods_with(Some(&resolver))
+        self.listed_as(Some(&resolver), map)
+    }
+
+    fn listed_as<'a, T: Send>(
+        &'a self,
+        foreign: Option<&'a dyn metadata::ModuleResolver<'a>>,
+        map: &(dyn Fn(R2rMethod) -> T + Sync),
+    ) -> Result<Vec<T>> {
+        let Some(r2r) = &self.r2r else {
+            return Err(Error::IlOnly {
+                path: self.path.clone(),
+            });
+        };
+        r2r::resolver::methods_where(self, r2r, foreign, None, map)
+            .map_err(|e| Error::malformed(&self.path, e))
     }
 
     /// [`Assembly::methods`], naming types of other modules of the version bubble through
@@ -479,7 +507,7 @@ impl Assembly {
                 path: self.path.clone(),
             });
         };
-        r2r::resolver::methods_where(self, r2r, foreign, Some(keep))
+        r2r::resolver::methods_where(self, r2r, foreign, Some(keep), &|m| m)
             .map_err(|e| Error::malformed(&self.path, e))
     }
 
@@ -553,11 +581,10 @@ impl SymbolSource for Assembly {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let methods = match cached {
-            Some(m) => m,
-            None => self.list_methods()?,
-        };
-        Ok(methods.into_iter().map(|m| self.symbol_of(m)).collect())
+        match cached {
+            Some(m) => Ok(m.into_iter().map(|m| self.symbol_of(m)).collect()),
+            None => self.list_as(&|m| self.symbol_of(m)),
+        }
     }
 }
 

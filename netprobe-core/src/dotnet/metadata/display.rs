@@ -12,8 +12,9 @@ use super::types::{table, MethodSig, TypeSig, TypeToken};
 use std::fmt::Write;
 
 /// Resolves the metadata of another module of a ReadyToRun version bubble, for tokens that carry
-/// a module override (`ELEMENT_TYPE_MODULE_ZAPSIG`).
-pub trait ModuleResolver<'a> {
+/// a module override (`ELEMENT_TYPE_MODULE_ZAPSIG`). `Sync`: a large listing names its methods
+/// on two threads.
+pub trait ModuleResolver<'a>: Sync {
     /// The metadata of module `index` (readytorun-format.md "ManifestMetadata": 1..=ILAR are the
     /// image's AssemblyRefs) and its enclosing-type map ([`enclosing_map`]); `None` when unknown.
     fn module(&self, index: u32) -> Option<(Metadata<'a>, &'a [u32])>;
