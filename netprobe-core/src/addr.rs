@@ -89,53 +89,12 @@ impl std::hash::Hasher for AddressHasher {
     }
 }
 
-/// Addresses in increasing order, asked by binary search: built in one pass from a list that
-/// comes sorted (a Go table's entries), where an [`AddressSet`] hashes every address, so
-/// cheaper when few are asked for (resolving one name in dockerd asks for a handful of its
-/// 69,597).
-#[derive(Clone, Debug, Default)]
-pub struct SortedAddresses(Vec<u64>);
-
-impl SortedAddresses {
-    /// Whether `address` is one of them.
-    pub fn contains(&self, address: u64) -> bool {
-        self.0.binary_search(&address).is_ok()
-    }
-}
-
-impl From<Vec<u64>> for SortedAddresses {
-    /// `addresses`, sorted when they are not already (a hostile table's may not be).
-    fn from(mut addresses: Vec<u64>) -> SortedAddresses {
-        if !addresses.is_sorted() {
-            addresses.sort_unstable();
-        }
-        SortedAddresses(addresses)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     proptest! {
-        /// Sorted addresses answer as a set does, whether they came sorted or not.
-        #[test]
-        fn sorted_addresses_are_a_set(
-            mut values in proptest::collection::vec(any::<u64>(), 0..300),
-            sort_first in any::<bool>(),
-            probes in proptest::collection::vec(any::<u64>(), 0..100),
-        ) {
-            if sort_first {
-                values.sort_unstable();
-            }
-            let ours = SortedAddresses::from(values.clone());
-            let std_set: std::collections::HashSet<u64> = values.iter().copied().collect();
-            for p in values.iter().chain(&probes) {
-                prop_assert_eq!(ours.contains(*p), std_set.contains(p));
-            }
-        }
-
         /// The set answers as the standard library's does, for aligned, clustered and
         /// arbitrary addresses alike.
         #[test]

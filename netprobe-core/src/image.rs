@@ -270,9 +270,8 @@ fn elf_symbols_matching(
 ) -> Result<Vec<Symbol>> {
     let elf_keep = |name: &str, kind| pattern.matches_name(name, kind);
     let go = image.go(path, p);
-    // ELF symbols that name a Go function again are left out by address (as in `symbols_of`),
-    // after the cheap check of their name's first bytes (a handful of dockerd's 69,701 pass it:
-    // the entries are asked for those only, sorted instead of hashed).
+    // ELF symbols that name a Go function again are left out by address before their names
+    // are read (as in `symbols_of`).
     let (go_symbols, go_entries) = match &go {
         Ok(Some(bin)) => {
             let (symbols, entries) = bin
@@ -283,15 +282,23 @@ fn elf_symbols_matching(
         }
         _ => (Vec::new(), None),
     };
-    let not_go = |vaddr: VirtAddr| go_entries.as_ref().is_none_or(|e| !e.contains(vaddr.0));
+    let not_go = |vaddr: VirtAddr| go_entries.as_ref().is_none_or(|e| !e.contains(&vaddr.0));
     let prefix = pattern.native_name_prefix().map(str::as_bytes);
     let facts = if go_entries.is_some() || prefix.is_some() {
         // Only names that start with the pattern's literal prefix can match it, and only those,
         // or their unversioned forms (shorter than it), can hide a `.dynsym` copy of a `.symtab`
         // name (`elf::resolver::symbols_where`): the rest of the names is never read.
-        let name_ok = |rest: &[u8]| prefix.is_none_or(|p| may_start_with(rest, p));
+        let name_ok = |rest: &[u8]| {
+            let Some(prefix) = prefix else { return true };
+            let n = rest.len().min(prefix.len());
+            match rest[..n].iter().position(|&b| b == 0) {
+                // The name ends inside the prefix: it may be an unversioned form of one.
+                Some(end) => rest[..end] == prefix[..end],
+                None => n == prefix.len() && rest[..n] == *prefix,
+            }
+        };
         let (functions, segments) =
-            elf_functions_where(path, p.bytes, &|vaddr, rest| name_ok(rest) && not_go(vaddr))?;
+            elf_functions_where(path, p.bytes, &|vaddr, rest| not_go(vaddr) && name_ok(rest))?;
         std::sync::Arc::new(crate::elf::parser::ElfFacts {
             segments,
             section_headers: Vec::new(),
@@ -313,25 +320,6 @@ fn elf_symbols_matching(
         // the file's functions, not only those the name filter kept).
         Err(e) if image.elf(path)?.functions.is_empty() => Err(e),
         Err(_) => Ok(elf()),
-    }
-}
-
-/// Whether the NUL-terminated name at the start of `rest` (a string table from the name on) is
-/// `prefix` followed by anything, or ends inside it as a prefix of it (an unversioned form:
-/// `malloc` of `malloc@@GLIBC_2.2.5`): the names a native-name pattern may match or hide.
-fn may_start_with(rest: &[u8], prefix: &[u8]) -> bool {
-    // Most names differ from the prefix in their first byte: refused there (what the comparison
-    // below concludes; an empty name goes on to it).
-    if let (Some(&r), Some(&p)) = (rest.first(), prefix.first()) {
-        if r != p && r != 0 {
-            return false;
-        }
-    }
-    let n = rest.len().min(prefix.len());
-    match rest[..n].iter().position(|&b| b == 0) {
-        // The name ends inside the prefix: it may be an unversioned form of one.
-        Some(end) => rest[..end] == prefix[..end],
-        None => n == prefix.len() && rest[..n] == *prefix,
     }
 }
 
@@ -382,27 +370,4 @@ fn compressed_note(
         first.path,
         bundle.path().display()
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// The first-byte refusal says what the byte-by-byte comparison says: names and
-        /// prefixes from a few bytes (NUL included), so that they share beginnings often.
-        #[test]
-        fn may_start_with_as_compared_byte_by_byte(
-            rest in proptest::collection::vec(proptest::sample::select(vec![0u8, b'm', b'a', b'.']), 0..8),
-            prefix in proptest::collection::vec(proptest::sample::select(vec![0u8, b'm', b'a', b'.']), 0..5),
-        ) {
-            let n = rest.len().min(prefix.len());
-            let want = match rest[..n].iter().position(|&b| b == 0) {
-                Some(end) => rest[..end] == prefix[..end],
-                None => n == prefix.len() && rest[..n] == *prefix,
-            };
-            prop_assert_eq!(may_start_with(&rest, &prefix), want);
-        }
-    }
 }

@@ -5,7 +5,7 @@ use super::moduledata::{find_moduledata, LinkImage, TableFacts};
 use super::pclntab::{magic_candidates_iter, GoFunction, Pclntab, PclntabResolver, PclntabVersion};
 use super::prologue::{self, GSource, StackCheck};
 use crate::abi::go::{abi_for, GoAbi};
-use crate::addr::{FileOffset, SortedAddresses, VirtAddr};
+use crate::addr::{AddressSet, FileOffset, VirtAddr};
 use crate::elf::parser::ElfView;
 use crate::elf::LoadSegments;
 use crate::image::{sniff, ImageFormat};
@@ -335,10 +335,10 @@ impl GoBinary<'_> {
         &self,
         may_match: &dyn Fn(&[u8]) -> bool,
         keep: &dyn Fn(&str) -> bool,
-    ) -> (Vec<Symbol>, SortedAddresses) {
+    ) -> (Vec<Symbol>, AddressSet) {
         let n = self.pclntab.len();
-        // In table order, which is entry order (checked by `SortedAddresses`).
-        let mut entries = Vec::with_capacity(n.min(1 << 20) as usize);
+        let mut entries =
+            AddressSet::with_capacity_and_hasher(n.min(1 << 20) as usize, Default::default());
         let mut kept = Vec::new();
         for i in 0..n {
             // What `Pclntab::function` needs to decode: the name, the entry and the next one.
@@ -348,12 +348,12 @@ impl GoBinary<'_> {
             let (Some(entry), Some(_)) = (self.pclntab.entry(i), self.pclntab.entry(i + 1)) else {
                 continue;
             };
-            entries.push(entry.0);
+            entries.insert(entry.0);
             if may_match(raw) && self.pclntab.function_name(i).is_some_and(|n| keep(&n)) {
                 kept.extend(self.pclntab.function(i).map(|f| self.symbol(&f)));
             }
         }
-        (kept, SortedAddresses::from(entries))
+        (kept, entries)
     }
 }
 
