@@ -28,6 +28,7 @@ pub mod inventory;
 pub mod maps;
 pub mod matching;
 pub mod normalize;
+pub(crate) mod parallel;
 pub mod perfmap;
 pub mod probe_point;
 pub mod probe_safety;
