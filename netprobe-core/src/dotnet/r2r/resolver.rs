@@ -341,7 +341,7 @@ pub(crate) fn methods_where<'a, T: Send>(
     // image: read on two threads when they are large.
     let read = jobs_in_order(3, parallel, |job| match job {
         // The longest first (.NET 8 CoreLib: ~3, ~1.5 and ~1 ms).
-        0 => Phase1::Instances(match instance_section {
+        0 => TableRead::Instances(match instance_section {
             Some(s) => instance_entry_positions(pe, data, s).and_then(|positions| {
                 positions
                     .into_iter()
@@ -350,12 +350,12 @@ pub(crate) fn methods_where<'a, T: Send>(
             }),
             None => Ok(Vec::new()),
         }),
-        1 => Phase1::Defs(match def_section {
+        1 => TableRead::Defs(match def_section {
             Some(s) => method_def_entry_points(pe, data, s),
             None => Ok(Vec::new()),
         }),
         // A whole listing names most types many times; one name, a few types once.
-        _ => Phase1::TypeNames(match keep_all {
+        _ => TableRead::TypeNames(match keep_all {
             true => Some(asm.type_names()),
             false => asm.type_names_if_written(),
         }),
@@ -364,9 +364,9 @@ pub(crate) fn methods_where<'a, T: Send>(
         (Ok(Vec::new()), Ok(Vec::new()), None);
     for part in read {
         match part {
-            Phase1::Instances(i) => instance_entries = i,
-            Phase1::Defs(d) => def_entries = d,
-            Phase1::TypeNames(t) => type_names = t,
+            TableRead::Instances(i) => instance_entries = i,
+            TableRead::Defs(d) => def_entries = d,
+            TableRead::TypeNames(t) => type_names = t,
         }
     }
     // The MethodDef table's error first, as when it was read first.
@@ -451,8 +451,8 @@ const PARALLEL_ENTRY_BYTES: u32 = 128 * 1024;
 /// large enough that a job's buffers and owner lookups are paid rarely (.NET 8 CoreLib: 36 jobs).
 const NAMING_CHUNK: usize = 1024;
 
-/// One job of [`methods_where`]'s first phase.
-enum Phase1<'a> {
+/// One of the reads of [`methods_where`] before any method is named (one job each).
+enum TableRead<'a> {
     Instances(Result<Vec<(usize, InstanceScan)>, String>),
     Defs(Result<Vec<(u32, u32, bool)>, String>),
     TypeNames(Option<&'a TypeNames>),
