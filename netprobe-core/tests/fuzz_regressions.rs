@@ -28,7 +28,9 @@ fn inputs(target: &str) -> Vec<PathBuf> {
 /// A bundle (the `bundle` target) whose embedded assembly's METHODDEF_ENTRYPOINTS array header
 /// claimed 2^30 slots in a 26 KB file: listing its methods walked every slot (over 10 s per
 /// input under the fuzzer). NativeArray::parse now refuses a slot count whose block table does
-/// not fit in the file.
+/// not fit in the file. And one whose two entry-point sections claim sizes summing past 4 GiB
+/// (`entry-table-sizes-overflow`): the sum that decides whether to name on two threads
+/// overflowed a `u32` (a panic with overflow checks); it is summed in 64 bits.
 #[test]
 fn bundles_with_huge_native_arrays_are_refused_quickly() {
     for input in inputs("bundle") {

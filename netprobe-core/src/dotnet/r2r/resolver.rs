@@ -334,8 +334,13 @@ pub(crate) fn methods_where<'a, T: Send>(
     let n_functions = r2r.runtime_functions.len();
     let def_section = header.section(section::METHOD_DEF_ENTRY_POINTS);
     let instance_section = header.section(section::INSTANCE_METHOD_ENTRY_POINTS);
-    let parallel = def_section.map_or(0, |s| s.size) + instance_section.map_or(0, |s| s.size)
-        >= PARALLEL_ENTRY_BYTES;
+    // Sizes as the header claims them: a hostile one may be near 4 GiB (summed in 64 bits).
+    let table_bytes = [def_section, instance_section]
+        .iter()
+        .flatten()
+        .map(|s| u64::from(s.size))
+        .sum::<u64>();
+    let parallel = table_bytes >= PARALLEL_ENTRY_BYTES;
     let keep_all = keep.is_none();
     // The entry-point tables (and a whole listing's type names) are independent reads of the
     // image: read on two threads when they are large.
@@ -444,7 +449,7 @@ pub(crate) fn methods_where<'a, T: Send>(
 /// System.Linq.Expressions (244 KiB, 14,800) 16.6 -> 15.4 ms, System.Private.Xml (99 KiB,
 /// 12,900) 11.6 ms both ways, System.Linq (19 KiB) 5.4 -> 5.9 ms: below ~100 KiB the second
 /// thread's start and fresh heap cost what it saves.
-const PARALLEL_ENTRY_BYTES: u32 = 128 * 1024;
+const PARALLEL_ENTRY_BYTES: u64 = 128 * 1024;
 
 /// Entries named per job of a whole listing: small enough that a thread which starts late (the
 /// scheduler may queue it behind this one for a few milliseconds) leaves little to wait for,
