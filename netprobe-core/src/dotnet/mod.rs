@@ -383,15 +383,20 @@ impl Assembly {
     }
 
     fn list_methods(&self) -> Result<Vec<R2rMethod>> {
-        self.list_as(&|m| m)
+        self.list_as(None, &|m| m)
     }
 
-    /// [`Assembly::methods`] (not cached), each method as `map` makes it.
-    fn list_as<T: Send>(&self, map: &(dyn Fn(R2rMethod) -> T + Sync)) -> Result<Vec<T>> {
+    /// [`Assembly::methods`] (not cached) of the methods whose own name `keep` accepts (all
+    /// without `keep`), each as `map` makes it.
+    fn list_as<T: Send>(
+        &self,
+        keep: Option<&dyn Fn(&str) -> bool>,
+        map: &(dyn Fn(R2rMethod) -> T + Sync),
+    ) -> Result<Vec<T>> {
         // Whether a method is named by module and token (`[module#N]<token>`: its module was
         // not open when it was named), looked at while the names are new.
         let other_module = AtomicBool::new(false);
-        let listed = self.listed_as(None, &|m| {
+        let listed = self.listed_as(None, keep, &|m| {
             if names_a_module(&m.name) {
                 other_module.store(true, Ordering::Relaxed);
             }
@@ -403,12 +408,13 @@ impl Assembly {
         let siblings =
             r2r::SiblingAssemblies::open(self, r2r::SiblingAssemblies::referenced_modules(self));
         let resolver = &siblings;
-        self.listed_as(Some(&resolver), map)
+        self.listed_as(Some(&resolver), keep, map)
     }
 
     fn listed_as<'a, T: Send>(
         &'a self,
         foreign: Option<&'a dyn metadata::ModuleResolver<'a>>,
+        keep: Option<&dyn Fn(&str) -> bool>,
         map: &(dyn Fn(R2rMethod) -> T + Sync),
     ) -> Result<Vec<T>> {
         let Some(r2r) = &self.r2r else {
@@ -416,7 +422,7 @@ impl Assembly {
                 path: self.path.clone(),
             });
         };
-        r2r::resolver::methods_where(self, r2r, foreign, None, map)
+        r2r::resolver::methods_where(self, r2r, foreign, keep, map)
             .map_err(|e| Error::malformed(&self.path, e))
     }
 
@@ -435,14 +441,9 @@ impl Assembly {
     }
 }
 
-/// Whether a method of `methods` is named by module and token (`[module#N]<token>`: its module
-/// was not open when it was named). Each `#` of a name is looked at (few names have one), not
-/// each position: a substring search per name cost 4% of listing CoreLib.
-fn names_other_module(methods: &[R2rMethod]) -> bool {
-    methods.iter().any(|m| names_a_module(&m.name))
-}
-
-/// Whether `name` contains `[module#`.
+/// Whether `name` contains `[module#` (named by module and token: its module was not open when
+/// it was named). Each `#` of a name is looked at (few names have one), not each position: a
+/// substring search per name cost 4% of listing CoreLib.
 fn names_a_module(name: &str) -> bool {
     let name = name.as_bytes();
     memchr::memchr_iter(b'#', name).any(|at| name[..at].ends_with(b"[module"))
@@ -483,32 +484,9 @@ impl Assembly {
     /// between `::` and `(`) `keep` accepts, in the same order, named the same; the others are
     /// never named. Not cached ([`Assembly::methods_named`] is).
     pub fn methods_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<R2rMethod>> {
-        let mut methods = self.methods_where_with(None, keep)?;
         // As `list_methods`: names of other modules of the version bubble need the siblings (a
         // kept method that names none of them is named the same with or without them).
-        if names_other_module(&methods) {
-            let siblings = r2r::SiblingAssemblies::open(
-                self,
-                r2r::SiblingAssemblies::referenced_modules(self),
-            );
-            let resolver = &siblings;
-            methods = self.methods_where_with(Some(&resolver), keep)?;
-        }
-        Ok(methods)
-    }
-
-    fn methods_where_with<'a>(
-        &'a self,
-        foreign: Option<&'a dyn metadata::ModuleResolver<'a>>,
-        keep: &dyn Fn(&str) -> bool,
-    ) -> Result<Vec<R2rMethod>> {
-        let Some(r2r) = &self.r2r else {
-            return Err(Error::IlOnly {
-                path: self.path.clone(),
-            });
-        };
-        r2r::resolver::methods_where(self, r2r, foreign, Some(keep), &|m| m)
-            .map_err(|e| Error::malformed(&self.path, e))
+        self.list_as(Some(keep), &|m| m)
     }
 
     /// Whether any string of the `#Strings` heap (type, namespace and member names) contains
@@ -583,7 +561,7 @@ impl SymbolSource for Assembly {
             .clone();
         match cached {
             Some(m) => Ok(m.into_iter().map(|m| self.symbol_of(m)).collect()),
-            None => self.list_as(&|m| self.symbol_of(m)),
+            None => self.list_as(None, &|m| self.symbol_of(m)),
         }
     }
 }
