@@ -119,6 +119,33 @@ fn c_program() -> Result<(), String> {
     )
 }
 
+/// netprobe's `.gnu.hash` reader leads every name goblin lists in the `.dynsym` of `path` (from
+/// the table's first hashed entry on, as the linker sorted them) to that entry, and to no entry
+/// of another hash bucket: what resolving one name through the table relies on.
+fn gnu_hash_finds_every_name(path: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(path).map_err(err)?;
+    let view = netprobe_core::elf::parser::ElfView::parse(path, &bytes).map_err(err)?;
+    let hash = view
+        .dynsym_hash()
+        .ok_or_else(|| format!("{}: no usable .gnu.hash", path.display()))?;
+    let elf = goblin::elf::Elf::parse(&bytes).map_err(err)?;
+    let mut checked = 0;
+    for (index, sym) in elf.dynsyms.iter().enumerate().skip(hash.first_hashed()) {
+        let name = elf.dynstrtab.get_at(sym.st_name).unwrap_or("");
+        if !hash.candidates(name.as_bytes()).contains(&index) {
+            return Err(format!(
+                "{}: {name} (entry {index}) not found",
+                path.display()
+            ));
+        }
+        checked += 1;
+    }
+    if checked < 100 {
+        return Err(format!("{}: only {checked} hashed names", path.display()));
+    }
+    Ok(())
+}
+
 fn main() {
     let go_patterns: &'static [&'static str] = &[
         "main.main",
@@ -161,6 +188,14 @@ fn main() {
                         "_cgo_*Cfunc_gai_strerror",
                     ],
                 )
+            },
+        ),
+        e2e::trial(
+            "gnu_hash_finds_every_dynsym_name_libc_dockerd",
+            &[Need::Path(LIBC.into()), Need::Path(DOCKERD.into())],
+            || {
+                gnu_hash_finds_every_name(Path::new(LIBC))?;
+                gnu_hash_finds_every_name(Path::new(DOCKERD))
             },
         ),
         e2e::trial(

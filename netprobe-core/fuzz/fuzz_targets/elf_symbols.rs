@@ -19,6 +19,9 @@ fuzz_target!(|data: &[u8]| {
             let _ = view.section_bytes(sh);
             let _ = view.section_name(sh);
         }
+        // One name through `.gnu.hash` (and the names its first bytes would hash as).
+        let name = data.get(..data.len().min(8)).unwrap_or_default();
+        let _ = view.functions_named_where(path, &[b"main", name], &|_, _| true);
     }
     if let Ok(symbols) = file.symbols() {
         for s in symbols.iter().take(64) {

@@ -11,6 +11,7 @@
 //! (LSB Core, "Symbol Versioning": `.gnu.version`, `.gnu.version_d`).
 
 use crate::addr::VirtAddr;
+use crate::elf::gnu_hash::{GnuHash, SHT_GNU_HASH};
 use crate::error::{Error, Result};
 use crate::image::{sniff, ImageFormat};
 use crate::symbol::{SymbolKind, SymbolOrigin};
@@ -126,6 +127,84 @@ impl<'a> ElfView<'a> {
         path: &Path,
         keep: &dyn Fn(VirtAddr, &[u8]) -> bool,
     ) -> Result<Vec<RawFunction>> {
+        self.functions_reading(path, None, keep)
+    }
+
+    /// [`ElfView::functions_where`] for a `keep` that refuses every `.dynsym` name but `names`
+    /// (as the string table holds them: `.dynsym` names carry no version, GNU versions live in
+    /// `.gnu.version`, LSB "Symbol Versioning"): the same functions, in the same order, but of
+    /// the `.dynsym` entries the file's `.gnu.hash` covers ([`ElfView::dynsym_hash`]) only those
+    /// whose name hashes as one of `names` are read. The table is what the dynamic linker looks
+    /// names up in, so a name it does not lead to is one no program could link against either.
+    /// Without a usable `.gnu.hash`, every entry is read.
+    pub fn functions_named_where(
+        &self,
+        path: &Path,
+        names: &[&[u8]],
+        keep: &dyn Fn(VirtAddr, &[u8]) -> bool,
+    ) -> Result<Vec<RawFunction>> {
+        self.functions_reading(path, Some(names), keep)
+    }
+
+    /// The `.gnu.hash` of the file's `.dynsym` (the `SHT_GNU_HASH` section linked to it);
+    /// `None` when there is none or it cannot describe the `.dynsym` (cut off, no buckets).
+    pub fn dynsym_hash(&self) -> Option<GnuHash<'a>> {
+        let (index, dynsym) = self
+            .section_headers
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.sh_type == SHT_DYNSYM)?;
+        let hash = self
+            .section_headers
+            .iter()
+            .find(|s| s.sh_type == SHT_GNU_HASH && s.sh_link as usize == index)?;
+        let entsize = goblin::elf::sym::Sym::size(self.ctx.container) as u64;
+        let word_size = if self.ctx.container == goblin::container::Container::Big {
+            8
+        } else {
+            4
+        };
+        GnuHash::parse(
+            self.section_bytes(hash)?,
+            word_size,
+            self.ctx.le == goblin::container::Endian::Little,
+            usize::try_from(dynsym.sh_size / entsize).ok()?,
+        )
+    }
+
+    /// The value (`st_value`) of the defined `.dynsym` symbol named exactly `name`, of any type,
+    /// found through `.gnu.hash` ([`ElfView::dynsym_hash`]); `None` without a usable table, a
+    /// 64-bit little-endian `.dynsym` in the file, or such a symbol among the hashed entries.
+    pub fn dynamic_symbol_value(&self, name: &str) -> Option<u64> {
+        let hash = self.dynsym_hash()?;
+        let dynsym = self
+            .section_headers
+            .iter()
+            .find(|s| s.sh_type == SHT_DYNSYM)?;
+        let strtab = self.section_bytes(self.section_headers.get(dynsym.sh_link as usize)?)?;
+        if self.ctx.container != goblin::container::Container::Big
+            || self.ctx.le != goblin::container::Endian::Little
+        {
+            return None;
+        }
+        let table = self.section_bytes(dynsym)?;
+        hash.candidates(name.as_bytes())
+            .into_iter()
+            .find_map(|idx| {
+                let at = idx.checked_mul(24)?;
+                let sym = SymFields::elf64_le(table.get(at..at.checked_add(24)?)?);
+                (names_exactly(strtab, sym.name, name.as_bytes())
+                    && sym.shndx != SHN_UNDEF as usize)
+                    .then_some(sym.value)
+            })
+    }
+
+    fn functions_reading(
+        &self,
+        path: &Path,
+        dynsym_names: Option<&[&[u8]]>,
+        keep: &dyn Fn(VirtAddr, &[u8]) -> bool,
+    ) -> Result<Vec<RawFunction>> {
         if self.section_headers.is_empty() {
             let mut functions = functions_via_dynamic(path, self.bytes)?;
             let mut name = Vec::new();
@@ -198,8 +277,38 @@ impl<'a> ElfView<'a> {
                     if self.ctx.container == goblin::container::Container::Big
                         && self.ctx.le == goblin::container::Endian::Little =>
                 {
-                    for (idx, e) in table.chunks_exact(entsize as usize).enumerate() {
-                        add(idx, SymFields::elf64_le(e));
+                    let entry = |idx: usize| {
+                        let at = idx * entsize as usize;
+                        SymFields::elf64_le(&table[at..at + entsize as usize])
+                    };
+                    let hashed = dynsym_names
+                        .filter(|_| origin == SymbolOrigin::ElfDynsym)
+                        .zip(self.dynsym_hash());
+                    match hashed {
+                        Some((names, hash)) => {
+                            // Entries before the hashed ones are read as usual; of the rest
+                            // only those the table leads each name to, named exactly so.
+                            let named = |idx: &usize| {
+                                let at = entry(*idx).name;
+                                names.iter().any(|n| names_exactly(strtab, at, n))
+                            };
+                            let mut found: Vec<usize> = names
+                                .iter()
+                                .flat_map(|n| hash.candidates(n))
+                                .filter(|i| *i < count)
+                                .collect();
+                            found.sort_unstable();
+                            found.dedup();
+                            found.retain(named);
+                            for idx in (0..hash.first_hashed().min(count)).chain(found) {
+                                add(idx, entry(idx));
+                            }
+                        }
+                        None => {
+                            for (idx, e) in table.chunks_exact(entsize as usize).enumerate() {
+                                add(idx, SymFields::elf64_le(e));
+                            }
+                        }
                     }
                 }
                 _ => {
@@ -225,6 +334,13 @@ impl<'a> ElfView<'a> {
     }
 }
 
+/// Whether the string at `at` of the string table `strtab` is `name` (followed by its NUL).
+fn names_exactly(strtab: &[u8], at: usize, name: &[u8]) -> bool {
+    strtab
+        .get(at..)
+        .is_some_and(|rest| rest.starts_with(name) && rest.get(name.len()) == Some(&0))
+}
+
 /// The fields of a symbol table entry netprobe reads.
 struct SymFields {
     name: usize,
@@ -238,6 +354,8 @@ impl SymFields {
     /// An `Elf64_Sym` of a little-endian file (gABI, "Symbol Table": `st_name` u32 at 0,
     /// `st_info` at 4, `st_other` at 5, `st_shndx` u16 at 6, `st_value` u64 at 8, `st_size` u64
     /// at 16); `e` is one whole entry of 24 bytes.
+    // Inlined: it runs once per entry of 170,000-entry tables, from three loops.
+    #[inline(always)]
     fn elf64_le(e: &[u8]) -> SymFields {
         let u16_at = |o: usize| u16::from_le_bytes([e[o], e[o + 1]]);
         let u32_at = |o: usize| u32::from_le_bytes(e[o..o + 4].try_into().unwrap_or_default());
