@@ -270,21 +270,40 @@ fn elf_symbols_matching(
 ) -> Result<Vec<Symbol>> {
     let elf_keep = |name: &str, kind| pattern.matches_name(name, kind);
     let go = image.go(path, p);
-    // ELF symbols that name a Go function again are left out by address before their names
-    // are read (as in `symbols_of`).
-    let (go_symbols, go_entries) = match &go {
-        Ok(Some(bin)) => {
-            let (symbols, entries) = bin
-                .symbols_and_entries_where(&pattern.go_name_may_match(), &|name| {
-                    pattern.matches_name(name, SymbolKind::GoFunction)
-                });
-            (symbols, Some(entries))
-        }
+    let prefix = pattern.native_name_prefix().map(str::as_bytes);
+    let view = crate::elf::parser::ElfView::parse(path, p.bytes)?;
+    // A literal can only be one of a few `.dynsym` names, found through `.gnu.hash`
+    // ([`crate::elf::parser::ElfView::functions_named_where`]).
+    let dynsym_names = prefix
+        .filter(|_| view.dynsym_hash().is_some())
+        .map(dynsym_names_of);
+    // Then, without a `.symtab`, only those few ELF symbols are checked against the Go table,
+    // each by binary search: no set of its 70,000 entries is built.
+    let few_elf_symbols = dynsym_names.is_some()
+        && !view
+            .section_headers
+            .iter()
+            .any(|s| s.sh_type == goblin::elf::section_header::SHT_SYMTAB);
+    let mut go_entries = crate::addr::AddressSet::default();
+    let (go_symbols, go_binary) = match &go {
+        Ok(Some(bin)) => (
+            bin.symbols_where(
+                &pattern.go_name_may_match(),
+                &|name| pattern.matches_name(name, SymbolKind::GoFunction),
+                (!few_elf_symbols).then_some(&mut go_entries),
+            ),
+            Some(bin),
+        ),
         _ => (Vec::new(), None),
     };
-    let not_go = |vaddr: VirtAddr| go_entries.as_ref().is_none_or(|e| !e.contains(&vaddr.0));
-    let prefix = pattern.native_name_prefix().map(str::as_bytes);
-    let facts = if go_entries.is_some() || prefix.is_some() {
+    // ELF symbols that name a Go function again are left out by address before their names
+    // are read (as in `symbols_of`).
+    let not_go = |vaddr: VirtAddr| match go_binary {
+        None => true,
+        Some(bin) if few_elf_symbols => !bin.lists_entry(vaddr),
+        Some(_) => !go_entries.contains(&vaddr.0),
+    };
+    let facts = if go_binary.is_some() || prefix.is_some() {
         // Only names that start with the pattern's literal prefix can match it, and only those,
         // or their unversioned forms (shorter than it), can hide a `.dynsym` copy of a `.symtab`
         // name (`elf::resolver::symbols_where`): the rest of the names is never read.
@@ -297,10 +316,13 @@ fn elf_symbols_matching(
                 None => n == prefix.len() && rest[..n] == *prefix,
             }
         };
-        let (functions, segments) =
-            elf_functions_where(path, p.bytes, &|vaddr, rest| not_go(vaddr) && name_ok(rest))?;
+        let keep = |vaddr: VirtAddr, rest: &[u8]| not_go(vaddr) && name_ok(rest);
+        let functions = match &dynsym_names {
+            Some(names) => view.functions_named_where(path, names, &keep)?,
+            None => view.functions_where(path, &keep)?,
+        };
         std::sync::Arc::new(crate::elf::parser::ElfFacts {
-            segments,
+            segments: crate::elf::LoadSegments::from_program_headers(&view.program_headers),
             section_headers: Vec::new(),
             section_names: Vec::new(),
             functions,
@@ -321,6 +343,22 @@ fn elf_symbols_matching(
         Err(e) if image.elf(path)?.functions.is_empty() => Err(e),
         Err(_) => Ok(elf()),
     }
+}
+
+/// The `.dynsym` names (as its string table holds them, without versions) whose function
+/// [`Pattern::matches_name`] can match the literal `text`: a native function's names are its
+/// name and the name without its `@VERSION`/`@@VERSION` ([`crate::matching::match_keys`]),
+/// and `nm -D` writes a versioned `.dynsym` entry `NAME` as `NAME@V` or `NAME@@V`: `text`
+/// itself, and `text` cut before each `@` it holds.
+fn dynsym_names_of(text: &[u8]) -> Vec<&[u8]> {
+    std::iter::once(text)
+        .chain(
+            text.iter()
+                .enumerate()
+                .filter(|&(i, &b)| b == b'@' && i > 0)
+                .map(|(i, _)| &text[..i]),
+        )
+        .collect()
 }
 
 /// What a user must know about the assemblies of the bundle at `path` that netprobe cannot

@@ -45,7 +45,9 @@ fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> std::result::Result<S::Ok, 
 /// A path naming a bundled assembly (`BUNDLE/System.Private.CoreLib.dll`) searches only it.
 pub fn resolve_file(path: &Path, pattern: &str) -> Result<Vec<ProbeTarget>> {
     let pattern = Pattern::parse(pattern)?;
-    let (probe_path, images) = match crate::dotnet::bundle::split_member_path(path) {
+    let member = crate::dotnet::bundle::split_member_path(path);
+    let is_member = member.is_some();
+    let (probe_path, images) = match member {
         Some((bundle, _)) => (
             bundle,
             vec![image::ImageSymbols {
@@ -54,7 +56,13 @@ pub fn resolve_file(path: &Path, pattern: &str) -> Result<Vec<ProbeTarget>> {
                 symbols: image::load_symbols(path)?,
             }],
         ),
-        None => (path.to_path_buf(), image::load_image_symbols(path)?),
+        // Only what can match is named ([`image::load_image_symbols_matching`]: the same
+        // symbols `select` would pick from the whole listing); the listing is read only to
+        // explain a name that matches nothing.
+        None => (
+            path.to_path_buf(),
+            image::load_image_symbols_matching(path, &pattern)?,
+        ),
     };
     let mut targets = Vec::new();
     for img in &images {
@@ -80,7 +88,13 @@ pub fn resolve_file(path: &Path, pattern: &str) -> Result<Vec<ProbeTarget>> {
         if let Some(e) = offsetless.and_then(|(s, img)| no_file_offset(s, &img)) {
             return Err(e);
         }
-        let all: Vec<Symbol> = images.into_iter().flat_map(|i| i.symbols).collect();
+        let all: Vec<Symbol> = match is_member {
+            true => images.into_iter().flat_map(|i| i.symbols).collect(),
+            false => image::load_image_symbols(path)?
+                .into_iter()
+                .flat_map(|i| i.symbols)
+                .collect(),
+        };
         return Err(no_match_in(&pattern, path, &all));
     }
     Ok(targets)

@@ -831,9 +831,12 @@ fn debian_binaries() -> R {
             if bin.ends_with("dockerd") && go.pclntab_location().section.is_some() {
                 return Err("dockerd's table should have been found by magic".into());
             }
+            let bytes = std::fs::read(path).map_err(err)?;
+            if bin.ends_with("dockerd") {
+                table_named_by_moduledata_is_the_first_found(&bytes, go)?;
+            }
             // Debian links dockerd and containerd with every Go symbol exported: their .dynsym
             // is a second, independent listing (runc exports only a few Go functions).
-            let bytes = std::fs::read(path).map_err(err)?;
             let elf = Elf::parse(&bytes).map_err(err)?;
             let dynsym = elf_funcs(elf.dynsyms.iter(), &elf.dynstrtab);
             let matched = compare_with_elf_funcs(go, &dynsym, "dynsym")?;
@@ -849,6 +852,39 @@ fn debian_binaries() -> R {
             check_file_offsets(path, go, 13)?;
             check_rets_and_prologues(path, go, &sample(go, 1499))
         })?;
+    }
+    Ok(())
+}
+
+/// dockerd exports `runtime.firstmoduledata`: the table its first word points at (which netprobe
+/// tries before searching) is the one netprobe lists, and the first magic in `.data.rel.ro`
+/// (goblin's section headers) at which a table parses, as a search from the start finds it.
+fn table_named_by_moduledata_is_the_first_found(bytes: &[u8], go: &GoBinary<'_>) -> R {
+    let view =
+        netprobe_core::elf::parser::ElfView::parse(Path::new("dockerd"), bytes).map_err(err)?;
+    let segments = netprobe_core::elf::LoadSegments::from_program_headers(&view.program_headers);
+    let named =
+        netprobe_core::golang::moduledata::table_named_by_dynamic_symbol(&view, bytes, &segments);
+    let elf = Elf::parse(bytes).map_err(err)?;
+    let rel_ro = elf
+        .section_headers
+        .iter()
+        .find(|sh| elf.shdr_strtab.get_at(sh.sh_name) == Some(".data.rel.ro"))
+        .ok_or("no .data.rel.ro")?;
+    let (lo, hi) = (
+        rel_ro.sh_offset as usize,
+        (rel_ro.sh_offset + rel_ro.sh_size) as usize,
+    );
+    let searched = netprobe_core::golang::pclntab::parser::magic_candidates(&bytes[lo..hi])
+        .into_iter()
+        .find(|&at| netprobe_core::golang::Pclntab::parse(&bytes[lo + at..hi]).is_ok())
+        .map(|at| (lo + at) as u64);
+    let listed = go.pclntab_location().file_offset.0;
+    if named != Some(listed) || searched != Some(listed) {
+        return Err(format!(
+            "table listed at {listed:#x}, named by the module data at {named:x?}, found first by \
+             search at {searched:x?}"
+        ));
     }
     Ok(())
 }

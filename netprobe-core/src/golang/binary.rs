@@ -240,9 +240,12 @@ impl<'a> GoBinary<'a> {
         self.resolver().by_name(name)
     }
 
-    /// The function whose `[entry, end)` holds `addr`; `None` outside the table.
+    /// The function whose `[entry, end)` holds `addr`; `None` outside the table. A binary search
+    /// of the table (as [`PclntabResolver::at`]), without building the name index.
     pub fn function_at(&self, addr: VirtAddr) -> Option<GoFunction<'a>> {
-        self.resolver().at(addr)
+        self.pclntab
+            .find_index(addr)
+            .and_then(|i| self.pclntab.function(i))
     }
 
     /// The calling convention: from the build info's version when known (register ABI since
@@ -327,18 +330,21 @@ impl<'a> GoBinary<'a> {
 
 impl GoBinary<'_> {
     /// [`SymbolSource::symbols`] of the functions whose name `keep` accepts, in the same order
-    /// (only their records are decoded), and the entries of all functions it lists (for telling
-    /// which ELF symbols of the file name a Go function again), from one pass over the table.
-    /// `may_match` sees each name's bytes first: a name it refuses is never checked as UTF-8 nor
-    /// shown to `keep` (it must accept every name `keep` could accept).
-    pub fn symbols_and_entries_where(
+    /// (only their records are decoded), from one pass over the table that also puts the entry
+    /// of every function it lists into `entries` when given (for telling which ELF symbols of
+    /// the file name a Go function again; [`GoBinary::lists_entry`] tells it of one address
+    /// without the set). `may_match` sees each name's bytes first: a name it refuses is never
+    /// checked as UTF-8 nor shown to `keep` (it must accept every name `keep` could accept).
+    pub fn symbols_where(
         &self,
         may_match: &dyn Fn(&[u8]) -> bool,
         keep: &dyn Fn(&str) -> bool,
-    ) -> (Vec<Symbol>, AddressSet) {
+        mut entries: Option<&mut AddressSet>,
+    ) -> Vec<Symbol> {
         let n = self.pclntab.len();
-        let mut entries =
-            AddressSet::with_capacity_and_hasher(n.min(1 << 20) as usize, Default::default());
+        if let Some(set) = entries.as_deref_mut() {
+            set.reserve(n.min(1 << 20) as usize);
+        }
         let mut kept = Vec::new();
         for i in 0..n {
             // What `Pclntab::function` needs to decode: the name, the entry and the next one.
@@ -348,12 +354,30 @@ impl GoBinary<'_> {
             let (Some(entry), Some(_)) = (self.pclntab.entry(i), self.pclntab.entry(i + 1)) else {
                 continue;
             };
-            entries.insert(entry.0);
+            if let Some(set) = entries.as_deref_mut() {
+                set.insert(entry.0);
+            }
             if may_match(raw) && self.pclntab.function_name(i).is_some_and(|n| keep(&n)) {
                 kept.extend(self.pclntab.function(i).map(|f| self.symbol(&f)));
             }
         }
-        (kept, entries)
+        kept
+    }
+
+    /// Whether a function [`SymbolSource::symbols`] lists starts at `vaddr` (what
+    /// [`GoBinary::symbols_where`] puts into its `entries`), found by binary search: the
+    /// table's entries are sorted (checked when it is parsed).
+    pub fn lists_entry(&self, vaddr: VirtAddr) -> bool {
+        let Some(last) = self.pclntab.find_index(vaddr) else {
+            return false;
+        };
+        // Functions sharing an entry sit side by side; `find_index` gives the last of them.
+        (0..=last)
+            .rev()
+            .take_while(|&i| self.pclntab.entry(i) == Some(vaddr))
+            .any(|i| {
+                self.pclntab.function_name_bytes(i).is_some() && self.pclntab.entry(i + 1).is_some()
+            })
     }
 }
 
@@ -562,8 +586,7 @@ fn scan_for_pclntab<'a>(
         &bytes[..0]
     };
     let rest = magic_candidates_iter(whole).filter(|&at| !in_preferred(at as u64));
-    for at in first.chain(rest) {
-        let at = at as u64;
+    let table_at = |at: u64| {
         // The table cannot run past the section (or else the segment, or the file) holding it.
         let end = elf
             .section_headers
@@ -579,16 +602,26 @@ fn scan_for_pclntab<'a>(
                     .map(|s| s.offset.saturating_add(s.filesz))
             })
             .unwrap_or(bytes.len() as u64);
-        let Some(data) = crate::bytes::slice(bytes, at, end.saturating_sub(at)) else {
-            continue;
-        };
-        let Ok(table) = Pclntab::parse(data) else {
-            continue;
-        };
+        let data = crate::bytes::slice(bytes, at, end.saturating_sub(at))?;
+        let table = Pclntab::parse(data).ok()?;
         let vaddr = segments.vaddr_of_file_offset(FileOffset(at));
-        match establish_text_start(elf, segments, table, vaddr) {
-            Ok((table, source)) => return Ok(Some((table, source, at, vaddr))),
-            Err(e) => {
+        Some((establish_text_start(elf, segments, table, vaddr), vaddr))
+    };
+    // The table the module data points at, tried before the megabytes ahead of it are searched
+    // (as a candidate of the same region, checked the same way; not found, the search decides).
+    let pointed_at = super::moduledata::table_named_by_dynamic_symbol(elf, bytes, segments)
+        .filter(|&at| in_preferred(at) || elf.section_headers.is_empty());
+    if let Some(at) = pointed_at {
+        if let Some((Ok((table, source)), vaddr)) = table_at(at) {
+            return Ok(Some((table, source, at, vaddr)));
+        }
+    }
+    for at in first.chain(rest) {
+        let at = at as u64;
+        match table_at(at) {
+            None => continue,
+            Some((Ok((table, source)), vaddr)) => return Ok(Some((table, source, at, vaddr))),
+            Some((Err(e), _)) => {
                 unestablished.get_or_insert(format!("table at file offset {at:#x}: {e}"));
             }
         }

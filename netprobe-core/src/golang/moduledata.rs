@@ -86,6 +86,29 @@ impl LinkImage<'_> {
     }
 }
 
+/// The file offset of the table `runtime.firstmoduledata` points at, when the file's `.dynsym`
+/// names that symbol (Debian's dockerd exports every Go symbol; found through `.gnu.hash`) and
+/// the pointer is stored in the file (GNU ld writes a `R_X86_64_RELATIVE` relocation's addend
+/// into the word as well): the module data's first word is `pcHeader` (Go 1.16+) or the data
+/// pointer of the `pclntable` slice (Go 1.2-1.15), the table's first byte either way
+/// (`runtime/symtab.go`, `type moduledata`). Only a magic candidate
+/// ([`crate::golang::pclntab::parser::magic_candidates_iter`]) is returned; `None` otherwise.
+pub fn table_named_by_dynamic_symbol(
+    elf: &crate::elf::parser::ElfView<'_>,
+    bytes: &[u8],
+    segments: &crate::elf::LoadSegments,
+) -> Option<u64> {
+    let moduledata = elf.dynamic_symbol_value("runtime.firstmoduledata")?;
+    let word_at = segments.file_offset(crate::addr::VirtAddr(moduledata))?;
+    let table = bytes::word_at(bytes, word_at.0, 8)?;
+    let at = segments.file_offset(crate::addr::VirtAddr(table))?.0;
+    let head = bytes::slice(bytes, at, 8)?;
+    crate::golang::pclntab::parser::magic_candidates_iter(head)
+        .next()
+        .filter(|&c| c == 0)
+        .map(|_| at)
+}
+
 /// What the table's header says, as far as the locator checks it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TableFacts {
