@@ -363,10 +363,13 @@ pub(crate) enum Tables<'a> {
     Elf {
         ranges: Vec<CodeRange>,
         sections: Vec<ElfSection>,
-        functions: Vec<RawFunction>,
+        /// The file's ELF function symbols, read when a probe needs them
+        /// ([`CodeFile::elf_functions`]), which a Go function's probe never does.
+        elf_functions: std::sync::OnceLock<ElfFunctions>,
         go: Option<Arc<GoBinary<'a>>>,
-        /// Go: how many function entries of the whole table are not preceded by padding, of
-        /// how many could be checked ([`CodeFile::go_alignment`]).
+        /// Go: how many function entries of the pairs checked (all neighbours, or up to
+        /// [`GO_ALIGNMENT_PAIRS`] spread over the table) are not preceded by padding, of how
+        /// many could be checked ([`CodeFile::go_alignment`]).
         go_misaligned: (usize, usize),
         /// A .NET single-file bundle's ReadyToRun assemblies, stored uncompressed after the
         /// app host's segments (`dotnet::bundle`): each one's bytes in the file, `(offset, len)`,
@@ -380,6 +383,48 @@ pub(crate) enum Tables<'a> {
         runtime_functions: Vec<(u64, u64)>,
     },
 }
+
+/// The ELF function symbols of a file as the per-run cache holds them (none when unreadable),
+/// with their indices sorted by address: a plan of every function of a library asks for each
+/// one's symbols by address (2,200 in libc, each a scan of all its symbols before).
+pub(crate) struct ElfFunctions {
+    facts: Option<Arc<crate::elf::parser::ElfFacts>>,
+    /// Indices into `facts.functions`, by address, then by index (equal addresses keep the
+    /// table's order).
+    by_address: Vec<usize>,
+}
+
+impl ElfFunctions {
+    fn new(facts: Option<Arc<crate::elf::parser::ElfFacts>>) -> ElfFunctions {
+        let all = facts.as_ref().map_or(&[][..], |f| f.functions.as_slice());
+        let mut by_address: Vec<usize> = (0..all.len()).collect();
+        by_address.sort_by_key(|&i| (all[i].vaddr.0, i));
+        ElfFunctions { facts, by_address }
+    }
+
+    /// Every function symbol, in table order.
+    fn all(&self) -> &[RawFunction] {
+        self.facts.as_ref().map_or(&[], |f| f.functions.as_slice())
+    }
+
+    /// The function symbols at `address`, in table order.
+    fn at(&self, address: u64) -> impl Iterator<Item = &RawFunction> {
+        let all = self.all();
+        let from = self
+            .by_address
+            .partition_point(|&i| all[i].vaddr.0 < address);
+        self.by_address[from..]
+            .iter()
+            .map(move |&i| &all[i])
+            .take_while(move |s| s.vaddr.0 == address)
+    }
+}
+
+/// Neighbouring pairs of a Go table [`CodeFile::go_alignment`] checks at most. A wrong text
+/// start moves every entry alike, so pairs spread over the table show it as surely as all of
+/// them, without decoding 70,000 records and reading every page of the code for one probe
+/// (dockerd: `trace --dry-run dockerd:main.main` spent most of its time there).
+const GO_ALIGNMENT_PAIRS: u64 = 1024;
 
 /// Go's amd64 linker pads between functions with INT3 (`cmd/link/internal/amd64/obj.go`:
 /// `CodePad: []byte{0xCC}`).
@@ -511,31 +556,30 @@ impl CodeFile {
         let image = &self.image;
         match sniff(p.bytes) {
             Some(ImageFormat::Elf) => {
-                let facts = image.elf(&self.path).map_err(unreadable)?;
-                let ranges: Vec<CodeRange> = facts
-                    .segments
-                    .0
-                    .iter()
-                    .filter(|s| s.executable)
-                    .map(|s| CodeRange {
-                        offset: s.offset,
-                        len: s.filesz,
-                        address: s.vaddr,
-                    })
-                    .collect();
-                let sections = facts
+                // The headers only: the function symbols are read on demand.
+                let view = ElfView::parse(&self.path, p.bytes).map_err(unreadable)?;
+                let ranges: Vec<CodeRange> =
+                    LoadSegments::from_program_headers(&view.program_headers)
+                        .0
+                        .iter()
+                        .filter(|s| s.executable)
+                        .map(|s| CodeRange {
+                            offset: s.offset,
+                            len: s.filesz,
+                            address: s.vaddr,
+                        })
+                        .collect();
+                let sections = view
                     .section_headers
                     .iter()
-                    .zip(&facts.section_names)
-                    .map(|(sh, name)| ElfSection {
-                        name: name.clone(),
+                    .map(|sh| ElfSection {
+                        name: view.section_name(sh).unwrap_or("").to_string(),
                         addr: sh.sh_addr,
                         size: sh.sh_size,
                         executable: sh.sh_flags & u64::from(SHF_EXECINSTR) != 0,
                         nobits: sh.sh_type == SHT_NOBITS,
                     })
                     .collect();
-                let functions = facts.functions.clone();
                 let go = image.go(&self.path, p).ok().flatten();
                 let go_misaligned = go
                     .as_deref()
@@ -554,7 +598,7 @@ impl CodeFile {
                 Ok(Tables::Elf {
                     ranges,
                     sections,
-                    functions,
+                    elf_functions: std::sync::OnceLock::new(),
                     go,
                     go_misaligned,
                     bundled,
@@ -676,7 +720,9 @@ impl CodeFile {
         };
         let address = range.address + (entry.0 - range.offset);
         let unit = match t {
-            Tables::Elf { go, functions, .. } => go
+            Tables::Elf {
+                go, elf_functions, ..
+            } => go
                 .as_ref()
                 .and_then(|g| g.function_at(VirtAddr(address)))
                 .filter(|f| f.entry.0 == address)
@@ -688,9 +734,8 @@ impl CodeFile {
                     size: Some(f.size()),
                 })
                 .or_else(|| {
-                    functions
-                        .iter()
-                        .filter(|s| s.vaddr.0 == address)
+                    self.elf_functions(elf_functions)
+                        .at(address)
                         .max_by_key(|s| s.size)
                         .map(|s| elf_unit(s, entry))
                 }),
@@ -724,7 +769,9 @@ impl CodeFile {
                 .map(|c| FileOffset(c.offset + (a - c.address)))
         };
         match t {
-            Tables::Elf { go, functions, .. } => {
+            Tables::Elf {
+                go, elf_functions, ..
+            } => {
                 let from_go = go
                     .as_ref()
                     .and_then(|g| g.function_at(VirtAddr(address)))
@@ -740,7 +787,8 @@ impl CodeFile {
                     });
                 from_go.or_else(|| {
                     // The innermost sized symbol around the address (the one starting last).
-                    functions
+                    self.elf_functions(elf_functions)
+                        .all()
                         .iter()
                         .filter(|s| {
                             s.size > 0 && address >= s.vaddr.0 && address - s.vaddr.0 < s.size
@@ -803,14 +851,15 @@ impl CodeFile {
             (
                 Tables::Elf {
                     sections,
-                    functions,
+                    elf_functions,
                     ..
                 },
                 UnitSource::ElfSymbol,
             ) => {
-                let Some(sym) = functions
-                    .iter()
-                    .find(|s| s.vaddr.0 == unit.address && s.name == unit.name)
+                let Some(sym) = self
+                    .elf_functions(elf_functions)
+                    .at(unit.address)
+                    .find(|s| s.name == unit.name)
                 else {
                     return Ok(());
                 };
@@ -882,25 +931,39 @@ impl CodeFile {
         )
     }
 
-    /// The padding check over every pair of neighbouring functions of a Go table: (entries not
+    /// The file's ELF function symbols (`.symtab`, `.dynsym`), read once per run
+    /// ([`crate::cache::Image::elf`]); empty when they cannot be read.
+    fn elf_functions<'t>(&self, slot: &'t std::sync::OnceLock<ElfFunctions>) -> &'t ElfFunctions {
+        slot.get_or_init(|| ElfFunctions::new(self.image.elf(&self.path).ok()))
+    }
+
+    /// The padding check over pairs of neighbouring functions of a Go table: (entries not
     /// preceded by padding, entries checked). Right tables have none (checked on the sample
     /// app's builds, esbuild built by Go 1.15-1.20, Debian's Go binaries); a table read with a
-    /// wrong text start misses the code with nearly every entry.
+    /// wrong text start misses the code with nearly every entry. Every pair of a table of up to
+    /// [`GO_ALIGNMENT_PAIRS`] functions is checked, else that many pairs spread evenly over it.
     fn go_alignment(&self, ranges: &[CodeRange], go: &GoBinary<'_>) -> (usize, usize) {
+        let table = go.pclntab();
+        let pairs = table.len().saturating_sub(1);
         let (mut failed, mut checked) = (0, 0);
-        let mut prev_end: Option<u64> = None;
-        for f in go.functions() {
-            if let Some(end) = prev_end {
-                match self.gap_check(ranges, end, f.entry.0, |b| b == GO_PAD) {
-                    Some(Some(_)) => {
-                        failed += 1;
-                        checked += 1;
-                    }
-                    Some(None) => checked += 1,
-                    None => {}
+        for k in 0..pairs.min(GO_ALIGNMENT_PAIRS) {
+            // Evenly spread: k * pairs / GO_ALIGNMENT_PAIRS (all of them for a small table).
+            let i = if pairs <= GO_ALIGNMENT_PAIRS {
+                k
+            } else {
+                k * pairs / GO_ALIGNMENT_PAIRS
+            };
+            let (Some(f), Some(next)) = (table.function(i), table.function(i + 1)) else {
+                continue;
+            };
+            match self.gap_check(ranges, f.code_end().0, next.entry.0, |b| b == GO_PAD) {
+                Some(Some(_)) => {
+                    failed += 1;
+                    checked += 1;
                 }
+                Some(None) => checked += 1,
+                None => {}
             }
-            prev_end = Some(f.code_end().0);
         }
         (failed, checked)
     }
