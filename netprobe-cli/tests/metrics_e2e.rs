@@ -397,12 +397,29 @@ fn restarted(role: &str, end: End) -> R {
     Ok(())
 }
 
-/// A port already in use: one line naming the cause and the fix, exit 1, nothing left behind.
+/// A port already in use: one line naming the cause and the fix, exit 1, nothing left behind;
+/// also when a dead session is waiting to be cleaned (CI once saw its "removed ..." line added to
+/// the error, when a trial running alongside had just killed a netprobe).
 fn port_in_use_is_one_line_and_leaves_nothing() -> R {
+    use std::os::unix::fs::MetadataExt;
     let bin = tracee();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").map_err(err)?;
     let port = taken.local_addr().map_err(err)?.port();
-    let target = Waiting::start(Command::new(&bin).args(["stdin", "1"]))?;
+    // A dead session's instance: named after a process that has exited.
+    let mut exited = Command::new("true").spawn().map_err(err)?;
+    exited.wait().map_err(err)?;
+    let ns = std::fs::metadata("/proc/self/ns/pid").map_err(err)?.ino();
+    let dead = format!("{TRACEFS}/instances/netprobe_{ns}_{}", exited.id());
+    std::fs::create_dir(&dead).map_err(|e| format!("mkdir {dead}: {e}"))?;
+    let result = port_in_use_run(&bin, port);
+    // Another trial's netprobe may have cleaned it meanwhile.
+    let _ = std::fs::remove_dir(&dead);
+    drop(taken);
+    result
+}
+
+fn port_in_use_run(bin: &std::path::Path, port: u16) -> R {
+    let target = Waiting::start(Command::new(bin).args(["stdin", "1"]))?;
     let child = Command::new(NP)
         .args(["count", "--metrics", &format!("127.0.0.1:{port}"), "-p"])
         .arg(target.pid().to_string())
@@ -427,7 +444,6 @@ fn port_in_use_is_one_line_and_leaves_nothing() -> R {
     if let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
         return Err(l);
     }
-    drop(taken);
     Ok(())
 }
 

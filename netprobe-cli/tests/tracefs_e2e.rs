@@ -123,6 +123,17 @@ fn session(pid: u32) -> String {
     format!("netprobe_{ns}_{pid}")
 }
 
+/// Runs `cmd` to its end with its output captured; its pid (which names its session) and output.
+fn output_with_pid(cmd: &mut Command) -> Result<(u32, Output), String> {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(err)?;
+    let pid = child.id();
+    Ok((pid, child.wait_with_output().map_err(err)?))
+}
+
 fn our_leftovers(pid: u32) -> (bool, bool) {
     let group = format!("{}/", session(pid));
     let events = std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).unwrap_or_default();
@@ -501,13 +512,7 @@ fn main() {
                 cmd.args(["count", "--json", "-c", &format!("{many} {rounds}")]);
                 // f*0 .. f*9: every f_i, and not crt's frame_dummy.
                 cmd.args((0..10).map(|d| format!("{many}:f*{d}")));
-                let child = cmd
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(err)?;
-                let pid = child.id();
-                let out = child.wait_with_output().map_err(err)?;
+                let (pid, out) = output_with_pid(&mut cmd)?;
                 let lines = json_lines(&out.stdout);
                 let report = lines.last().ok_or(format!(
                     "no output: {}",
@@ -999,7 +1004,7 @@ fn main() {
                     "Invalid register name",
                 ),
             ] {
-                let out = Command::new(NP).args(&args).output().map_err(err)?;
+                let (pid, out) = output_with_pid(Command::new(NP).args(&args))?;
                 let stderr = String::from_utf8_lossy(&out.stderr);
                 let err_lines: Vec<&str> = stderr
                     .lines()
@@ -1011,6 +1016,15 @@ fn main() {
                     || stderr.contains("panicked")
                 {
                     return Err(format!("{args:?}: {:?} {stderr}", out.status));
+                }
+                // The session's instance is prepared while names resolve: a name that fails
+                // removes it before the error is shown (nothing of the session once it exits).
+                if our_leftovers(pid) != (false, false) {
+                    return Err(format!(
+                        "{args:?}: session {} left {:?} (probes, instance)",
+                        session(pid),
+                        our_leftovers(pid)
+                    ));
                 }
             }
             // Other trials run concurrently: only sessions of netprobe processes that are gone count.

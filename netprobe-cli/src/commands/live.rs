@@ -4,7 +4,7 @@
 use crate::backend::monotonic_ns;
 use crate::backend::tracefs::events::{probe_defs, removal_lines};
 use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
-use crate::backend::tracefs::session::{Session, SessionOptions};
+use crate::backend::tracefs::session::{PreparingInstance, Session, SessionOptions};
 use crate::backend::tracefs::Tracefs;
 use crate::backend::Backend;
 use crate::cleanup;
@@ -322,43 +322,9 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         None => Targeting::SystemWide,
     };
     let dotnet_command = dotnet::command_of(argv.as_deref(), &targeting);
-    let (plan, report, guard) = checked_plan(
-        mode,
-        o,
-        &targeting,
-        dotnet_command.as_ref(),
-        &o.pids,
-        &filter,
-    )?;
     let me = std::process::id();
     let name = cleanup::session_name(me);
-    if o.dry_run {
-        print!(
-            "{}",
-            dryrun::render(&plan, &report, &name, &o.pids, o.command.as_deref(), mode)
-        );
-        return report.error().map_or(Ok(0), Err);
-    }
-    let plan = report.approve(plan)?;
-    let tracefs = Tracefs::open()?;
-    let watchdog = Watchdog::arm(&tracefs, &name)?;
-    // The port is bound before anything is placed (a port in use fails with nothing left), and
-    // after the watchdog is forked (binding starts the HTTP server's accept thread).
-    let listener = metrics_addr
-        .map(sinks::metrics::http::Listener::bind)
-        .transpose()?;
-    report_stale(&tracefs);
-    let signals = SignalPipe::install()?;
-    let mut child = match &argv {
-        Some(a) => Some(PausedChild::spawn_with_env(a, &guard.child_env)?),
-        None => None,
-    };
-    let mut pids: Vec<u32> = match &child {
-        Some(c) => vec![c.pid()],
-        None => o.pids.clone(),
-    };
-    let mut opts = SessionOptions::new(name);
-    opts.pids = (!pids.is_empty()).then(|| pids.clone());
+    let mut opts = SessionOptions::new(name.clone());
     if let Some(kb) = o.buffer_kb {
         opts.buffer_kb = kb;
     }
@@ -374,13 +340,65 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     } else {
         25
     };
+    // The kernel's share of starting a session (the instance, its clock and buffers: 30-60 ms of
+    // waits here, BENCHMARKS.md "Sixth pass") runs while the names resolve; if resolving fails,
+    // what it made is removed before the error is shown.
+    let early = (!o.dry_run).then(|| EarlySession::begin(&opts)).flatten();
+    let (plan, report, guard) = checked_plan(
+        mode,
+        o,
+        &targeting,
+        dotnet_command.as_ref(),
+        &o.pids,
+        &filter,
+    )?;
+    if o.dry_run {
+        print!(
+            "{}",
+            dryrun::render(&plan, &report, &name, &o.pids, o.command.as_deref(), mode)
+        );
+        return report.error().map_or(Ok(0), Err);
+    }
+    let plan = report.approve(plan)?;
+    // Dropped on an error below, `preparing` (declared last) removes its instance before the
+    // watchdog is let go.
+    let (tracefs, watchdog, preparing) = match early.and_then(EarlySession::into_parts) {
+        Some((tracefs, watchdog, preparing)) => (tracefs, watchdog, Some(preparing)),
+        None => {
+            let tracefs = Tracefs::open()?;
+            let watchdog = Watchdog::arm(&tracefs, &name)?;
+            (tracefs, watchdog, None)
+        }
+    };
+    // The port is bound before any probe is placed (a port in use fails with nothing left), and
+    // after the watchdog is forked (binding starts the HTTP server's accept thread).
+    let listener = metrics_addr
+        .map(sinks::metrics::http::Listener::bind)
+        .transpose()?;
+    // Dead sessions are cleaned once this one is sure to start, so an error above is the only
+    // line it prints (a session killed a moment ago, still being cleaned by its own watchdog, would
+    // otherwise add a "removed ..." line to a one-line error).
+    report_stale(&tracefs);
+    let signals = SignalPipe::install()?;
+    let mut child = match &argv {
+        Some(a) => Some(PausedChild::spawn_with_env(a, &guard.child_env)?),
+        None => None,
+    };
+    let mut pids: Vec<u32> = match &child {
+        Some(c) => vec![c.pid()],
+        None => o.pids.clone(),
+    };
+    opts.pids = (!pids.is_empty()).then(|| pids.clone());
     if plan.probes.len() >= LARGE_SESSION_PROBES {
         eprintln!(
             "netprobe: placing {} uprobes; the kernel checks each new uprobe against every one already registered (`validate_ref_ctr_offset` in kernel/trace/trace_uprobe.c), so placing them takes time that grows with the square of their number (about 1.5 s for 10,000 and minutes for 70,000 here); a narrower pattern is faster",
             plan.probes.len()
         );
     }
-    let mut session = Session::start(&tracefs, &opts, plan)?;
+    let mut session = match preparing {
+        Some(preparing) => Session::start_prepared(&tracefs, &opts, plan, preparing)?,
+        None => Session::start(&tracefs, &opts, plan)?,
+    };
     // `--metrics`: the exported series, served from now on.
     let exported = match listener {
         Some(l) => {
@@ -857,6 +875,46 @@ fn run_to_end(
         }
     })?;
     Ok((reason, lost))
+}
+
+/// What a live command sets up before it resolves its names: tracefs opened, the watchdog forked
+/// (while the process has one thread), and the session's instance being prepared on a thread
+/// ([`PreparingInstance`]). Dropped before [`EarlySession::into_parts`]
+/// (resolving failed), it removes the instance, then lets the watchdog go: nothing is left.
+struct EarlySession {
+    tracefs: Tracefs,
+    watchdog: Option<Watchdog>,
+    preparing: Option<PreparingInstance>,
+}
+
+impl EarlySession {
+    /// `None` when tracefs does not open or the watchdog cannot be forked: both are then tried
+    /// after resolving, as before, and report their own errors.
+    fn begin(opts: &SessionOptions) -> Option<EarlySession> {
+        let tracefs = Tracefs::open().ok()?;
+        let watchdog = Watchdog::arm(&tracefs, &opts.name).ok()?;
+        let preparing = PreparingInstance::begin(&tracefs, opts);
+        Some(EarlySession {
+            tracefs,
+            watchdog: Some(watchdog),
+            preparing: Some(preparing),
+        })
+    }
+
+    /// The parts, for the session to take over (always `Some`: the parts are only taken here).
+    fn into_parts(mut self) -> Option<(Tracefs, Watchdog, PreparingInstance)> {
+        let (watchdog, preparing) = (self.watchdog.take()?, self.preparing.take()?);
+        Some((self.tracefs.clone(), watchdog, preparing))
+    }
+}
+
+impl Drop for EarlySession {
+    fn drop(&mut self) {
+        drop(self.preparing.take());
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.disarm();
+        }
+    }
 }
 
 /// Removes stale sessions, saying so on stderr; failures are reported, not fatal.

@@ -1,8 +1,9 @@
 //! A live session: its own instance and group, the probes of a plan, the pid filter, reading and
 //! decoding hits, and teardown that leaves nothing behind.
 //!
-//! Start order: instance (clock, buffer, overwrite off, pid filter) → probes (one batch of
-//! appends) → event formats, and each event's `filter` in the instance (`--filter`, see
+//! Start order: instance (clock, buffer, overwrite off; made on a thread of its own while the
+//! caller resolves the plan when it starts one with [`PreparingInstance`]), pid filter → probes
+//! (one batch of appends) → event formats, and each event's `filter` in the instance (`--filter`, see
 //! `filter.rs`) → per-CPU readers → enable each event in the instance. Teardown
 //! (also on every error path, and from `Drop`): disable → drain → read lost counters → close the
 //! readers → `-:GROUP/EVENT` for each probe → `rmdir` the instance.
@@ -60,6 +61,8 @@ pub struct Session {
     /// A plan was given to [`Backend::attach`] (placed or, on error, removed again).
     attached: bool,
     instance: Option<Instance>,
+    /// The instance made in the background for this session, until `setup` takes it.
+    preparing: Option<PreparingInstance>,
     created: Vec<ProbeDef>,
     plan: ProbePlan,
     /// Event id (`common_type`) → (which probe, format).
@@ -109,6 +112,95 @@ enum Slot {
     },
 }
 
+/// Creates the instance of a session with `opts` and sets what does not depend on its plan: the
+/// clock, overwrite off, the buffer size and wake-up threshold, `record-tgid`. The kernel makes
+/// this slow (`trace_clock` waits for an RCU grace period before it resets the buffers, and the
+/// buffers are allocated: 30-60 ms here, BENCHMARKS.md "Sixth pass"), hence
+/// [`PreparingInstance`]. On error, an instance it created is removed.
+fn prepare_instance(tracefs: &Tracefs, opts: &SessionOptions) -> Result<Instance> {
+    let inst = Instance::create(tracefs, &opts.name)?;
+    let set = || -> Result<()> {
+        inst.set_clock("mono")?;
+        inst.set_overwrite(false)?;
+        inst.set_buffer_size_kb(opts.buffer_kb)?;
+        inst.set_buffer_percent(opts.buffer_percent)?;
+        // The kernel then keeps a tid → tgid table (`saved_tgids`) that outlives short processes;
+        // best effort: output falls back to /proc.
+        let _ = inst.write("options/record-tgid", "1");
+        Ok(())
+    };
+    match set() {
+        Ok(()) => Ok(inst),
+        Err(e) => {
+            // The error that stopped the start matters more than a failed removal.
+            let _ = crate::backend::tracefs::instance::remove_dir(inst.dir());
+            Err(e)
+        }
+    }
+}
+
+/// A session's instance being created and set up on a thread of its own
+/// (`prepare_instance`), so that the kernel's waits overlap the caller's work (resolving the
+/// plan). [`Session::start_prepared`] takes it over; dropped before that, it waits for the
+/// thread and removes the instance it made, so nothing is left whatever stops the caller.
+#[derive(Debug)]
+pub struct PreparingInstance {
+    state: Option<Preparing>,
+}
+
+#[derive(Debug)]
+enum Preparing {
+    Thread(std::thread::JoinHandle<Result<Instance>>),
+    /// No thread could be started: made in place.
+    Made(Result<Instance>),
+}
+
+impl PreparingInstance {
+    /// Starts creating the instance of a session with `opts` (`opts.pids` is not used: the pid
+    /// filter is set when the session starts). Errors are reported when the session starts
+    /// ([`Session::start_prepared`]).
+    pub fn begin(tracefs: &Tracefs, opts: &SessionOptions) -> PreparingInstance {
+        let (tracefs, opts) = (tracefs.clone(), opts.clone());
+        let state = match std::thread::Builder::new()
+            .name("netprobe-inst".into())
+            .spawn({
+                let (tracefs, opts) = (tracefs.clone(), opts.clone());
+                move || prepare_instance(&tracefs, &opts)
+            }) {
+            Ok(thread) => Preparing::Thread(thread),
+            Err(_) => Preparing::Made(prepare_instance(&tracefs, &opts)),
+        };
+        PreparingInstance { state: Some(state) }
+    }
+
+    /// The instance once it is ready; the error that stopped it otherwise (nothing left).
+    fn finish(mut self) -> Result<Instance> {
+        match self.state.take() {
+            Some(Preparing::Thread(t)) => match t.join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            Some(Preparing::Made(result)) => result,
+            None => Err(Error::Usage(
+                "internal: the instance was taken twice".into(),
+            )),
+        }
+    }
+}
+
+impl Drop for PreparingInstance {
+    fn drop(&mut self) {
+        let made = match self.state.take() {
+            Some(Preparing::Thread(t)) => t.join().ok(),
+            Some(Preparing::Made(result)) => Some(result),
+            None => None,
+        };
+        if let Some(Ok(inst)) = made {
+            let _ = inst.remove();
+        }
+    }
+}
+
 /// Pages read from each CPU's buffer before the hits decoded from them are handed out (64 pages:
 /// a few thousand hits, a few hundred KiB decoded).
 const PAGES_PER_CHUNK: usize = 64;
@@ -125,6 +217,7 @@ impl Session {
             options: opts.clone(),
             attached: false,
             instance: None,
+            preparing: None,
             created: Vec::new(),
             plan: ProbePlan::default(),
             formats: Vec::new(),
@@ -156,17 +249,28 @@ impl Session {
         Ok(s)
     }
 
+    /// [`Session::start`] with the instance `preparing` creates for `opts` (in the background
+    /// while the caller resolved the plan). An instance it made is this session's from then on:
+    /// removed with it, or on error.
+    pub fn start_prepared(
+        tracefs: &Tracefs,
+        opts: &SessionOptions,
+        plan: crate::gate::CheckedPlan,
+        preparing: PreparingInstance,
+    ) -> Result<Session> {
+        let mut s = Session::new(tracefs, opts);
+        s.preparing = Some(preparing);
+        s.attach(plan)?;
+        Ok(s)
+    }
+
     fn setup(&mut self, opts: &SessionOptions, defs: Vec<ProbeDef>) -> Result<()> {
-        let inst = Instance::create(&self.tracefs, &opts.name)?;
+        let inst = match self.preparing.take() {
+            Some(p) => p.finish()?,
+            None => prepare_instance(&self.tracefs, opts)?,
+        };
         self.instance = Some(inst);
         let inst = self.instance.as_ref().expect("just set");
-        inst.set_clock("mono")?;
-        inst.set_overwrite(false)?;
-        inst.set_buffer_size_kb(opts.buffer_kb)?;
-        inst.set_buffer_percent(opts.buffer_percent)?;
-        // The kernel then keeps a tid → tgid table (`saved_tgids`) that outlives short processes;
-        // best effort: output falls back to /proc.
-        let _ = inst.write("options/record-tgid", "1");
         if let Some(pids) = &opts.pids {
             inst.set_event_fork(opts.follow_forks)?;
             if crate::pidns::sees_global_pids() {
