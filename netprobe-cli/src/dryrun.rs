@@ -18,12 +18,28 @@ use std::path::Path;
 /// The link-time virtual address of file offset `off` in the ELF file `path` (inverse of the
 /// segment formula over the PT_LOAD holding it); `None` if not ELF or not in a segment.
 fn vaddr_of(path: &Path, off: u64) -> Option<u64> {
-    netprobe_core::elf::ElfFile::open(path)
-        .ok()?
-        .segments()
-        .ok()?
-        .vaddr_of_file_offset(netprobe_core::addr::FileOffset(off))
-        .map(|v| v.0)
+    use netprobe_core::file_id::FileId;
+    thread_local! {
+        // The segments of each file (as it is now: keyed by its identity, as the parse cache
+        // is), read once: a plan of libc's 2,200 functions asks two or three times per probe.
+        static SEGMENTS: std::cell::RefCell<
+            std::collections::HashMap<FileId, Option<netprobe_core::elf::LoadSegments>>,
+        > = Default::default();
+    }
+    let id = FileId::of(path)?;
+    SEGMENTS.with_borrow_mut(|known| {
+        known
+            .entry(id)
+            .or_insert_with(|| {
+                netprobe_core::elf::ElfFile::open(path)
+                    .ok()?
+                    .segments()
+                    .ok()
+            })
+            .as_ref()?
+            .vaddr_of_file_offset(netprobe_core::addr::FileOffset(off))
+            .map(|v| v.0)
+    })
 }
 
 /// Whether `path` is an ELF file (its first bytes); unreadable files count as ELF (no claim).
