@@ -145,6 +145,9 @@ fn main() -> ExitCode {
                 for i in s.images {
                     println!("removed image {i}");
                 }
+                for r in s.raced {
+                    println!("left to the process already removing it: {r}");
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {

@@ -22,12 +22,18 @@ pub struct Owner {
 }
 
 impl Owner {
-    /// The current process. Panics only if `/proc/self/stat` is unreadable, which means no
-    /// procfs: nothing in the harness can work then.
+    /// The current process, read once per process. Panics only if `/proc/self/stat` is
+    /// unreadable, which means no procfs: nothing in the harness can work then.
     pub fn current() -> Owner {
-        let pid = std::process::id();
-        let start_ticks = start_ticks(pid).expect("read /proc/self/stat (is /proc mounted?)");
-        Owner { pid, start_ticks }
+        static CURRENT: std::sync::OnceLock<Owner> = std::sync::OnceLock::new();
+        *CURRENT.get_or_init(|| {
+            let pid = std::process::id();
+            let start_ticks = start_ticks(pid)
+                .ok()
+                .flatten()
+                .expect("read /proc/self/stat (is /proc mounted?)");
+            Owner { pid, start_ticks }
+        })
     }
 
     /// `<pid>-<start>`, the form used in names and tags.
@@ -44,9 +50,18 @@ impl Owner {
         })
     }
 
-    /// True while the owning process runs (same pid AND same start time).
+    /// True while the owning process runs (same pid AND same start time); also true for the
+    /// current process without asking procfs, and when procfs cannot tell (a read error other
+    /// than "no such process", e.g. out of file descriptors during a busy test run): a sweep
+    /// must only ever remove what is known to be dead.
     pub fn is_alive(&self) -> bool {
-        start_ticks(self.pid) == Some(self.start_ticks)
+        if *self == Owner::current() {
+            return true;
+        }
+        match start_ticks(self.pid) {
+            Ok(now) => now == Some(self.start_ticks),
+            Err(_) => true,
+        }
     }
 
     /// The container name for `role` (letters, digits, `_`, `.`, `-`).
@@ -81,13 +96,26 @@ impl fmt::Display for Owner {
     }
 }
 
-/// Field 22 (`starttime`) of `/proc/PID/stat`; `None` when the process does not exist.
+/// Field 22 (`starttime`) of `/proc/PID/stat`: `Ok(None)` when the process does not exist (or
+/// the file does not parse), an error when procfs could not be read for another reason.
 /// The comm field (2) may hold spaces and parentheses, so fields are counted after the last `)`.
-fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 1..];
+fn start_ticks(pid: u32) -> std::io::Result<Option<u64>> {
+    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s,
+        // ESRCH: the process exited between the open and the read.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(3) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(close) = stat.rfind(')') else {
+        return Ok(None);
+    };
     // After the comm: field 3 (state) is index 0, so field 22 is index 19.
-    after_comm.split_whitespace().nth(19)?.parse().ok()
+    Ok(stat[close + 1..]
+        .split_whitespace()
+        .nth(19)
+        .and_then(|f| f.parse().ok()))
 }
 
 #[cfg(test)]

@@ -87,6 +87,9 @@ fn with_sweep(body: impl FnOnce() -> TrialResult) -> TrialResult {
     for c in swept.containers.iter().chain(&swept.images) {
         eprintln!("swept leftover of a dead harness run: {c}");
     }
+    for r in &swept.raced {
+        eprintln!("left to the process already removing it: {r}");
+    }
     body()
 }
 
