@@ -15,7 +15,8 @@ frame_dummy, which bpftrace refuses), `*` for dockerd.
 
 Measured per tool, median of RUNS:
 - create only (probes registered, not enabled): `netprobe probe add` vs `perf probe --add`
-  (`--max-probes` raised past its default of 128 matches); rows up to 10,000;
+  (`--max-probes` raised past its default of 128 matches); every row (for dockerd the only peer
+  figure, see PEERLESS);
 - live (registered and enabled, ready to record): `netprobe count` until it prints
   "probe(s) on"; `bpftrace` until its BEGIN block prints (bpftrace runs BEGIN after attaching);
   `perf probe --add` then `perf record -a -e GROUP:*` until its workload prints (perf starts the
@@ -44,9 +45,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NP = os.path.join(ROOT, "target", "release", "netprobe")
 CAP = 300.0
 DIGITS = [f"f*{d}" for d in range(10)]
-# Rows whose peers are not run: bpftrace and perf would place ~70,000 uprobe perf events, and each
-# waits for a grace period when closed (~50-90 ms here; 1,000 took bpftrace 89 s, 10,000 more
-# than the cap), so a peer stopped at the cap would keep the shared machine busy for over an hour.
+# Rows whose peers only create their probes (`perf probe --add`, then `--del`, capped): live,
+# bpftrace and perf record would open ~70,000 uprobe perf events, and each waits for a grace
+# period when closed (~50-90 ms here; 1,000 took bpftrace 89 s, 10,000 more than the cap), so a
+# peer stopped at the cap would keep the shared machine busy for over an hour. Probes that were
+# never enabled are removed without grace periods.
 PEERLESS = {"dockerd"}
 
 
@@ -136,7 +139,7 @@ def perf_group(binary):
 
 def perf_live_then_stop(binary, pats, work):
     grp = perf_group(binary)
-    add = ["perf", "probe", "-q", "-x", binary, "--max-probes", "100000"]
+    add = ["perf", "probe", "-q", "-x", binary, "--max-probes", "1000000"]
     for p in pats:
         add += ["-a", p]
     try:
@@ -176,6 +179,18 @@ def perf_live_then_stop(binary, pats, work):
     return live, stop + deleted, max(rss_add, rss_rec)
 
 
+def create_then_remove(script, remove):
+    """Seconds `sh -c script` took to create probes and remove them (None when it failed,
+    "capped" past the cap); then `remove` runs, for whatever a failed or capped run left."""
+    try:
+        r = timed(["sh", "-c", script])
+        result = r and r[0]
+    except Capped:
+        result = "capped"
+    subprocess.run(remove, capture_output=True)
+    return result
+
+
 def build(work, name):
     """Builds fixtures/c/NAME.c with cc -O2 into `work`."""
     out = os.path.join(work, name)
@@ -188,7 +203,7 @@ def row_spec(row, work):
     if row == "dockerd":
         d = os.path.join(work, "dockerd")
         shutil.copy2("/usr/sbin/dockerd", d)
-        return "every function of dockerd", d, ["*"], False
+        return "every function of dockerd", d, ["*"], True
     n = int(row)
     binary = build(work, "many10k" if n == 10000 else "many")
     pats = {1: ["f5"], 100: ["f*0"], 1000: DIGITS, 10000: DIGITS}[n]
@@ -227,10 +242,11 @@ def main():
         for i in range(runs):
             print(f"row {row} netprobe run {i + 1}/{runs}", file=sys.stderr)
             if create:
-                r = timed(["sh", "-c", f"{NP} probe add --group nptest_attach "
-                           + " ".join(f"'{binary}:{p}'" for p in pats)
-                           + f" >/dev/null && {NP} probe remove --group nptest_attach"])
-                cells["np_add"].append(r and r[0])
+                cells["np_add"].append(create_then_remove(
+                    f"{NP} probe add --group nptest_attach "
+                    + " ".join(f"'{binary}:{p}'" for p in pats)
+                    + f" >/dev/null && {NP} probe remove --group nptest_attach",
+                    [NP, "probe", "remove", "--group", "nptest_attach"]))
             p = subprocess.run([NP, "count", "--dry-run"] + [f"{binary}:{p}" for p in pats],
                                capture_output=True, text=True)
             cells["probes"].append(p.stdout.count("echo 'p:"))
@@ -242,21 +258,21 @@ def main():
             cells["np_rss"].append(rss)
             print(f"  netprobe: live {live:.3f} s, detach {stop}, RSS {rss} MiB", file=sys.stderr)
         # Peers after netprobe: a peer killed at the cap may keep the kernel busy for a while.
-        peers = row not in PEERLESS and not os.environ.get("ATTACH_NO_PEERS")
+        peers = not os.environ.get("ATTACH_NO_PEERS")
         for i in range(runs if peers else 0):
             print(f"row {row} peers run {i + 1}/{runs}", file=sys.stderr)
             if create and "perf_add" not in capped:
                 grp = perf_group(binary)
-                try:
-                    r = timed(["sh", "-c", f"perf probe -q -x {binary} --max-probes 100000 "
-                               + " ".join(f"-a '{p}'" for p in pats)
-                               + f" && perf probe -q -d '{grp}:*'"])
-                    cells["perf_add"].append(r and r[0])
-                except Capped:
-                    cells["perf_add"].append("capped")
+                cells["perf_add"].append(create_then_remove(
+                    f"perf probe -q -x {binary} --max-probes 1000000 "
+                    + " ".join(f"-a '{p}'" for p in pats)
+                    + f" && perf probe -q -d '{grp}:*'",
+                    ["perf", "probe", "-q", "-d", f"{grp}:*"]))
+                if cells["perf_add"][-1] == "capped":
                     capped.add("perf_add")
-                subprocess.run(["perf", "probe", "-q", "-d", f"{grp}:*"], capture_output=True)
                 print(f"  perf probe add+del: {cells['perf_add'][-1]}", file=sys.stderr)
+            if row in PEERLESS:
+                continue
             for tool, fn in (
                 ("bt", lambda: live_then_stop(
                     ["bpftrace", "-e", ", ".join(f"uprobe:{binary}:{p}" for p in pats)
