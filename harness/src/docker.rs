@@ -295,16 +295,24 @@ fn remove_leftover(args: &[&str]) -> Result<Option<String>> {
     if removal_raced(&stderr) {
         return Ok(Some(stderr));
     }
-    bail!("`docker {}` failed ({}): {stderr}", args.join(" "), out.status)
+    bail!(
+        "`docker {}` failed ({}): {stderr}",
+        args.join(" "),
+        out.status
+    )
 }
 
 /// Whether the engine refused a removal because someone else is removing, or has removed, the
 /// same thing (Docker 20.10's messages, seen in CI): `removal of container X is already in
 /// progress`, `No such container: X`, `No such image: X`. Any other refusal is `false`.
 pub fn removal_raced(engine_error: &str) -> bool {
-    ["is already in progress", "No such container", "No such image"]
-        .iter()
-        .any(|m| engine_error.contains(m))
+    [
+        "is already in progress",
+        "No such container",
+        "No such image",
+    ]
+    .iter()
+    .any(|m| engine_error.contains(m))
 }
 
 /// Containers and images that `owner` still has (empty after a clean run).
