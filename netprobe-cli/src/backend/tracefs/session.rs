@@ -160,7 +160,6 @@ impl PreparingInstance {
     /// filter is set when the session starts). Errors are reported when the session starts
     /// ([`Session::start_prepared`]).
     pub fn begin(tracefs: &Tracefs, opts: &SessionOptions) -> PreparingInstance {
-        let (tracefs, opts) = (tracefs.clone(), opts.clone());
         let state = match std::thread::Builder::new()
             .name("netprobe-inst".into())
             .spawn({
@@ -168,7 +167,7 @@ impl PreparingInstance {
                 move || prepare_instance(&tracefs, &opts)
             }) {
             Ok(thread) => Preparing::Thread(thread),
-            Err(_) => Preparing::Made(prepare_instance(&tracefs, &opts)),
+            Err(_) => Preparing::Made(prepare_instance(tracefs, opts)),
         };
         PreparingInstance { state: Some(state) }
     }
