@@ -149,6 +149,11 @@ impl<'a> ElfView<'a> {
     /// The `.gnu.hash` of the file's `.dynsym` (the `SHT_GNU_HASH` section linked to it);
     /// `None` when there is none or it cannot describe the `.dynsym` (cut off, no buckets).
     pub fn dynsym_hash(&self) -> Option<GnuHash<'a>> {
+        self.dynsym_and_hash().map(|(_, hash)| hash)
+    }
+
+    /// The `.dynsym` section header and its [`ElfView::dynsym_hash`].
+    fn dynsym_and_hash(&self) -> Option<(&SectionHeader, GnuHash<'a>)> {
         let (index, dynsym) = self
             .section_headers
             .iter()
@@ -164,23 +169,20 @@ impl<'a> ElfView<'a> {
         } else {
             4
         };
-        GnuHash::parse(
+        let hash = GnuHash::parse(
             self.section_bytes(hash)?,
             word_size,
             self.ctx.le == goblin::container::Endian::Little,
             usize::try_from(dynsym.sh_size / entsize).ok()?,
-        )
+        )?;
+        Some((dynsym, hash))
     }
 
     /// The value (`st_value`) of the defined `.dynsym` symbol named exactly `name`, of any type,
     /// found through `.gnu.hash` ([`ElfView::dynsym_hash`]); `None` without a usable table, a
     /// 64-bit little-endian `.dynsym` in the file, or such a symbol among the hashed entries.
     pub fn dynamic_symbol_value(&self, name: &str) -> Option<u64> {
-        let hash = self.dynsym_hash()?;
-        let dynsym = self
-            .section_headers
-            .iter()
-            .find(|s| s.sh_type == SHT_DYNSYM)?;
+        let (dynsym, hash) = self.dynsym_and_hash()?;
         let strtab = self.section_bytes(self.section_headers.get(dynsym.sh_link as usize)?)?;
         if self.ctx.container != goblin::container::Container::Big
             || self.ctx.le != goblin::container::Endian::Little
