@@ -981,6 +981,9 @@ fn main() {
         e2e::trial("errors_are_one_line_and_leave_nothing", NEEDS, move || {
             let _g = shared();
             let bin = t();
+            // A process whose main thread has exited while another runs (`pthread_exit`).
+            let headless = fixtures::live::Headless::start()?;
+            let headless_pid = headless.pid();
             for (args, needle) in [
                 (
                     vec![
@@ -990,6 +993,15 @@ fn main() {
                         "np_add".into(),
                     ],
                     "no process with pid",
+                ),
+                (
+                    vec![
+                        "trace".to_string(),
+                        "-p".into(),
+                        headless_pid.to_string(),
+                        "sleep".into(),
+                    ],
+                    "its main thread has exited while 1 other thread(s) still run",
                 ),
                 (
                     vec!["trace".to_string(), format!("{bin}:no_such_fn")],

@@ -19,6 +19,13 @@ pub enum Error {
     #[error("process {pid} ({comm}) has exited: it is a zombie its parent (pid {parent}) has not reaped, with no code left to probe; trace a running process")]
     Exited { pid: u32, comm: String, parent: u32 },
 
+    #[error("process {pid} ({comm}): its main thread has exited while {threads} other thread(s) still run, and the kernel no longer shows the process's memory map under /proc/{pid}; probe its binary in every process instead (IMAGE:PATTERN without -p, then --tid to keep its threads)")]
+    MainThreadExited {
+        pid: u32,
+        comm: String,
+        threads: usize,
+    },
+
     #[error("permission denied reading {}: run netprobe as root (or with CAP_SYS_PTRACE and CAP_SYS_ADMIN)", .path.display())]
     PermissionDenied { path: PathBuf },
 

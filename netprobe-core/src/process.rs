@@ -62,6 +62,18 @@ impl Process {
             });
         }
         if state == "Z" || state == "X" {
+            // A main thread that called `pthread_exit` is a zombie while the other threads run
+            // on; the kernel released its view of the memory map (`/proc/PID/maps` reads empty,
+            // `exe` is gone), so the process cannot be read through its pid (fixture
+            // `leader_exits.c`).
+            let threads = self.threads_running();
+            if threads > 0 {
+                return Err(Error::MainThreadExited {
+                    pid: self.pid,
+                    comm,
+                    threads,
+                });
+            }
             return Err(Error::Exited {
                 pid: self.pid,
                 comm,
@@ -69,6 +81,29 @@ impl Process {
             });
         }
         Ok(())
+    }
+
+    /// Threads of the process other than its main one that have not exited (state neither `Z`
+    /// nor `X` in `/proc/PID/task/TID/stat`); 0 when the task list cannot be read.
+    pub fn threads_running(&self) -> usize {
+        let Ok(tasks) = std::fs::read_dir(self.dir.join("task")) else {
+            return 0;
+        };
+        tasks
+            .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&tid| tid != self.pid)
+            .filter(|tid| {
+                let stat = std::fs::read(self.dir.join(format!("task/{tid}/stat")));
+                stat.ok().is_some_and(|s| {
+                    let close = s.iter().rposition(|&b| b == b')').unwrap_or(0);
+                    let state = s.get(close + 1..).unwrap_or_default();
+                    let state = state
+                        .split(|b| b.is_ascii_whitespace())
+                        .find(|f| !f.is_empty());
+                    state.is_some_and(|f| f != b"Z" && f != b"X")
+                })
+            })
+            .count()
     }
 
     /// `/proc/PID`.
@@ -222,5 +257,19 @@ mod tests {
             "{e}"
         );
         child.wait().unwrap();
+    }
+
+    /// A main thread that exited while another thread runs: the process is not a zombie, and
+    /// the error says what is left to do.
+    #[test]
+    fn main_thread_exited_while_another_runs() {
+        let headless = fixtures::live::Headless::start().unwrap();
+        let p = Process::open(headless.pid()).unwrap();
+        assert_eq!(p.threads_running(), 1);
+        let e = p.check_runs_user_code().unwrap_err();
+        assert!(
+            matches!(e, Error::MainThreadExited { pid, threads: 1, .. } if pid == headless.pid()),
+            "{e}"
+        );
     }
 }
