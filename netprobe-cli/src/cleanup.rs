@@ -148,11 +148,19 @@ pub fn remove_session(tracefs: &Tracefs, name: &GroupName, patience: Duration) -
     }
 }
 
-/// Whether process `pid` has exited and only its exit status is left for its parent to read
-/// (state `Z`, zombie, or `X`, dead: `proc(5)`, `/proc/PID/stat` field 3). A zombie netprobe
-/// runs nothing: its session is no longer in use, though its watchdog may be removing it.
+/// Whether process `pid` has exited and only its exit status is left for its parent to read: its
+/// main thread is a zombie (state `Z`) or dead (`X`: `proc(5)`, `/proc/PID/stat` field 3), and so
+/// is every other thread still listed in `/proc/PID/task`. A killed process's main thread exits at
+/// once while another thread inside a long system call finishes it first (netprobe's instance
+/// thread in `mkdir`, kill 4 of a CI soak run: the instance appeared after `clean` had looked), so
+/// the main thread's state alone does not say the process is done. An exited netprobe runs
+/// nothing: its session is no longer in use, though its watchdog may be removing it. `false` when
+/// `/proc/PID` cannot be read.
 fn is_exited(pid: u32) -> bool {
-    stat_fields(pid).is_some_and(|(state, _)| state == "Z" || state == "X")
+    if !stat_fields(pid).is_some_and(|(state, _)| state == "Z" || state == "X") {
+        return false;
+    }
+    netprobe_core::process::Process::open(pid).is_ok_and(|p| p.threads_running() == 0)
 }
 
 /// `PF_EXITING` in the flags of `/proc/PID/stat` (include/linux/sched.h): the task has entered
@@ -369,8 +377,9 @@ pub fn clean_stale(tracefs: &Tracefs) -> Result<Vec<(GroupName, Removed)>> {
     let mut out = Vec::new();
     let mut first_err = None;
     // A netprobe killed before its session showed in tracefs may still be finishing the write
-    // that creates its first probe: let every dying netprobe of our namespace exit first, so
-    // that what it placed is listed below.
+    // that creates its first probe, or (on its instance thread, its main thread already a
+    // zombie) the `mkdir` that creates its instance: let every dying netprobe of our namespace
+    // exit first, all its threads ([`is_exited`]), so that what it placed is listed below.
     let dying = dying_netprobes();
     let present_before: Vec<GroupName> = dying
         .iter()
@@ -378,13 +387,24 @@ pub fn clean_stale(tracefs: &Tracefs) -> Result<Vec<(GroupName, Removed)>> {
         .filter(|n| session_present(tracefs, n))
         .collect();
     wait_for_exit(&dying, Instant::now() + WATCHDOG_GRACE);
+    // Whether each is present is read before the listing: a session present then is listed below
+    // if it is stale, and one absent then from an exited netprobe cannot come back.
+    let absent: Vec<u32> = dying
+        .iter()
+        .copied()
+        .filter(|&p| {
+            let gone = !std::path::Path::new(&format!("/proc/{p}")).exists();
+            (gone || is_exited(p)) && !session_present(tracefs, &session_name(p))
+        })
+        .collect();
     let stale = stale_sessions(tracefs)?;
-    // Sessions of dying or exited netprobes that were gone before we could list them: removed by
-    // their watchdogs while we waited, or before `clean` started (then by whom is unknown: the
-    // netprobe itself on a normal exit, or its watchdog).
-    for pid in &dying {
+    // Sessions of exited netprobes that were gone before we could list them: removed by their
+    // watchdogs while we waited, or before `clean` started (then by whom is unknown: the netprobe
+    // itself on a normal exit, or its watchdog). One still exiting when the wait ran out is not
+    // reported as gone: what it leaves is listed if it was there in time.
+    for pid in &absent {
         let name = session_name(*pid);
-        if stale.contains(&name) || session_present(tracefs, &name) {
+        if stale.contains(&name) {
             continue;
         }
         let removed = if present_before.contains(&name) {
@@ -462,6 +482,21 @@ mod tests {
         assert!(is_exited(pid) && is_dying(pid));
         child.wait().unwrap();
         assert!(!is_exited(pid));
+    }
+
+    /// A leader that exited while another thread runs (as when netprobe is killed while its
+    /// instance thread is inside `mkdir`): the process has not exited until that thread has.
+    #[test]
+    fn a_zombie_leader_with_a_live_thread_has_not_exited() {
+        let mut headless = fixtures::live::Headless::start().unwrap();
+        let pid = headless.pid();
+        assert!(!is_exited(pid), "the sleeping thread still runs");
+        headless.kill();
+        let end = Instant::now() + Duration::from_secs(5);
+        while !is_exited(pid) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(is_exited(pid), "every thread has exited");
     }
 
     #[test]

@@ -250,8 +250,9 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
         // At once, while the killed netprobe is a zombie (not reaped yet).
         let clean = Command::new(NP).arg("clean").output().map_err(err)?;
         let took = killed.elapsed();
-        // The killed netprobe as clean left it (state, pending signals): evidence for a leftover.
-        let owner_state = std::fs::read_to_string(format!("/proc/{}/status", np.id()))
+        // The killed netprobe as clean left it (state, pending signals, and each thread's name
+        // and state): evidence for a leftover.
+        let mut owner_state = std::fs::read_to_string(format!("/proc/{}/status", np.id()))
             .map(|s| {
                 s.lines()
                     .filter(|l| l.starts_with("State") || l.contains("Pnd:"))
@@ -259,6 +260,19 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
                     .join(", ")
             })
             .unwrap_or_default();
+        for task in std::fs::read_dir(format!("/proc/{}/task", np.id()))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            // `TID (COMM) STATE ...`: the fields up to the state.
+            if let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) {
+                let end = stat
+                    .rfind(')')
+                    .map_or(stat.len(), |i| (i + 3).min(stat.len()));
+                owner_state.push_str(&format!(", thread {}", &stat[..end]));
+            }
+        }
         let status = np.wait().map_err(err)?;
         let text = String::from_utf8_lossy(&clean.stdout).into_owned();
         if !clean.status.success() {
