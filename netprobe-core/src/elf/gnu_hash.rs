@@ -21,6 +21,19 @@ pub fn name_hash(name: &[u8]) -> u32 {
     })
 }
 
+/// The `index`th `u32` of `bytes` in the file's byte order; `None` when it is cut off. The
+/// table's words follow the file's data encoding (`EI_DATA`), unlike [`crate::bytes::u32_at`]'s
+/// fixed little-endian reads.
+fn u32_word(bytes: &[u8], index: usize, little_endian: bool) -> Option<u32> {
+    let at = index.checked_mul(4)?;
+    let b: [u8; 4] = bytes.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    Some(if little_endian {
+        u32::from_le_bytes(b)
+    } else {
+        u32::from_be_bytes(b)
+    })
+}
+
 /// A `.gnu.hash` section over a `.dynsym` of `symbols` entries.
 #[derive(Clone, Copy, Debug)]
 pub struct GnuHash<'a> {
@@ -40,15 +53,8 @@ impl<'a> GnuHash<'a> {
         little_endian: bool,
         symbols: usize,
     ) -> Option<GnuHash<'a>> {
-        let word = |at: usize| -> Option<u32> {
-            let b: [u8; 4] = section.get(at..at.checked_add(4)?)?.try_into().ok()?;
-            Some(if little_endian {
-                u32::from_le_bytes(b)
-            } else {
-                u32::from_be_bytes(b)
-            })
-        };
-        let (nbuckets, symoffset, bloom_size) = (word(0)?, word(4)?, word(8)?);
+        let word = |index: usize| u32_word(section, index, little_endian);
+        let (nbuckets, symoffset, bloom_size) = (word(0)?, word(1)?, word(2)?);
         if nbuckets == 0 || symoffset as usize > symbols {
             return None;
         }
@@ -71,16 +77,6 @@ impl<'a> GnuHash<'a> {
         self.symoffset as usize
     }
 
-    fn u32_at(&self, bytes: &[u8], index: usize) -> Option<u32> {
-        let at = index.checked_mul(4)?;
-        let b: [u8; 4] = bytes.get(at..at.checked_add(4)?)?.try_into().ok()?;
-        Some(if self.little_endian {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
-    }
-
     /// The `.dynsym` indices (ascending, all at least [`GnuHash::first_hashed`]) of the entries
     /// whose name has `name`'s hash: every entry named `name` from `symoffset` on is among them
     /// (the caller compares the names). Empty when the name's bucket is empty or points before
@@ -89,14 +85,19 @@ impl<'a> GnuHash<'a> {
         let hash = name_hash(name);
         let nbuckets = (self.buckets.len() / 4) as u32;
         let mut out = Vec::new();
-        let Some(first) = self.u32_at(self.buckets, (hash % nbuckets) as usize) else {
+        let Some(first) = u32_word(self.buckets, (hash % nbuckets) as usize, self.little_endian)
+        else {
             return out;
         };
         if first < self.symoffset {
             return out;
         }
         let mut index = first as usize;
-        while let Some(value) = self.u32_at(self.chain, index - self.symoffset as usize) {
+        while let Some(value) = u32_word(
+            self.chain,
+            index - self.symoffset as usize,
+            self.little_endian,
+        ) {
             if (value ^ hash) >> 1 == 0 {
                 out.push(index);
             }
