@@ -23,7 +23,7 @@ echo "== cargo test --workspace"
 cargo test --workspace --locked --no-fail-fast
 
 # Coverage-guided fuzzing of every parser (netprobe-core/fuzz, figures in RELIABILITY.md), the
-# short run: NETPROBE_FUZZ_SECONDS per target (default 10: about 3 minutes for the 18 targets,
+# short run: NETPROBE_FUZZ_SECONDS per target (default 10: about 3.5 minutes for the 20 targets,
 # plus about 2 minutes to build them the first time); 0 skips it, 600 is the long run.
 echo "== fuzz: every parser, ${NETPROBE_FUZZ_SECONDS:-10} s per target (scripts/fuzz.sh)"
 "$root/scripts/fuzz.sh"

@@ -24,6 +24,7 @@ pub mod file_id;
 pub mod formulas;
 pub mod golang;
 pub mod image;
+pub mod innermost_frame;
 pub mod inventory;
 pub mod maps;
 pub mod matching;

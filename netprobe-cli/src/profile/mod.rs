@@ -3,9 +3,11 @@
 //! perf map for JIT code, `[unknown] (image+0xOFF)` otherwise), aggregated into a [`Report`].
 //!
 //! The perf_event backend (`crate::backend::perf_event`) opens the samplers and reads their ring
-//! buffers (the only unsafe code of profiling); [`report`] aggregates and prints. This module
-//! runs the recording loop.
+//! buffers (the only unsafe code of profiling); [`report`] aggregates and prints;
+//! `missed_caller` puts back the caller of a sample taken before its function made its frame.
+//! This module runs the recording loop.
 
+mod missed_caller;
 pub mod report;
 
 use crate::backend::perf_event::record::{self, Record};
@@ -14,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::launch::{split_command, PausedChild};
 use crate::signals::SignalPipe;
 use crate::stacks::StackNamer as Namer;
+use missed_caller::MissedCallers;
 pub use report::{FrameName, Report};
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -104,10 +107,16 @@ struct RawStacks {
     throttled: u64,
 }
 
-fn absorb(buf: &[u8], namer: &mut Namer, raw: &mut RawStacks) {
+fn absorb(buf: &[u8], namer: &mut Namer, callers: &mut MissedCallers, raw: &mut RawStacks) {
     for r in record::decode(buf) {
         match r {
-            Record::Sample { pid, ips, .. } if !ips.is_empty() => {
+            Record::Sample {
+                pid,
+                mut ips,
+                stack,
+                ..
+            } if !ips.is_empty() => {
+                callers.restore(pid, &mut ips, &stack, namer);
                 namer.learn(pid, &ips);
                 *raw.stacks.entry((pid, ips)).or_insert(0) += 1;
             }
@@ -156,6 +165,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         None => sampler.enable(),
     }
     let mut namer = Namer::new();
+    let mut callers = MissedCallers::default();
     let mut raw = RawStacks::default();
     let mut buf = Vec::new();
     loop {
@@ -173,7 +183,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
         buf.clear();
         sampler.drain(&mut buf);
-        absorb(&buf, &mut namer, &mut raw);
+        absorb(&buf, &mut namer, &mut callers, &mut raw);
         let gone = match child.as_mut() {
             Some(c) => c.try_wait().is_some(),
             None => o
@@ -189,7 +199,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
     let elapsed = start.elapsed();
     buf.clear();
     sampler.drain(&mut buf);
-    absorb(&buf, &mut namer, &mut raw);
+    absorb(&buf, &mut namer, &mut callers, &mut raw);
     drop(sampler);
     namer.retry_unnamed(true);
     if let Some(c) = child.as_mut() {

@@ -6,8 +6,9 @@
 //!
 //! Layout (perf_event_open(2) and the kernel's `tools/perf/design.txt`): one software
 //! `PERF_COUNT_SW_CPU_CLOCK` event per (thread, CPU), so it works in VMs without a PMU, sampling
-//! at a frequency with `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN`, user stacks only
-//! (`exclude_kernel`, `exclude_callchain_kernel`; the kernel walks the frame pointers). Per CPU
+//! at a frequency with `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | STACK_USER`, user stacks only
+//! (`exclude_kernel`, `exclude_callchain_kernel`; the kernel walks the frame pointers, and the
+//! top [`USER_STACK_BYTES`] of the stack come along for the frame that walk misses). Per CPU
 //! the first event owns a ring buffer and the others send theirs to it
 //! (`PERF_EVENT_IOC_SET_OUTPUT`). Events are `inherit`ed, so threads (and processes) the targets
 //! start later are sampled into the same buffers; the kernel refuses `mmap` of an inherited
@@ -21,9 +22,15 @@ use perf_event_open_sys as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 
-/// Data pages of each CPU's ring buffer (a power of two): 512 KiB holds several seconds of
-/// 127-frame samples at 1 kHz, and the reader drains it every 100 ms.
+/// Data pages of each CPU's ring buffer (a power of two): 512 KiB holds ~440 samples of 127
+/// frames and [`USER_STACK_BYTES`] each (~0.4 s at 1 kHz), and the reader drains it every 100 ms.
 const DATA_PAGES: usize = 128;
+
+/// Bytes of the user stack copied with each sample, from RSP up: where a function's return
+/// address is while the frame-pointer walk cannot see it (its first instructions, its `ret`, a
+/// frameless leaf: `netprobe_core::innermost_frame`), below the registers it pushed. 16 pushed
+/// registers' worth; a multiple of 8 as `perf_event_open(2)` requires.
+pub const USER_STACK_BYTES: u32 = 128;
 
 /// The `perf_event_attr` of a user-stack sampler at `frequency` Hz.
 fn sampler_attr(frequency: u64, enable_on_exec: bool) -> sys::bindings::perf_event_attr {
@@ -34,7 +41,9 @@ fn sampler_attr(frequency: u64, enable_on_exec: bool) -> sys::bindings::perf_eve
         sample_type: (sys::bindings::PERF_SAMPLE_IP
             | sys::bindings::PERF_SAMPLE_TID
             | sys::bindings::PERF_SAMPLE_TIME
-            | sys::bindings::PERF_SAMPLE_CALLCHAIN) as u64,
+            | sys::bindings::PERF_SAMPLE_CALLCHAIN
+            | sys::bindings::PERF_SAMPLE_STACK_USER) as u64,
+        sample_stack_user: USER_STACK_BYTES,
         ..Default::default()
     };
     a.__bindgen_anon_1.sample_freq = frequency;

@@ -1,7 +1,7 @@
 //! Decoding the records a sampler's ring buffer holds (`struct perf_event_header` and the record
 //! bodies of `include/uapi/linux/perf_event.h`), for the attribute `perf_event` opens:
-//! `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN`, no `sample_id_all`. Bounds-checked: a malformed
-//! buffer ends decoding, never panics.
+//! `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | STACK_USER`, no `sample_id_all`. Bounds-checked: a
+//! malformed buffer ends decoding, never panics.
 
 /// `PERF_RECORD_LOST`: `{ header; u64 id; u64 lost; }`.
 pub const PERF_RECORD_LOST: u32 = 2;
@@ -26,6 +26,9 @@ pub enum Record {
         tid: u32,
         time: u64,
         ips: Vec<u64>,
+        /// The top of the user stack when the sample was taken, from RSP upwards
+        /// (`PERF_SAMPLE_STACK_USER`'s `dyn_size` bytes); empty when the kernel copied none.
+        stack: Vec<u8>,
     },
     /// The buffer was full: this many samples were dropped.
     Lost(u64),
@@ -77,11 +80,26 @@ fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
             if ips.is_empty() && ip != 0 {
                 ips.push(ip);
             }
+            // Then { u64 size; char data[size]; u64 dyn_size; } (dyn_size only when size != 0):
+            // `size` is what was asked for, the first `dyn_size` bytes are what the kernel
+            // could copy (`perf_output_sample_ustack`, kernel/events/core.c). Absent in records
+            // of an attribute without STACK_USER.
+            let at = 40 + 8 * nr as usize;
+            let stack = match u64_at(rec, at) {
+                None | Some(0) => Vec::new(),
+                Some(size) => {
+                    let size = usize::try_from(size).ok()?;
+                    let data = rec.get(at + 8..(at + 8).checked_add(size)?)?;
+                    let copied = u64_at(rec, at + 8 + size)?;
+                    data[..usize::try_from(copied).map_or(size, |c| c.min(size))].to_vec()
+                }
+            };
             Some(Record::Sample {
                 pid,
                 tid,
                 time,
                 ips,
+                stack,
             })
         }
         PERF_RECORD_LOST => Some(Record::Lost(u64_at(rec, 16)?)),
@@ -122,7 +140,14 @@ mod tests {
     }
 
     fn sample(pid: u32, tid: u32, chain: &[u64]) -> Vec<u8> {
-        let size = 40 + 8 * chain.len();
+        with_stack(pid, tid, chain, None)
+    }
+
+    /// A sample record; with `Some((asked, copied))`, a STACK_USER part of `asked` bytes of
+    /// which the first `copied` hold 0, 1, 2...
+    fn with_stack(pid: u32, tid: u32, chain: &[u64], stack: Option<(usize, u64)>) -> Vec<u8> {
+        let stack_len = stack.map_or(0, |(asked, _)| 16 + asked);
+        let size = 40 + 8 * chain.len() + stack_len;
         let mut v = header(PERF_RECORD_SAMPLE, size as u16);
         v.extend_from_slice(
             &chain
@@ -139,7 +164,38 @@ mod tests {
         for a in chain {
             v.extend_from_slice(&a.to_ne_bytes());
         }
+        if let Some((asked, copied)) = stack {
+            v.extend_from_slice(&(asked as u64).to_ne_bytes());
+            v.extend((0..asked).map(|i| i as u8));
+            v.extend_from_slice(&copied.to_ne_bytes());
+        }
         v
+    }
+
+    #[test]
+    fn the_user_stack_is_what_the_kernel_copied() {
+        let buf = with_stack(1, 2, &[0x401000, 0x401234], Some((64, 24)));
+        match &decode(&buf)[..] {
+            [Record::Sample { ips, stack, .. }] => {
+                assert_eq!(ips, &vec![0x401000, 0x401234]);
+                assert_eq!(stack, &(0..24).collect::<Vec<u8>>());
+            }
+            other => panic!("{other:?}"),
+        }
+        // A copied size above the asked one is cut to it; asked 0 has no dyn_size word.
+        let buf = with_stack(1, 2, &[0x401000], Some((16, 99)));
+        assert!(matches!(&decode(&buf)[..], [Record::Sample { stack, .. }] if stack.len() == 16));
+        let mut buf = sample(1, 2, &[0x401000]);
+        buf.extend_from_slice(&0u64.to_ne_bytes());
+        let len = buf.len() as u16;
+        buf[6..8].copy_from_slice(&len.to_ne_bytes());
+        assert!(matches!(&decode(&buf)[..], [Record::Sample { stack, .. }] if stack.is_empty()));
+        // A stack part cut off by its record is refused.
+        let mut cut = with_stack(1, 2, &[0x401000], Some((64, 64)));
+        cut.truncate(cut.len() - 8);
+        let len = cut.len() as u16;
+        cut[6..8].copy_from_slice(&len.to_ne_bytes());
+        assert_eq!(decode(&cut), vec![Record::Other(PERF_RECORD_SAMPLE)]);
     }
 
     #[test]
@@ -183,7 +239,8 @@ mod tests {
                     pid: 10,
                     tid: 11,
                     time: 77,
-                    ips: vec![0x401000, 0x401234, 0x7f00_0000_1000]
+                    ips: vec![0x401000, 0x401234, 0x7f00_0000_1000],
+                    stack: vec![],
                 },
                 Record::Lost(42),
                 Record::Other(3),
