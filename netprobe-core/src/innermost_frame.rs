@@ -17,10 +17,8 @@
 //! path from the entry is one of them as long as no `ret` or unconditional jump lies before it.
 
 use crate::addr::VirtAddr;
-use crate::x86::instructions;
-use iced_x86::{
-    FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register,
-};
+use crate::x86::{instructions, writes_register};
+use iced_x86::{FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpKind, Register};
 
 /// Where the innermost frame's return address is at a sampled instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,15 +134,7 @@ fn step(instr: &Instruction, factory: &mut InstructionInfoFactory) -> Step {
         _ => {}
     }
     let info = factory.info(instr);
-    let writes = |which: Register| {
-        info.used_registers().iter().any(|r| {
-            r.register().full_register() == which
-                && !matches!(
-                    r.access(),
-                    OpAccess::Read | OpAccess::CondRead | OpAccess::None
-                )
-        })
-    };
+    let writes = |which: Register| writes_register(info, which);
     if writes(Register::RBP) {
         return Step::Lost;
     }

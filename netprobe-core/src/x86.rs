@@ -61,7 +61,7 @@ pub fn ret_addresses(code: &[u8], entry: VirtAddr) -> Vec<VirtAddr> {
 /// Used to check that a probe placed at `until` sees the stack pointer a function was entered
 /// with (Go's stack ABI reads arguments relative to it).
 pub fn stack_pointer_written(code: &[u8], entry: VirtAddr, until: VirtAddr) -> bool {
-    use iced_x86::{InstructionInfoFactory, OpAccess, Register};
+    use iced_x86::{InstructionInfoFactory, Register};
     let mut factory = InstructionInfoFactory::new();
     for instr in instructions(code, entry) {
         if instr.ip() >= until.0 {
@@ -70,20 +70,25 @@ pub fn stack_pointer_written(code: &[u8], entry: VirtAddr, until: VirtAddr) -> b
         if instr.is_invalid() {
             return true;
         }
-        let info = factory.info(&instr);
-        let writes = info.used_registers().iter().any(|r| {
-            r.register().full_register() == Register::RSP
-                && !matches!(
-                    r.access(),
-                    OpAccess::Read | OpAccess::CondRead | OpAccess::None
-                )
-        });
-        if writes {
+        if writes_register(factory.info(&instr), Register::RSP) {
             return true;
         }
     }
     // The range runs past the code: what lies beyond was not checked.
     until.0 > entry.0.saturating_add(code.len() as u64)
+}
+
+/// Whether the instruction `info` describes may write `which` or any part of it (explicitly or
+/// implicitly: `push` writes RSP), as iced-x86's register-access info reports.
+pub fn writes_register(info: &iced_x86::InstructionInfo, which: iced_x86::Register) -> bool {
+    use iced_x86::OpAccess;
+    info.used_registers().iter().any(|r| {
+        r.register().full_register() == which
+            && !matches!(
+                r.access(),
+                OpAccess::Read | OpAccess::CondRead | OpAccess::None
+            )
+    })
 }
 
 /// The instructions of `code` decoded from `entry` on, in 64-bit mode. Undecodable bytes come out
