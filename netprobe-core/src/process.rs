@@ -50,8 +50,7 @@ impl Process {
                 "no command name in parentheses",
             ));
         };
-        let close = stat.iter().rposition(|&b| b == b')').unwrap_or(0);
-        let rest = String::from_utf8_lossy(stat.get(close + 1..).unwrap_or_default()).into_owned();
+        let rest = after_comm(&stat);
         let mut fields = rest.split_ascii_whitespace();
         let state = fields.next().unwrap_or("");
         let parent = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
@@ -95,12 +94,9 @@ impl Process {
             .filter(|tid| {
                 let stat = std::fs::read(self.dir.join(format!("task/{tid}/stat")));
                 stat.ok().is_some_and(|s| {
-                    let close = s.iter().rposition(|&b| b == b')').unwrap_or(0);
-                    let state = s.get(close + 1..).unwrap_or_default();
-                    let state = state
-                        .split(|b| b.is_ascii_whitespace())
-                        .find(|f| !f.is_empty());
-                    state.is_some_and(|f| f != b"Z" && f != b"X")
+                    let rest = after_comm(&s);
+                    let state = rest.split_ascii_whitespace().next();
+                    state.is_some_and(|f| f != "Z" && f != "X")
                 })
             })
             .count()
@@ -218,6 +214,14 @@ impl Process {
         tids.sort_unstable();
         Ok(tids)
     }
+}
+
+/// The fields of a `/proc/PID/stat` (or `task/TID/stat`) text after the command name, from the
+/// state on (`proc(5)`; the name may hold spaces and parentheses, so it ends at the LAST `)`);
+/// everything when there is no `)`.
+fn after_comm(stat: &[u8]) -> String {
+    let close = stat.iter().rposition(|&b| b == b')').map_or(0, |c| c + 1);
+    String::from_utf8_lossy(stat.get(close..).unwrap_or_default()).into_owned()
 }
 
 fn libc_esrch() -> i32 {
