@@ -87,9 +87,6 @@ pub struct DockerCheck {
     pub drive: Drive,
     /// Text the app prints on stdout when it is ready.
     pub ready: &'static str,
-    /// A string every uprobe_events line of this check's probes holds and no other test's does
-    /// (readiness, and "no probe left behind").
-    pub probe_marker: &'static str,
     /// The expectations, judged like a kernel check (subcommand, reading, function, hits,
     /// arguments, time limit; `args`/`target` of it are unused).
     pub expect: KernelCheck,
@@ -173,7 +170,6 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         ],
         drive: Drive::Signal { rounds: 2 },
         ready: "ready pid=",
-        probe_marker: "/app/harness_calls_",
         expect: FIXTURE_EXPECT,
     },
     DockerCheck {
@@ -194,7 +190,6 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         ],
         drive: Drive::Signal { rounds: 2 },
         ready: "ready pid=",
-        probe_marker: "/app/harness_calls_",
         expect: FIXTURE_EXPECT,
     },
     DockerCheck {
@@ -208,7 +203,6 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         ],
         drive: Drive::Http { path: "/echo?msg=netprobe-harness", times: 3, warmup: None },
         ready: "listening on",
-        probe_marker: "/app/sampleapp",
         expect: KernelCheck {
             function: "main.Echo",
             hits: Some(3),
@@ -227,7 +221,6 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         ],
         drive: Drive::Http { path: "/echo?msg=netprobe-harness", times: 3, warmup: None },
         ready: "listening on",
-        probe_marker: "/app/sampleapp",
         expect: KernelCheck {
             function: "main.Echo",
             hits: Some(3),
@@ -246,7 +239,6 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         ],
         drive: Drive::Http { path: "/fib?n=23", times: 4, warmup: None },
         ready: "listening on",
-        probe_marker: "/app/sampleapp",
         expect: KernelCheck {
             function: "main.Fib",
             hits: Some(4),
@@ -265,7 +257,6 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         ],
         drive: Drive::Http { path: "/echo/netprobe-harness", times: 3, warmup: Some("/echo/warmup") },
         ready: "listening",
-        probe_marker: "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.",
         expect: KernelCheck {
             function: "UnescapeDataString",
             hits: Some(3),
@@ -284,7 +275,6 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         ],
         drive: Drive::AppDriven,
         ready: "pid=",
-        probe_marker: "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.",
         expect: KernelCheck {
             function: "Sleep",
             hits: Some(5),
@@ -303,7 +293,6 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         ],
         drive: Drive::Http { path: "/echo/netprobe-harness", times: 3, warmup: Some("/echo/warmup") },
         ready: "listening",
-        probe_marker: "/usr/share/dotnet/shared/Microsoft.NETCore.App/3.",
         expect: KernelCheck {
             function: "UnescapeDataString",
             hits: Some(3),
@@ -324,7 +313,6 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         ],
         drive: Drive::AppDriven,
         ready: "pid=",
-        probe_marker: "/usr/share/dotnet/shared/Microsoft.NETCore.App/3.",
         expect: KernelCheck {
             function: "Sleep",
             hits: Some(5),
@@ -343,7 +331,6 @@ pub const DOCKER_CHECKS: &[DockerCheck] = &[
         ],
         drive: Drive::Http { path: "/echo/netprobe-harness", times: 3, warmup: Some("/echo/warmup") },
         ready: "listening",
-        probe_marker: "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.",
         expect: KernelCheck {
             function: "UnescapeDataString",
             hits: Some(3),

@@ -481,6 +481,21 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
             let port: u16 = port.parse().map_err(e2e::err)?;
             containers::wait_http(port, path, Duration::from_secs(30)).map_err(e2e::err)?;
         }
+        // What every uprobe_events line of this check's probes holds and no other test's does
+        // (readiness, and "no probe left behind"): netprobe probes the app's files through
+        // `/proc/PID/map_files/` (the files the kernel maps), with the app's pid as netprobe
+        // sees it; from a sidecar that pid is 1 in every app, but the session's group names
+        // netprobe's pid namespace, the app's own.
+        let marker = match check.vantage {
+            Vantage::Host => format!("/proc/{pid}/map_files/"),
+            Vantage::Sidecar => {
+                let host_pid = app.host_pid().map_err(e2e::err)?;
+                let ns = std::fs::read_link(format!("/proc/{host_pid}/ns/pid")).map_err(e2e::err)?;
+                let ns = ns.to_string_lossy();
+                let inode = ns.trim_start_matches("pid:[").trim_end_matches(']');
+                format!("netprobe_{inode}_")
+            }
+        };
         let root = format!("/proc/{pid}/root");
         argv_prefix.extend(check.args.iter().map(|a| {
             a.replace("{app}", &app_file)
@@ -490,8 +505,8 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
         let limit = Duration::from_secs(check.expect.timeout_secs);
         let tracer =
             std::thread::spawn(move || checks::run_with_timeout(&program, &argv_prefix, limit));
-        // Ready when netprobe's probe on the app's (uniquely named) file is in uprobe_events.
-        if let Err(e) = wait_probe_present(check.probe_marker, Duration::from_secs(30), &tracer) {
+        // Ready when netprobe's probe on the app's file is in uprobe_events.
+        if let Err(e) = wait_probe_present(&marker, Duration::from_secs(30), &tracer) {
             let said = if tracer.is_finished() {
                 match tracer.join() {
                     Ok(Ok(out)) => format!(
@@ -555,7 +570,7 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
         drop(sidecar);
         drop(app);
         // No probe of ours may outlive netprobe.
-        let left = probes_on(check.probe_marker);
+        let left = probes_on(&marker);
         if !left.is_empty() {
             return Err(format!("netprobe left probes behind: {left:?}"));
         }

@@ -363,7 +363,7 @@ fn resolve_for_pid(spec: &ProbeSpec, pid: u32) -> Result<Vec<Location>> {
                 })?;
             Ok(vec![offset_location(
                 &img.path,
-                &process.host_path(&img.path),
+                &netprobe_core::resolve::open_path(&process, img)?,
                 *off,
             )])
         }

@@ -103,6 +103,7 @@ pub fn clear() {
     lru.entries.clear();
     lru.bytes = 0;
     *lock(&state().stats) = Stats::default();
+    lock(&state().read_at).paths.clear();
 }
 
 /// The image at `path`, opened once per [`FileId`]: from the cache, or opened (mapped) now and
@@ -112,8 +113,38 @@ pub fn image(path: &Path) -> crate::Result<Arc<Image>> {
     let Some(file) = FileId::of(path) else {
         return Ok(Arc::new(Image::uncached(path, FileBytes::open(path)?)));
     };
+    lock(&state().read_at).record(path, file);
     let key = ImageKey { file, member: None };
     cached(key, path, || FileBytes::open(path))
+}
+
+/// The identity of the file this run last read under `path` ([`image`]); `None` when it read
+/// nothing there. A probe's file is checked against it right before the probe is written
+/// ([`crate::resolve::verify_probe_file`]): the kernel must find the file whose bytes were parsed.
+pub fn identity_read_at(path: &Path) -> Option<FileId> {
+    lock(&state().read_at).paths.get(path).copied()
+}
+
+/// Which file each path was read as, for [`identity_read_at`]. Bounded: past [`MAX_READ_PATHS`]
+/// paths it starts afresh (a path no longer remembered is read again before it is probed).
+#[derive(Default)]
+struct ReadAt {
+    paths: HashMap<PathBuf, FileId>,
+}
+
+/// At most this many paths are remembered by [`identity_read_at`].
+const MAX_READ_PATHS: usize = 65_536;
+
+impl ReadAt {
+    fn record(&mut self, path: &Path, file: FileId) {
+        if self.paths.get(path) == Some(&file) {
+            return;
+        }
+        if self.paths.len() >= MAX_READ_PATHS {
+            self.paths.clear();
+        }
+        self.paths.insert(path.to_path_buf(), file);
+    }
 }
 
 /// The assembly stored uncompressed at `(offset, len)` in the single-file bundle at `bundle`,
@@ -218,6 +249,7 @@ impl Lru {
 struct State {
     images: Mutex<Lru>,
     stats: Mutex<Stats>,
+    read_at: Mutex<ReadAt>,
 }
 
 fn state() -> &'static State {
@@ -225,6 +257,7 @@ fn state() -> &'static State {
     STATE.get_or_init(|| State {
         images: Mutex::new(Lru::default()),
         stats: Mutex::new(Stats::default()),
+        read_at: Mutex::new(ReadAt::default()),
     })
 }
 

@@ -85,6 +85,27 @@ pub enum Error {
         live: Option<crate::addr::FileOffset>,
     },
 
+    /// The path a process's maps name for a file now opens another file (a symlink or a mount put
+    /// over it since it was mapped), and the mapped file itself could not be opened.
+    #[error("refusing {} for process {pid}: the process maps {} (device:inode {mapped}), but that path now opens {opened_file}; the path was replaced since it was mapped, and the mapped file itself is reachable only through /proc/{pid}/map_files, which needs CAP_SYS_ADMIN: run netprobe as root", .opened.display(), .mapped_path.display())]
+    MappedFileReplaced {
+        pid: u32,
+        mapped_path: PathBuf,
+        /// `MAJOR:MINOR INODE` as the maps line has it.
+        mapped: String,
+        opened: PathBuf,
+        /// What `opened` is now: `device:inode ...`, or why it could not be opened.
+        opened_file: String,
+    },
+
+    /// A probe's file is no longer the file netprobe read there ([`crate::resolve::verify_probe_file`]).
+    #[error("refusing to probe {}: it is now {now}, not the file netprobe read there ({was}); it was replaced or changed since, so the offsets computed from it may point anywhere: run the command again", .path.display())]
+    ProbeFileChanged {
+        path: PathBuf,
+        was: String,
+        now: String,
+    },
+
     #[error("invalid pattern '{pattern}': {why}")]
     BadPattern { pattern: String, why: String },
 

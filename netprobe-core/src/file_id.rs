@@ -35,6 +35,19 @@ impl FileId {
     }
 }
 
+impl std::fmt::Display for FileId {
+    /// `device:inode fe:00 1234, 5678 bytes`, the device as `/proc/PID/maps` prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "device:inode {} {}, {} bytes",
+            crate::maps::Device::from_st_dev(self.dev),
+            self.ino,
+            self.size
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -166,13 +166,20 @@ fn entry_with(
         }
     };
     let exe_link = std::fs::read_link(process.dir().join("exe")).ok();
-    let exe_readable = exe_link
-        .as_ref()
-        .is_some_and(|exe| std::fs::File::open(process.host_path(exe)).is_ok());
+    // `/proc/PID/exe` opens the executable the process runs (never a FIFO or a symlink the
+    // process put at its path since: proc(5)); non-blocking all the same.
+    let exe_readable = exe_link.is_some() && {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(process.dir().join("exe"))
+            .is_ok()
+    };
     if !exe_readable {
         match &exe_link {
             Some(exe) => reasons.push(format!(
-                "executable {} not readable through /proc/{pid}/root",
+                "executable {} not readable through /proc/{pid}/exe",
                 exe.display()
             )),
             None => reasons.push("no executable (zombie, or no permission)".to_string()),

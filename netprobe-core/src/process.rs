@@ -189,6 +189,68 @@ impl Process {
         }
     }
 
+    /// Opens, read-only, the regular file `path` names as the process sees it: resolved inside
+    /// the process's root directory (`openat2(2)` with `RESOLVE_IN_ROOT` on `/proc/PID/root`), so
+    /// an absolute symlink or `..` in the process's files stays inside its root instead of
+    /// reaching netprobe's (the host's) files, and with `RESOLVE_NO_MAGICLINKS`, so no
+    /// `/proc/...` link on the way leaves it either. For paths a target names (its argv, its
+    /// environment, files beside them): `/proc/PID/root/PATH` would follow such symlinks from
+    /// netprobe's own root. Opened with `O_NONBLOCK` (a FIFO put there cannot block the open) and
+    /// refused unless it is a regular file. Errors: [`Error::Io`] naming `/proc/PID/root` and the
+    /// path, [`Error::NoSuchProcess`] when the process is gone.
+    pub fn open_in_root(&self, path: &Path) -> Result<std::fs::File> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        let shown = self.root().join(path.strip_prefix("/").unwrap_or(path));
+        let root = rustix::fs::open(
+            self.root(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| self.classify(&self.root(), e.into()))?;
+        let fd = rustix::fs::openat2(
+            &root,
+            path,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| Error::io(&shown, e.into()))?;
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata().map_err(|e| Error::io(&shown, e))?;
+        if !meta.is_file() {
+            return Err(Error::io(
+                &shown,
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "not a regular file (a FIFO, device, socket or folder): refused",
+                ),
+            ));
+        }
+        Ok(file)
+    }
+
+    /// The bytes of the regular file `path` names as the process sees it ([`open_in_root`]),
+    /// at most `cap` of them: a larger file is refused ([`Error::Malformed`]) rather than read
+    /// without bound.
+    ///
+    /// [`open_in_root`]: Process::open_in_root
+    pub fn read_in_root(&self, path: &Path, cap: u64) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let shown = self.root().join(path.strip_prefix("/").unwrap_or(path));
+        let file = self.open_in_root(path)?;
+        let mut bytes = Vec::new();
+        file.take(cap.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io(&shown, e))?;
+        if bytes.len() as u64 > cap {
+            return Err(Error::malformed(
+                &shown,
+                format!("larger than the {cap} bytes netprobe reads of such a file"),
+            ));
+        }
+        Ok(bytes)
+    }
+
     /// `/proc/PID/map_files/START-END`: a link to the file behind one mapping that opens even when
     /// the file was deleted or replaced after it was mapped (`proc(5)`, map_files; needs
     /// CAP_SYS_ADMIN).
@@ -274,6 +336,62 @@ mod tests {
         assert!(
             matches!(e, Error::MainThreadExited { pid, threads: 1, .. } if pid == headless.pid()),
             "{e}"
+        );
+    }
+
+    /// A procfs laid out by hand: `<dir>/1/root` is a plain folder standing for a process's root.
+    fn fake_process_root() -> (tempfile::TempDir, Process, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("1/root");
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::create_dir_all(root.join("app")).unwrap();
+        let p = Process::open_in(dir.path(), 1).unwrap();
+        (dir, p, root)
+    }
+
+    #[test]
+    fn paths_a_target_names_resolve_inside_its_root() {
+        let (dir, p, root) = fake_process_root();
+        let host_file = dir.path().join("host-secret");
+        std::fs::write(&host_file, b"host").unwrap();
+        std::fs::write(root.join("etc/config"), b"inside").unwrap();
+        // An absolute symlink and a `..` walk both stay inside the root.
+        std::os::unix::fs::symlink(&host_file, root.join("app/abs")).unwrap();
+        std::os::unix::fs::symlink("/etc/config", root.join("app/to-config")).unwrap();
+        std::os::unix::fs::symlink("../../../../host-secret", root.join("app/up")).unwrap();
+        assert_eq!(
+            p.read_in_root(Path::new("/app/to-config"), 100).unwrap(),
+            b"inside"
+        );
+        for hostile in ["/app/abs", "/app/up", "/../../host-secret"] {
+            let e = p.read_in_root(Path::new(hostile), 100);
+            assert!(
+                !matches!(&e, Ok(b) if b == b"host"),
+                "{hostile} reached a file outside the root"
+            );
+        }
+    }
+
+    #[test]
+    fn only_regular_files_are_read_and_only_up_to_the_cap() {
+        let (_dir, p, root) = fake_process_root();
+        let fifo = root.join("app/fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        // Refused at once (a blocking open or read would hang this test).
+        let e = p.read_in_root(Path::new("/app/fifo"), 100).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let e = p.read_in_root(Path::new("/app"), 100).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        std::fs::write(root.join("app/big"), vec![b'x'; 101]).unwrap();
+        let e = p.read_in_root(Path::new("/app/big"), 100).unwrap_err();
+        assert!(e.to_string().contains("larger than the 100 bytes"), "{e}");
+        assert_eq!(
+            p.read_in_root(Path::new("/app/big"), 101).unwrap().len(),
+            101
         );
     }
 }

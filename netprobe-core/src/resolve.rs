@@ -4,7 +4,7 @@
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::{Error, Result};
 use crate::image;
-use crate::maps::MapsEntry;
+use crate::maps::{Device, MapsEntry};
 use crate::matching::Pattern;
 use crate::normalize::{rva_to_file_offset_at, MappedImage};
 use crate::process::Process;
@@ -159,7 +159,7 @@ pub fn resolve_in_process(
 pub fn resolve_in_maps(
     pid: u32,
     maps: &[MapsEntry],
-    open: impl Fn(&MappedImage) -> PathBuf,
+    open: impl Fn(&MappedImage) -> Result<PathBuf>,
     image: Option<&str>,
     pattern: &str,
 ) -> Result<Vec<ProbeTarget>> {
@@ -199,7 +199,12 @@ pub fn resolve_in_maps(
                 path: img.path.clone(),
             });
         }
-        let open_path = open(img);
+        let open_path = match open(img) {
+            Ok(p) => p,
+            // Searching every mapped file: one that cannot be opened as mapped is skipped.
+            Err(_) if !explicit => continue,
+            Err(e) => return Err(e),
+        };
         let loaded = match &entry {
             Some(e) => {
                 let member = open_path.join(e);
@@ -291,7 +296,7 @@ fn bundled_base(bundle: &Path, member: &Path) -> Option<crate::addr::FileOffset>
 /// one. `open` says where netprobe opens each mapped file.
 pub fn find_bundled<'a>(
     images: &'a [MappedImage],
-    open: &impl Fn(&MappedImage) -> PathBuf,
+    open: &impl Fn(&MappedImage) -> Result<PathBuf>,
     spec: &str,
 ) -> Option<(&'a MappedImage, crate::dotnet::bundle::BundleEntry)> {
     if spec.contains('/') {
@@ -301,7 +306,7 @@ pub fn find_bundled<'a>(
         .iter()
         .filter(|i| i.exec_mappings().next().is_some())
         .find_map(|img| {
-            let bundle = crate::dotnet::bundle::Bundle::open(open(img)).ok()??;
+            let bundle = crate::dotnet::bundle::Bundle::open(open(img).ok()?).ok()??;
             let entry = bundle
                 .manifest()
                 .entry(spec)
@@ -366,16 +371,75 @@ pub fn place_symbols_at<'a>(
     Ok(out)
 }
 
-/// The path at which netprobe opens (and the kernel finds) a mapped file: through
-/// `/proc/PID/map_files/` when the file was deleted since it was mapped (the path no longer names
-/// it), else through the process's root (containers).
-pub fn open_path(process: &Process, img: &MappedImage) -> PathBuf {
-    if img.deleted {
-        if let Some(m) = img.mappings.first() {
-            return process.map_file(m.start, m.end);
+/// The path at which netprobe opens, and the kernel finds, the file `img` maps in `process`:
+/// `/proc/PID/map_files/START-END` of its first executable mapping (or its first mapping). That
+/// link opens the mapped file itself (proc(5), map_files), whatever the process did to the path it
+/// mapped it from since: a symlink put in its place, a mount over its folder, a deletion. The path
+/// from the maps line, through the process's root, is a path the process controls: an absolute
+/// symlink there is followed from netprobe's own root and can name any file of the host.
+///
+/// Checked either way: the file opened must have the device and inode of the maps line. Where
+/// map_files cannot be opened (it needs CAP_SYS_ADMIN), the path through `/proc/PID/root` is used
+/// only when it passes that check. Errors: [`Error::MappedFileReplaced`] naming both files when
+/// neither opens the mapped file; [`Error::NoSuchProcess`] when the process exited.
+pub fn open_path(process: &Process, img: &MappedImage) -> Result<PathBuf> {
+    let Some(m) = img.exec_mappings().next().or(img.mappings.first()) else {
+        return Ok(process.host_path(&img.path));
+    };
+    let is_mapped = |meta: &std::fs::Metadata| {
+        use std::os::unix::fs::MetadataExt;
+        // Device 0:0 with inode 0 is no identity (pseudo files); nothing to compare.
+        img.inode == 0 || (Device::from_st_dev(meta.dev()), meta.ino()) == (img.dev, img.inode)
+    };
+    let describe = |meta: &std::fs::Metadata| {
+        use std::os::unix::fs::MetadataExt;
+        format!(
+            "device:inode {} {}",
+            Device::from_st_dev(meta.dev()),
+            meta.ino()
+        )
+    };
+    let link = process.map_file(m.start, m.end);
+    let link_error = match std::fs::metadata(&link) {
+        Ok(meta) if is_mapped(&meta) => return Ok(link),
+        Ok(meta) => describe(&meta),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NoSuchProcess { pid: process.pid() })
         }
+        Err(e) => e.to_string(),
+    };
+    let via_root = process.host_path(&img.path);
+    let opened_file = match std::fs::metadata(&via_root) {
+        Ok(meta) if is_mapped(&meta) => return Ok(via_root),
+        Ok(meta) => describe(&meta),
+        Err(e) => format!("nothing that opens ({e}); map_files: {link_error}"),
+    };
+    Err(Error::MappedFileReplaced {
+        pid: process.pid(),
+        mapped_path: img.path.clone(),
+        mapped: format!("{} {}", img.dev, img.inode),
+        opened: via_root,
+        opened_file,
+    })
+}
+
+/// Right before a probe on `path` is written: `path` must still name the file this run read
+/// there ([`crate::cache::identity_read_at`]: same device, inode, size and modification time),
+/// since its offsets were computed from those bytes. A path never read (a raw offset placed
+/// with `--unsafe-offset`) has nothing to compare and passes. Errors:
+/// [`Error::ProbeFileChanged`] naming what the path is now and what was read.
+pub fn verify_probe_file(path: &Path) -> Result<()> {
+    let Some(read) = crate::cache::identity_read_at(path) else {
+        return Ok(());
+    };
+    match crate::file_id::FileId::of(path) {
+        Some(now) if now == read => Ok(()),
+        now => Err(Error::ProbeFileChanged {
+            path: path.to_path_buf(),
+            was: read.to_string(),
+            now: now.map_or_else(|| "gone".to_string(), |n| n.to_string()),
+        }),
     }
-    process.host_path(&img.path)
 }
 
 /// The mapped file that `spec` names: a full path (as the process sees it, or through
@@ -401,7 +465,7 @@ pub fn find_image<'a>(pid: u32, images: &'a [MappedImage], spec: &str) -> Result
         .flatten()
         .map(|m| {
             use std::os::unix::fs::MetadataExt;
-            (device_of(m.dev()), m.ino())
+            (Device::from_st_dev(m.dev()), m.ino())
         });
     // Ranked tiers: the first tier with any match decides.
     let tiers: [&dyn Fn(&MappedImage) -> bool; 4] = [
@@ -439,15 +503,6 @@ pub fn find_image<'a>(pid: u32, images: &'a [MappedImage], spec: &str) -> Result
     })
 }
 
-/// A `st_dev` number as the major:minor pair `/proc/PID/maps` prints (glibc's `gnu_dev_major`
-/// and `gnu_dev_minor` encoding).
-fn device_of(dev: u64) -> crate::maps::Device {
-    crate::maps::Device {
-        major: (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff)) as u32,
-        minor: ((dev & 0xff) | ((dev >> 12) & !0xff)) as u32,
-    }
-}
-
 fn similar_images(images: &[MappedImage], spec: &str) -> Vec<String> {
     let want = Path::new(spec)
         .file_name()
@@ -473,4 +528,33 @@ fn similar_images(images: &[MappedImage], spec: &str) -> Vec<String> {
     scored.sort();
     scored.dedup_by(|a, b| a.1 == b.1);
     scored.into_iter().take(5).map(|(_, p)| p).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_file_replaced_after_it_was_read_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lib.so");
+        std::fs::write(&path, b"first contents").unwrap();
+        // Never read: nothing to compare.
+        verify_probe_file(&path).unwrap();
+        crate::cache::image(&path).unwrap();
+        verify_probe_file(&path).unwrap();
+        // Another file put at the path (as a target can do to a path in a folder it owns).
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"other contents, longer").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        let e = verify_probe_file(&path).unwrap_err();
+        assert!(matches!(e, Error::ProbeFileChanged { .. }), "{e}");
+        assert!(
+            e.to_string().contains("not the file netprobe read there"),
+            "{e}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        let e = verify_probe_file(&path).unwrap_err();
+        assert!(e.to_string().contains("it is now gone"), "{e}");
+    }
 }

@@ -37,11 +37,11 @@ pub fn run(args: &OffsetsArgs) -> anyhow::Result<ExitCode> {
         None => Process::open(args.pid)?.maps()?,
     };
     let images = MappedImage::group(&maps);
-    let opener = |img: &MappedImage| -> std::path::PathBuf {
+    let opener = |img: &MappedImage| -> netprobe_core::Result<std::path::PathBuf> {
         if args.maps.is_some() {
-            img.path.clone() // recorded maps: the file must be at its recorded path
+            Ok(img.path.clone()) // recorded maps: the file must be at its recorded path
         } else {
-            Process::open(args.pid).map_or_else(|_| img.path.clone(), |p| open_path(&p, img))
+            open_path(&Process::open(args.pid)?, img)
         }
     };
     // The image itself, or an assembly inside a mapped single-file bundle.
@@ -75,7 +75,7 @@ pub fn run(args: &OffsetsArgs) -> anyhow::Result<ExitCode> {
     let placed = match &args.map {
         Some(map) => from_map_file(args, img, base, map, pattern.as_ref())?,
         None => {
-            let path = opener(img);
+            let path = opener(img)?;
             let (image, path) = match &entry {
                 Some(e) => (path.join(&e.path), path),
                 None => (path.clone(), path),

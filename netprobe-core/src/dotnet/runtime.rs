@@ -269,10 +269,7 @@ pub fn knobs_of_process(pid: u32) -> Option<(RuntimeVersion, Knobs)> {
     let (version, _) = runtime_of_process(pid)?;
     let env = environment_of(pid);
     let (cfg_path, cfg) = match runtimeconfig_of_process(pid) {
-        Some(p) => {
-            let cfg = read_runtimeconfig(&p);
-            (Some(p), cfg)
-        }
+        Some((p, cfg)) => (Some(p), cfg),
         None => bundled_runtimeconfig_of_process(pid).unzip(),
     };
     let k = knobs(&env, &version, cfg_path.as_deref().zip(cfg.as_ref()));
@@ -359,18 +356,20 @@ pub fn runtime_of_process(pid: u32) -> Option<(RuntimeVersion, PathBuf)> {
     let images = crate::normalize::MappedImage::group(&maps);
     let lib = images
         .iter()
-        .map(|img| img.path.clone())
-        .find(|p| p.file_name().is_some_and(|n| n == "libcoreclr.so"));
+        .find(|img| img.path.file_name().is_some_and(|n| n == "libcoreclr.so"));
     let Some(lib) = lib else {
+        // `/proc/PID/exe` opens the executable the process runs, whatever its path names now.
         let exe = std::fs::read_link(process.dir().join("exe")).ok()?;
-        return single_file_runtime(&process.host_path(&exe)).map(|v| (v, exe));
+        return single_file_runtime(&process.dir().join("exe")).map(|v| (v, exe));
     };
-    if let Some(v) = version_from_path(&lib) {
-        return Some((v, lib));
+    if let Some(v) = version_from_path(&lib.path) {
+        return Some((v, lib.path.clone()));
     }
-    // Opened once per run ([`crate::cache`]), as the symbol readers open it.
-    let image = crate::cache::image(&process.host_path(&lib)).ok()?;
-    Some((version_from_sccsid(image.bytes())?, lib))
+    // The mapped file itself ([`crate::resolve::open_path`]), opened once per run
+    // ([`crate::cache`]), as the symbol readers open it.
+    let open = crate::resolve::open_path(&process, lib).ok()?;
+    let image = crate::cache::image(&open).ok()?;
+    Some((version_from_sccsid(image.bytes())?, lib.path.clone()))
 }
 
 /// The runtime linked into a single-file app's host `exe` (dotnet/runtime
@@ -405,6 +404,17 @@ pub fn environment_of(pid: u32) -> Vec<(String, String)> {
 /// (`--runtimeconfig FILE` wins), or an app host `APP` with `APP.runtimeconfig.json` beside it.
 /// `cwd` resolves relative paths. `None` when there is none.
 pub fn runtimeconfig_of_command(argv: &[String], exe: &Path, cwd: &Path) -> Option<PathBuf> {
+    runtimeconfig_named(argv, exe, cwd, |p| p.exists())
+}
+
+/// [`runtimeconfig_of_command`] with `exists` saying whether a file is there (in the process's
+/// root for a live process: [`runtimeconfig_of_process`]).
+fn runtimeconfig_named(
+    argv: &[String],
+    exe: &Path,
+    cwd: &Path,
+    exists: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
     let abs = |p: &str| {
         let p = Path::new(p);
         if p.is_absolute() {
@@ -424,7 +434,7 @@ pub fn runtimeconfig_of_command(argv: &[String], exe: &Path, cwd: &Path) -> Opti
             if a.ends_with(".dll") || a.ends_with(".exe") {
                 let dll = abs(a);
                 let cfg = dll.with_extension("runtimeconfig.json");
-                return cfg.exists().then_some(cfg);
+                return exists(&cfg).then_some(cfg);
             }
             // Host options with a value (dotnet/runtime docs/design/features/host-*.md).
             if matches!(
@@ -444,12 +454,16 @@ pub fn runtimeconfig_of_command(argv: &[String], exe: &Path, cwd: &Path) -> Opti
     let mut name = exe.as_os_str().to_os_string();
     name.push(".runtimeconfig.json");
     let cfg = PathBuf::from(name);
-    cfg.exists().then_some(cfg)
+    exists(&cfg).then_some(cfg)
 }
 
-/// The command line and working directory of a live process, for
-/// [`runtimeconfig_of_command`]; paths are opened through the process's root.
-pub fn runtimeconfig_of_process(pid: u32) -> Option<PathBuf> {
+/// The runtimeconfig.json of a live process's app ([`runtimeconfig_of_command`] over its command
+/// line and working directory), as the process names it, and its contents when they are JSON.
+/// Every path comes from the process, so each is resolved inside its root
+/// ([`crate::process::Process::open_in_root`]: a symlink there cannot reach the host's files),
+/// and only a regular file of at most [`MAX_RUNTIMECONFIG_BYTES`] is read (`--runtimeconfig
+/// /dev/zero` or a FIFO is refused, not read forever).
+pub fn runtimeconfig_of_process(pid: u32) -> Option<(PathBuf, Option<Json>)> {
     let process = crate::process::Process::open(pid).ok()?;
     let raw = std::fs::read(process.dir().join("cmdline")).ok()?;
     let argv: Vec<String> = raw
@@ -459,9 +473,16 @@ pub fn runtimeconfig_of_process(pid: u32) -> Option<PathBuf> {
         .collect();
     let exe = std::fs::read_link(process.dir().join("exe")).ok()?;
     let cwd = std::fs::read_link(process.dir().join("cwd")).ok()?;
-    let cfg = runtimeconfig_of_command(&argv, &process.host_path(&exe), &process.host_path(&cwd))?;
-    Some(cfg)
+    let cfg = runtimeconfig_named(&argv, &exe, &cwd, |p| process.open_in_root(p).is_ok())?;
+    let json = process
+        .read_in_root(&cfg, MAX_RUNTIMECONFIG_BYTES)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    Some((cfg, json))
 }
+
+/// Largest runtimeconfig.json read: real ones are a few hundred bytes.
+pub const MAX_RUNTIMECONFIG_BYTES: u64 = 1 << 20;
 
 /// The runtimeconfig.json bundled inside the single-file app `exe` (the host reads it from the
 /// bundle, never from beside the app: dotnet/runtime `src/native/corehost/bundle/runner.cpp`),

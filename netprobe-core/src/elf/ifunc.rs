@@ -89,7 +89,9 @@ pub fn resolve_ifunc(
     let mem_path = process.dir().join("mem");
     let mem = std::fs::File::open(&mem_path).map_err(|e| Error::io(&mem_path, e))?;
     for (n, img) in order.iter().enumerate() {
-        let path = open_path(process, img);
+        let Ok(path) = open_path(process, img) else {
+            continue;
+        };
         // Opened once per run ([`crate::cache`]), shared with the symbol readers.
         let Ok(image) = crate::cache::image(&path) else {
             continue;
@@ -208,7 +210,7 @@ fn place(
     let Some(file_offset) = owner.file_offset_of(value) else {
         return Ok(None);
     };
-    let probe_path = open_path(process, owner);
+    let probe_path = open_path(process, owner)?;
     // Several names may start there (aliases): the shortest, then alphabetical, for a stable
     // answer.
     let name = crate::image::load_symbols(&probe_path)

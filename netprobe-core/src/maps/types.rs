@@ -36,6 +36,24 @@ pub struct Device {
     pub minor: u32,
 }
 
+impl Device {
+    /// A `st_dev` number (stat(2)) as the major:minor pair `/proc/PID/maps` prints (glibc's
+    /// `gnu_dev_major` and `gnu_dev_minor` encoding).
+    pub fn from_st_dev(dev: u64) -> Device {
+        Device {
+            major: (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff)) as u32,
+            minor: ((dev & 0xff) | ((dev >> 12) & !0xff)) as u32,
+        }
+    }
+}
+
+impl std::fmt::Display for Device {
+    /// As `/proc/PID/maps` prints it: hexadecimal `major:minor` (fs/proc/task_mmu.c).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:02x}:{:02x}", self.major, self.minor)
+    }
+}
+
 /// What a mapping maps.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

@@ -6,8 +6,8 @@
 //! Protocol (dotnet/diagnostics `documentation/design-docs/ipc-protocol.md`; dotnet/runtime
 //! `src/native/eventpipe/ds-protocol.h`, `ds-process-protocol.h`, `ds-types.h`):
 //! - the runtime listens on a Unix socket `$TMPDIR/dotnet-diagnostic-{pid}-{disambiguation}-socket`
-//!   (pid in the process's own pid namespace; reached here through `/proc/PID/root/...` when the
-//!   process has another root);
+//!   (pid in the process's own pid namespace; the folder is opened inside the process's root, and
+//!   the listener checked to be the process, see [`connect_diagnostic_socket`]);
 //! - a message is a 20-byte header: magic `"DOTNET_IPC_V1\0"` (14 bytes), `size` (u16, header plus
 //!   payload), `command_set` (u8), `command_id` (u8), `reserved` (u16, 0), then the payload;
 //! - Process command set `0x04`, `EnablePerfMap` = `0x05` (.NET 8+), payload `uint32 perfMapType`
@@ -53,44 +53,123 @@ pub fn enable_perf_map_message(kind: PerfMapType) -> Vec<u8> {
     m
 }
 
-/// The diagnostics socket of `pid` as netprobe opens it; `None` when the runtime has none
-/// (not .NET, diagnostics disabled with `DOTNET_EnableDiagnostics=0`, or another `TMPDIR`).
-pub fn diagnostic_socket(pid: u32) -> Result<Option<PathBuf>> {
+/// The diagnostics socket of `pid`, connected; `None` when the runtime has none (not .NET,
+/// diagnostics disabled with `DOTNET_EnableDiagnostics=0`, or another `TMPDIR`). The folder and
+/// the name come from the process, so the folder is opened inside its root
+/// ([`Process::open_in_root`]'s rules: no symlink there reaches the host), the socket must be a
+/// socket in that folder (not a symlink), and the peer must be the process itself
+/// (`SO_PEERCRED`, unix(7)): anything else is refused, so netprobe never writes to another
+/// program's socket.
+pub fn connect_diagnostic_socket(pid: u32) -> Result<Option<(PathBuf, UnixStream)>> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+    use std::os::fd::AsRawFd;
     let process = Process::open(pid)?;
     let nspid = super::jit::namespace_pid(&process);
     // The runtime binds the socket in its `TMPDIR`, `/tmp` without one
     // (`src/native/eventpipe/ds-ipc-pal-socket.c`, `ipc_transport_get_default_name`).
     let tmpdir =
         super::jit::env_var(&process, &["TMPDIR"]).unwrap_or_else(|| PathBuf::from("/tmp"));
-    let tmp = process.host_path(&tmpdir);
-    let prefix = format!("dotnet-diagnostic-{nspid}-");
-    let Ok(dir) = std::fs::read_dir(&tmp) else {
+    let shown = process
+        .root()
+        .join(tmpdir.strip_prefix("/").unwrap_or(&tmpdir));
+    let Ok(root) = rustix::fs::open(
+        process.root(),
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
         return Ok(None);
     };
-    let mut found: Vec<PathBuf> = dir
+    let Ok(dir) = rustix::fs::openat2(
+        &root,
+        &tmpdir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+    ) else {
+        return Ok(None);
+    };
+    // The opened folder, named through our own descriptor table: nothing in this path can be
+    // swapped any more.
+    let dir_path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    let prefix = format!("dotnet-diagnostic-{nspid}-");
+    let Ok(entries) = std::fs::read_dir(&dir_path) else {
+        return Ok(None);
+    };
+    let mut found: Vec<std::ffi::OsString> = entries
         .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
+        .map(|e| e.file_name())
+        .filter(|n| {
+            n.to_str()
                 .is_some_and(|n| n.starts_with(&prefix) && n.ends_with("-socket"))
         })
         .collect();
     found.sort();
-    Ok(found.pop())
+    let Some(name) = found.pop() else {
+        return Ok(None);
+    };
+    let socket = shown.join(&name);
+    let refuse = |why: String| {
+        Error::Unsupported(format!(
+            "refusing {}: {why}; it is not the .NET runtime's diagnostics socket of process {pid}",
+            socket.display()
+        ))
+    };
+    let stat = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| Error::io(&socket, e.into()))?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::Socket {
+        return Err(refuse(
+            "it is not a socket (a symlink or another file put there)".into(),
+        ));
+    }
+    let stream = UnixStream::connect(dir_path.join(&name)).map_err(|e| Error::io(&socket, e))?;
+    let peer = peer_pid(&stream).map_err(|e| Error::io(&socket, e))?;
+    if peer != pid {
+        return Err(refuse(format!(
+            "the program listening on it is process {peer} (0: outside this pid namespace)"
+        )));
+    }
+    Ok(Some((socket, stream)))
+}
+
+/// The pid, in netprobe's pid namespace, of the process that created the listening end of a
+/// connected Unix socket (`SO_PEERCRED`, unix(7)); 0 when that process is outside our pid
+/// namespace.
+#[allow(unsafe_code)]
+fn peer_pid(stream: &UnixStream) -> std::io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) writes at most `len` bytes into `cred`, a plain C struct of that
+    // size that lives across the call; the descriptor is open for the borrow of `stream`.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(u32::try_from(cred.pid).unwrap_or(0))
 }
 
 /// Asks the .NET runtime of process `pid` to start writing perf maps (and jitdump) now. Errors:
 /// [`Error::Unsupported`] naming the cause and the fix when the process has no diagnostics
 /// socket or the runtime refuses (runtimes before .NET 8 do not know the command).
 pub fn enable_perf_map(pid: u32, kind: PerfMapType) -> Result<()> {
-    let Some(socket) = diagnostic_socket(pid)? else {
+    let Some((socket, mut s)) = connect_diagnostic_socket(pid)? else {
         return Err(Error::Unsupported(format!(
             "process {pid} has no .NET diagnostics socket (/tmp/dotnet-diagnostic-{pid}-*-socket): not a .NET process, or started with DOTNET_EnableDiagnostics=0; restart it with DOTNET_PerfMapEnabled=1 to get JIT names"
         )));
     };
     let io = |e: std::io::Error| Error::io(&socket, e);
-    let mut s = UnixStream::connect(&socket).map_err(io)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(io)?;
     s.write_all(&enable_perf_map_message(kind)).map_err(io)?;

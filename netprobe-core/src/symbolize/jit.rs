@@ -1,12 +1,16 @@
 //! Names of JIT-compiled code in one process: the runtime's `/tmp/perf-PID.map` and, when it
 //! is there, its jitdump `/tmp/jit-PID.dump` ([`crate::perfmap::jitdump`]), read through the
-//! process's root (`/proc/PID/root/tmp/...`, so a process in a container is read in its own
-//! mount namespace) under the pid the process has in its own pid namespace (`NSpid` in
+//! process's root ([`Process::open_in_root`], so a process in a container is read in its own
+//! mount namespace, and a symlink it puts there cannot name a file of the host) under the pid the process has in its own pid namespace (`NSpid` in
 //! `/proc/PID/status`, `proc(5)`): that is the pid the runtime writes into the file name.
 
 use crate::perfmap::{complete_lines, jitdump::parse_jitdump, parse_map_line};
 use crate::process::Process;
 use std::path::PathBuf;
+
+/// Largest perf map or jitdump read: a long-running service's perf map reaches tens of MB;
+/// past this the file is left unread (its frames stay unnamed) rather than read without bound.
+pub const MAX_JIT_FILE_BYTES: u64 = 512 << 20;
 
 /// One named range of JIT code, in runtime addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +23,9 @@ struct JitRange {
 /// The JIT code names of one process, re-read when its files grow.
 #[derive(Debug, Default)]
 pub struct JitNames {
+    /// The process whose root the two paths are resolved in (`None`: nothing to read).
+    process: Option<Process>,
+    /// Both as the process names them.
     perf_map: PathBuf,
     jitdump: PathBuf,
     /// Sizes of the two files when last read (`None`: absent).
@@ -62,26 +69,38 @@ impl JitNames {
         )
         .unwrap_or_else(|| PathBuf::from("/tmp"));
         JitNames {
-            perf_map: process.host_path(&dir.join(format!("perf-{nspid}.map"))),
-            jitdump: process.host_path(&dir.join(format!("jit-{nspid}.dump"))),
+            process: Some(process.clone()),
+            perf_map: dir.join(format!("perf-{nspid}.map")),
+            jitdump: dir.join(format!("jit-{nspid}.dump")),
             ..JitNames::default()
         }
     }
 
-    /// Whether the runtime writes a perf map or jitdump for this process (either file exists).
-    pub fn available(&self) -> bool {
-        self.perf_map.exists() || self.jitdump.exists()
+    /// The size of `path` in the process's root when it is a regular file there.
+    fn size(&self, path: &std::path::Path) -> Option<u64> {
+        let file = self.process.as_ref()?.open_in_root(path).ok()?;
+        Some(file.metadata().ok()?.len())
     }
 
-    /// The perf map's path as netprobe opens it.
+    /// The bytes of `path` in the process's root, up to [`MAX_JIT_FILE_BYTES`].
+    fn read(&self, path: &std::path::Path) -> Option<Vec<u8>> {
+        let process = self.process.as_ref()?;
+        process.read_in_root(path, MAX_JIT_FILE_BYTES).ok()
+    }
+
+    /// Whether the runtime writes a perf map or jitdump for this process (either file exists).
+    pub fn available(&self) -> bool {
+        self.size(&self.perf_map).is_some() || self.size(&self.jitdump).is_some()
+    }
+
+    /// The perf map's path as the process names it.
     pub fn perf_map_path(&self) -> &std::path::Path {
         &self.perf_map
     }
 
     /// Re-reads both files when either changed size since the last read; `true` when it did.
     pub fn refresh(&mut self) -> bool {
-        let size = |p: &PathBuf| std::fs::metadata(p).ok().map(|m| m.len());
-        let now = (size(&self.perf_map), size(&self.jitdump));
+        let now = (self.size(&self.perf_map), self.size(&self.jitdump));
         if now == self.read_sizes {
             return false;
         }
@@ -89,10 +108,7 @@ impl JitNames {
         let mut ranges = Vec::new();
         // jitdump first: for code named in both, the perf map's line (read second, so later in
         // the list) is the one kept below.
-        if let Some(loads) = std::fs::read(&self.jitdump)
-            .ok()
-            .and_then(|b| parse_jitdump(&b))
-        {
+        if let Some(loads) = self.read(&self.jitdump).and_then(|b| parse_jitdump(&b)) {
             ranges.extend(
                 loads
                     .into_iter()
@@ -104,7 +120,7 @@ impl JitNames {
                     }),
             );
         }
-        if let Ok(text) = std::fs::read(&self.perf_map) {
+        if let Some(text) = self.read(&self.perf_map) {
             ranges.extend(
                 complete_lines(&text)
                     .split(|&b| b == b'\n')

@@ -357,6 +357,18 @@ fn write_batch(
     batch: &str,
     lines: &[&ProbeLine],
 ) -> Result<()> {
+    // Right before the kernel looks the paths up: each must still name the file whose bytes the
+    // offsets were computed from (a target could have put another file at a path it controls).
+    let mut checked: Vec<&str> = Vec::new();
+    for line in lines {
+        if let ProbeLine::Add(def) = line {
+            let path = def.path().as_str();
+            if !checked.contains(&path) {
+                netprobe_core::resolve::verify_probe_file(Path::new(path))?;
+                checked.push(path);
+            }
+        }
+    }
     // One write() per batch: write_all would retry the rest after a short write, but the kernel
     // either consumes everything or fails on a line.
     match file.write(batch.as_bytes()) {

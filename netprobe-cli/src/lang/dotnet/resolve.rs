@@ -356,7 +356,11 @@ fn mapped_assemblies(pids: &[u32], image: Option<&str>) -> Vec<PathBuf> {
             None => images.iter().collect(),
         };
         for img in chosen {
-            let bundled = bundled_assemblies(&open_path(&process, img));
+            // A file that no longer opens as the process maps it is not searched.
+            let Ok(opened) = open_path(&process, img) else {
+                continue;
+            };
+            let bundled = bundled_assemblies(&opened);
             if !bundled.is_empty() {
                 out.extend(
                     bundled
@@ -370,11 +374,8 @@ fn mapped_assemblies(pids: &[u32], image: Option<&str>) -> Vec<PathBuf> {
                 .path
                 .extension()
                 .is_some_and(|x| x.eq_ignore_ascii_case("dll") || x.eq_ignore_ascii_case("exe"));
-            if is_pe {
-                let p = open_path(&process, img);
-                if !out.contains(&p) {
-                    out.push(p);
-                }
+            if is_pe && !out.contains(&opened) {
+                out.push(opened);
             }
         }
     }
