@@ -50,16 +50,13 @@ pub fn flamegraph_svg(folded: &str, title: &str, out: impl Write) -> std::io::Re
     inferno::flamegraph::from_lines(&mut opts, folded.lines(), out)
 }
 
-/// Writes a file through `what`; errors name the file.
+/// Writes a file through `what` as a new file renamed over `path` (never through a symlink
+/// there: [`crate::output_file`]); errors name the file.
 pub(crate) fn write_file(
     path: &Path,
     what: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    let mut file =
-        std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| Error::io(path, e))?);
-    what(&mut file)
-        .and_then(|()| file.flush())
-        .map_err(|e| Error::io(path, e))
+    crate::output_file::replace_file(path, what).map_err(|e| Error::io(path, e))
 }
 
 pub fn run(a: &ProfileArgs) -> Result<i32> {
