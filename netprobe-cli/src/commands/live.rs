@@ -353,10 +353,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         &filter,
     )?;
     if o.dry_run {
-        print!(
-            "{}",
-            dryrun::render(&plan, &report, &name, &o.pids, o.command.as_deref(), mode)
-        );
+        let script = dryrun::render(&plan, &report, &name, &o.pids, o.command.as_deref(), mode)?;
+        print!("{script}");
         return report.error().map_or(Ok(0), Err);
     }
     let plan = report.approve(plan)?;
@@ -1036,11 +1034,8 @@ pub fn probe_add(o: &PersistOptions, out: &mut dyn Write) -> Result<i32> {
     let report = gate::check(&plan, gate_options);
     print_notes(&plan, &report);
     if dry_run {
-        let _ = write!(
-            out,
-            "{}",
-            dryrun::render(&plan, &report, &group, pids, None, Mode::Persist)
-        );
+        let script = dryrun::render(&plan, &report, &group, pids, None, Mode::Persist)?;
+        let _ = write!(out, "{script}");
         return report.error().map_or(Ok(0), Err);
     }
     let plan = report.approve(plan)?;
@@ -1064,7 +1059,7 @@ pub fn probe_add(o: &PersistOptions, out: &mut dyn Write) -> Result<i32> {
             let _ = probe::append_lines(&tracefs, &removal_lines(&defs));
             return Err(err);
         }
-        perf_filter = format!(" --filter {}", shell_words::quote(text));
+        perf_filter = format!(" --filter {}", crate::shell::quote(text));
     }
     for d in &defs {
         let _ = writeln!(out, "added {}:{}  ({d})", group, d.event());
