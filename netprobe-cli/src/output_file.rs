@@ -79,9 +79,17 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
         let meta = std::fs::symlink_metadata(&dest).unwrap();
         assert!(meta.file_type().is_file());
-        assert_eq!(meta.permissions().mode() & 0o022, 0, "not group/other-writable");
+        assert_eq!(
+            meta.permissions().mode() & 0o022,
+            0,
+            "not group/other-writable"
+        );
         assert_eq!(std::fs::read_to_string(&dest).unwrap(), "main;f 1\n");
-        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2, "no temporary left");
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            2,
+            "no temporary left"
+        );
     }
 
     #[test]

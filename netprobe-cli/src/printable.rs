@@ -51,6 +51,12 @@ impl fmt::Display for Printable<'_> {
     }
 }
 
+/// Writes `line` and a newline to standard error, escaped by [`printable`]: the notes, warnings
+/// and errors netprobe prints there quote names and paths too.
+pub fn eprint_line(line: &str) {
+    eprintln!("{}", printable(line));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

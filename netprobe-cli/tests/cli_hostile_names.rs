@@ -29,10 +29,7 @@ fn stub_tools(dir: &Path) -> PathBuf {
         let stub = bin.join(tool);
         std::fs::write(
             &stub,
-            format!(
-                "#!/bin/sh\nprintf '%s\\0' \"$@\" >> '{}'\n",
-                log.display()
-            ),
+            format!("#!/bin/sh\nprintf '%s\\0' \"$@\" >> '{}'\n", log.display()),
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -90,7 +87,10 @@ fn dry_run_script_replayed_through_sh_runs_no_name_or_path() {
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert!(made.is_empty(), "{mode}: the replay created {made:?}:\n{script}");
+        assert!(
+            made.is_empty(),
+            "{mode}: the replay created {made:?}:\n{script}"
+        );
         assert!(
             !tmp.path().join("mpath").exists() && !tmp.path().join("mtick").exists(),
             "{mode}"
@@ -156,25 +156,22 @@ fn symbols_table_escapes_control_characters_of_names() {
         .collect();
     assert!(bad.is_empty(), "control bytes {bad:x?} in the output");
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        text.contains("  np_e\\x1b]0;t\\x07\\x1b[31m\n"),
-        "{text}"
-    );
+    assert!(text.contains("  np_e\\x1b]0;t\\x07\\x1b[31m\n"), "{text}");
     assert!(text.contains("  np_n\\x0atouch mn\\x0a\n"), "{text}");
-    assert_eq!(
-        text.lines().count(),
-        1 + HOSTILE_NAMES.len() + 1,
-        "one line per symbol and the header:\n{text}"
+    assert!(
+        !text.lines().any(|l| l.starts_with("touch")),
+        "a name's newline started a line:\n{text}"
     );
-    // A pattern that matches nothing: the error quotes the nearest names, escaped too.
+    // A pattern that matches nothing: the error names the nearest functions, escaped too.
     let out = netprobe()
         .arg("symbols")
         .arg(&lib)
-        .arg("np_e*zzz")
+        .arg("np_e]0")
         .output()
         .unwrap();
-    let err = out.stderr;
-    assert!(!err.contains(&0x1b) && !err.contains(&0x07), "{}", String::from_utf8_lossy(&err));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("np_e\\x1b]0;t\\x07\\x1b[31m"), "{err}");
+    assert!(!err.contains(['\u{1b}', '\u{7}']), "{err:?}");
 }
 
 /// The kernel splits a `uprobe_events` line on the bytes its `isspace()` is true for, 0xA0
@@ -191,7 +188,11 @@ fn path_with_a_byte_the_kernel_reads_as_space_is_refused_by_the_dry_run() {
         .unwrap();
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
         err.starts_with("netprobe: error: ") && err.contains("byte 0xa0"),
@@ -212,7 +213,11 @@ fn dry_run_fails_where_the_run_refuses_the_probe_line() {
         .unwrap();
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("it contains '#'"), "{err}");
 }

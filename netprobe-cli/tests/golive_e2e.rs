@@ -1267,8 +1267,10 @@ fn go_mutated_entry_refused() -> R {
         {
             return Err(format!("{args:?}: {:?}\n{stderr}", out.status));
         }
-        if args.contains(&"--dry-run") && !text(&out.stdout).contains("# REFUSED: echo 'p:")
-            && !text(&out.stdout).contains("# REFUSED: printf '%s\\n' 'p:") {
+        if args.contains(&"--dry-run")
+            && !text(&out.stdout).contains("# REFUSED: echo 'p:")
+            && !text(&out.stdout).contains("# REFUSED: printf '%s\\n' 'p:")
+        {
             return Err(format!("dry-run: {}", text(&out.stdout)));
         }
         let events = std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).map_err(err)?;

@@ -183,12 +183,12 @@ fn container_processes(
         crate::pidns::sees_global_pids(),
     )
     .map_err(|e| Error::usage(e.to_string()))?;
-    eprintln!(
+    crate::printable::eprint_line(&format!(
         "netprobe: container {} ({}): pid {}",
         info.name,
         short_id(&info.id),
         join_pids(&pids)
-    );
+    ));
     Ok((info, pids))
 }
 
@@ -223,7 +223,7 @@ fn apply_filter(plan: &mut ProbePlan, (user, task): &(Option<Expr>, Option<Expr>
 /// Prints the plan's notes and the probe-safety gate's on stderr, one `netprobe: ` line each.
 fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
     for n in plan.notes.iter().chain(&report.notes()) {
-        eprintln!("netprobe: {n}");
+        crate::printable::eprint_line(&format!("netprobe: {n}"));
     }
 }
 
@@ -388,10 +388,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     };
     opts.pids = (!pids.is_empty()).then(|| pids.clone());
     if plan.probes.len() >= LARGE_SESSION_PROBES {
-        eprintln!(
+        crate::printable::eprint_line(&format!(
             "netprobe: placing {} uprobes; the kernel checks each new uprobe against every one already registered (`validate_ref_ctr_offset` in kernel/trace/trace_uprobe.c), so placing them takes time that grows with the square of their number (about 1.5 s for 10,000 and minutes for 70,000 here); a narrower pattern is faster",
             plan.probes.len()
-        );
+        ));
     }
     let mut session = match preparing {
         Some(preparing) => Session::start_prepared(&tracefs, &opts, plan, preparing)?,
@@ -405,7 +405,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 session.probes().len(),
                 o.metrics_max_series,
             );
-            eprintln!("netprobe: serving metrics on http://{}/metrics", l.addr());
+            crate::printable::eprint_line(&format!(
+                "netprobe: serving metrics on http://{}/metrics",
+                l.addr()
+            ));
             let server = l.serve(metrics.registry())?;
             Some((metrics, server))
         }
@@ -453,11 +456,11 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         if let Some((m, _)) = &exported {
             m.detached();
         }
-        eprintln!(
+        crate::printable::eprint_line(&format!(
             "netprobe: container {} ({}): {reason}; probes removed; waiting for its new processes",
             info.name,
             short_id(&info.id),
-        );
+        ));
         match reattach(mode, o, info, &tracefs, &opts, &filter, &signals, started)? {
             Reattached::Attached(a) => {
                 let Attachment {
@@ -469,12 +472,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 session = s;
                 pids = p;
                 guard = g;
-                eprintln!(
+                crate::printable::eprint_line(&format!(
                     "netprobe: container {} ({}): re-attached to pid {}",
                     i.name,
                     short_id(&i.id),
                     join_pids(&pids)
-                );
+                ));
                 if let Some((m, _)) = &exported {
                     m.rebind(session.plan(), session.probes().len());
                 }
@@ -503,12 +506,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
 
 /// Says why the session ended and what it lost; the exit code (3 when events were lost).
 fn finish(reason: StopReason, started: Instant, lost: crate::backend::Lost) -> Result<i32> {
-    eprintln!(
+    crate::printable::eprint_line(&format!(
         "netprobe: {reason} after {:.1}s; probes and instance removed",
         started.elapsed().as_secs_f64()
-    );
+    ));
     if let Some(w) = sinks::lost_warning(lost) {
-        eprintln!("{w}");
+        crate::printable::eprint_line(&w);
         return Ok(3);
     }
     Ok(0)
@@ -528,7 +531,7 @@ fn join_pids(pids: &[u32]) -> String {
 
 /// `netprobe: N probe(s) on M function(s), pid ...; Ctrl-C to stop` on stderr.
 fn say_attached(session: &Session, pids: &[u32]) {
-    eprintln!(
+    crate::printable::eprint_line(&format!(
         "netprobe: {} probe(s) on {} function(s){}; Ctrl-C to stop",
         session.probes().len(),
         session.plan().functions.len(),
@@ -537,7 +540,7 @@ fn say_attached(session: &Session, pids: &[u32]) {
         } else {
             format!(", pid {}", join_pids(pids))
         }
-    );
+    ));
 }
 
 /// A followed container's new processes, traced.
@@ -614,7 +617,9 @@ fn reattach(
             Err(e) => {
                 let text = e.to_string();
                 if text != said {
-                    eprintln!("netprobe: warning: {text}; still waiting");
+                    crate::printable::eprint_line(&format!(
+                        "netprobe: warning: {text}; still waiting"
+                    ));
                     said = text;
                 }
                 None
@@ -639,11 +644,11 @@ fn reattach(
                 };
                 let text = e.to_string();
                 if since.elapsed() >= REATTACH_QUIET && text != said {
-                    eprintln!(
+                    crate::printable::eprint_line(&format!(
                         "netprobe: container {}: cannot attach to pid {}: {text}; retrying",
                         info.name,
                         join_pids(&pids)
-                    );
+                    ));
                     said = text;
                 }
             }
@@ -923,14 +928,16 @@ fn report_stale(tracefs: &Tracefs) {
                 .into_iter()
                 .filter(|(_, r)| !r.by_watchdog && !r.already_gone)
             {
-                eprintln!(
+                crate::printable::eprint_line(&format!(
                     "netprobe: removed {} event(s){} left by dead session {name}",
                     r.events.len(),
                     if r.instance { " and its instance" } else { "" }
-                );
+                ));
             }
         }
-        Err(e) => eprintln!("netprobe: warning: could not remove a stale session: {e}"),
+        Err(e) => crate::printable::eprint_line(&format!(
+            "netprobe: warning: could not remove a stale session: {e}"
+        )),
     }
 }
 

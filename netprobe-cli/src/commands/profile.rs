@@ -85,17 +85,20 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
         Some(d) => format!("for {:?}", d),
         None => "until Ctrl-C or exit".to_string(),
     };
-    eprintln!("netprobe: profiling {what} at {} Hz {until}", o.frequency);
+    crate::printable::eprint_line(&format!(
+        "netprobe: profiling {what} at {} Hz {until}",
+        o.frequency
+    ));
     let p = profile::record(&o)?;
     for note in &p.notes {
-        eprintln!("netprobe: note: {note}");
+        crate::printable::eprint_line(&format!("netprobe: note: {note}"));
     }
     let report: &Report = &p.report;
     if report.lost > 0 {
-        eprintln!(
+        crate::printable::eprint_line(&format!(
             "netprobe: warning: {} samples were lost (ring buffer full): lower --frequency",
             report.lost
-        );
+        ));
     }
     let folded = report.folded();
     if let Some(path) = &a.folded {
@@ -103,7 +106,10 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     }
     if let Some(path) = &a.svg {
         if folded.is_empty() {
-            eprintln!("netprobe: no samples: {} not written", path.display());
+            crate::printable::eprint_line(&format!(
+                "netprobe: no samples: {} not written",
+                path.display()
+            ));
         } else {
             let title = format!("netprobe profile {what}");
             write_file(path, |w| flamegraph_svg(&folded, &title, w))?;

@@ -162,7 +162,10 @@ pub(super) fn kernel_split(text: &str) -> Option<String> {
         return Some(format!("{c:?}"));
     }
     let (at, b) = text.bytes().enumerate().find(|&(_, b)| kernel_isspace(b))?;
-    let start = (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    let start = (0..=at)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
     let c = text[start..].chars().next().unwrap_or(' ');
     Some(if c.len_utf8() == 1 {
         format!("{c:?}")
@@ -650,11 +653,18 @@ mod tests {
     /// and a Unicode space whose bytes hold none of them does not.
     #[test]
     fn path_check_is_the_kernels_isspace_on_bytes() {
-        for bad in ["/tmp/là/app", "/tmp/Р/app", "/tmp/a\u{a0}b/app", "/tmp/a\u{b}b"] {
+        for bad in [
+            "/tmp/là/app",
+            "/tmp/Р/app",
+            "/tmp/a\u{a0}b/app",
+            "/tmp/a\u{b}b",
+        ] {
             let e = ProbePath::new(Path::new(bad)).unwrap_err().to_string();
             assert!(e.contains("uprobe_events splits"), "{bad:?}: {e}");
         }
-        let e = ProbePath::new(Path::new("/tmp/là/app")).unwrap_err().to_string();
+        let e = ProbePath::new(Path::new("/tmp/là/app"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("'à', whose UTF-8 byte 0xa0"), "{e}");
         for good in ["/tmp/a\u{3000}b/app", "/tmp/a\u{2003}b/app", "/tmp/ü/app"] {
             assert!(ProbePath::new(Path::new(good)).is_ok(), "{good:?}");
