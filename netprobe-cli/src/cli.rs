@@ -392,9 +392,10 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The error and its causes on one line (`a: b: c`), newlines folded.
+/// The error and its causes on one line (`a: b: c`), newlines folded, and the control characters
+/// of any name it quotes escaped ([`crate::printable`]).
 pub fn one_line(e: &anyhow::Error) -> String {
-    format!("{e:#}").replace('\n', " ")
+    crate::printable::printable(&format!("{e:#}").replace('\n', " ")).into_owned()
 }
 
 /// With `NETPROBE_PARSE_STATS` set: how often this run opened and parsed each image, one

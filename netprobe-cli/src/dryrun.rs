@@ -1,5 +1,13 @@
 //! `--dry-run`: what netprobe would do, as `uprobe_events` lines, `perf probe` commands and a
 //! bpftrace program, so the same probes can be placed by hand or by other tools.
+//!
+//! The text is a shell script a user may paste or pipe into `sh`, and the paths and function
+//! names in it come from files and processes that others control. So every such word on a
+//! command line is shell-quoted ([`crate::shell::quote`]), every such text in a comment has its
+//! control characters escaped ([`crate::printable`]: a newline would end the comment and start a
+//! command), and a name or path goes into the bpftrace program only in a form bpftrace's own
+//! grammar reads back as the same text ([`bpftrace_string`], [`bpftrace_path`]), else that probe
+//! is left out with a comment saying why.
 
 use crate::backend::tracefs::events::{
     event_layout, event_name, probe_defs, removal_lines, KernelEvent, PROBE_ID_FIELD,
@@ -11,6 +19,8 @@ use crate::backend::tracefs::probe::GroupName;
 use crate::gate::GateReport;
 use crate::mode::Mode;
 use crate::plan::{ArgRequest, Decode, ProbeKind, ProbePlan, Role, RETURN_ADDRESS_FIELD};
+use crate::printable::printable;
+use crate::shell::quote;
 use netprobe_core::abi::IntType;
 use std::fmt::Write;
 use std::path::Path;
@@ -166,7 +176,44 @@ fn probe_point_comment(plan: &ProbePlan, i: usize) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-/// The dry-run text for a plan.
+/// The shell line that appends `line` to `file`: `echo 'LINE' >> FILE`, or `printf '%s\n'` when
+/// the line holds a backslash (dash's `echo` reads `\c`, `\n`... as escapes: POSIX leaves
+/// `echo` with a backslash operand unspecified, XCU "echo").
+fn append_line(line: &str, file: &str) -> String {
+    if line.contains('\\') {
+        format!("printf '%s\\n' {} >> {file}", quote(line))
+    } else {
+        format!("echo {} >> {file}", quote(line))
+    }
+}
+
+/// `text` as a bpftrace string literal's contents: `"` and `\` escaped with a backslash (both
+/// read back so by bpftrace 0.17, checked here with `printf` and map keys); `None` for text
+/// holding a control character or `%` (bpftrace 0.17's `printf` prints `%%` as two characters,
+/// so a `%` in a format has no escape), which the program then leaves out.
+fn bpftrace_string(text: &str) -> Option<String> {
+    if text.chars().any(|c| c.is_control() || c == '%') {
+        return None;
+    }
+    Some(text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// A file path as a bpftrace attach point reads it: as is when made of `[A-Za-z0-9/._-]` (what
+/// bpftrace 0.17's lexer takes unquoted: `+` or `@` is a syntax error there), else in double
+/// quotes when it holds printable ASCII other than `"` and `\` (checked here with a path holding
+/// a space, `'`, `$(...)`, backquotes, `;`, `{a,b}`, `%`, `#` and `~`); `None` otherwise.
+fn bpftrace_path(path: &str) -> Option<String> {
+    let bare = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-');
+    if !path.is_empty() && path.bytes().all(bare) {
+        return Some(path.to_string());
+    }
+    path.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+        .then(|| format!("\"{path}\""))
+}
+
+/// The dry-run text for a plan; the error a real run would stop with when a probe cannot be
+/// written to `uprobe_events` (so the dry run fails where the run would).
 pub fn render(
     plan: &ProbePlan,
     gate: &GateReport,
@@ -174,15 +221,12 @@ pub fn render(
     pids: &[u32],
     command: Option<&str>,
     mode: Mode,
-) -> String {
+) -> crate::Result<String> {
     let mut s = String::new();
-    let defs = match probe_defs(plan, group) {
-        Ok(d) => d,
-        Err(e) => return format!("# cannot build the probes: {e}\n"),
-    };
+    let defs = probe_defs(plan, group)?;
     let tracefs = "/sys/kernel/tracing";
     for n in &plan.notes {
-        let _ = writeln!(s, "# note: {n}");
+        let _ = writeln!(s, "# note: {}", printable(n));
     }
     if !plan.notes.is_empty() {
         let _ = writeln!(s);
@@ -203,13 +247,13 @@ pub fn render(
         );
         for (i, p) in plan.probes.iter().enumerate() {
             if let Some(why) = gate.refusal(i) {
-                let _ = writeln!(
-                    s,
-                    "# REFUSED: {} at {}:{}: {why}",
+                let what = format!(
+                    "{} at {}:{}: {why}",
                     plan.function(p.function).name,
                     p.path.display(),
                     p.offset
                 );
+                let _ = writeln!(s, "# REFUSED: {}", printable(&what));
             }
         }
         let _ = writeln!(s);
@@ -218,8 +262,9 @@ pub fn render(
         s,
         "# 1. The lines netprobe appends to {tracefs}/uprobe_events (group {group}):"
     );
+    let events = format!("{tracefs}/uprobe_events");
     for (i, d) in defs.iter().enumerate() {
-        let _ = writeln!(s, "{}echo '{d}' >> {tracefs}/uprobe_events", mark(i));
+        let _ = writeln!(s, "{}{}", mark(i), append_line(&d.to_string(), &events));
     }
     // The filters (`--filter`, `--tid`, `--comm`), written before the events are enabled: in
     // the session's instance, or for persistent probes in the top-level events.
@@ -242,7 +287,7 @@ pub fn render(
             let _ = writeln!(
                 s,
                 "echo {} > {dir}/{}",
-                shell_words::quote(e.filter.as_deref().unwrap_or_default()),
+                quote(e.filter.as_deref().unwrap_or_default()),
                 filter_file(group, &e.name).display()
             );
         }
@@ -276,7 +321,7 @@ pub fn render(
     }
     let _ = writeln!(s, "# remove them with:");
     for line in removal_lines(&defs) {
-        let _ = writeln!(s, "echo '{line}' >> {tracefs}/uprobe_events");
+        let _ = writeln!(s, "{}", append_line(&line.to_string(), &events));
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "# 2. The same probes with perf:");
@@ -297,17 +342,21 @@ pub fn render(
             .map(|a| a.render())
             .collect();
         let comment = probe_point_comment(plan, i)
-            .map(|c| format!("  # {c}"))
+            .map(|c| format!("  # {}", printable(&c)))
             .unwrap_or_default();
-        let _ = writeln!(
-            s,
-            "{}perf probe -x {} -a '{}:{}={loc}{ret}{}{}'{comment}",
-            mark(i),
-            d.path().as_str(),
+        let definition = format!(
+            "{}:{}={loc}{ret}{}{}",
             group,
             event_name(plan, i).map_or_else(|_| d.event().to_string(), |e| e.to_string()),
             if args.is_empty() { "" } else { " " },
             args.join(" ")
+        );
+        let _ = writeln!(
+            s,
+            "{}perf probe -x {} -a {}{comment}",
+            mark(i),
+            quote(d.path().as_str()),
+            quote(&definition)
         );
     }
     if mode != Mode::Persist {
@@ -331,7 +380,7 @@ pub fn render(
             .unwrap_or_default();
         let perf_filter = match texts.first() {
             Some(Some(t)) if texts.iter().all(|x| *x == Some(*t)) => {
-                format!(" --filter {}", shell_words::quote(t))
+                format!(" --filter {}", quote(t))
             }
             _ => String::new(),
         };
@@ -364,9 +413,9 @@ pub fn render(
         let _ = writeln!(
             s,
             "# 3. No bpftrace program: bpftrace attaches uprobes to ELF files only, and {} is not one (use the lines of 1. or perf, 2.)",
-            p.path.display()
+            printable(&p.path.display().to_string())
         );
-        return s;
+        return Ok(s);
     }
     let _ = writeln!(s, "# 3. A bpftrace program doing the same:");
     if !filtered.is_empty() {
@@ -387,14 +436,7 @@ pub fn render(
             "# (bpftrace maps each address to a symbol of the file: it finds none in a stripped Go binary, and places a probe inside a function only when built with probe-offset support, which Debian's bpftrace 0.17 is not; 1. and 2. work in every case)"
         );
     }
-    match command {
-        Some(c) => {
-            let _ = writeln!(s, "bpftrace -c '{c}' -e '");
-        }
-        None => {
-            let _ = writeln!(s, "bpftrace -e '");
-        }
-    }
+    let mut program = String::from("\n");
     let filter = if command.is_some() {
         " /pid == cpid/".to_string()
     } else if pids.is_empty() {
@@ -419,11 +461,26 @@ pub fn render(
         let name = event_name(plan, i)
             .map(|e| e.to_string())
             .unwrap_or_default();
+        let path = p.path.to_str().and_then(bpftrace_path);
+        let (Some(fname), Some(path)) = (bpftrace_string(&f.name), path) else {
+            let why = match bpftrace_string(&f.name) {
+                None => format!(
+                    "left out: the function name {:?} holds a control character or '%', which a bpftrace string cannot hold as is (use 1. or 2.)",
+                    f.name
+                ),
+                Some(_) => format!(
+                    "left out: the path {:?} holds a character a bpftrace attach point cannot hold ('\"', '\\', a control or non-ASCII character; use 1. or 2.)",
+                    p.path
+                ),
+            };
+            let _ = writeln!(program, "  // {name}: {}", printable(&why));
+            continue;
+        };
         let body = match (mode, p.role) {
             (Mode::Count, _) if plan.user_stacks => {
-                format!("@calls[\"{}\", ustack] = count();", f.name)
+                format!("@calls[\"{fname}\", ustack] = count();")
             }
-            (Mode::Count, _) | (Mode::Persist, _) => format!("@calls[\"{}\"] = count();", f.name),
+            (Mode::Count, _) | (Mode::Persist, _) => format!("@calls[\"{fname}\"] = count();"),
             (Mode::Latency, Role::Entry) => format!("@start{i}[{}] = nsecs;", pair_expr(plan, i)),
             (Mode::Latency, Role::Return) => {
                 let entry = plan
@@ -433,36 +490,38 @@ pub fn render(
                     .unwrap_or(i);
                 let key = pair_expr(plan, i);
                 format!(
-                    "if (@start{entry}[{key}]) {{ @ns[\"{}\"] = hist(nsecs - @start{entry}[{key}]); delete(@start{entry}[{key}]); }}",
-                    f.name
+                    "if (@start{entry}[{key}]) {{ @ns[\"{fname}\"] = hist(nsecs - @start{entry}[{key}]); delete(@start{entry}[{key}]); }}"
                 )
             }
             (Mode::Trace, _) if plan.user_stacks => {
-                format!("{} print(ustack);", trace_printf(plan, i))
+                format!("{} print(ustack);", trace_printf(plan, i, &fname))
             }
-            (Mode::Trace, _) => trace_printf(plan, i),
+            (Mode::Trace, _) => trace_printf(plan, i, &fname),
         };
         match probe_point_comment(plan, i) {
             Some(c) => {
-                let _ = writeln!(s, "  // {name}: {c}");
+                let _ = writeln!(program, "  // {name}: {}", printable(&c));
             }
             None => {
-                let _ = writeln!(s, "  // {name}");
+                let _ = writeln!(program, "  // {name}");
             }
         }
         let _ = writeln!(
-            s,
-            "  {}{kind}:{}:{loc}{filter} {{ {body} }}",
+            program,
+            "  {}{kind}:{path}:{loc}{filter} {{ {body} }}",
             if gate.refusal(i).is_some() {
                 "// REFUSED: "
             } else {
                 ""
             },
-            p.path.display()
         );
     }
-    let _ = writeln!(s, "'");
-    s
+    // The whole program is one shell word (its names may hold `'`).
+    let _ = match command {
+        Some(c) => writeln!(s, "bpftrace -c {} -e {}", quote(c), quote(&program)),
+        None => writeln!(s, "bpftrace -e {}", quote(&program)),
+    };
+    Ok(s)
 }
 
 fn pair_expr(plan: &ProbePlan, i: usize) -> String {
@@ -514,9 +573,9 @@ fn bpf_value(expr: &str, ty: FetchType) -> Option<(String, &'static str)> {
     })
 }
 
-fn trace_printf(plan: &ProbePlan, i: usize) -> String {
+/// The `printf` of a trace probe; `fname` is the function's name as [`bpftrace_string`] wrote it.
+fn trace_printf(plan: &ProbePlan, i: usize, fname: &str) -> String {
     let p = &plan.probes[i];
-    let f = plan.function(p.function);
     let mut fmt_parts = Vec::new();
     let mut vals = Vec::new();
     let mut notes = Vec::new();
@@ -576,11 +635,11 @@ fn trace_printf(plan: &ProbePlan, i: usize) -> String {
             }
         }
     }
+    let escaped = |sep: &str| fmt_parts.join(sep).replace('"', "\\\"");
     let arrow = match p.role {
-        Role::Entry => format!("-> {}({})", f.name, fmt_parts.join(", ")),
-        Role::Return => format!("<- {} {}", f.name, fmt_parts.join(" ")),
+        Role::Entry => format!("-> {fname}({})", escaped(", ")),
+        Role::Return => format!("<- {fname} {}", escaped(" ")),
     };
-    let arrow = arrow.replace('"', "\\\"");
     let mut body = format!("printf(\"%d/%d %s {arrow}\\n\", pid, tid, comm");
     for v in vals {
         body.push_str(", ");

@@ -26,10 +26,13 @@ pub mod launch;
 pub mod mode;
 #[cfg(feature = "cli")]
 pub mod output;
+pub mod output_file;
 pub mod pidns;
 pub mod plan;
+pub mod printable;
 pub mod profile;
 pub mod runner;
+pub mod shell;
 pub mod signals;
 pub mod sinks;
 pub mod spec;

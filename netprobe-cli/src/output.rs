@@ -21,9 +21,12 @@ impl Out {
         }
     }
 
-    /// Writes one line (a newline is added).
+    /// Writes one line (a newline is added). Control characters in it are escaped
+    /// ([`crate::printable`]): a line holds names from files and processes, and a newline or an
+    /// escape sequence in one of them must not reach the terminal.
     pub fn line(&mut self, s: &str) -> io::Result<()> {
-        self.inner.write_all(s.as_bytes())?;
+        self.inner
+            .write_all(crate::printable::printable(s).as_bytes())?;
         self.inner.write_all(b"\n")
     }
 

@@ -39,17 +39,10 @@ impl FrameName {
         }
     }
 
-    /// The frame as a folded-format element: `;` (the separator) and line breaks cannot occur.
+    /// The frame as a folded-format element: `;` (the separator) becomes `:`, and line breaks and
+    /// other control characters are escaped ([`crate::printable`]), so none can occur.
     pub fn folded(&self) -> String {
-        let clean: String = self
-            .name
-            .chars()
-            .map(|c| match c {
-                ';' => ':',
-                '\n' | '\r' => ' ',
-                c => c,
-            })
-            .collect();
+        let clean = crate::printable::printable(&self.name).replace(';', ":");
         if self.inlined {
             format!("{clean}_[i]")
         } else {

@@ -170,3 +170,41 @@ fn man_dir_writes_one_page_per_subcommand() {
     }
     assert!(dir.path().join("netprobe.1").exists());
 }
+
+/// `man --dir D` as root into a folder another user can write: a symlink they left at a page's
+/// name is replaced by the page, and the file it pointed to is not written.
+#[test]
+fn man_dir_replaces_a_planted_symlink_instead_of_writing_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(outside.path(), "root:*:19000:0:99999:7:::\n").unwrap();
+    let pages = dir.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    let planted = pages.join("netprobe-trace.1");
+    std::os::unix::fs::symlink(outside.path(), &planted).unwrap();
+    let out = Command::cargo_bin("netprobe")
+        .unwrap()
+        .args(["man", "--dir"])
+        .arg(&pages)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path()).unwrap(),
+        "root:*:19000:0:99999:7:::\n",
+        "the symlink's target was written"
+    );
+    let meta = std::fs::symlink_metadata(&planted).unwrap();
+    assert!(meta.file_type().is_file(), "{planted:?} is still a symlink");
+    assert!(std::fs::read_to_string(&planted).unwrap().contains(".TH"));
+    let left: Vec<String> = std::fs::read_dir(&pages)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}

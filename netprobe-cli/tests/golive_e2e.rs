@@ -1162,7 +1162,10 @@ fn go_tail_jump_warning() -> R {
     let rets = dis.lines().filter(|l| l.contains("\tRET")).count();
     let probes = text(&out.stdout)
         .lines()
-        .filter(|l| l.starts_with("echo 'p:") && l.contains("_r"))
+        // `echo 'LINE'`, or `printf '%s\n' 'LINE'` for a line with a backslash (`np_id=\N`).
+        .filter(|l| {
+            (l.starts_with("echo 'p:") || l.starts_with("printf '%s\\n' 'p:")) && l.contains("_r")
+        })
         .count();
     if rets == 0 || probes != rets {
         return Err(format!("{rets} RETs, {probes} return probes"));
@@ -1264,7 +1267,10 @@ fn go_mutated_entry_refused() -> R {
         {
             return Err(format!("{args:?}: {:?}\n{stderr}", out.status));
         }
-        if args.contains(&"--dry-run") && !text(&out.stdout).contains("# REFUSED: echo 'p:") {
+        if args.contains(&"--dry-run")
+            && !text(&out.stdout).contains("# REFUSED: echo 'p:")
+            && !text(&out.stdout).contains("# REFUSED: printf '%s\\n' 'p:")
+        {
             return Err(format!("dry-run: {}", text(&out.stdout)));
         }
         let events = std::fs::read_to_string(format!("{TRACEFS}/uprobe_events")).map_err(err)?;

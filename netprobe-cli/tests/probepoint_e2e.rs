@@ -67,8 +67,13 @@ fn dry_run_entries(args: &[&str]) -> Result<BTreeMap<String, (u64, String)>, Str
     let out = netprobe(&full)?;
     let s = text(&out.stdout);
     let mut offsets = Vec::new();
-    for line in s.lines().filter(|l| l.starts_with("echo 'p:")) {
-        let loc = line.split_whitespace().nth(2).unwrap_or_default();
+    // `echo 'LINE' >> ...`, or `printf '%s\n' 'LINE' >> ...` for a line with a backslash.
+    let lines = s.lines().filter_map(|l| {
+        l.strip_prefix("echo ")
+            .or_else(|| l.strip_prefix("printf '%s\\n' "))
+    });
+    for line in lines.filter(|l| l.starts_with("'p:")) {
+        let loc = line.split_whitespace().nth(1).unwrap_or_default();
         let off = loc.rsplit_once(":0x").map(|(_, h)| h).unwrap_or_default();
         offsets.push(u64::from_str_radix(off, 16).map_err(|e| format!("{line}: {e}"))?);
     }

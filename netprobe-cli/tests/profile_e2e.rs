@@ -684,6 +684,42 @@ fn dotnet_needs() -> Vec<Need> {
     ]
 }
 
+/// `--folded FILE` and `--svg FILE` as root into a folder another user can write: a symlink
+/// they left at FILE is replaced by a new file, and what it pointed to is not written.
+fn output_files_replace_a_planted_symlink() -> R {
+    let bin = target_c();
+    let dir = tempfile::tempdir().map_err(err)?;
+    let outside = dir.path().join("outside");
+    std::fs::write(&outside, "keep\n").map_err(err)?;
+    let (folded, svg) = (dir.path().join("p.folded"), dir.path().join("p.svg"));
+    for link in [&folded, &svg] {
+        std::os::unix::fs::symlink(&outside, link).map_err(err)?;
+    }
+    let out = Command::new(NP)
+        .args(["profile", "-F", "999", "-c"])
+        .arg(format!("{} 1", bin.display()))
+        .arg("--folded")
+        .arg(&folded)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .map_err(err)?;
+    succeeded(out, "profile --folded --svg")?;
+    if std::fs::read_to_string(&outside).map_err(err)? != "keep\n" {
+        return Err("the symlinks' target was written".into());
+    }
+    for file in [&folded, &svg] {
+        let meta = std::fs::symlink_metadata(file).map_err(err)?;
+        if !meta.file_type().is_file() || meta.len() == 0 {
+            return Err(format!(
+                "{} is not a new regular file: {meta:?}",
+                file.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let root = [Need::Root, Need::CCompiler];
     e2e::run(vec![
@@ -717,6 +753,11 @@ fn main() {
             "dotnet8_jit_frames_named_with_perf_maps",
             &dotnet_needs(),
             dotnet8_jit_frames_named_with_perf_maps,
+        ),
+        e2e::trial(
+            "output_files_replace_a_planted_symlink",
+            &root,
+            output_files_replace_a_planted_symlink,
         ),
         e2e::trial(
             "dry_run_prints_perf_record",

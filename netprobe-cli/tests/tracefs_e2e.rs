@@ -1151,7 +1151,8 @@ fn gate_trial() -> Result<(), String> {
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !stdout.contains(&format!(
         "# REFUSED: tracee-gate+{inside:#x} at {bad}: it is not an instruction boundary"
-    )) || !stdout.contains("# REFUSED: echo 'p:")
+    )) || !(stdout.contains("# REFUSED: echo 'p:")
+        || stdout.contains("# REFUSED: printf '%s\\n' 'p:"))
     {
         return Err(format!("dry-run output: {stdout}"));
     }

@@ -30,7 +30,7 @@ pub fn man(dir: Option<&Path>) -> anyhow::Result<ExitCode> {
                     dir.display()
                 )
             })?;
-            clap_mangen::generate_to(cmd, dir).map_err(|e| {
+            write_pages(cmd, dir).map_err(|e| {
                 anyhow::anyhow!("cannot write man pages into {}: {e}", dir.display())
             })?;
         }
@@ -43,4 +43,21 @@ pub fn man(dir: Option<&Path>) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The pages `clap_mangen::generate_to` writes (one per visible command, named by
+/// `Man::get_filename`), each through [`crate::output_file::replace_file`]: `generate_to` opens
+/// them with `File::create`, which follows a symlink another user placed in `dir`.
+fn write_pages(cmd: clap::Command, dir: &Path) -> std::io::Result<()> {
+    fn write(cmd: clap::Command, dir: &Path) -> std::io::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
+            write(sub, dir)?;
+        }
+        let page = clap_mangen::Man::new(cmd);
+        let path = dir.join(page.get_filename());
+        crate::output_file::replace_file(&path, |w| page.render(w))
+    }
+    let mut cmd = cmd.disable_help_subcommand(true);
+    cmd.build();
+    write(cmd, dir)
 }

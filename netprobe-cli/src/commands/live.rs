@@ -183,12 +183,12 @@ fn container_processes(
         crate::pidns::sees_global_pids(),
     )
     .map_err(|e| Error::usage(e.to_string()))?;
-    eprintln!(
+    crate::printable::eprint_line(&format!(
         "netprobe: container {} ({}): pid {}",
         info.name,
         short_id(&info.id),
         join_pids(&pids)
-    );
+    ));
     Ok((info, pids))
 }
 
@@ -223,7 +223,7 @@ fn apply_filter(plan: &mut ProbePlan, (user, task): &(Option<Expr>, Option<Expr>
 /// Prints the plan's notes and the probe-safety gate's on stderr, one `netprobe: ` line each.
 fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
     for n in plan.notes.iter().chain(&report.notes()) {
-        eprintln!("netprobe: {n}");
+        crate::printable::eprint_line(&format!("netprobe: {n}"));
     }
 }
 
@@ -353,10 +353,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         &filter,
     )?;
     if o.dry_run {
-        print!(
-            "{}",
-            dryrun::render(&plan, &report, &name, &o.pids, o.command.as_deref(), mode)
-        );
+        let script = dryrun::render(&plan, &report, &name, &o.pids, o.command.as_deref(), mode)?;
+        print!("{script}");
         return report.error().map_or(Ok(0), Err);
     }
     let plan = report.approve(plan)?;
@@ -390,10 +388,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     };
     opts.pids = (!pids.is_empty()).then(|| pids.clone());
     if plan.probes.len() >= LARGE_SESSION_PROBES {
-        eprintln!(
+        crate::printable::eprint_line(&format!(
             "netprobe: placing {} uprobes; the kernel checks each new uprobe against every one already registered (`validate_ref_ctr_offset` in kernel/trace/trace_uprobe.c), so placing them takes time that grows with the square of their number (about 1.5 s for 10,000 and minutes for 70,000 here); a narrower pattern is faster",
             plan.probes.len()
-        );
+        ));
     }
     let mut session = match preparing {
         Some(preparing) => Session::start_prepared(&tracefs, &opts, plan, preparing)?,
@@ -407,7 +405,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 session.probes().len(),
                 o.metrics_max_series,
             );
-            eprintln!("netprobe: serving metrics on http://{}/metrics", l.addr());
+            crate::printable::eprint_line(&format!(
+                "netprobe: serving metrics on http://{}/metrics",
+                l.addr()
+            ));
             let server = l.serve(metrics.registry())?;
             Some((metrics, server))
         }
@@ -455,11 +456,11 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         if let Some((m, _)) = &exported {
             m.detached();
         }
-        eprintln!(
+        crate::printable::eprint_line(&format!(
             "netprobe: container {} ({}): {reason}; probes removed; waiting for its new processes",
             info.name,
             short_id(&info.id),
-        );
+        ));
         match reattach(mode, o, info, &tracefs, &opts, &filter, &signals, started)? {
             Reattached::Attached(a) => {
                 let Attachment {
@@ -471,12 +472,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 session = s;
                 pids = p;
                 guard = g;
-                eprintln!(
+                crate::printable::eprint_line(&format!(
                     "netprobe: container {} ({}): re-attached to pid {}",
                     i.name,
                     short_id(&i.id),
                     join_pids(&pids)
-                );
+                ));
                 if let Some((m, _)) = &exported {
                     m.rebind(session.plan(), session.probes().len());
                 }
@@ -505,12 +506,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
 
 /// Says why the session ended and what it lost; the exit code (3 when events were lost).
 fn finish(reason: StopReason, started: Instant, lost: crate::backend::Lost) -> Result<i32> {
-    eprintln!(
+    crate::printable::eprint_line(&format!(
         "netprobe: {reason} after {:.1}s; probes and instance removed",
         started.elapsed().as_secs_f64()
-    );
+    ));
     if let Some(w) = sinks::lost_warning(lost) {
-        eprintln!("{w}");
+        crate::printable::eprint_line(&w);
         return Ok(3);
     }
     Ok(0)
@@ -530,7 +531,7 @@ fn join_pids(pids: &[u32]) -> String {
 
 /// `netprobe: N probe(s) on M function(s), pid ...; Ctrl-C to stop` on stderr.
 fn say_attached(session: &Session, pids: &[u32]) {
-    eprintln!(
+    crate::printable::eprint_line(&format!(
         "netprobe: {} probe(s) on {} function(s){}; Ctrl-C to stop",
         session.probes().len(),
         session.plan().functions.len(),
@@ -539,7 +540,7 @@ fn say_attached(session: &Session, pids: &[u32]) {
         } else {
             format!(", pid {}", join_pids(pids))
         }
-    );
+    ));
 }
 
 /// A followed container's new processes, traced.
@@ -616,7 +617,9 @@ fn reattach(
             Err(e) => {
                 let text = e.to_string();
                 if text != said {
-                    eprintln!("netprobe: warning: {text}; still waiting");
+                    crate::printable::eprint_line(&format!(
+                        "netprobe: warning: {text}; still waiting"
+                    ));
                     said = text;
                 }
                 None
@@ -641,11 +644,11 @@ fn reattach(
                 };
                 let text = e.to_string();
                 if since.elapsed() >= REATTACH_QUIET && text != said {
-                    eprintln!(
+                    crate::printable::eprint_line(&format!(
                         "netprobe: container {}: cannot attach to pid {}: {text}; retrying",
                         info.name,
                         join_pids(&pids)
-                    );
+                    ));
                     said = text;
                 }
             }
@@ -925,14 +928,16 @@ fn report_stale(tracefs: &Tracefs) {
                 .into_iter()
                 .filter(|(_, r)| !r.by_watchdog && !r.already_gone)
             {
-                eprintln!(
+                crate::printable::eprint_line(&format!(
                     "netprobe: removed {} event(s){} left by dead session {name}",
                     r.events.len(),
                     if r.instance { " and its instance" } else { "" }
-                );
+                ));
             }
         }
-        Err(e) => eprintln!("netprobe: warning: could not remove a stale session: {e}"),
+        Err(e) => crate::printable::eprint_line(&format!(
+            "netprobe: warning: could not remove a stale session: {e}"
+        )),
     }
 }
 
@@ -1036,11 +1041,8 @@ pub fn probe_add(o: &PersistOptions, out: &mut dyn Write) -> Result<i32> {
     let report = gate::check(&plan, gate_options);
     print_notes(&plan, &report);
     if dry_run {
-        let _ = write!(
-            out,
-            "{}",
-            dryrun::render(&plan, &report, &group, pids, None, Mode::Persist)
-        );
+        let script = dryrun::render(&plan, &report, &group, pids, None, Mode::Persist)?;
+        let _ = write!(out, "{script}");
         return report.error().map_or(Ok(0), Err);
     }
     let plan = report.approve(plan)?;
@@ -1064,7 +1066,7 @@ pub fn probe_add(o: &PersistOptions, out: &mut dyn Write) -> Result<i32> {
             let _ = probe::append_lines(&tracefs, &removal_lines(&defs));
             return Err(err);
         }
-        perf_filter = format!(" --filter {}", shell_words::quote(text));
+        perf_filter = format!(" --filter {}", crate::shell::quote(text));
     }
     for d in &defs {
         let _ = writeln!(out, "added {}:{}  ({d})", group, d.event());

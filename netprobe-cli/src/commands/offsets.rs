@@ -69,7 +69,7 @@ pub fn run(args: &OffsetsArgs) -> anyhow::Result<ExitCode> {
     if args.explain {
         // To stderr: stdout stays the listing (seed-compatible text, or JSON lines).
         for line in explain(img, entry.as_ref()) {
-            eprintln!("{line}");
+            crate::printable::eprint_line(&line);
         }
     }
     let placed = match &args.map {
@@ -137,11 +137,11 @@ fn from_map_file(
             Some((off, _)) => placed.push((off, sym)),
             None => {
                 missing += 1;
-                eprintln!(
+                crate::printable::eprint_line(&format!(
                     "netprobe: note: {}: RVA {rva} is not in an executable mapping of {}; skipped",
                     sym.name,
                     img.path.display()
-                );
+                ));
             }
         }
     }

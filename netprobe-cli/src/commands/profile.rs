@@ -50,16 +50,13 @@ pub fn flamegraph_svg(folded: &str, title: &str, out: impl Write) -> std::io::Re
     inferno::flamegraph::from_lines(&mut opts, folded.lines(), out)
 }
 
-/// Writes a file through `what`; errors name the file.
+/// Writes a file through `what` as a new file renamed over `path` (never through a symlink
+/// there: [`crate::output_file`]); errors name the file.
 pub(crate) fn write_file(
     path: &Path,
     what: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    let mut file =
-        std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| Error::io(path, e))?);
-    what(&mut file)
-        .and_then(|()| file.flush())
-        .map_err(|e| Error::io(path, e))
+    crate::output_file::replace_file(path, what).map_err(|e| Error::io(path, e))
 }
 
 pub fn run(a: &ProfileArgs) -> Result<i32> {
@@ -88,17 +85,20 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
         Some(d) => format!("for {:?}", d),
         None => "until Ctrl-C or exit".to_string(),
     };
-    eprintln!("netprobe: profiling {what} at {} Hz {until}", o.frequency);
+    crate::printable::eprint_line(&format!(
+        "netprobe: profiling {what} at {} Hz {until}",
+        o.frequency
+    ));
     let p = profile::record(&o)?;
     for note in &p.notes {
-        eprintln!("netprobe: note: {note}");
+        crate::printable::eprint_line(&format!("netprobe: note: {note}"));
     }
     let report: &Report = &p.report;
     if report.lost > 0 {
-        eprintln!(
+        crate::printable::eprint_line(&format!(
             "netprobe: warning: {} samples were lost (ring buffer full): lower --frequency",
             report.lost
-        );
+        ));
     }
     let folded = report.folded();
     if let Some(path) = &a.folded {
@@ -106,7 +106,10 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     }
     if let Some(path) = &a.svg {
         if folded.is_empty() {
-            eprintln!("netprobe: no samples: {} not written", path.display());
+            crate::printable::eprint_line(&format!(
+                "netprobe: no samples: {} not written",
+                path.display()
+            ));
         } else {
             let title = format!("netprobe profile {what}");
             write_file(path, |w| flamegraph_svg(&folded, &title, w))?;

@@ -11,6 +11,7 @@
 
 use crate::cli::SymbolsArgs;
 use crate::output::Out;
+use crate::printable::printable;
 use netprobe_core::dotnet::bundle::{Bundle, Placement};
 use netprobe_core::elf::nativeaot::NativeAotImage;
 use netprobe_core::matching::Pattern;
@@ -74,11 +75,11 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
     };
     let notes = image::bundle_notes(&args.file);
     if let Some(aot) = nativeaot_of(&args.file) {
-        eprintln!(
+        crate::printable::eprint_line(&format!(
             "netprobe: note: {}: {}",
             args.file.display(),
             aot.describe()
-        );
+        ));
     }
     if let (Some(p), Some(pattern)) = (&args.pattern, &pattern) {
         if groups.iter().all(|g| g.symbols.is_empty()) {
@@ -148,11 +149,11 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
         write_table(&mut out, &sorted, &mut reasons, &mut footnotes)?;
     }
     for (i, why) in footnotes.iter().enumerate() {
-        writeln!(out, "[{}] no file offset: {why}", i + 1)?;
+        writeln!(out, "[{}] no file offset: {}", i + 1, printable(why))?;
     }
     out.flush()?;
     for note in notes {
-        eprintln!("netprobe: note: {note}");
+        crate::printable::eprint_line(&format!("netprobe: note: {note}"));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -243,7 +244,7 @@ fn push_row(
     // (CoreLib's 36,000 rows, dockerd's 70,000: a column at a time cost ~500 instructions each).
     if let Some(fixed) = fixed_columns(s) {
         row.extend_from_slice(&fixed);
-        row.extend_from_slice(s.name.as_bytes());
+        row.extend_from_slice(printable(&s.name).as_bytes());
         row.push(b'\n');
         return;
     }
@@ -271,7 +272,7 @@ fn push_row(
         s.origin.label()
     );
     row.extend_from_slice(columns.as_bytes());
-    row.extend_from_slice(s.name.as_bytes());
+    row.extend_from_slice(printable(&s.name).as_bytes());
     row.push(b'\n');
 }
 
@@ -393,7 +394,7 @@ mod tests {
                 offset,
                 kind_label(s.kind),
                 s.origin.label(),
-                s.name
+                printable(&s.name)
             );
             prop_assert_eq!(String::from_utf8(row).unwrap(), want);
             prop_assert_eq!(footnotes.len(), usize::from(s.file_offset.is_none()));

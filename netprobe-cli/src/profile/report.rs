@@ -118,7 +118,7 @@ impl Report {
                 pct(r.self_samples),
                 r.total,
                 pct(r.total),
-                r.name
+                crate::printable::Printable(&r.name)
             );
         }
         let mut by_total = rows.clone();
@@ -126,7 +126,13 @@ impl Report {
         let _ = writeln!(out, "\nby total samples (callers included):");
         let _ = writeln!(out, "{:>8} {:>7}  function", "total", "total%");
         for r in by_total.iter().take(top) {
-            let _ = writeln!(out, "{:>8} {:>6.2}%  {}", r.total, pct(r.total), r.name);
+            let _ = writeln!(
+                out,
+                "{:>8} {:>6.2}%  {}",
+                r.total,
+                pct(r.total),
+                crate::printable::Printable(&r.name)
+            );
         }
         out
     }

@@ -108,7 +108,7 @@ impl StackShow {
         self.namer.learn(pid, &stack.addrs);
         self.namer.retry_unnamed(false);
         for note in self.namer.take_notes() {
-            eprintln!("netprobe: note: {note}");
+            crate::printable::eprint_line(&format!("netprobe: note: {note}"));
         }
         let (frames, cut) = cut_to(
             self.namer.frames(pid, &stack.addrs),
@@ -194,7 +194,7 @@ impl StackCounter {
         self.namer.learn(pid, &stack.addrs);
         self.namer.retry_unnamed(false);
         for note in self.namer.take_notes() {
-            eprintln!("netprobe: note: {note}");
+            crate::printable::eprint_line(&format!("netprobe: note: {note}"));
         }
         *self
             .raw

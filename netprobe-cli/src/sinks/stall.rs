@@ -211,7 +211,7 @@ impl Sink for Watched<'_> {
             .watch
             .check(crate::backend::monotonic_ns(), process_alive)
         {
-            eprintln!("{m}");
+            crate::printable::eprint_line(&m);
         }
         self.inner.idle(plan);
     }

@@ -5,6 +5,7 @@ use super::latency::bucket_bounds;
 use super::stack::{ShownStack, StackCountReport};
 use super::{CountReport, LatencyReport, Printer, TraceLine};
 use crate::plan::{Role, Value};
+use crate::printable::{printable, Printable};
 use std::io::{self, Write};
 
 /// Prints text.
@@ -14,7 +15,7 @@ pub struct TextPrinter;
 /// The text of one argument list: `a=1, b=0x2, s="x"`.
 fn args_text(args: &[(String, Value)]) -> String {
     args.iter()
-        .map(|(n, v)| format!("{n}={v}"))
+        .map(|(n, v)| format!("{}={v}", Printable(n)))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -29,9 +30,10 @@ fn stack_lines(out: &mut dyn Write, s: &ShownStack) -> io::Result<()> {
         match (&f.function, &f.image) {
             (Some(_), Some(img)) if !f.inlined => {
                 let name = img.file_name().unwrap_or(img.as_os_str()).to_string_lossy();
-                writeln!(out, "{INDENT}{f} ({name})")?
+                let (f, name) = (f.to_string(), Printable(&name));
+                writeln!(out, "{INDENT}{} ({name})", printable(&f))?
             }
-            _ => writeln!(out, "{INDENT}{f}")?,
+            _ => writeln!(out, "{INDENT}{}", printable(&f.to_string()))?,
         }
     }
     if let Some(cut) = s.cut {
@@ -67,14 +69,19 @@ impl Printer for TextPrinter {
             l.tid
         );
         let event = match l.role {
-            Role::Entry => format!("-> {}({})", l.function, args_text(l.args)),
+            Role::Entry => format!("-> {}({})", Printable(l.function), args_text(l.args)),
             // A return without a value (void, or one no register holds) prints none.
             Role::Return => match l.retval() {
-                Some(v) => format!("<- {} = {v}", l.function),
-                None => format!("<- {}", l.function),
+                Some(v) => format!("<- {} = {v}", Printable(l.function)),
+                None => format!("<- {}", Printable(l.function)),
             },
         };
-        writeln!(out, "{:>12.6} {pidtid:>15} {:<16} {event}", l.rel_s, l.comm)?;
+        writeln!(
+            out,
+            "{:>12.6} {pidtid:>15} {:<16} {event}",
+            l.rel_s,
+            Printable(l.comm)
+        )?;
         match l.stack {
             Some(s) => stack_lines(out, s),
             None => Ok(()),
@@ -87,9 +94,9 @@ impl Printer for TextPrinter {
         for s in &r.stacks {
             for f in &s.frames {
                 if f.inlined {
-                    writeln!(out, "  {} (inlined)", f.name)?;
+                    writeln!(out, "  {} (inlined)", Printable(&f.name))?;
                 } else {
-                    writeln!(out, "  {}", f.name)?;
+                    writeln!(out, "  {}", Printable(&f.name))?;
                 }
             }
             if let Some(cut) = s.cut {
@@ -114,7 +121,7 @@ impl Printer for TextPrinter {
     fn counts(&self, out: &mut dyn Write, r: &CountReport<'_>) -> io::Result<()> {
         writeln!(out, "{:<50} {:>12}", "FUNCTION", "CALLS")?;
         for (name, n) in &r.rows {
-            writeln!(out, "{name:<50} {n:>12}")?;
+            writeln!(out, "{:<50} {n:>12}", Printable(name))?;
         }
         if r.lost.any() {
             writeln!(out, "(INCOMPLETE: counts are lower bounds, hits were lost)")?;
@@ -124,6 +131,7 @@ impl Printer for TextPrinter {
 
     fn latency(&self, out: &mut dyn Write, r: &LatencyReport<'_>) -> io::Result<()> {
         for (name, stats) in &r.functions {
+            let name = Printable(name);
             let Some(s) = stats else {
                 writeln!(out, "{name}: no completed calls")?;
                 continue;
@@ -159,5 +167,48 @@ impl Printer for TextPrinter {
             writeln!(out, "(INCOMPLETE: hits were lost; histograms miss calls)")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Lost;
+
+    /// A function named with a terminal escape, hit by a process whose command name holds BEL:
+    /// the trace line and the count table show both escaped, and each stays one line.
+    #[test]
+    fn names_from_the_target_are_printed_escaped() {
+        let function = "np_e\u{1b}]0;t\u{7}\u{1b}[31m";
+        let line = TraceLine {
+            rel_s: 0.5,
+            mono_ns: 0,
+            pid: Some(42),
+            tid: 42,
+            comm: "evil\u{7}\n",
+            function,
+            image: std::path::Path::new("/x"),
+            role: Role::Entry,
+            args: &[],
+            stack: None,
+        };
+        let mut out = Vec::new();
+        TextPrinter.trace_line(&mut out, &line).unwrap();
+        TextPrinter
+            .counts(
+                &mut out,
+                &CountReport {
+                    rows: vec![(function, 3)],
+                    lost: Lost::default(),
+                    elapsed_s: 1.0,
+                },
+            )
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        insta::assert_snapshot!(text, @r"
+            0.500000           42/42 evil\x07\x0a     -> np_e\x1b]0;t\x07\x1b[31m()
+        FUNCTION                                                  CALLS
+        np_e\x1b]0;t\x07\x1b[31m                                      3
+        ");
     }
 }

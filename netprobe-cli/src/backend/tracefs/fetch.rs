@@ -112,15 +112,11 @@ impl FetchArg {
         if self.expr.is_empty() {
             return Err(invalid("fetch-arg expression", &self.expr, "it is empty"));
         }
-        if let Some(c) = self
-            .expr
-            .chars()
-            .find(|c| c.is_whitespace() || c.is_control())
-        {
+        if let Some(c) = super::probe::kernel_split(&self.expr) {
             return Err(invalid(
                 "fetch-arg expression",
                 &self.expr,
-                format!("it contains {c:?}, which would end the argument or the line"),
+                format!("it contains {c}, which would end the argument or the line"),
             ));
         }
         if body.len() > MAX_ARG_EXPR_LEN {

@@ -11,10 +11,10 @@
 //! | --- | --- |
 //! | group/event: `[A-Za-z_][A-Za-z0-9_]*` | kernel `is_good_name`; `p:g/a b PATH` creates event `a` on file `b` |
 //! | group/event: at most 63 bytes | kernel MAX_EVENT_NAME_LEN 64 incl. NUL ("Event name is too long", verified here) |
-//! | path: absolute, no whitespace, no control characters | a path `x\n-:other/ev` would delete someone else's probe; `/a b` probes `/a` |
+//! | path: absolute, no byte the kernel's `isspace()` is true for (0x09-0x0D, 0x20, 0xA0: lib/ctype.c), no control characters | a path `x\n-:other/ev` would delete someone else's probe; `/a b` probes `/a` |
 //! | path: valid UTF-8 | keeps lines printable in messages and dry-run output |
 //! | fetch-arg name: C identifier, at most 32 bytes, unique, not `common_*`/`__probe_*` | kernel MAX_ARG_NAME_LEN 32 (33 rejected here); names clash with the event's own fields |
-//! | fetch-arg expression: at most 63 bytes, no whitespace/control characters | kernel MAX_ARGSTR_LEN 63 (64 gives E2BIG here); a space would start another argument |
+//! | fetch-arg expression: at most 63 bytes, no `isspace()` bytes/control characters | kernel MAX_ARGSTR_LEN 63 (64 gives E2BIG here); a space would start another argument |
 //! | at most 128 fetch-args | kernel MAX_TRACE_ARGS |
 //!
 //! Writes: `O_WRONLY|O_APPEND` only (truncating `uprobe_events` deletes every probe on the
@@ -145,6 +145,37 @@ impl fmt::Display for EventName {
     }
 }
 
+/// Whether the kernel's `isspace()` is true for byte `b`: the bytes `argv_split` (lib/argv_split.c)
+/// splits the words of a `uprobe_events` line on. The kernel's ctype table (lib/ctype.c) marks
+/// 0x09..=0x0D and 0x20 as space, and 0xA0 too (Latin-1 no-break space): so a UTF-8 path holding
+/// `à` (0xC3 0xA0) or `Р` (0xD0 0xA0) would be cut in two although no character of it is
+/// whitespace.
+pub(super) fn kernel_isspace(b: u8) -> bool {
+    matches!(b, 0x09..=0x0d | 0x20 | 0xa0)
+}
+
+/// What in `text` would make the kernel end a word or a line inside it, described for a
+/// message: a control character (C0, DEL, C1: a newline would end the line), or a byte the
+/// kernel's `isspace()` is true for ([`kernel_isspace`]); `None` when there is none.
+pub(super) fn kernel_split(text: &str) -> Option<String> {
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        return Some(format!("{c:?}"));
+    }
+    let (at, b) = text.bytes().enumerate().find(|&(_, b)| kernel_isspace(b))?;
+    let start = (0..=at)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    let c = text[start..].chars().next().unwrap_or(' ');
+    Some(if c.len_utf8() == 1 {
+        format!("{c:?}")
+    } else {
+        format!(
+            "{c:?}, whose UTF-8 byte {b:#04x} the kernel's isspace() counts as a space (lib/ctype.c: 0xA0 is Latin-1's no-break space)"
+        )
+    })
+}
+
 /// A validated probe file path (the `PATH` of `PATH:OFFSET`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ProbePath(String);
@@ -166,12 +197,12 @@ impl ProbePath {
                 "it must be absolute (the kernel would resolve it against netprobe's working directory)",
             ));
         }
-        if let Some(c) = s.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        if let Some(why) = kernel_split(s) {
             return Err(invalid(
                 "probe path",
                 s,
                 format!(
-                    "it contains {c:?}; uprobe_events splits lines and words on whitespace, so the kernel would misread it: use a symlink without whitespace"
+                    "it contains {why}; uprobe_events splits lines and words on whitespace, so the kernel would misread it: use a symlink without whitespace"
                 ),
             ));
         }
@@ -629,6 +660,31 @@ mod tests {
         assert!(arg("a", &format!("+{}(%di)", "0".repeat(54))).is_err());
     }
 
+    /// The kernel splits a `uprobe_events` line on the bytes its `isspace()` is true for
+    /// (lib/ctype.c), not on Unicode whitespace: 0xA0 inside a UTF-8 character splits the path,
+    /// and a Unicode space whose bytes hold none of them does not.
+    #[test]
+    fn path_check_is_the_kernels_isspace_on_bytes() {
+        for bad in [
+            "/tmp/là/app",
+            "/tmp/Р/app",
+            "/tmp/a\u{a0}b/app",
+            "/tmp/a\u{b}b",
+        ] {
+            let e = ProbePath::new(Path::new(bad)).unwrap_err().to_string();
+            assert!(e.contains("uprobe_events splits"), "{bad:?}: {e}");
+        }
+        let e = ProbePath::new(Path::new("/tmp/là/app"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'à', whose UTF-8 byte 0xa0"), "{e}");
+        for good in ["/tmp/a\u{3000}b/app", "/tmp/a\u{2003}b/app", "/tmp/ü/app"] {
+            assert!(ProbePath::new(Path::new(good)).is_ok(), "{good:?}");
+        }
+        let spaces: Vec<u8> = (0..=255u8).filter(|&b| kernel_isspace(b)).collect();
+        assert_eq!(spaces, [0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x20, 0xa0]);
+    }
+
     #[test]
     fn sanitized_names_are_valid() {
         let e = EventName::sanitized("net/http.(*conn).serve", "_e0").unwrap();
@@ -675,7 +731,8 @@ mod tests {
                     let line = d.to_string();
                     proptest::prop_assert!(!line.contains('\n') && !line.contains('\r'));
                     // The kernel sees exactly 3 words: head, location, one argument.
-                    proptest::prop_assert_eq!(line.split_whitespace().count(), 3);
+                    let words = line.as_bytes().split(|&b| kernel_isspace(b)).filter(|w| !w.is_empty());
+                    proptest::prop_assert_eq!(words.count(), 3);
                 }
             }
         }

@@ -410,7 +410,7 @@ pub fn preflight(
 /// Prints the guard's messages on stderr.
 pub fn print_guard(g: &Guard) {
     for m in &g.messages {
-        eprintln!("netprobe: {m}");
+        crate::printable::eprint_line(&format!("netprobe: {m}"));
     }
 }
 
