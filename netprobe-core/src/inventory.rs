@@ -304,8 +304,13 @@ pub fn docker_name(docker_root: &Path, c: &Container) -> Option<String> {
         .join("containers")
         .join(&c.id)
         .join("config.v2.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    name_in_config(&text)
+    let text = crate::regular_file::read_capped(
+        &path,
+        crate::regular_file::cap::DOCKER_CONFIG_JSON,
+        "Docker config.v2.json",
+    )
+    .ok()?;
+    name_in_config(std::str::from_utf8(&text).ok()?)
 }
 
 /// The `"Name"` member of a Docker `config.v2.json`, without its leading `/`. A minimal scan

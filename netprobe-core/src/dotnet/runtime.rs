@@ -370,7 +370,10 @@ pub fn runtime_of_process(pid: u32) -> Option<(RuntimeVersion, PathBuf)> {
     }
     // Opened once per run ([`crate::cache`]), as the symbol readers open it.
     let image = crate::cache::image(&process.host_path(&lib)).ok()?;
-    Some((version_from_sccsid(image.bytes())?, lib))
+    let version = version_from_sccsid(image.bytes());
+    // A version read from zeros (the file shrank while scanned) is no answer.
+    image.bytes().check_unchanged(&lib).ok()?;
+    Some((version?, lib))
 }
 
 /// The runtime linked into a single-file app's host `exe` (dotnet/runtime
@@ -380,8 +383,11 @@ pub fn runtime_of_process(pid: u32) -> Option<(RuntimeVersion, PathBuf)> {
 /// single-file hosts, absent from plain apphosts and `libhostfxr.so`). `None` for anything else.
 pub fn single_file_runtime(exe: &Path) -> Option<RuntimeVersion> {
     let image = crate::cache::image(exe).ok()?;
-    memchr_find(image.bytes(), b"TieredCompilationManager::")?;
-    version_from_sccsid(image.bytes())
+    let version = memchr_find(image.bytes(), b"TieredCompilationManager::")
+        .and_then(|_| version_from_sccsid(image.bytes()));
+    // A scan that read zeros where the file shrank under it found nothing certain.
+    image.bytes().check_unchanged(exe).ok()?;
+    version
 }
 
 /// A process's environment as strings (lossy).
@@ -489,9 +495,17 @@ pub fn bundled_runtimeconfig_of_process(pid: u32) -> Option<(PathBuf, Json)> {
     Some((exe.join(name), json))
 }
 
-/// Reads a runtimeconfig.json; `None` when unreadable or not JSON.
+/// Reads a runtimeconfig.json; `None` when unreadable, not a regular file, larger than
+/// [`crate::regular_file::cap::RUNTIMECONFIG_JSON`] or not JSON. The path comes from a target's
+/// command line (`--runtimeconfig FILE`), so it may name a FIFO or `/dev/zero`: refused unread.
 pub fn read_runtimeconfig(path: &Path) -> Option<Json> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    let text = crate::regular_file::read_capped(
+        path,
+        crate::regular_file::cap::RUNTIMECONFIG_JSON,
+        "runtimeconfig.json",
+    )
+    .ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 #[cfg(test)]

@@ -89,7 +89,8 @@ impl JitNames {
         let mut ranges = Vec::new();
         // jitdump first: for code named in both, the perf map's line (read second, so later in
         // the list) is the one kept below.
-        if let Some(loads) = std::fs::read(&self.jitdump)
+        use crate::regular_file::{cap, read_capped};
+        if let Some(loads) = read_capped(&self.jitdump, cap::JITDUMP, "jitdump")
             .ok()
             .and_then(|b| parse_jitdump(&b))
         {
@@ -104,7 +105,7 @@ impl JitNames {
                     }),
             );
         }
-        if let Ok(text) = std::fs::read(&self.perf_map) {
+        if let Ok(text) = read_capped(&self.perf_map, cap::PERF_MAP, "perf map") {
             ranges.extend(
                 complete_lines(&text)
                     .split(|&b| b == b'\n')
