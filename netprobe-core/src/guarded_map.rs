@@ -18,7 +18,7 @@
 #![allow(unsafe_code)]
 
 use std::fs::File;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// How many mappings may be alive at once. The parse cache keeps at most

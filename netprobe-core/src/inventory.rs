@@ -168,7 +168,8 @@ fn entry_with(
     let exe_link = std::fs::read_link(process.dir().join("exe")).ok();
     let exe_readable = exe_link
         .as_ref()
-        .is_some_and(|exe| std::fs::File::open(process.host_path(exe)).is_ok());
+        // Without blocking: a FIFO put where a deleted executable was must not hang `ps`.
+        .is_some_and(|exe| crate::regular_file::open(&process.host_path(exe)).is_ok());
     if !exe_readable {
         match &exe_link {
             Some(exe) => reasons.push(format!(

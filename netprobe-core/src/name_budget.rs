@@ -68,6 +68,9 @@ mod tests {
         assert!(!b.take(1));
         assert!(b.exceeded());
         let msg = b.error(Path::new("/x/app")).to_string();
-        assert!(msg.starts_with("names of /x/app add up to more than 71303168 bytes"), "{msg}");
+        assert!(
+            msg.starts_with("names of /x/app add up to more than 71303168 bytes"),
+            "{msg}"
+        );
     }
 }

@@ -180,7 +180,7 @@ impl DotnetCommand {
                     "libcoreclr.so",
                 )
                 .ok()
-                    .and_then(|b| version_from_sccsid(&b))
+                .and_then(|b| version_from_sccsid(&b))
             })
         });
         Some(DotnetCommand {
