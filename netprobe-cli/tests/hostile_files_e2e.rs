@@ -287,7 +287,7 @@ fn elf_with_shared_names(names_len: usize, symbols: usize) -> Vec<u8> {
     file.extend_from_slice(&strtab);
     let shstrtab_at = file.len();
     file.extend_from_slice(&shstrtab);
-    while file.len() % 8 != 0 {
+    while !file.len().is_multiple_of(8) {
         file.push(0);
     }
     let shoff = file.len();
