@@ -402,7 +402,7 @@ fn main() {
         e2e::trial(
             "hostile_file_shrunk_while_symbols_reads_it_is_an_answer_not_a_signal",
             LIVE,
-            move || symbols_of_a_shrinking_file(runs(10)),
+            move || symbols_of_a_shrinking_file(runs(30)),
         ),
         e2e::trial(
             "hostile_file_shrunk_while_ps_scans_it_is_an_answer_not_a_signal",
