@@ -490,7 +490,8 @@ fn run_docker_check(check: &'static DockerCheck) -> TrialResult {
             Vantage::Host => format!("/proc/{pid}/map_files/"),
             Vantage::Sidecar => {
                 let host_pid = app.host_pid().map_err(e2e::err)?;
-                let ns = std::fs::read_link(format!("/proc/{host_pid}/ns/pid")).map_err(e2e::err)?;
+                let ns =
+                    std::fs::read_link(format!("/proc/{host_pid}/ns/pid")).map_err(e2e::err)?;
                 let ns = ns.to_string_lossy();
                 let inode = ns.trim_start_matches("pid:[").trim_end_matches(']');
                 format!("netprobe_{inode}_")

@@ -1,5 +1,5 @@
-//! The bytes of a file being parsed ([`FileBytes`]: memory-mapped when possible, read
-//! otherwise), and the one set of bounds-checked little-endian readers every parser of untrusted
+//! The bytes of a file being parsed ([`FileBytes`]: memory-mapped, guarded against the file
+//! shrinking under the mapping), and the one set of bounds-checked little-endian readers every parser of untrusted
 //! bytes in netprobe uses (ELF, Go pclntab and build info, PE/ECMA-335, ReadyToRun, bundles).
 //!
 //! Out of bounds, every reader returns `None`: when any requested byte lies outside the slice,
@@ -8,6 +8,7 @@
 //! All multi-byte reads are little-endian (x86-64 ELF, PE/COFF, Go's tables on amd64).
 
 use crate::error::{Error, Result};
+use crate::guarded_map::GuardedMap;
 use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
@@ -18,41 +19,46 @@ use std::sync::Arc;
 /// Cloning a mapped file shares the mapping (no second `mmap`); cloning owned bytes copies them.
 #[derive(Clone)]
 pub enum FileBytes {
-    /// Mapped read-only. Like every memory-mapped reader (ripgrep, blazesym), this assumes the file
-    /// is not truncated while we read it; executables and libraries in use are not.
-    Mapped(Arc<memmap2::Mmap>),
-    /// Read into memory (non-regular files, empty files, or bytes handed in by tests).
+    /// Mapped read-only, guarded against the file shrinking under the mapping
+    /// ([`crate::guarded_map`]): a read past the new end gives zeros, and
+    /// [`FileBytes::check_unchanged`] then reports the change.
+    Mapped(Arc<GuardedMap>),
+    /// Read into memory (empty files, or bytes handed in by tests).
     Owned(Vec<u8>),
 }
 
-// The only unsafe code of netprobe-core: `memmap2`'s constructors are `unsafe` because another
-// process could truncate the file under the mapping (see `FileBytes::Mapped`).
-#[allow(unsafe_code)]
 impl FileBytes {
-    /// Opens `path` and maps it (or reads it when it cannot be mapped). Errors are
+    /// Opens `path` without blocking, refuses anything but a regular file
+    /// ([`crate::regular_file::open`]: a FIFO, a device, a directory or a socket is refused
+    /// before one byte is read) and maps it. Errors are [`Error::NotRegularFile`],
     /// [`Error::PermissionDenied`] or [`Error::Io`] naming the path.
     pub fn open(path: &Path) -> Result<FileBytes> {
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let meta = file.metadata().map_err(|e| Error::io(path, e))?;
-        if meta.is_file() && meta.len() > 0 {
-            // SAFETY: read-only private mapping of a regular file; see the `Mapped` doc for the
-            // truncation caveat every mmap-based reader shares.
-            if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-                return Ok(FileBytes::Mapped(Arc::new(map)));
-            }
+        let (file, _) = crate::regular_file::open(path)?;
+        FileBytes::from_file(file, path)
+    }
+
+    /// The bytes of an already open `file` (opened by whatever means: `openat2`, a
+    /// `/proc/PID/map_files` link), named `path` in errors. Checks the open descriptor is a
+    /// regular file ([`crate::regular_file::check`]) and maps it whole; an empty file is empty
+    /// bytes.
+    pub fn from_file(file: std::fs::File, path: &Path) -> Result<FileBytes> {
+        let meta = crate::regular_file::check(&file, path)?;
+        let len = usize::try_from(meta.len())
+            .map_err(|_| Error::malformed(path, "the file does not fit in memory"))?;
+        if len == 0 {
+            return Ok(FileBytes::Owned(Vec::new()));
         }
-        std::fs::read(path)
-            .map(FileBytes::Owned)
+        GuardedMap::new(&file, 0, len)
+            .map(|m| FileBytes::Mapped(Arc::new(m)))
             .map_err(|e| Error::io(path, e))
     }
 
     /// Maps `len` bytes of `path` from `offset` (a bundled file inside a single-file bundle),
     /// read-only and without copying. [`Error::Malformed`] when the range is not inside the
-    /// file; I/O errors as [`FileBytes::open`].
+    /// file; other errors as [`FileBytes::open`].
     pub fn open_range(path: &Path, offset: u64, len: u64) -> Result<FileBytes> {
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        if offset.checked_add(len).is_none_or(|end| end > file_len) {
+        let (file, meta) = crate::regular_file::open(path)?;
+        if offset.checked_add(len).is_none_or(|end| end > meta.len()) {
             return Err(Error::malformed(
                 path,
                 format!("{len} bytes at {offset:#x} lie past the end of the file"),
@@ -63,17 +69,21 @@ impl FileBytes {
         if len_usize == 0 {
             return Ok(FileBytes::Owned(Vec::new()));
         }
-        // SAFETY: read-only private mapping of a range of a regular file checked to lie inside
-        // it (memmap2 aligns the offset to a page and hides the difference); same truncation
-        // caveat as `open`.
-        unsafe {
-            memmap2::MmapOptions::new()
-                .offset(offset)
-                .len(len_usize)
-                .map(&file)
+        GuardedMap::new(&file, offset, len_usize)
+            .map(|m| FileBytes::Mapped(Arc::new(m)))
+            .map_err(|e| Error::io(path, e))
+    }
+
+    /// `Ok` unless the file shrank under the mapping while it was read (some read hit a page the
+    /// file no longer had and got zeros): then [`Error::ChangedWhileRead`] naming `path`.
+    /// Whoever parsed or scanned the bytes calls this before using what it found.
+    pub fn check_unchanged(&self, path: &Path) -> Result<()> {
+        match self {
+            FileBytes::Mapped(m) if m.changed() => Err(Error::ChangedWhileRead {
+                path: path.to_path_buf(),
+            }),
+            _ => Ok(()),
         }
-        .map(|m| FileBytes::Mapped(Arc::new(m)))
-        .map_err(|e| Error::io(path, e))
     }
 }
 
@@ -81,7 +91,7 @@ impl Deref for FileBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            FileBytes::Mapped(m) => m.as_ref(),
+            FileBytes::Mapped(m) => m.bytes(),
             FileBytes::Owned(v) => v,
         }
     }

@@ -399,6 +399,15 @@ impl Image {
         self.cell.with_dependent(|_, parsed| f(parsed))
     }
 
+    /// `result` of a parse of the image's bytes, unless the file shrank under its mapping while
+    /// it was parsed ([`FileBytes::check_unchanged`]): then what was parsed came partly from
+    /// zeros, and the answer is [`crate::Error::ChangedWhileRead`] (not kept: the next call opens
+    /// the file's new identity afresh).
+    pub(crate) fn unchanged<T>(&self, path: &Path, result: crate::Result<T>) -> crate::Result<T> {
+        self.bytes().check_unchanged(path)?;
+        result
+    }
+
     fn count_parse(&self, part: Part) {
         if let Some(key) = self.key {
             *lock(&state().stats).parses.entry((key, part)).or_default() += 1;
@@ -418,7 +427,8 @@ impl Image {
                 });
             }
             p.elf.get_or_try(self, Part::Elf, || {
-                crate::elf::parser::ElfFacts::parse(path, p.bytes).map(Arc::new)
+                self.unchanged(path, crate::elf::parser::ElfFacts::parse(path, p.bytes))
+                    .map(Arc::new)
             })
         })
     }
@@ -428,8 +438,9 @@ impl Image {
     pub(crate) fn assembly(&self, path: &Path) -> crate::Result<Arc<crate::dotnet::Assembly>> {
         self.with(|p| {
             p.assembly.get_or_try(self, Part::Assembly, || {
-                crate::dotnet::Assembly::from_bytes_at(path, self.bytes().clone(), self.base)
-                    .map(Arc::new)
+                let assembly =
+                    crate::dotnet::Assembly::from_bytes_at(path, self.bytes().clone(), self.base);
+                self.unchanged(path, assembly).map(Arc::new)
             })
         })
     }
@@ -441,8 +452,8 @@ impl Image {
     ) -> crate::Result<Option<Arc<crate::dotnet::bundle::Bundle>>> {
         self.with(|p| {
             p.bundle.get_or_try(self, Part::Bundle, || {
-                crate::dotnet::bundle::Bundle::from_bytes(path, self.bytes().clone())
-                    .map(|b| b.map(Arc::new))
+                let bundle = crate::dotnet::bundle::Bundle::from_bytes(path, self.bytes().clone());
+                self.unchanged(path, bundle).map(|b| b.map(Arc::new))
             })
         })
     }
@@ -467,7 +478,8 @@ impl Image {
         p: &Parsed<'a>,
     ) -> crate::Result<Option<Arc<crate::golang::GoBinary<'a>>>> {
         p.go.get_or_try(self, Part::Go, || {
-            crate::golang::GoBinary::parse(path, p.bytes).map(|g| g.map(Arc::new))
+            self.unchanged(path, crate::golang::GoBinary::parse(path, p.bytes))
+                .map(|g| g.map(Arc::new))
         })
     }
 
@@ -475,7 +487,8 @@ impl Image {
     pub fn symbols(&self, path: &Path) -> crate::Result<Arc<Vec<crate::symbol::Symbol>>> {
         self.with(|p| {
             p.symbols.get_or_try(self, Part::Symbols, || {
-                crate::image::symbols_of(self, path, p).map(Arc::new)
+                self.unchanged(path, crate::image::symbols_of(self, path, p))
+                    .map(Arc::new)
             })
         })
     }

@@ -156,6 +156,28 @@ pub enum Error {
     #[error("{0}")]
     Unsupported(String),
 
+    /// A path a target controls names something that is not a regular file: a FIFO would block
+    /// the open or the read, a device like `/dev/zero` never ends. Nothing of it is read.
+    #[error("{} is a {kind}, not a regular file: netprobe reads only regular files (a FIFO or device could block it or never end); pass the file itself", .path.display())]
+    NotRegularFile { path: PathBuf, kind: &'static str },
+
+    /// A file read whole is larger than any file of its kind netprobe expects.
+    #[error("{} is larger than any {what} netprobe reads (more than {cap} bytes): the file is malformed or hostile; check it", .path.display())]
+    TooLarge {
+        path: PathBuf,
+        what: &'static str,
+        cap: u64,
+    },
+
+    /// The file was truncated (or shrunk) by someone while netprobe read it through its mapping.
+    #[error("{} changed size while it was read (another process truncated or rewrote it): try again once it is no longer being written", .path.display())]
+    ChangedWhileRead { path: PathBuf },
+
+    /// The symbol names an image would produce add up past the bound of a small multiple of the
+    /// file's size ([`crate::name_budget`]).
+    #[error("names of {} add up to more than {limit} bytes: the file is malformed or hostile (its symbols share long names); check it", .path.display())]
+    NamesTooLarge { path: PathBuf, limit: u64 },
+
     #[error("{} : {source}", .path.display())]
     Io {
         path: PathBuf,

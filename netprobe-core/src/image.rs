@@ -37,7 +37,9 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
 pub fn sniff_file(path: &Path) -> std::io::Result<Option<ImageFormat>> {
     use std::io::Read;
     let mut magic = Vec::with_capacity(4);
-    std::fs::File::open(path)?.take(4).read_to_end(&mut magic)?;
+    // Opened without blocking, regular files only: a FIFO would block the open or the read.
+    let (file, _) = crate::regular_file::open(path).map_err(std::io::Error::other)?;
+    file.take(4).read_to_end(&mut magic)?;
     Ok(sniff(&magic))
 }
 

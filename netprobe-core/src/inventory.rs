@@ -166,16 +166,11 @@ fn entry_with(
         }
     };
     let exe_link = std::fs::read_link(process.dir().join("exe")).ok();
-    // `/proc/PID/exe` opens the executable the process runs (never a FIFO or a symlink the
-    // process put at its path since: proc(5)); non-blocking all the same.
-    let exe_readable = exe_link.is_some() && {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(process.dir().join("exe"))
-            .is_ok()
-    };
+    // `/proc/PID/exe` opens the executable the process runs, not what its path names now (a
+    // FIFO or a symlink the process put there since: proc(5)); opened without blocking all the
+    // same.
+    let exe_readable =
+        exe_link.is_some() && crate::regular_file::open(&process.dir().join("exe")).is_ok();
     if !exe_readable {
         match &exe_link {
             Some(exe) => reasons.push(format!(
@@ -311,8 +306,13 @@ pub fn docker_name(docker_root: &Path, c: &Container) -> Option<String> {
         .join("containers")
         .join(&c.id)
         .join("config.v2.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    name_in_config(&text)
+    let text = crate::regular_file::read_capped(
+        &path,
+        crate::regular_file::cap::DOCKER_CONFIG_JSON,
+        "Docker config.v2.json",
+    )
+    .ok()?;
+    name_in_config(std::str::from_utf8(&text).ok()?)
 }
 
 /// The `"Name"` member of a Docker `config.v2.json`, without its leading `/`. A minimal scan

@@ -216,39 +216,19 @@ impl Process {
         )
         .map_err(|e| Error::io(&shown, e.into()))?;
         let file = std::fs::File::from(fd);
-        let meta = file.metadata().map_err(|e| Error::io(&shown, e))?;
-        if !meta.is_file() {
-            return Err(Error::io(
-                &shown,
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "not a regular file (a FIFO, device, socket or folder): refused",
-                ),
-            ));
-        }
+        crate::regular_file::check(&file, &shown)?;
         Ok(file)
     }
 
     /// The bytes of the regular file `path` names as the process sees it ([`open_in_root`]),
-    /// at most `cap` of them: a larger file is refused ([`Error::Malformed`]) rather than read
-    /// without bound.
+    /// at most `cap` of them (read as `what`): a larger file is refused
+    /// ([`crate::regular_file::read_open_capped`]) rather than read without bound.
     ///
     /// [`open_in_root`]: Process::open_in_root
-    pub fn read_in_root(&self, path: &Path, cap: u64) -> Result<Vec<u8>> {
-        use std::io::Read;
+    pub fn read_in_root(&self, path: &Path, cap: u64, what: &'static str) -> Result<Vec<u8>> {
         let shown = self.root().join(path.strip_prefix("/").unwrap_or(path));
         let file = self.open_in_root(path)?;
-        let mut bytes = Vec::new();
-        file.take(cap.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(|e| Error::io(&shown, e))?;
-        if bytes.len() as u64 > cap {
-            return Err(Error::malformed(
-                &shown,
-                format!("larger than the {cap} bytes netprobe reads of such a file"),
-            ));
-        }
-        Ok(bytes)
+        crate::regular_file::read_open_capped(file, &shown, cap, what)
     }
 
     /// `/proc/PID/map_files/START-END`: a link to the file behind one mapping that opens even when
@@ -360,11 +340,12 @@ mod tests {
         std::os::unix::fs::symlink("/etc/config", root.join("app/to-config")).unwrap();
         std::os::unix::fs::symlink("../../../../host-secret", root.join("app/up")).unwrap();
         assert_eq!(
-            p.read_in_root(Path::new("/app/to-config"), 100).unwrap(),
+            p.read_in_root(Path::new("/app/to-config"), 100, "test file")
+                .unwrap(),
             b"inside"
         );
         for hostile in ["/app/abs", "/app/up", "/../../host-secret"] {
-            let e = p.read_in_root(Path::new(hostile), 100);
+            let e = p.read_in_root(Path::new(hostile), 100, "test file");
             assert!(
                 !matches!(&e, Ok(b) if b == b"host"),
                 "{hostile} reached a file outside the root"
@@ -382,15 +363,23 @@ mod tests {
             .unwrap()
             .success());
         // Refused at once (a blocking open or read would hang this test).
-        let e = p.read_in_root(Path::new("/app/fifo"), 100).unwrap_err();
+        let e = p
+            .read_in_root(Path::new("/app/fifo"), 100, "test file")
+            .unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
-        let e = p.read_in_root(Path::new("/app"), 100).unwrap_err();
+        let e = p
+            .read_in_root(Path::new("/app"), 100, "test file")
+            .unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
         std::fs::write(root.join("app/big"), vec![b'x'; 101]).unwrap();
-        let e = p.read_in_root(Path::new("/app/big"), 100).unwrap_err();
-        assert!(e.to_string().contains("larger than the 100 bytes"), "{e}");
+        let e = p
+            .read_in_root(Path::new("/app/big"), 100, "test file")
+            .unwrap_err();
+        assert!(e.to_string().contains("more than 100 bytes"), "{e}");
         assert_eq!(
-            p.read_in_root(Path::new("/app/big"), 101).unwrap().len(),
+            p.read_in_root(Path::new("/app/big"), 101, "test file")
+                .unwrap()
+                .len(),
             101
         );
     }

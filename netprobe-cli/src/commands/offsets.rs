@@ -31,7 +31,8 @@ struct OffsetLine<'a> {
 pub fn run(args: &OffsetsArgs) -> anyhow::Result<ExitCode> {
     let maps: Vec<MapsEntry> = match &args.maps {
         Some(file) => {
-            let text = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+            use netprobe_core::regular_file::{cap, read_capped};
+            let text = read_capped(file, cap::MAPS_TEXT, "saved /proc/PID/maps")?;
             parse_maps(&text).map_err(|e| Error::malformed(file, e.to_string()))?
         }
         None => Process::open(args.pid)?.maps()?,

@@ -369,7 +369,10 @@ pub fn runtime_of_process(pid: u32) -> Option<(RuntimeVersion, PathBuf)> {
     // ([`crate::cache`]), as the symbol readers open it.
     let open = crate::resolve::open_path(&process, lib).ok()?;
     let image = crate::cache::image(&open).ok()?;
-    Some((version_from_sccsid(image.bytes())?, lib.path.clone()))
+    let version = version_from_sccsid(image.bytes());
+    // A version read from zeros (the file shrank while scanned) is no answer.
+    image.bytes().check_unchanged(&open).ok()?;
+    Some((version?, lib.path.clone()))
 }
 
 /// The runtime linked into a single-file app's host `exe` (dotnet/runtime
@@ -379,8 +382,11 @@ pub fn runtime_of_process(pid: u32) -> Option<(RuntimeVersion, PathBuf)> {
 /// single-file hosts, absent from plain apphosts and `libhostfxr.so`). `None` for anything else.
 pub fn single_file_runtime(exe: &Path) -> Option<RuntimeVersion> {
     let image = crate::cache::image(exe).ok()?;
-    memchr_find(image.bytes(), b"TieredCompilationManager::")?;
-    version_from_sccsid(image.bytes())
+    let version = memchr_find(image.bytes(), b"TieredCompilationManager::")
+        .and_then(|_| version_from_sccsid(image.bytes()));
+    // A scan that read zeros where the file shrank under it found nothing certain.
+    image.bytes().check_unchanged(exe).ok()?;
+    version
 }
 
 /// A process's environment as strings (lossy).
@@ -461,7 +467,7 @@ fn runtimeconfig_named(
 /// line and working directory), as the process names it, and its contents when they are JSON.
 /// Every path comes from the process, so each is resolved inside its root
 /// ([`crate::process::Process::open_in_root`]: a symlink there cannot reach the host's files),
-/// and only a regular file of at most [`MAX_RUNTIMECONFIG_BYTES`] is read (`--runtimeconfig
+/// and only a regular file of at most [`crate::regular_file::cap::RUNTIMECONFIG_JSON`] is read (`--runtimeconfig
 /// /dev/zero` or a FIFO is refused, not read forever).
 pub fn runtimeconfig_of_process(pid: u32) -> Option<(PathBuf, Option<Json>)> {
     let process = crate::process::Process::open(pid).ok()?;
@@ -475,14 +481,15 @@ pub fn runtimeconfig_of_process(pid: u32) -> Option<(PathBuf, Option<Json>)> {
     let cwd = std::fs::read_link(process.dir().join("cwd")).ok()?;
     let cfg = runtimeconfig_named(&argv, &exe, &cwd, |p| process.open_in_root(p).is_ok())?;
     let json = process
-        .read_in_root(&cfg, MAX_RUNTIMECONFIG_BYTES)
+        .read_in_root(
+            &cfg,
+            crate::regular_file::cap::RUNTIMECONFIG_JSON,
+            "runtimeconfig.json",
+        )
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     Some((cfg, json))
 }
-
-/// Largest runtimeconfig.json read: real ones are a few hundred bytes.
-pub const MAX_RUNTIMECONFIG_BYTES: u64 = 1 << 20;
 
 /// The runtimeconfig.json bundled inside the single-file app `exe` (the host reads it from the
 /// bundle, never from beside the app: dotnet/runtime `src/native/corehost/bundle/runner.cpp`),
@@ -510,9 +517,17 @@ pub fn bundled_runtimeconfig_of_process(pid: u32) -> Option<(PathBuf, Json)> {
     Some((exe.join(name), json))
 }
 
-/// Reads a runtimeconfig.json; `None` when unreadable or not JSON.
+/// Reads a runtimeconfig.json; `None` when unreadable, not a regular file, larger than
+/// [`crate::regular_file::cap::RUNTIMECONFIG_JSON`] or not JSON. The path comes from a target's
+/// command line (`--runtimeconfig FILE`), so it may name a FIFO or `/dev/zero`: refused unread.
 pub fn read_runtimeconfig(path: &Path) -> Option<Json> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    let text = crate::regular_file::read_capped(
+        path,
+        crate::regular_file::cap::RUNTIMECONFIG_JSON,
+        "runtimeconfig.json",
+    )
+    .ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 #[cfg(test)]

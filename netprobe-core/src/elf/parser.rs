@@ -14,6 +14,7 @@ use crate::addr::VirtAddr;
 use crate::elf::gnu_hash::{GnuHash, SHT_GNU_HASH};
 use crate::error::{Error, Result};
 use crate::image::{sniff, ImageFormat};
+use crate::name_budget::NameBudget;
 use crate::symbol::{SymbolKind, SymbolOrigin};
 use goblin::container::Ctx;
 use goblin::elf::header::Header;
@@ -219,6 +220,9 @@ impl<'a> ElfView<'a> {
             return Ok(functions);
         }
         let mut out = Vec::new();
+        // Names are copied out of the string tables, so many symbols naming one long string
+        // would copy it many times: bounded ([`crate::name_budget`]).
+        let mut budget = NameBudget::for_file(self.bytes.len());
         for (ty, origin) in [
             (SHT_SYMTAB, SymbolOrigin::ElfSymtab),
             (SHT_DYNSYM, SymbolOrigin::ElfDynsym),
@@ -241,6 +245,9 @@ impl<'a> ElfView<'a> {
                 Versions::default()
             };
             let mut add = |idx: usize, sym: SymFields| {
+                if budget.exceeded() {
+                    return;
+                }
                 let kind = match sym.info & 0xf {
                     STT_FUNC => SymbolKind::Function,
                     STT_GNU_IFUNC => SymbolKind::Ifunc,
@@ -258,8 +265,13 @@ impl<'a> ElfView<'a> {
                 let Some(name) = cstr_at(strtab, sym.name).filter(|n| !n.is_empty()) else {
                     return;
                 };
+                // Counted with its version (`@@VERSION`), which is copied too.
+                let name = versions.decorate(idx, name);
+                if !budget.take(name.len()) {
+                    return;
+                }
                 out.push(RawFunction {
-                    name: versions.decorate(idx, name),
+                    name,
                     vaddr: VirtAddr(sym.value),
                     size: sym.size,
                     kind,
@@ -330,6 +342,9 @@ impl<'a> ElfView<'a> {
                         );
                     }
                 }
+            }
+            if budget.exceeded() {
+                return Err(budget.error(path));
             }
         }
         Ok(out)
@@ -447,11 +462,18 @@ impl ElfFacts {
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<ElfFacts> {
         let view = ElfView::parse(path, bytes)?;
         let functions = view.functions(path)?;
+        // Section names are copied too: many headers naming one long string are bounded like
+        // symbol names.
+        let mut budget = NameBudget::for_file(bytes.len());
         let section_names = view
             .section_headers
             .iter()
-            .map(|sh| view.section_name(sh).unwrap_or("").to_string())
-            .collect();
+            .map(|sh| {
+                let name = view.section_name(sh).unwrap_or("");
+                budget.take(name.len()).then(|| name.to_string())
+            })
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(|| budget.error(path))?;
         Ok(ElfFacts {
             segments: crate::elf::LoadSegments::from_program_headers(&view.program_headers),
             section_names,
@@ -599,6 +621,7 @@ impl<'a> Versions<'a> {
 fn functions_via_dynamic(path: &Path, bytes: &[u8]) -> Result<Vec<RawFunction>> {
     let elf = guarded(path, || Elf::parse(bytes))?;
     let mut out = Vec::new();
+    let mut budget = NameBudget::for_file(bytes.len());
     for sym in elf.dynsyms.iter() {
         let kind = match sym.st_type() {
             STT_FUNC => SymbolKind::Function,
@@ -611,6 +634,9 @@ fn functions_via_dynamic(path: &Path, bytes: &[u8]) -> Result<Vec<RawFunction>> 
         let Some(name) = elf.dynstrtab.get_at(sym.st_name).filter(|n| !n.is_empty()) else {
             continue;
         };
+        if !budget.take(name.len()) {
+            return Err(budget.error(path));
+        }
         out.push(RawFunction {
             name: name.to_string(),
             vaddr: VirtAddr(sym.st_value),

@@ -386,7 +386,15 @@ impl SymbolSource for GoBinary<'_> {
     fn symbols(&self) -> Result<Vec<Symbol>> {
         // Reserved up front (the table's count, capped: a hostile count costs no more).
         let mut out = Vec::with_capacity(self.pclntab.len().min(1 << 20) as usize);
-        out.extend(self.functions().map(|f| self.symbol(&f)));
+        // Each function's name is an offset into `funcnametab`, which many functions may share:
+        // the copies are bounded ([`crate::name_budget`]).
+        let mut budget = crate::name_budget::NameBudget::for_file(self.bytes.len());
+        for f in self.functions() {
+            if !budget.take(f.name.len()) {
+                return Err(budget.error(&self.path));
+            }
+            out.push(self.symbol(&f));
+        }
         Ok(out)
     }
 }

@@ -25,7 +25,8 @@ impl MapFile {
     /// Reads and parses `path`. A runtime perf map is cut after its last newline (the runtime may
     /// be writing it). Errors name the file and the first malformed line.
     pub fn open(path: &Path, kind: MapFileKind) -> Result<MapFile> {
-        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let text =
+            crate::regular_file::read_capped(path, crate::regular_file::cap::PERF_MAP, "perf map")?;
         let text = match kind {
             MapFileKind::Runtime => complete_lines(&text),
             MapFileKind::Crossgen => &text[..],

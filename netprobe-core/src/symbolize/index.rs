@@ -191,7 +191,8 @@ impl ImageIndex {
                 }
             }
             Some(ImageFormat::Pe) => {
-                match Assembly::from_bytes(path, bytes).and_then(|a| a.methods()) {
+                // A mapped file's clone shares the mapping.
+                match Assembly::from_bytes(path, bytes.clone()).and_then(|a| a.methods()) {
                     Ok(methods) => b.r2r(&methods, FileOffset(0), 0),
                     Err(Error::IlOnly { .. }) => {}
                     Err(e) => return Err(e),
@@ -203,6 +204,8 @@ impl ImageIndex {
                 })
             }
         }
+        // Names read from zeros where the file shrank under its mapping are not an index.
+        bytes.check_unchanged(path)?;
         Ok(b.finish())
     }
 

@@ -6,11 +6,8 @@
 
 use crate::perfmap::{complete_lines, jitdump::parse_jitdump, parse_map_line};
 use crate::process::Process;
+use crate::regular_file::cap;
 use std::path::PathBuf;
-
-/// Largest perf map or jitdump read: a long-running service's perf map reaches tens of MB;
-/// past this the file is left unread (its frames stay unnamed) rather than read without bound.
-pub const MAX_JIT_FILE_BYTES: u64 = 512 << 20;
 
 /// One named range of JIT code, in runtime addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,10 +79,11 @@ impl JitNames {
         Some(file.metadata().ok()?.len())
     }
 
-    /// The bytes of `path` in the process's root, up to [`MAX_JIT_FILE_BYTES`].
-    fn read(&self, path: &std::path::Path) -> Option<Vec<u8>> {
+    /// The bytes of `path` in the process's root, up to `cap` (past it the file is left unread
+    /// and its frames stay unnamed, rather than read without bound).
+    fn read(&self, path: &std::path::Path, cap: u64, what: &'static str) -> Option<Vec<u8>> {
         let process = self.process.as_ref()?;
-        process.read_in_root(path, MAX_JIT_FILE_BYTES).ok()
+        process.read_in_root(path, cap, what).ok()
     }
 
     /// Whether the runtime writes a perf map or jitdump for this process (either file exists).
@@ -108,7 +106,10 @@ impl JitNames {
         let mut ranges = Vec::new();
         // jitdump first: for code named in both, the perf map's line (read second, so later in
         // the list) is the one kept below.
-        if let Some(loads) = self.read(&self.jitdump).and_then(|b| parse_jitdump(&b)) {
+        if let Some(loads) = self
+            .read(&self.jitdump, cap::JITDUMP, "jitdump")
+            .and_then(|b| parse_jitdump(&b))
+        {
             ranges.extend(
                 loads
                     .into_iter()
@@ -120,7 +121,7 @@ impl JitNames {
                     }),
             );
         }
-        if let Some(text) = self.read(&self.perf_map) {
+        if let Some(text) = self.read(&self.perf_map, cap::PERF_MAP, "perf map") {
             ranges.extend(
                 complete_lines(&text)
                     .split(|&b| b == b'\n')

@@ -173,9 +173,14 @@ impl DotnetCommand {
         }
         let version = framework_dirs.first().and_then(|d| {
             version_from_path(&d.join("libcoreclr.so")).or_else(|| {
-                std::fs::read(d.join("libcoreclr.so"))
-                    .ok()
-                    .and_then(|b| version_from_sccsid(&b))
+                let lib = d.join("libcoreclr.so");
+                netprobe_core::regular_file::read_capped(
+                    &lib,
+                    netprobe_core::regular_file::cap::LIBRARY,
+                    "libcoreclr.so",
+                )
+                .ok()
+                .and_then(|b| version_from_sccsid(&b))
             })
         });
         Some(DotnetCommand {
