@@ -48,7 +48,7 @@ struct KernelCounts {
     buffered: u64,
 }
 
-fn kernel_counts(np_pid: u32, file: &Path) -> Result<KernelCounts, String> {
+fn kernel_counts(np_pid: u32, target: u32, file: &Path) -> Result<KernelCounts, String> {
     let pidns = std::fs::read_link("/proc/self/ns/pid").map_err(err)?;
     let ino = pidns
         .to_string_lossy()
@@ -70,12 +70,14 @@ fn kernel_counts(np_pid: u32, file: &Path) -> Result<KernelCounts, String> {
         }
     }
     // `  FILE EVENT HITS` (kernel trace_uprobe.c, probes_profile_seq_show): this test's fixture
-    // file is probed by nobody else.
+    // file is probed by nobody else. With `-p` netprobe names it by the target's
+    // `/proc/PID/map_files/` link (the file the kernel maps).
     let profile = std::fs::read_to_string(format!("{TRACEFS}/uprobe_profile")).map_err(err)?;
     let file = file.display().to_string();
+    let mapped = format!("/proc/{target}/map_files/");
     for line in profile.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() == 3 && f[0] == file {
+        if f.len() == 3 && (f[0] == file || f[0].starts_with(&mapped)) {
             c.probe_hits += f[2].parse::<u64>().unwrap_or(0);
         }
     }
@@ -117,7 +119,7 @@ fn around_filtered(args: &[&str]) -> Result<(String, String, KernelCounts, Vec<u
     if !done.starts_with("done") {
         return Err(format!("target: {done}"));
     }
-    let counts = kernel_counts(np_pid, &bin);
+    let counts = kernel_counts(np_pid, target.pid(), &bin);
     // At EOF the target exits, and so does netprobe.
     target.finish();
     let out = child.wait_with_output().map_err(err)?;
