@@ -32,23 +32,40 @@ fn tracee() -> PathBuf {
 /// scraping it; after the calls, `queries` (with PID and SELF replaced by the target's pid and
 /// the series' labels) must each reach N in Prometheus, then stay there for two more scrapes.
 fn scraped(mode: &str, queries: &[&str]) -> R {
-    let bin = tracee();
     let port = free_loopback_port()?;
     let prom = Prometheus::start(port)?;
+    scraped_by(mode, queries, port, &prom, &[], "http", &|_| Ok(()))
+}
+
+/// [`scraped`] with netprobe's `extra` arguments, served on `scheme` (`http`, `https`) on
+/// `port` and scraped by `prom` (its job `netprobe` scrapes netprobe); `also` checks more of
+/// Prometheus while netprobe runs.
+fn scraped_by(
+    mode: &str,
+    queries: &[&str],
+    port: u16,
+    prom: &Prometheus,
+    extra: &[&str],
+    scheme: &str,
+    also: &dyn Fn(&Prometheus) -> R,
+) -> R {
+    let bin = tracee();
     let mut target = Waiting::start(Command::new(&bin).args(["stdin", &N.to_string()]))?;
     let pid = target.pid().to_string();
     let spec = format!("{}:np_add", bin.display());
     let (child, stderr) = fixtures::live::spawn_until_live(
-        Command::new(NP).args([
-            mode,
-            "--metrics",
-            &format!("127.0.0.1:{port}"),
-            "-p",
-            &pid,
-            &spec,
-            "--duration",
-            "120s",
-        ]),
+        Command::new(NP)
+            .args([
+                mode,
+                "--metrics",
+                &format!("127.0.0.1:{port}"),
+                "-p",
+                &pid,
+                &spec,
+                "--duration",
+                "120s",
+            ])
+            .args(extra),
         Duration::from_secs(60),
     )?;
     let np_pid = child.id();
@@ -82,9 +99,10 @@ fn scraped(mode: &str, queries: &[&str]) -> R {
             queries[0].replace("SELF", &labels)
         );
         match prom.value(&q)? {
-            Some(n) if n >= 2.0 => Ok(()),
-            n => Err(format!("{q}: {n:?} samples, expected at least 2 scrapes")),
+            Some(n) if n >= 2.0 => {}
+            n => return Err(format!("{q}: {n:?} samples, expected at least 2 scrapes")),
         }
+        also(prom)
     })();
     // At EOF the target exits, and so does netprobe.
     target.finish();
@@ -98,7 +116,7 @@ fn scraped(mode: &str, queries: &[&str]) -> R {
         return Err(format!("netprobe exited with {}: {stderr}", out.status));
     }
     if !stderr.contains(&format!(
-        "serving metrics on http://127.0.0.1:{port}/metrics"
+        "serving metrics on {scheme}://127.0.0.1:{port}/metrics"
     )) {
         return Err(format!("no serving line: {stderr}"));
     }
@@ -135,6 +153,79 @@ fn latency_histogram_scraped_by_prometheus_counts_every_call() -> R {
             "netprobe_call_duration_seconds_bucket{SELF,le=\"+Inf\"}",
             "netprobe_calls_total{SELF}",
         ],
+    )
+}
+
+/// `count --metrics --metrics-web-config`: a real Prometheus scraping over TLS (a CA and a
+/// server certificate made here; `tls_config.ca_file`, `server_name`) with basic auth (a bcrypt
+/// hash in the exporter toolkit's file) reads `up == 1` and exactly the calls made; the same
+/// netprobe scraped over plain HTTP, over TLS without credentials, or with a wrong password is
+/// down (`up == 0`).
+fn tls_and_basic_auth_scrape_by_prometheus_counts_every_call() -> R {
+    let dir = tempfile::tempdir().map_err(err)?;
+    let certs = fixtures::tls::write_certificates(dir.path())?;
+    let hash = bcrypt::hash("s3cret", bcrypt::DEFAULT_COST).map_err(err)?;
+    let web = dir.path().join("web.yml");
+    // Relative paths: the toolkit reads them from the file's directory.
+    std::fs::write(
+        &web,
+        format!("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prom: '{hash}'\n"),
+    )
+    .map_err(err)?;
+    let port = free_loopback_port()?;
+    let job = |name: &str, scheme: &str, password: Option<&str>| {
+        let tls = match scheme {
+            "https" => format!(
+                "    tls_config:\n      ca_file: {}\n      server_name: localhost\n",
+                certs.ca.display()
+            ),
+            _ => String::new(),
+        };
+        let auth = password
+            .map(|p| format!("    basic_auth:\n      username: prom\n      password: {p}\n"))
+            .unwrap_or_default();
+        format!(
+            "  - job_name: {name}\n    scheme: {scheme}\n{tls}{auth}    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        )
+    };
+    let prom = Prometheus::start_with_jobs(
+        &[
+            job("netprobe", "https", Some("s3cret")),
+            job("plain_http", "http", None),
+            job("no_credentials", "https", None),
+            job("wrong_password", "https", Some("guess")),
+        ]
+        .concat(),
+    )?;
+    let refused = |prom: &Prometheus| -> R {
+        let up = prom.wait_for("up{job=\"netprobe\"}", 1.0, Duration::from_secs(10))?;
+        if up != Some(1.0) {
+            return Err(format!(
+                "up{{job=\"netprobe\"}} is {up:?} over TLS with basic auth"
+            ));
+        }
+        for j in ["plain_http", "no_credentials", "wrong_password"] {
+            let q = format!("up{{job=\"{j}\"}}");
+            let up = prom.wait_for(&q, 0.0, Duration::from_secs(10))?;
+            if up != Some(0.0) {
+                return Err(format!("{q} is {up:?}: that scrape should be refused"));
+            }
+            let q = format!("count(netprobe_calls_total{{job=\"{j}\"}})");
+            if let Some(n) = prom.value(&q)? {
+                return Err(format!("{q} is {n}: a refused scrape got series"));
+            }
+        }
+        Ok(())
+    };
+    let web = web.to_string_lossy().into_owned();
+    scraped_by(
+        "count",
+        &["netprobe_calls_total{SELF}"],
+        port,
+        &prom,
+        &["--metrics-web-config", &web],
+        "https",
+        &refused,
     )
 }
 
@@ -469,6 +560,11 @@ fn main() {
             "latency_histogram_scraped_by_prometheus_counts_every_call",
             &needs,
             latency_histogram_scraped_by_prometheus_counts_every_call,
+        ),
+        e2e::trial(
+            "tls_and_basic_auth_scrape_by_prometheus_counts_every_call",
+            &needs,
+            tls_and_basic_auth_scrape_by_prometheus_counts_every_call,
         ),
         e2e::trial(
             "series_continue_across_a_container_restart",

@@ -587,6 +587,10 @@ mod tests {
     /// A server on a free loopback port exporting `series` call series (about 100 bytes each in
     /// the exposition).
     fn start(series: u32) -> (MetricsServer, SocketAddr) {
+        start_with(series, WebConfig::default())
+    }
+
+    fn start_with(series: u32, web: WebConfig) -> (MetricsServer, SocketAddr) {
         let m = Metrics::new(&crate::sinks::test_plan(&["f"], "/srv/app"), 1, 1 << 20);
         for pid in 0..series {
             m.call(
@@ -600,7 +604,7 @@ mod tests {
         }
         let l = Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = l.addr();
-        (l.serve(m.registry(), WebConfig::default()).unwrap(), addr)
+        (l.serve(m.registry(), web).unwrap(), addr)
     }
 
     /// One HTTP/1.0 `GET path` on a new connection (the server closes it after the answer, and
@@ -681,5 +685,90 @@ mod tests {
         let (status, body) = get(addr, "/metrics").unwrap();
         assert!(status.ends_with(" 200 OK"), "{status}");
         assert!(body.ends_with("# EOF\n"));
+    }
+
+    /// One `GET /metrics` over TLS, trusting the CA in `ca`, with `authorization` as the
+    /// `Authorization` header: the response head and body.
+    fn get_tls(
+        addr: SocketAddr,
+        ca: &std::path::Path,
+        authorization: Option<&str>,
+    ) -> std::io::Result<(String, String)> {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let conn = rustls::ClientConnection::new(Arc::new(config), "localhost".try_into().unwrap())
+            .unwrap();
+        let sock = TcpStream::connect(addr)?;
+        sock.set_read_timeout(Some(Duration::from_secs(20)))?;
+        let mut tls = rustls::StreamOwned::new(conn, sock);
+        let auth = authorization
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
+        write!(
+            tls,
+            "GET /metrics HTTP/1.1\r\nHost: localhost\r\n{auth}\r\n"
+        )?;
+        let mut answer = Vec::new();
+        tls.read_to_end(&mut answer)?;
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        Ok((head.to_string(), body.to_string()))
+    }
+
+    /// `--metrics-web-config` with TLS and a user: the right credentials get the exposition over
+    /// TLS; none or a wrong password get 401 with a `Basic` challenge; a plain HTTP request gets
+    /// no HTTP answer at all.
+    #[test]
+    fn tls_and_basic_auth_answer_only_right_credentials() {
+        use base64::Engine;
+        let dir = tempfile::tempdir().unwrap();
+        let certs = fixtures::tls::write_certificates(dir.path()).unwrap();
+        let hash = bcrypt::hash("s3cret", 4).unwrap();
+        let web = WebConfig::parse(
+            &format!("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prom: '{hash}'\n"),
+            dir.path(),
+        )
+        .unwrap();
+        let (_server, addr) = start_with(3, web);
+        let basic = |user_password: &str| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(user_password)
+            )
+        };
+        let (head, body) = get_tls(addr, &certs.ca, Some(&basic("prom:s3cret"))).unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+        assert!(body.ends_with("# EOF\n"), "{body}");
+        for auth in [
+            None,
+            Some(basic("prom:wrong")),
+            Some(basic("nobody:s3cret")),
+        ] {
+            let (head, _) = get_tls(addr, &certs.ca, auth.as_deref()).unwrap();
+            assert!(
+                head.starts_with("HTTP/1.1 401 Unauthorized"),
+                "{auth:?}: {head}"
+            );
+            assert!(
+                head.lines()
+                    .any(|l| l.starts_with("WWW-Authenticate: Basic")),
+                "{head}"
+            );
+        }
+        // Plain HTTP to the TLS port: rustls refuses the first bytes as a TLS record.
+        match get(addr, "/metrics") {
+            Ok((status, _)) => assert!(!status.starts_with("HTTP/"), "{status}"),
+            Err(e) => assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}"),
+        }
     }
 }

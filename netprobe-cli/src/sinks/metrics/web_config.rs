@@ -259,12 +259,11 @@ fn version(text: &str, key: &str) -> Result<&'static rustls::SupportedProtocolVe
 mod tests {
     use super::*;
 
-    /// A directory with a self-signed certificate (for `localhost`) and its key.
+    /// A directory with a server certificate (`cert.pem`), its key (`key.pem`) and its CA
+    /// (`ca.pem`).
     fn with_cert() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        let c = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-        std::fs::write(dir.path().join("cert.pem"), c.cert.pem()).unwrap();
-        std::fs::write(dir.path().join("key.pem"), c.signing_key.serialize_pem()).unwrap();
+        fixtures::tls::write_certificates(dir.path()).unwrap();
         dir
     }
 
@@ -281,6 +280,11 @@ mod tests {
         ))
         .unwrap();
         assert!(c.tls.is_some() && c.auth.is_some());
+        let mutual = parse(
+            "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\n",
+        )
+        .unwrap();
+        assert!(mutual.tls.is_some() && mutual.auth.is_none());
         let empty = parse("").unwrap();
         assert!(empty.tls.is_none() && empty.auth.is_none());
         assert!(parse("basic_auth_users: {}\n").unwrap().auth.is_none());
