@@ -366,7 +366,7 @@ fn refuse(mut r: Request, status: u16) {
     let answer = response(
         status,
         "text/plain; charset=utf-8",
-        reason(status).as_bytes(),
+        format!("{}\n", reason(status)),
         &[],
     );
     match r.tls.as_mut() {
@@ -433,7 +433,12 @@ fn parse_head(head: &[u8]) -> Option<Head<'_>> {
 fn answer(r: Request, shared: &Answering) {
     let Request { stream, tls, head } = r;
     let answer = match parse_head(&head) {
-        None => response(400, "text/plain; charset=utf-8", b"bad request\n", &[]),
+        None => response(
+            400,
+            "text/plain; charset=utf-8",
+            "bad request\n".into(),
+            &[],
+        ),
         Some(h) => route(&h, shared),
     };
     if stream.set_nonblocking(false).is_err() {
@@ -485,7 +490,7 @@ fn route(h: &Head<'_>, shared: &Answering) -> Vec<u8> {
             return response(
                 401,
                 TEXT,
-                b"unauthorized\n",
+                "unauthorized\n".into(),
                 &[("WWW-Authenticate", "Basic realm=\"netprobe\"")],
             )
         }
@@ -493,7 +498,7 @@ fn route(h: &Head<'_>, shared: &Answering) -> Vec<u8> {
             return response(
                 429,
                 TEXT,
-                b"password checks are busy: retry\n",
+                "password checks are busy: retry\n".into(),
                 &[("Retry-After", "1")],
             )
         }
@@ -502,12 +507,22 @@ fn route(h: &Head<'_>, shared: &Answering) -> Vec<u8> {
         ("GET", "/metrics") => response(
             200,
             CONTENT_TYPE,
-            Metrics::exposition(&shared.registry).as_bytes(),
+            Metrics::exposition(&shared.registry),
             &[],
         ),
-        ("GET", "/") => response(200, TEXT, b"netprobe: metrics at /metrics\n", &[]),
-        ("GET", _) => response(404, TEXT, b"not found: metrics are at /metrics\n", &[]),
-        _ => response(405, TEXT, b"only GET is served\n", &[("Allow", "GET")]),
+        ("GET", "/") => response(200, TEXT, "netprobe: metrics at /metrics\n".into(), &[]),
+        ("GET", _) => response(
+            404,
+            TEXT,
+            "not found: metrics are at /metrics\n".into(),
+            &[],
+        ),
+        _ => response(
+            405,
+            TEXT,
+            "only GET is served\n".into(),
+            &[("Allow", "GET")],
+        ),
     }
 }
 
@@ -525,20 +540,21 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-/// A whole HTTP/1.1 response with `body`, after which the connection closes.
-fn response(status: u16, content_type: &str, body: &[u8], extra: &[(&str, &str)]) -> Vec<u8> {
-    let mut out = format!(
+/// A whole HTTP/1.1 response with `body`, after which the connection closes. The head is put
+/// in front of the body in its own buffer, so an exposition is not held twice.
+fn response(status: u16, content_type: &str, body: String, extra: &[(&str, &str)]) -> Vec<u8> {
+    let mut head = format!(
         "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n",
         reason(status),
         body.len()
     );
     for (name, value) in extra {
-        out.push_str(&format!("{name}: {value}\r\n"));
+        head.push_str(&format!("{name}: {value}\r\n"));
     }
-    out.push_str("\r\n");
-    let mut out = out.into_bytes();
-    out.extend_from_slice(body);
-    out
+    head.push_str("\r\n");
+    let mut out = body;
+    out.insert_str(0, &head);
+    out.into_bytes()
 }
 
 /// A blocking socket whose writes give up at `deadline` or when the server stops.
@@ -770,5 +786,81 @@ mod tests {
             Ok((status, _)) => assert!(!status.starts_with("HTTP/"), "{status}"),
             Err(e) => assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}"),
         }
+    }
+
+    /// One plain HTTP `GET /metrics` with `authorization`: the status line.
+    fn get_with(addr: SocketAddr, authorization: &str) -> std::io::Result<String> {
+        let mut s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(20)))?;
+        write!(
+            s,
+            "GET /metrics HTTP/1.0\r\nAuthorization: {authorization}\r\n\r\n"
+        )?;
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer)?;
+        let answer = String::from_utf8_lossy(&answer);
+        Ok(answer.lines().next().unwrap_or("").to_string())
+    }
+
+    /// Eight clients sending wrong passwords as fast as they are answered (each a bcrypt of
+    /// cost 10) do not hold a scraper whose password was verified before: its scrapes are
+    /// answered within 1 s throughout, and the flood gets 401 or, while bcrypt is taken, 429.
+    #[test]
+    fn a_flood_of_wrong_passwords_does_not_hold_a_verified_scraper() {
+        use base64::Engine;
+        let basic = |user_password: &str| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(user_password)
+            )
+        };
+        let started = Instant::now();
+        let hash = bcrypt::hash("s3cret", bcrypt::DEFAULT_COST).unwrap();
+        eprintln!("one bcrypt of cost 10: {:?}", started.elapsed());
+        let web = WebConfig::parse(
+            &format!("basic_auth_users:\n  prom: '{hash}'\n"),
+            std::path::Path::new("."),
+        )
+        .unwrap();
+        let (_server, addr) = start_with(100, web);
+        let right = basic("prom:s3cret");
+        assert!(get_with(addr, &right).unwrap().ends_with(" 200 OK"));
+        let flooding = Arc::new(AtomicBool::new(true));
+        let answers = Arc::new(Mutex::new(Vec::new()));
+        let flood: Vec<_> = (0..8)
+            .map(|i| {
+                let (flooding, answers) = (Arc::clone(&flooding), Arc::clone(&answers));
+                std::thread::spawn(move || {
+                    let mut n = 0;
+                    while flooding.load(Ordering::Acquire) {
+                        n += 1;
+                        let status = get_with(addr, &basic(&format!("prom:guess{i}-{n}")));
+                        answers.lock().unwrap().push(status.unwrap_or_default());
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut slowest = Duration::ZERO;
+        for _ in 0..10 {
+            let started = Instant::now();
+            let status = get_with(addr, &right).unwrap();
+            slowest = slowest.max(started.elapsed());
+            assert!(status.ends_with(" 200 OK"), "{status}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        flooding.store(false, Ordering::Release);
+        for t in flood {
+            t.join().unwrap();
+        }
+        let answers = answers.lock().unwrap();
+        let busy = answers.iter().filter(|a| a.contains(" 429 ")).count();
+        let refused = answers.iter().filter(|a| a.contains(" 401 ")).count();
+        eprintln!(
+            "verified scraper's slowest answer during the flood: {slowest:?}; flood: {refused} x 401, {busy} x 429, {} other",
+            answers.len() - busy - refused
+        );
+        assert_eq!(busy + refused, answers.len(), "{answers:?}");
+        assert!(slowest < Duration::from_secs(1), "{slowest:?}");
     }
 }
