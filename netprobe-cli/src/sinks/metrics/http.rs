@@ -678,6 +678,36 @@ mod tests {
         assert!(took < Duration::from_secs(3), "the scrape took {took:?}");
     }
 
+    /// Beyond [`MAX_CONNECTIONS`] silent connections, each new one closes the one that has
+    /// waited longest, and a scrape is answered at once.
+    #[test]
+    fn connections_beyond_the_cap_close_the_oldest() {
+        let (_server, addr) = start(3);
+        let silent: Vec<TcpStream> = (0..MAX_CONNECTIONS + 20)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        let started = Instant::now();
+        let (status, _) = get(addr, "/metrics").unwrap();
+        assert!(status.ends_with(" 200 OK"), "{status}");
+        assert!(started.elapsed() < Duration::from_secs(1));
+        // The first 21 were closed (20 silent ones and the scrape's beyond the cap), well
+        // before their deadline; the newest are still open.
+        let closed = |s: &TcpStream| {
+            s.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            match (&mut &*s).read(&mut [0u8; 1]) {
+                Ok(n) => n == 0,
+                // Still open: nothing to read before the timeout. Else reset: closed.
+                Err(e) => !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+            }
+        };
+        assert!(silent[..21].iter().all(closed));
+        assert!(!closed(silent.last().unwrap()));
+    }
+
     /// A request whose header is larger than the cap is answered 431 (or closed) and the next
     /// scrape is answered as usual.
     #[test]
@@ -756,6 +786,10 @@ mod tests {
         )
         .unwrap();
         let (_server, addr) = start_with(3, web);
+        // A silent client and one stopped inside its TLS ClientHello hold nothing.
+        let _silent = TcpStream::connect(addr).unwrap();
+        let mut hello = TcpStream::connect(addr).unwrap();
+        hello.write_all(&[0x16, 0x03, 0x01, 0x02]).unwrap();
         let basic = |user_password: &str| {
             format!(
                 "Basic {}",
