@@ -626,9 +626,21 @@ mod tests {
     /// One HTTP/1.0 `GET path` on a new connection (the server closes it after the answer, and
     /// sends the body as it is, not chunked): the status line and the body, read to the end.
     fn get(addr: SocketAddr, path: &str) -> std::io::Result<(String, String)> {
+        get_with(addr, path, None)
+    }
+
+    /// [`get`] with an `Authorization` header.
+    fn get_with(
+        addr: SocketAddr,
+        path: &str,
+        authorization: Option<&str>,
+    ) -> std::io::Result<(String, String)> {
         let mut s = TcpStream::connect(addr)?;
         s.set_read_timeout(Some(Duration::from_secs(20)))?;
-        write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+        let auth = authorization
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n")?;
         let mut answer = Vec::new();
         s.read_to_end(&mut answer)?;
         let answer = String::from_utf8_lossy(&answer).into_owned();
@@ -822,20 +834,6 @@ mod tests {
         }
     }
 
-    /// One plain HTTP `GET /metrics` with `authorization`: the status line.
-    fn get_with(addr: SocketAddr, authorization: &str) -> std::io::Result<String> {
-        let mut s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(Duration::from_secs(20)))?;
-        write!(
-            s,
-            "GET /metrics HTTP/1.0\r\nAuthorization: {authorization}\r\n\r\n"
-        )?;
-        let mut answer = Vec::new();
-        s.read_to_end(&mut answer)?;
-        let answer = String::from_utf8_lossy(&answer);
-        Ok(answer.lines().next().unwrap_or("").to_string())
-    }
-
     /// Eight clients sending wrong passwords as fast as they are answered (each a bcrypt of
     /// cost 10) do not hold a scraper whose password was verified before: its scrapes are
     /// answered within 1 s throughout, and the flood gets 401 or, while bcrypt is taken, 429.
@@ -858,7 +856,10 @@ mod tests {
         .unwrap();
         let (_server, addr) = start_with(100, web);
         let right = basic("prom:s3cret");
-        assert!(get_with(addr, &right).unwrap().ends_with(" 200 OK"));
+        assert!(get_with(addr, "/metrics", Some(&right))
+            .unwrap()
+            .0
+            .ends_with(" 200 OK"));
         let flooding = Arc::new(AtomicBool::new(true));
         let answers = Arc::new(Mutex::new(Vec::new()));
         let flood: Vec<_> = (0..8)
@@ -868,8 +869,9 @@ mod tests {
                     let mut n = 0;
                     while flooding.load(Ordering::Acquire) {
                         n += 1;
-                        let status = get_with(addr, &basic(&format!("prom:guess{i}-{n}")));
-                        answers.lock().unwrap().push(status.unwrap_or_default());
+                        let auth = basic(&format!("prom:guess{i}-{n}"));
+                        let status = get_with(addr, "/metrics", Some(&auth));
+                        answers.lock().unwrap().push(status.unwrap_or_default().0);
                     }
                 })
             })
@@ -878,7 +880,7 @@ mod tests {
         let mut slowest = Duration::ZERO;
         for _ in 0..10 {
             let started = Instant::now();
-            let status = get_with(addr, &right).unwrap();
+            let (status, _) = get_with(addr, "/metrics", Some(&right)).unwrap();
             slowest = slowest.max(started.elapsed());
             assert!(status.ends_with(" 200 OK"), "{status}");
             std::thread::sleep(Duration::from_millis(100));
