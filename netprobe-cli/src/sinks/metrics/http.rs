@@ -327,14 +327,33 @@ fn accept_all(
     loop {
         let stream = match listener.accept() {
             Ok((s, _)) => s,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-            Err(_) => {
-                // Out of file descriptors (EMFILE, ENFILE) or memory: free the oldest
-                // connection's descriptor, or let the next tick try again.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                ) =>
+            {
+                // Out of file descriptors or memory: free the oldest connection's descriptor,
+                // or let the next tick try again.
                 if open.pop_front().is_none() {
                     std::thread::sleep(TICK);
                 }
+                return;
+            }
+            // EINTR, or a connection reset before it was accepted: the next one.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                ) =>
+            {
+                continue
+            }
+            // The network errors accept(2) passes on ("Error handling") and anything else:
+            // retried a tick later, so a lasting error cannot spin this thread.
+            Err(_) => {
+                std::thread::sleep(TICK);
                 return;
             }
         };
