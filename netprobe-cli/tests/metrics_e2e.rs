@@ -229,6 +229,74 @@ fn tls_and_basic_auth_scrape_by_prometheus_counts_every_call() -> R {
     )
 }
 
+/// `count --metrics` with a silent client and 200 idle connections (half stopped inside a
+/// request line) open on its port: every scrape of Prometheus meanwhile succeeds in under a
+/// second, and a scrape by curl gets the whole exposition within 3 s; a request with a 64 KiB
+/// header is answered 431 (or closed), not served.
+fn hostile_clients_do_not_delay_prometheus_scrapes() -> R {
+    let port = free_loopback_port()?;
+    let prom = Prometheus::start(port)?;
+    let attack = |prom: &Prometheus| -> R {
+        use std::io::{Read, Write};
+        let connect = || std::net::TcpStream::connect(("127.0.0.1", port)).map_err(err);
+        let mut big = connect()?;
+        big.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(err)?;
+        // The server may close before it has read everything: a failed write is a refusal too.
+        let _ = write!(
+            big,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(64 * 1024)
+        );
+        let mut answer = Vec::new();
+        let _ = big.read_to_end(&mut answer);
+        let answer = e2e::text(&answer);
+        if !(answer.is_empty() || answer.starts_with("HTTP/1.1 431 ")) {
+            return Err(format!("a 64 KiB header was answered: {answer:.300}"));
+        }
+        let _silent = connect()?;
+        let mut idle = Vec::new();
+        for i in 0..200 {
+            let mut c = connect()?;
+            if i % 2 == 1 {
+                c.write_all(b"GET /metr").map_err(err)?;
+            }
+            idle.push(c);
+        }
+        let started = Instant::now();
+        let body = fixtures::prometheus::curl(&format!("http://127.0.0.1:{port}/metrics"))?;
+        let took = started.elapsed();
+        eprintln!("curl scrape beside 201 hostile connections: {took:?}");
+        if !body.ends_with("# EOF\n") || took > Duration::from_secs(3) {
+            return Err(format!("curl's scrape took {took:?}: {body}"));
+        }
+        // Three scrapes of Prometheus while the connections stay open.
+        std::thread::sleep(Duration::from_millis(3500));
+        let window = format!("[{}ms]", started.elapsed().as_millis());
+        let q = format!("min_over_time(up{{job=\"netprobe\"}}{window})");
+        if prom.value(&q)? != Some(1.0) {
+            return Err(format!("{q}: {:?}, a scrape failed", prom.value(&q)?));
+        }
+        let q = format!("max_over_time(scrape_duration_seconds{{job=\"netprobe\"}}{window})");
+        match prom.value(&q)? {
+            Some(s) if s < 1.0 => {
+                eprintln!("slowest Prometheus scrape during the attack: {s} s");
+                Ok(())
+            }
+            s => Err(format!("{q}: {s:?}")),
+        }
+    };
+    scraped_by(
+        "count",
+        &["netprobe_calls_total{SELF}"],
+        port,
+        &prom,
+        &[],
+        "http",
+        &attack,
+    )
+}
+
 /// Stderr of a running netprobe, collected line by line while it runs.
 struct Stderr(std::sync::Arc<std::sync::Mutex<String>>);
 
@@ -565,6 +633,11 @@ fn main() {
             "tls_and_basic_auth_scrape_by_prometheus_counts_every_call",
             &needs,
             tls_and_basic_auth_scrape_by_prometheus_counts_every_call,
+        ),
+        e2e::trial(
+            "hostile_clients_do_not_delay_prometheus_scrapes",
+            &needs,
+            hostile_clients_do_not_delay_prometheus_scrapes,
         ),
         e2e::trial(
             "series_continue_across_a_container_restart",
