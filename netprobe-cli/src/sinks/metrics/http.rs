@@ -16,8 +16,10 @@
 //! - complete requests wait in a queue of [`QUEUE`] for [`HANDLERS`] threads, which check the
 //!   credentials, encode the exposition and write it; a request that finds the queue full is
 //!   answered 503 at once;
-//! - each answer must be written within [`RESPONSE_DEADLINE`] (a client that does not read is
-//!   dropped then).
+//! - each answer must be written within [`RESPONSE_DEADLINE`], and a client that takes no byte
+//!   of it for [`STALL_LIMIT`] is dropped then: one that asks and does not read holds a handler
+//!   for at most that long. (So [`HANDLERS`] such clients, asking again as soon as they are
+//!   dropped, can delay a scrape by up to [`STALL_LIMIT`]; a single one delays none.)
 //!
 //! Memory stays bounded: at most [`MAX_CONNECTIONS`] request heads of at most [`HEAD_LIMIT`]
 //! bytes (and a TLS session each), and [`HANDLERS`] + [`QUEUE`] answers.
@@ -49,6 +51,8 @@ const HEAD_LIMIT: usize = 8 * 1024;
 const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
 /// To write an answer: Prometheus's default `scrape_timeout`.
 const RESPONSE_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a client may take no byte of its answer before it is dropped.
+const STALL_LIMIT: Duration = Duration::from_secs(2);
 /// Threads answering complete requests.
 const HANDLERS: usize = 4;
 /// Complete requests waiting for a handler.
@@ -467,6 +471,7 @@ fn answer(r: Request, shared: &Answering) {
         stream: &stream,
         deadline: Instant::now() + RESPONSE_DEADLINE,
         stop: &shared.stop,
+        stalled_since: None,
     };
     // A client that hung up or does not read is its own business: the connection is closed.
     let _ = match tls {
@@ -576,22 +581,29 @@ fn response(status: u16, content_type: &str, body: String, extra: &[(&str, &str)
     out.into_bytes()
 }
 
-/// A blocking socket whose writes give up at `deadline` or when the server stops.
+/// A blocking socket whose writes give up at `deadline`, after [`STALL_LIMIT`] without
+/// progress, or when the server stops.
 struct Deadlined<'a> {
     stream: &'a TcpStream,
     deadline: Instant,
     stop: &'a AtomicBool,
+    /// Since when the socket has taken nothing (`None`: it took the last write).
+    stalled_since: Option<Instant>,
 }
 
 impl Write for Deadlined<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         loop {
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.stop.load(Ordering::Acquire) {
+            let now = Instant::now();
+            let left = self.deadline.saturating_duration_since(now);
+            let stalled = self
+                .stalled_since
+                .is_some_and(|t| now.duration_since(t) >= STALL_LIMIT);
+            if left.is_zero() || stalled || self.stop.load(Ordering::Acquire) {
                 return Err(io::ErrorKind::TimedOut.into());
             }
             // SO_SNDTIMEO (socket(7)): a write that can send nothing for this long fails with
-            // EAGAIN, and the loop looks at the deadline and at shutdown again.
+            // EAGAIN, and the loop looks at the limits and at shutdown again.
             self.stream.set_write_timeout(Some(left.min(TICK)))?;
             match (&mut &*self.stream).write(buf) {
                 Err(e)
@@ -600,8 +612,14 @@ impl Write for Deadlined<'_> {
                         io::ErrorKind::WouldBlock
                             | io::ErrorKind::TimedOut
                             | io::ErrorKind::Interrupted
-                    ) => {}
-                r => return r,
+                    ) =>
+                {
+                    self.stalled_since.get_or_insert(now);
+                }
+                r => {
+                    self.stalled_since = None;
+                    return r;
+                }
             }
         }
     }
@@ -707,6 +725,31 @@ mod tests {
         );
         assert_eq!(body.matches("netprobe_calls_total{").count(), 60_000);
         assert!(took < Duration::from_secs(3), "the scrape took {took:?}");
+    }
+
+    /// As many clients as there are handlers ask for a 5.7 MB exposition and never read it:
+    /// each is dropped once it has taken nothing for [`STALL_LIMIT`], so a scrape behind them is
+    /// answered soon after, not after [`RESPONSE_DEADLINE`].
+    #[test]
+    fn clients_that_never_read_are_dropped_at_the_stall_limit() {
+        let (_server, addr) = start(60_000);
+        let never_read: Vec<TcpStream> = (0..HANDLERS)
+            .map(|_| {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .unwrap();
+                c
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        let (status, body) = get(addr, "/metrics").unwrap();
+        let took = started.elapsed();
+        eprintln!("scrape behind {HANDLERS} clients that never read: {took:?}");
+        assert!(status.ends_with(" 200 OK"), "{status}");
+        assert!(body.ends_with("# EOF\n"));
+        assert!(took < STALL_LIMIT + Duration::from_secs(3), "{took:?}");
+        drop(never_read);
     }
 
     /// Beyond [`MAX_CONNECTIONS`] silent connections, each new one closes the one that has
