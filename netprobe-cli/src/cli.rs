@@ -157,14 +157,22 @@ pub struct LiveArgs {
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct MetricsArgs {
     /// Also serve the counts (latency: and a duration histogram) as Prometheus metrics on
-    /// http://ADDR:PORT/metrics (e.g. 0.0.0.0:9464), until stopped (Ctrl-C, SIGTERM, --duration)
-    /// or the targets exit; the text output stays as it is.
+    /// http://ADDR:PORT/metrics (e.g. 127.0.0.1:9464, or the one address Prometheus scrapes),
+    /// until stopped (Ctrl-C, SIGTERM, --duration) or the targets exit; the text output stays as
+    /// it is.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<String>,
     /// With --metrics: export at most N series (label sets); hits of new label sets beyond it
     /// are counted in netprobe_dropped_series_total instead.
     #[arg(long, value_name = "N", default_value_t = crate::sinks::metrics::DEFAULT_MAX_SERIES)]
     pub metrics_max_series: usize,
+    /// With --metrics: serve HTTPS and/or require basic authentication as FILE says. FILE is the
+    /// web configuration file of the Prometheus exporter toolkit (--web.config.file of
+    /// node_exporter and other exporters): tls_server_config (cert_file, key_file,
+    /// client_auth_type, client_ca_file, min_version, max_version) and basic_auth_users (user:
+    /// bcrypt hash); other keys are refused by name.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_web_config: Option<PathBuf>,
 }
 
 /// Which hits to keep, tested by the kernel before a hit reaches the ring buffer.
@@ -227,6 +235,7 @@ impl LiveArgs {
             folded,
             metrics: metrics.metrics,
             metrics_max_series: metrics.metrics_max_series,
+            metrics_web_config: metrics.metrics_web_config,
         }
     }
 }

@@ -561,7 +561,7 @@ fn metrics_bad_inputs_are_one_line_errors() {
         ),
         (
             &["latency", "--metrics", "127.0.0.1:99999", "/bin/true:main"],
-            "e.g. 0.0.0.0:9464",
+            "e.g. 127.0.0.1:9464",
         ),
         (
             &[
@@ -584,11 +584,47 @@ fn metrics_bad_inputs_are_one_line_errors() {
             ],
             "give 1 or more",
         ),
+        (
+            &[
+                "count",
+                "--metrics-web-config",
+                "/nonexistent/web.yml",
+                "/bin/true:main",
+            ],
+            "add --metrics ADDR:PORT",
+        ),
+        (
+            &[
+                "count",
+                "--metrics",
+                "127.0.0.1:9464",
+                "--metrics-web-config",
+                "/nonexistent/web.yml",
+                "/bin/true:main",
+            ],
+            "--metrics-web-config /nonexistent/web.yml: cannot read it",
+        ),
     ];
     for (args, fix) in cases {
         let err = fails(args);
         assert!(err.contains(fix), "{args:?}: {err}");
     }
+    // A web configuration with a key netprobe does not implement is refused by name.
+    let dir = tempfile::tempdir().unwrap();
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, "basic_auth_users: {}\nrate_limit:\n  burst: 20\n").unwrap();
+    let err = fails(&[
+        "latency",
+        "--metrics",
+        "127.0.0.1:9464",
+        "--metrics-web-config",
+        web.to_str().unwrap(),
+        "/bin/true:main",
+    ]);
+    assert!(
+        err.contains("rate_limit: this exporter-toolkit setting is not supported"),
+        "{err}"
+    );
     // trace has no --metrics: clap refuses it (exit 2), no panic.
     let out = netprobe()
         .args(["trace", "--metrics", "127.0.0.1:9464", "/bin/true:main"])

@@ -32,23 +32,40 @@ fn tracee() -> PathBuf {
 /// scraping it; after the calls, `queries` (with PID and SELF replaced by the target's pid and
 /// the series' labels) must each reach N in Prometheus, then stay there for two more scrapes.
 fn scraped(mode: &str, queries: &[&str]) -> R {
-    let bin = tracee();
     let port = free_loopback_port()?;
     let prom = Prometheus::start(port)?;
+    scraped_by(mode, queries, port, &prom, &[], "http", &|_| Ok(()))
+}
+
+/// [`scraped`] with netprobe's `extra` arguments, served on `scheme` (`http`, `https`) on
+/// `port` and scraped by `prom` (its job `netprobe` scrapes netprobe); `also` checks more of
+/// Prometheus while netprobe runs.
+fn scraped_by(
+    mode: &str,
+    queries: &[&str],
+    port: u16,
+    prom: &Prometheus,
+    extra: &[&str],
+    scheme: &str,
+    also: &dyn Fn(&Prometheus) -> R,
+) -> R {
+    let bin = tracee();
     let mut target = Waiting::start(Command::new(&bin).args(["stdin", &N.to_string()]))?;
     let pid = target.pid().to_string();
     let spec = format!("{}:np_add", bin.display());
     let (child, stderr) = fixtures::live::spawn_until_live(
-        Command::new(NP).args([
-            mode,
-            "--metrics",
-            &format!("127.0.0.1:{port}"),
-            "-p",
-            &pid,
-            &spec,
-            "--duration",
-            "120s",
-        ]),
+        Command::new(NP)
+            .args([
+                mode,
+                "--metrics",
+                &format!("127.0.0.1:{port}"),
+                "-p",
+                &pid,
+                &spec,
+                "--duration",
+                "120s",
+            ])
+            .args(extra),
         Duration::from_secs(60),
     )?;
     let np_pid = child.id();
@@ -82,9 +99,10 @@ fn scraped(mode: &str, queries: &[&str]) -> R {
             queries[0].replace("SELF", &labels)
         );
         match prom.value(&q)? {
-            Some(n) if n >= 2.0 => Ok(()),
-            n => Err(format!("{q}: {n:?} samples, expected at least 2 scrapes")),
+            Some(n) if n >= 2.0 => {}
+            n => return Err(format!("{q}: {n:?} samples, expected at least 2 scrapes")),
         }
+        also(prom)
     })();
     // At EOF the target exits, and so does netprobe.
     target.finish();
@@ -98,7 +116,7 @@ fn scraped(mode: &str, queries: &[&str]) -> R {
         return Err(format!("netprobe exited with {}: {stderr}", out.status));
     }
     if !stderr.contains(&format!(
-        "serving metrics on http://127.0.0.1:{port}/metrics"
+        "serving metrics on {scheme}://127.0.0.1:{port}/metrics"
     )) {
         return Err(format!("no serving line: {stderr}"));
     }
@@ -135,6 +153,147 @@ fn latency_histogram_scraped_by_prometheus_counts_every_call() -> R {
             "netprobe_call_duration_seconds_bucket{SELF,le=\"+Inf\"}",
             "netprobe_calls_total{SELF}",
         ],
+    )
+}
+
+/// `count --metrics --metrics-web-config`: a real Prometheus scraping over TLS (a CA and a
+/// server certificate made here; `tls_config.ca_file`, `server_name`) with basic auth (a bcrypt
+/// hash in the exporter toolkit's file) reads `up == 1` and exactly the calls made; the same
+/// netprobe scraped over plain HTTP, over TLS without credentials, or with a wrong password is
+/// down (`up == 0`).
+fn tls_and_basic_auth_scrape_by_prometheus_counts_every_call() -> R {
+    let dir = tempfile::tempdir().map_err(err)?;
+    let certs = fixtures::tls::write_certificates(dir.path())?;
+    let hash = bcrypt::hash("s3cret", bcrypt::DEFAULT_COST).map_err(err)?;
+    let web = dir.path().join("web.yml");
+    // Relative paths: the toolkit reads them from the file's directory.
+    std::fs::write(
+        &web,
+        format!("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prom: '{hash}'\n"),
+    )
+    .map_err(err)?;
+    let port = free_loopback_port()?;
+    let job = |name: &str, scheme: &str, password: Option<&str>| {
+        let tls = match scheme {
+            "https" => format!(
+                "    tls_config:\n      ca_file: {}\n      server_name: localhost\n",
+                certs.ca.display()
+            ),
+            _ => String::new(),
+        };
+        let auth = password
+            .map(|p| format!("    basic_auth:\n      username: prom\n      password: {p}\n"))
+            .unwrap_or_default();
+        format!(
+            "  - job_name: {name}\n    scheme: {scheme}\n{tls}{auth}    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        )
+    };
+    let prom = Prometheus::start_with_jobs(
+        &[
+            job("netprobe", "https", Some("s3cret")),
+            job("plain_http", "http", None),
+            job("no_credentials", "https", None),
+            job("wrong_password", "https", Some("guess")),
+        ]
+        .concat(),
+    )?;
+    let refused = |prom: &Prometheus| -> R {
+        let up = prom.wait_for("up{job=\"netprobe\"}", 1.0, Duration::from_secs(10))?;
+        if up != Some(1.0) {
+            return Err(format!(
+                "up{{job=\"netprobe\"}} is {up:?} over TLS with basic auth"
+            ));
+        }
+        for j in ["plain_http", "no_credentials", "wrong_password"] {
+            let q = format!("up{{job=\"{j}\"}}");
+            let up = prom.wait_for(&q, 0.0, Duration::from_secs(10))?;
+            if up != Some(0.0) {
+                return Err(format!("{q} is {up:?}: that scrape should be refused"));
+            }
+            let q = format!("count(netprobe_calls_total{{job=\"{j}\"}})");
+            if let Some(n) = prom.value(&q)? {
+                return Err(format!("{q} is {n}: a refused scrape got series"));
+            }
+        }
+        Ok(())
+    };
+    let web = web.to_string_lossy().into_owned();
+    scraped_by(
+        "count",
+        &["netprobe_calls_total{SELF}"],
+        port,
+        &prom,
+        &["--metrics-web-config", &web],
+        "https",
+        &refused,
+    )
+}
+
+/// `count --metrics` with a silent client and 200 idle connections (half stopped inside a
+/// request line) open on its port: every scrape of Prometheus meanwhile succeeds in under a
+/// second, and a scrape by curl gets the whole exposition within 3 s; a request with a 64 KiB
+/// header is answered 431 (or closed), not served.
+fn hostile_clients_do_not_delay_prometheus_scrapes() -> R {
+    let port = free_loopback_port()?;
+    let prom = Prometheus::start(port)?;
+    let attack = |prom: &Prometheus| -> R {
+        use std::io::{Read, Write};
+        let connect = || std::net::TcpStream::connect(("127.0.0.1", port)).map_err(err);
+        let mut big = connect()?;
+        big.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(err)?;
+        // The server may close before it has read everything: a failed write is a refusal too.
+        let _ = write!(
+            big,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(64 * 1024)
+        );
+        let mut answer = Vec::new();
+        let _ = big.read_to_end(&mut answer);
+        let answer = e2e::text(&answer);
+        if !(answer.is_empty() || answer.starts_with("HTTP/1.1 431 ")) {
+            return Err(format!("a 64 KiB header was answered: {answer:.300}"));
+        }
+        let _silent = connect()?;
+        let mut idle = Vec::new();
+        for i in 0..200 {
+            let mut c = connect()?;
+            if i % 2 == 1 {
+                c.write_all(b"GET /metr").map_err(err)?;
+            }
+            idle.push(c);
+        }
+        let started = Instant::now();
+        let body = fixtures::prometheus::curl(&format!("http://127.0.0.1:{port}/metrics"))?;
+        let took = started.elapsed();
+        eprintln!("curl scrape beside 201 hostile connections: {took:?}");
+        if !body.ends_with("# EOF\n") || took > Duration::from_secs(3) {
+            return Err(format!("curl's scrape took {took:?}: {body}"));
+        }
+        // Three scrapes of Prometheus while the connections stay open.
+        std::thread::sleep(Duration::from_millis(3500));
+        let window = format!("[{}ms]", started.elapsed().as_millis());
+        let q = format!("min_over_time(up{{job=\"netprobe\"}}{window})");
+        if prom.value(&q)? != Some(1.0) {
+            return Err(format!("{q}: {:?}, a scrape failed", prom.value(&q)?));
+        }
+        let q = format!("max_over_time(scrape_duration_seconds{{job=\"netprobe\"}}{window})");
+        match prom.value(&q)? {
+            Some(s) if s < 1.0 => {
+                eprintln!("slowest Prometheus scrape during the attack: {s} s");
+                Ok(())
+            }
+            s => Err(format!("{q}: {s:?}")),
+        }
+    };
+    scraped_by(
+        "count",
+        &["netprobe_calls_total{SELF}"],
+        port,
+        &prom,
+        &[],
+        "http",
+        &attack,
     )
 }
 
@@ -469,6 +628,16 @@ fn main() {
             "latency_histogram_scraped_by_prometheus_counts_every_call",
             &needs,
             latency_histogram_scraped_by_prometheus_counts_every_call,
+        ),
+        e2e::trial(
+            "tls_and_basic_auth_scrape_by_prometheus_counts_every_call",
+            &needs,
+            tls_and_basic_auth_scrape_by_prometheus_counts_every_call,
+        ),
+        e2e::trial(
+            "hostile_clients_do_not_delay_prometheus_scrapes",
+            &needs,
+            hostile_clients_do_not_delay_prometheus_scrapes,
         ),
         e2e::trial(
             "series_continue_across_a_container_restart",

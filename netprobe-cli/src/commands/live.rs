@@ -58,6 +58,9 @@ pub struct LiveOptions {
     pub metrics: Option<String>,
     /// `--metrics-max-series`: the cap on exported series.
     pub metrics_max_series: usize,
+    /// `--metrics-web-config FILE`: TLS and basic authentication for `/metrics` (the exporter
+    /// toolkit's web configuration file).
+    pub metrics_web_config: Option<std::path::PathBuf>,
 }
 
 impl LiveOptions {
@@ -117,9 +120,18 @@ impl LiveOptions {
 }
 
 impl LiveOptions {
-    /// `--metrics`' address, checked against the command and the other options.
-    fn metrics_addr(&self, mode: Mode) -> Result<Option<std::net::SocketAddr>> {
+    /// `--metrics`' address and web configuration, checked against the command and the other
+    /// options (the file is read here, before anything is placed).
+    fn metrics_addr(
+        &self,
+        mode: Mode,
+    ) -> Result<Option<(std::net::SocketAddr, sinks::metrics::web_config::WebConfig)>> {
         let Some(text) = &self.metrics else {
+            if self.metrics_web_config.is_some() {
+                return Err(Error::usage(
+                    "--metrics-web-config secures the server of --metrics: add --metrics ADDR:PORT",
+                ));
+            }
             return Ok(None);
         };
         if !matches!(mode, Mode::Count | Mode::Latency) {
@@ -137,9 +149,14 @@ impl LiveOptions {
                 "--metrics-max-series 0 exports nothing: give 1 or more",
             ));
         }
-        sinks::metrics::http::parse_addr(text)
-            .map(Some)
-            .map_err(Error::usage)
+        let addr = sinks::metrics::http::parse_addr(text).map_err(Error::usage)?;
+        let web = match &self.metrics_web_config {
+            Some(path) => {
+                sinks::metrics::web_config::WebConfig::load(path).map_err(Error::usage)?
+            }
+            None => Default::default(),
+        };
+        Ok(Some((addr, web)))
     }
 }
 
@@ -371,7 +388,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     // The port is bound before any probe is placed (a port in use fails with nothing left), and
     // after the watchdog is forked (binding starts the HTTP server's accept thread).
     let listener = metrics_addr
-        .map(sinks::metrics::http::Listener::bind)
+        .map(|(addr, web)| sinks::metrics::http::Listener::bind(addr).map(|l| (l, web)))
         .transpose()?;
     // Dead sessions are cleaned once this one is sure to start, so an error above is the only
     // line it prints (a session killed a moment ago, still being cleaned by its own watchdog, would
@@ -399,17 +416,18 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     };
     // `--metrics`: the exported series, served from now on.
     let exported = match listener {
-        Some(l) => {
+        Some((l, web)) => {
             let metrics = sinks::metrics::Metrics::new(
                 session.plan(),
                 session.probes().len(),
                 o.metrics_max_series,
             );
+            let scheme = if web.tls.is_some() { "https" } else { "http" };
             crate::printable::eprint_line(&format!(
-                "netprobe: serving metrics on http://{}/metrics",
+                "netprobe: serving metrics on {scheme}://{}/metrics",
                 l.addr()
             ));
-            let server = l.serve(metrics.registry())?;
+            let server = l.serve(metrics.registry(), web)?;
             Some((metrics, server))
         }
         None => None,

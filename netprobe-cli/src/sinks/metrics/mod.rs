@@ -23,7 +23,9 @@
 //!   `netprobe_dropped_series_total`: hits not exported because their series would pass the cap
 //!   (memory stays bounded whatever the label cardinality; said once on stderr).
 
+pub mod basic_auth;
 pub mod http;
+pub mod web_config;
 
 use super::latency::{bucket_bounds, bucket_of};
 use super::{Counter, Flow, Latency, Sink, TaskInfo};
