@@ -19,14 +19,16 @@ const NOBODY: u32 = 65534;
 
 /// What a hostile process does with the file it maps: `MODE SRC DST [...]`. `shrink` cuts DST to
 /// one page and writes SRC's bytes back, in a loop; `fifo` deletes DST and makes a FIFO at its
-/// path; `keep` only holds the mapping. SRC `-` is 64 KiB of zeros.
+/// path; `keep` only holds the mapping. SRC `-` is 64 KiB of zeros. With `NP_EXEC=1` in its
+/// environment the mapping is executable (so `trace -p` and `profile -p` read the file as code).
 const HOSTILE: &str = r#"
 import mmap, os, sys, time
 mode, src, dst = sys.argv[1:4]
 data = open(src, 'rb').read() if src != '-' else bytes(65536)
 fd = os.open(dst, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
 os.write(fd, data)
-m = mmap.mmap(fd, len(data), prot=mmap.PROT_READ)
+prot = mmap.PROT_READ | (mmap.PROT_EXEC if os.environ.get('NP_EXEC') else 0)
+m = mmap.mmap(fd, len(data), prot=prot)
 if mode == 'fifo':
     os.unlink(dst)
     os.mkfifo(dst)
@@ -68,7 +70,18 @@ struct Hostile(Child);
 
 impl Hostile {
     fn start(python: &Path, args: &[&str]) -> Result<Hostile, String> {
-        let mut child = Command::new(python)
+        Hostile::start_with(Command::new(python), args)
+    }
+
+    /// [`Hostile::start`] with its file mapped executable.
+    fn start_exec(python: &Path, args: &[&str]) -> Result<Hostile, String> {
+        let mut cmd = Command::new(python);
+        cmd.env("NP_EXEC", "1");
+        Hostile::start_with(cmd, args)
+    }
+
+    fn start_with(mut cmd: Command, args: &[&str]) -> Result<Hostile, String> {
+        let mut child = cmd
             .arg("-c")
             .arg(HOSTILE)
             .args(args)
@@ -191,6 +204,50 @@ fn ps_while_a_mapped_file_shrinks(runs: usize) -> Result<(), String> {
     for i in 0..runs {
         let out = np_within(&["ps"], Duration::from_secs(120))?;
         answered(&out, &format!("run {i} of ps"))?;
+    }
+    Ok(())
+}
+
+/// `trace -p` (planned with `--dry-run`, `runs` times, then `count -p` placed for a second) and
+/// `profile -p` of a process of nobody's that maps a large ELF file executable and shrinks and
+/// regrows it in a loop: each run answers (exit 0, or one line and exit 1), never a signal.
+fn trace_and_profile_while_a_mapped_file_shrinks(runs: usize) -> Result<(), String> {
+    let dir = nobodys_dir("trace-shrink")?;
+    let orig = large_elf_in(dir.path())?;
+    let copy = dir.path().join("copy");
+    let (o, c) = (orig.display().to_string(), copy.display().to_string());
+    let hostile = Hostile::start_exec(&python(), &["shrink", &o, &c])?;
+    let pid = hostile.0.id().to_string();
+    for i in 0..runs {
+        let out = np_within(
+            &["trace", "--dry-run", "-p", &pid, "copy:main"],
+            Duration::from_secs(120),
+        )?;
+        answered(&out, &format!("run {i} of trace --dry-run -p"))?;
+    }
+    let live = ["count", "-p", &pid, "copy:main", "--duration", "1s"];
+    answered(&np_within(&live, Duration::from_secs(120))?, "count -p")?;
+    let profile = ["profile", "-p", &pid, "--duration", "1s"];
+    answered(
+        &np_within(&profile, Duration::from_secs(120))?,
+        "profile -p",
+    )?;
+    Ok(())
+}
+
+/// `trace -p`, `count -p` and `profile -p` of a process of nobody's that maps a file executable,
+/// then deletes it and puts a FIFO at its path: each finishes with an answer.
+fn trace_and_profile_with_a_fifo_at_a_deleted_mapping() -> Result<(), String> {
+    let dir = nobodys_dir("trace-fifo")?;
+    let lib = dir.path().join("libnp.so");
+    let hostile = Hostile::start_exec(&python(), &["fifo", "-", &lib.display().to_string()])?;
+    let pid = hostile.0.id().to_string();
+    for args in [
+        &["trace", "--dry-run", "-p", &pid, "libnp.so:np_add"][..],
+        &["count", "-p", &pid, "np_add", "--duration", "1s"],
+        &["profile", "-p", &pid, "--duration", "1s"],
+    ] {
+        answered(&np_within(args, Duration::from_secs(60))?, &args.join(" "))?;
     }
     Ok(())
 }
@@ -408,6 +465,16 @@ fn main() {
             "hostile_file_shrunk_while_ps_scans_it_is_an_answer_not_a_signal",
             LIVE,
             move || ps_while_a_mapped_file_shrinks(runs(6)),
+        ),
+        e2e::trial(
+            "hostile_file_shrunk_while_trace_and_profile_read_it_is_an_answer_not_a_signal",
+            &[Need::Root, Need::Tracefs, Need::Program("python3")],
+            move || trace_and_profile_while_a_mapped_file_shrinks(runs(10)),
+        ),
+        e2e::trial(
+            "hostile_file_fifo_at_a_deleted_mapping_trace_and_profile_finish",
+            &[Need::Root, Need::Tracefs, Need::Program("python3")],
+            trace_and_profile_with_a_fifo_at_a_deleted_mapping,
         ),
         e2e::trial(
             "hostile_file_fifo_at_a_deleted_mapping_ps_finishes",

@@ -403,9 +403,11 @@ pub fn open_path(process: &Process, img: &MappedImage) -> Result<PathBuf> {
     let link_error = match std::fs::metadata(&link) {
         Ok(meta) if is_mapped(&meta) => return Ok(link),
         Ok(meta) => describe(&meta),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !process.dir().exists() => {
             return Err(Error::NoSuchProcess { pid: process.pid() })
         }
+        // Unmapped since the maps were read, or no CAP_SYS_ADMIN: the path below, if it is the
+        // same file.
         Err(e) => e.to_string(),
     };
     let via_root = process.host_path(&img.path);
