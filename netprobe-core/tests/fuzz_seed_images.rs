@@ -52,17 +52,20 @@ fn files(dir: &Path, target: &str) -> Vec<PathBuf> {
     v
 }
 
-/// The layout a seed's name (`synthetic-go1.18-...`) says it holds.
+/// The layout a seed's name (`synthetic-go1.18-plain`, `synthetic-go1.18.gopclntab`) says it
+/// holds.
 fn layout_of(path: &Path) -> PclntabVersion {
     let name = path.file_name().unwrap().to_string_lossy();
+    let layout = name
+        .trim_start_matches("synthetic-")
+        .trim_end_matches(".gopclntab")
+        .split('-')
+        .next()
+        .unwrap_or_default()
+        .to_string();
     PclntabVersion::ALL
         .into_iter()
-        .find(|v| name.contains(&format!("-{v}-")) || name.contains(&format!("-{v}.")))
-        .or_else(|| {
-            PclntabVersion::ALL
-                .into_iter()
-                .find(|v| name.ends_with(&format!("-{v}")))
-        })
+        .find(|v| v.to_string() == layout)
         .unwrap_or_else(|| panic!("{name}: no layout in the name"))
 }
 
@@ -104,7 +107,10 @@ fn check_binary(path: &Path) -> Result<(), String> {
     }
     let by_scan = name.ends_with("-data-rel-ro") || name.ends_with("-no-sections");
     if go.pclntab_location().section.is_some() == by_scan {
-        return Err(format!("{name}: table found at {:?}", go.pclntab_location()));
+        return Err(format!(
+            "{name}: table found at {:?}",
+            go.pclntab_location()
+        ));
     }
     if go.module_path() != Some("example.com/tiny") || go.version().is_none() {
         return Err(format!("{name}: build info {:?}", go.build_info()));
@@ -125,7 +131,10 @@ fn check_binary(path: &Path) -> Result<(), String> {
     if tail.tail_jumps != [VirtAddr(f("main.tail").entry.0 + 1)] {
         return Err(format!("{name}: main.tail's probe points {tail:?}"));
     }
-    if go.function_at(VirtAddr(f("main.add").entry.0 + 1)).map(|f| f.name) != Some("main.add".into())
+    if go
+        .function_at(VirtAddr(f("main.add").entry.0 + 1))
+        .map(|f| f.name)
+        != Some("main.add".into())
     {
         return Err(format!("{name}: main.add not found by address"));
     }
