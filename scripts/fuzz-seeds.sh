@@ -50,8 +50,9 @@ fi
 if [[ ! -s "$work/c-nolibc.so" ]] && command -v gcc >/dev/null; then
 	printf 'int add(int a, int b) { return a + b; }\nvoid _start(void) { __asm__ volatile("mov $60, %%%%eax; xor %%%%edi, %%%%edi; syscall" ::: "memory"); }\n' >"$work/nolibc.c"
 	small=(-Os -nostdlib -fno-asynchronous-unwind-tables -Wl,--build-id=none -Wl,-z,max-page-size=16 -Wl,-z,noseparate-code)
-	gcc "${small[@]}" -static -o "$work/c-nolibc" "$work/nolibc.c"
-	gcc "${small[@]}" -shared -fPIC -o "$work/c-nolibc.so" "$work/nolibc.c"
+	# A linker without these options only costs these two seeds.
+	gcc "${small[@]}" -static -o "$work/c-nolibc" "$work/nolibc.c" || note "gcc could not build c-nolibc"
+	gcc "${small[@]}" -shared -fPIC -o "$work/c-nolibc.so" "$work/nolibc.c" || note "gcc could not build c-nolibc.so"
 fi
 if [[ ! -s "$work/go-tiny" ]] && command -v go >/dev/null; then
 	mkdir -p "$work/gosrc"

@@ -109,8 +109,10 @@ for t in $targets; do
 		[[ -d $d ]] && seeds+=("$d")
 	done
 	# Never shorter than the biggest seed (libFuzzer's default cap of 1 MiB would cut the Go
-	# tables of the real binaries short, and a cut table is only an error path).
-	max_len=$(find "${seeds[@]}" "$corpus" -type f -printf '%s\n' | sort -n | tail -1)
+	# tables of the real binaries short, and a cut table is only an error path). Inputs of the
+	# corpus longer than that (grown from real Go programs by an earlier run) are cut to it when
+	# libFuzzer loads them, rather than slowing every run down.
+	max_len=$(find "${seeds[@]}" -type f -printf '%s\n' | sort -n | tail -1)
 	max_len=$((${max_len:-0} > 4096 ? max_len : 4096))
 	log="$tdir/logs/$t.log"
 	mkdir -p "$(dirname "$log")"
