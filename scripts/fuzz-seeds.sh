@@ -210,5 +210,6 @@ EOF
 rm -rf "$work/gocache"
 for d in "$dest"/*/ "$dest"/real/*/; do
 	[[ $d == "$dest/real/" ]] && continue
+	d=${d%/}
 	echo "fuzz-seeds: ${d#"$dest"/}: $(find "$d" -type f | wc -l) files, $(du -sh "$d" | cut -f1)" >&2
 done

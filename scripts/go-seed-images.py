@@ -119,13 +119,12 @@ def layout_code(funcs):
 
 
 def pclntab(version, text_start, funcs, offs, text_len, header_text_start=True):
-    """The table of `version` for functions at text_start + offs, and the offset (from gofunc)
-    of each function's inline tree, to be placed by the caller: returns (table, trees) where
-    trees is the go:func.* blob (1.18+; empty before)."""
+    """The table of `version` for `funcs` at text_start + offs (the text ends at text_start +
+    text_len), and their inline trees: returns (table, trees), trees being the go:func.* blob
+    the 1.18+ funcdata offsets count from (empty before 1.18), for the caller to place."""
     n = len(funcs)
     text_offsets = version in (GO118, GO120)
     field = 4 if text_offsets else 8
-    ends = offs[1:] + [text_len]
 
     names = bytearray()
     name_off = {}
@@ -134,11 +133,12 @@ def pclntab(version, text_start, funcs, offs, text_len, header_text_start=True):
             name_off[name] = len(names)
             names += name.encode() + b"\0"
 
-    # pc-value tables: pcsp, pcfile, pcln per function, and an inline index table for those
-    # with an inlined call (the callee's body runs on the 4 bytes after the prologue's sub).
+    # pc-value tables: pcsp, pcfile, pcln per function, and (1.18+, whose funcdata netprobe
+    # reads) an inline index table for those with an inlined call: the callee's body runs on the
+    # 4 bytes after the prologue's sub.
     pcs = bytearray(b"\0")  # offset 0 means "no table"
     tabs = []
-    for (name, code, callee), off, end in zip(funcs, offs, ends):
+    for (_, code, callee) in funcs:
         size = len(code)
         t = {}
         t["pcsp"] = len(pcs)
@@ -147,9 +147,8 @@ def pclntab(version, text_start, funcs, offs, text_len, header_text_start=True):
         pcs += pc_value_table([(0, size)])
         t["pcln"] = len(pcs)
         pcs += pc_value_table([(10, size // 2), (11, size - size // 2)])
-        if callee:
-            body = 4 if version not in (GO12, GO116) else 13  # prologue length
-            body += 2 + 4  # jbe, sub rsp
+        if callee and text_offsets:
+            body = 4 + 2 + 4  # cmp rsp,[r14+0x10]; jbe; sub rsp
             t["inl"] = len(pcs)
             pcs += pc_value_table([(-1, body), (0, 4), (-1, size - body - 4)])
             t["call_pc"] = body - 1
@@ -158,8 +157,8 @@ def pclntab(version, text_start, funcs, offs, text_len, header_text_start=True):
     # Inline trees (go:func.*), one node per function with an inlined call.
     trees = bytearray()
     tree_off = []
-    for (name, code, callee), t in zip(funcs, tabs):
-        if not callee or not text_offsets:
+    for (_, _, callee), t in zip(funcs, tabs):
+        if "inl" not in t:
             tree_off.append(None)
             continue
         align(trees, 4)
@@ -170,7 +169,6 @@ def pclntab(version, text_start, funcs, offs, text_len, header_text_start=True):
             trees += struct.pack("<B3xiii", 0, name_off[callee], t["call_pc"], 11)
 
     def record(i):
-        name, code, callee = funcs[i]
         t = tabs[i]
         entry = offs[i] if text_offsets else text_start + offs[i]
         rec = bytearray(struct.pack("<I" if text_offsets else "<Q", entry))
@@ -242,10 +240,10 @@ def pclntab(version, text_start, funcs, offs, text_len, header_text_start=True):
         out += struct.pack("<Q", text_start if header_text_start else 0)
     out += struct.pack("<QQQQQ", names_at, cu_at, files_at, pcs_at, functab_at)
     out += names + cutab + filetab + pcs
+    # The records follow the function table, 8-byte aligned; their offsets count from its start.
     functab_len = (2 * n + 1) * field
-    rec_offs, at = [], functab_len
     align_to = functab_len + (-functab_len % 8)
-    at = align_to
+    rec_offs, at = [], align_to
     for r in records:
         rec_offs.append(at)
         at += len(r)
