@@ -6,25 +6,37 @@
 #
 # Small hand-made or recorded seeds live in git (netprobe-core/fuzz/seeds/, fixtures/recorded/);
 # scripts/fuzz.sh passes both. Inputs missing from the cache are left out with a note (the
-# committed seeds still run). Idempotent: a seed directory already built is kept.
+# committed seeds still run). Idempotent: the programs built once are kept (in DEST/.work).
 #
-#   elf_symbols      a tiny C program (with and without .symtab), a small system library
-#   go_pclntab       the .gopclntab section of a tiny Go 1.19 program (Debian's golang-go) and of
-#                    each esbuild build of scripts/fetch-go-binaries.sh (pclntab 1.2, 1.16, 1.18,
-#                    1.20 layouts)
-#   go_binary        the tiny Go program, with and without symbols
-#   go_buildinfo     the .go.buildinfo section (with the bytes after it) of those binaries
+#   elf_symbols      a tiny C program (with and without .symtab), the same without libc (an
+#                    executable and a shared library of about 1 KB), a small system library
+#   go_pclntab       the bare function table of each layout (Go 1.2, 1.16, 1.18, 1.20), a few
+#                    hundred bytes each (scripts/go-seed-images.py)
+#   go_binary        a few-KB synthetic Go executable per layout and per way the reader finds the
+#                    table and its text start (scripts/go-seed-images.py)
+#   go_buildinfo     the .go.buildinfo section (with the bytes after it) of the real binaries
+#                    below, and synthetic ones of both formats (scripts/go-seed-images.py)
 #   dotnet_assembly  small ReadyToRun framework assemblies of .NET Core 3.1 and .NET 8, the
 #                    IL-only sample app (sample-app/dotnet/fetch-runtimes.sh)
 #   dotnet_metadata  the ECMA-335 metadata (CLI header -> metadata directory) of those assemblies
 #   bundle           the manifest of the .NET 10 single-file bundle, cut out with its signature
-#   symbolize_index  the tiny C and Go programs and one ReadyToRun assembly
+#   symbolize_index  the C programs without libc, the synthetic Go executables and one
+#                    ReadyToRun assembly
+#
+# Real Go programs are over a megabyte: a target mutating one runs a few hundred inputs a second,
+# most of them cut-off tables. They go to DEST/real/<target>/ instead (the tiny Go 1.19 program,
+# with and without symbols, and the .gopclntab section of it and of each esbuild build of
+# scripts/fetch-go-binaries.sh), which scripts/fuzz.sh passes only when asked
+# (NETPROBE_FUZZ_REAL_GO=1).
 set -euo pipefail
 dest=$(realpath -m "${1:?usage: scripts/fuzz-seeds.sh DEST}")
 cache=${NETPROBE_CACHE:-"$HOME/.cache/netprobe"}
 mkdir -p "$dest"
 work="$dest/.work"
 mkdir -p "$work"
+# What an older version of this script put here would be passed on as seeds: start over (the
+# programs built in .work are kept).
+find "$dest" -mindepth 1 -maxdepth 1 ! -name .work -exec rm -rf {} +
 
 note() { echo "fuzz-seeds: $*" >&2; }
 
@@ -33,6 +45,14 @@ if [[ ! -s "$work/c-tiny" ]] && command -v gcc >/dev/null; then
 	printf 'int add(int a, int b) { return a + b; }\nint main(int c, char **v) { (void)v; return add(c, 2); }\n' >"$work/tiny.c"
 	gcc -O1 -g0 -o "$work/c-tiny" "$work/tiny.c"
 	strip -o "$work/c-tiny.stripped" "$work/c-tiny"
+fi
+# The same without libc, start files, unwind tables or page alignment: under 2 KB with .symtab.
+if [[ ! -s "$work/c-nolibc.so" ]] && command -v gcc >/dev/null; then
+	printf 'int add(int a, int b) { return a + b; }\nvoid _start(void) { __asm__ volatile("mov $60, %%%%eax; xor %%%%edi, %%%%edi; syscall" ::: "memory"); }\n' >"$work/nolibc.c"
+	small=(-Os -nostdlib -fno-asynchronous-unwind-tables -Wl,--build-id=none -Wl,-z,max-page-size=16 -Wl,-z,noseparate-code)
+	# A linker without these options only costs these two seeds.
+	gcc "${small[@]}" -static -o "$work/c-nolibc" "$work/nolibc.c" || note "gcc could not build c-nolibc"
+	gcc "${small[@]}" -shared -fPIC -o "$work/c-nolibc.so" "$work/nolibc.c" || note "gcc could not build c-nolibc.so"
 fi
 if [[ ! -s "$work/go-tiny" ]] && command -v go >/dev/null; then
 	mkdir -p "$work/gosrc"
@@ -63,13 +83,16 @@ put() { # put TARGET FILE...: copy the files that exist into DEST/TARGET
 	done
 }
 
-put elf_symbols "$work/c-tiny" "$work/c-tiny.stripped" /usr/lib/x86_64-linux-gnu/libdl.so.2
-put go_binary "$work/go-tiny" "$work/go-tiny.stripped"
+put elf_symbols "$work/c-tiny" "$work/c-tiny.stripped" "$work/c-nolibc" "$work/c-nolibc.so" \
+	/usr/lib/x86_64-linux-gnu/libdl.so.2
+put real/go_binary "$work/go-tiny" "$work/go-tiny.stripped"
 put dotnet_assembly "${assemblies[@]}"
-put symbolize_index "$work/c-tiny" "$work/go-tiny.stripped" "$dotnet8/System.Net.Ping.dll"
+put symbolize_index "$work/c-nolibc" "$work/c-nolibc.so" "$dotnet8/System.Net.Ping.dll"
+put real/symbolize_index "$work/c-tiny" "$work/go-tiny.stripped"
+python3 "$(dirname "$0")/go-seed-images.py" "$dest"
 
 # Slices: ELF sections by name, PE metadata, the bundle manifest (python3, standard library).
-mkdir -p "$dest/go_pclntab" "$dest/go_buildinfo" "$dest/dotnet_metadata" "$dest/bundle"
+mkdir -p "$dest/real/go_pclntab" "$dest/go_buildinfo" "$dest/dotnet_metadata" "$dest/bundle"
 python3 - "$dest" "$bundle" "${assemblies[@]}" -- "$work/go-tiny" "$cache"/go-binaries/esbuild-* <<'EOF'
 import os, struct, sys
 
@@ -100,7 +123,7 @@ for path in gobins:
     secs = elf_sections(b)
     if ".gopclntab" in secs:
         off, size = secs[".gopclntab"]
-        open(f"{dest}/go_pclntab/{name}.gopclntab", "wb").write(b[off:off + size])
+        open(f"{dest}/real/go_pclntab/{name}.gopclntab", "wb").write(b[off:off + size])
     if ".go.buildinfo" in secs:
         off, size = secs[".go.buildinfo"]
         open(f"{dest}/go_buildinfo/{name}.buildinfo", "wb").write(b[off:off + max(size, 64) + 512])
@@ -185,6 +208,8 @@ out[placeholder:placeholder + 8] = struct.pack("<Q", header)
 open(f"{dest}/bundle/synthetic-v6", "wb").write(out)
 EOF
 rm -rf "$work/gocache"
-for d in "$dest"/*/; do
-	echo "fuzz-seeds: $(basename "$d"): $(find "$d" -type f | wc -l) files, $(du -sh "$d" | cut -f1)" >&2
+for d in "$dest"/*/ "$dest"/real/*/; do
+	[[ $d == "$dest/real/" ]] && continue
+	d=${d%/}
+	echo "fuzz-seeds: ${d#"$dest"/}: $(find "$d" -type f | wc -l) files, $(du -sh "$d" | cut -f1)" >&2
 done

@@ -6,8 +6,19 @@
 # is kept under TARGET_DIR/fuzz/artifacts/<target>/).
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     # default 10 s, every target
-#   NETPROBE_FUZZ_SECONDS=600 scripts/fuzz.sh             # the long run (RELIABILITY.md)
+#   NETPROBE_FUZZ_SECONDS=600 scripts/fuzz.sh             # a long run, by time
+#   NETPROBE_FUZZ_RUNS=1000000 scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+#                                                          # the long campaign (RELIABILITY.md)
 #   scripts/fuzz.sh --list                                 # the target names
+#
+# NETPROBE_FUZZ_RUNS=N runs each target until it has executed N inputs (libFuzzer's -runs=N);
+# SECONDS_PER_TARGET, when given with it, caps each target's time, and a target the cap stops
+# short gets a note with its rate and the time N inputs would take. The table's exec/s is
+# executions over the measured time of each target's run.
+#
+# The targets that read whole Go binaries (go_binary, go_pclntab, symbolize_index) are seeded
+# with few-KB synthetic images (scripts/go-seed-images.py). NETPROBE_FUZZ_REAL_GO=1 adds the
+# real Go programs (megabytes each; a few hundred inputs a second instead of thousands).
 #
 # Stable rustc has no `-Zsanitizer`; the SanitizerCoverage instrumentation libFuzzer feeds on is
 # LLVM's `sancov-module` pass, which `-Cpasses` runs and `-Cllvm-args` configures (LLVM's
@@ -28,13 +39,20 @@ if [[ ${1:-} == --list ]]; then
 	echo "$targets_all"
 	exit 0
 fi
-seconds=${NETPROBE_FUZZ_SECONDS:-10}
+runs=${NETPROBE_FUZZ_RUNS:-}
+if [[ -n $runs && ! $runs =~ ^[1-9][0-9]*$ ]]; then
+	echo "fuzz: NETPROBE_FUZZ_RUNS=$runs is not a positive number of executions per target" >&2
+	exit 2
+fi
+# By runs, time is no limit unless given (libFuzzer's -max_total_time=0).
+seconds=${NETPROBE_FUZZ_SECONDS:-${runs:+0}}
+seconds=${seconds:-10}
 if [[ ${1:-} =~ ^[0-9]+$ ]]; then
 	seconds=$1
 	shift
 fi
 targets=${*:-$targets_all}
-if [[ $seconds -eq 0 ]]; then
+if [[ $seconds -eq 0 && -z $runs ]]; then
 	echo "== fuzz: skipped (NETPROBE_FUZZ_SECONDS=0)"
 	exit 0
 fi
@@ -67,28 +85,46 @@ recorded() {
 	esac
 }
 
+# Where a target that needs its input as a file (symbolize_index) writes it, once per input: in
+# memory (tmpfs) when there is one, since rewriting a file on a disk filesystem waits for the
+# disk (ext4 truncating a file discards its blocks): 250 inputs a second instead of 8,000.
+if [[ -d /dev/shm && -w /dev/shm ]]; then
+	scratch_root=$(mktemp -d /dev/shm/netprobe-fuzz.XXXXXX)
+else
+	scratch_root="$tdir/scratch"
+fi
+trap 'rm -rf "$scratch_root"' EXIT
+
 printf '\n%-16s %8s %12s %10s %14s %8s\n' target seconds executions exec/s "cov (start>end)" crashes
 failed=0
+notes=()
 for t in $targets; do
 	corpus="$tdir/corpus/$t"
 	artifacts="$tdir/artifacts/$t"
 	mkdir -p "$corpus" "$artifacts"
 	seeds=()
-	for d in "$crate/seeds/$t" "$crate/regressions/$t" "$tdir/seeds/$t" $(recorded "$t"); do
+	real=
+	[[ ${NETPROBE_FUZZ_REAL_GO:-} == 1 ]] && real="$tdir/seeds/real/$t"
+	for d in "$crate/seeds/$t" "$crate/regressions/$t" "$tdir/seeds/$t" $real $(recorded "$t"); do
 		[[ -d $d ]] && seeds+=("$d")
 	done
 	# Never shorter than the biggest seed (libFuzzer's default cap of 1 MiB would cut the Go
-	# tables of the real binaries short, and a cut table is only an error path).
-	max_len=$(find "${seeds[@]}" "$corpus" -type f -printf '%s\n' | sort -n | tail -1)
+	# tables of the real binaries short, and a cut table is only an error path). Inputs of the
+	# corpus longer than that (grown from real Go programs by an earlier run) are cut to it when
+	# libFuzzer loads them, rather than slowing every run down.
+	max_len=$(find "${seeds[@]}" -type f -printf '%s\n' | sort -n | tail -1)
 	max_len=$((${max_len:-0} > 4096 ? max_len : 4096))
 	log="$tdir/logs/$t.log"
 	mkdir -p "$(dirname "$log")"
-	scratch="$tdir/scratch/$t"
+	scratch="$scratch_root/$t"
 	mkdir -p "$scratch"
 	before=$(find "$artifacts" -type f | wc -l)
 	status=0
-	NETPROBE_FUZZ_SCRATCH="$scratch" "$tdir/$triple/release/$t" "$corpus" "${seeds[@]}" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
+	started=$(date +%s%N)
+	NETPROBE_FUZZ_SCRATCH="$scratch" "$tdir/$triple/release/$t" "$corpus" "${seeds[@]}" -max_total_time="$seconds" \
+		${runs:+-runs="$runs"} -max_len="$max_len" -timeout=10 \
 		-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/" >"$log" 2>&1 || status=$?
+	took_ms=$((($(date +%s%N) - started) / 1000000))
 	rm -rf "$scratch"
 	after=$(find "$artifacts" -type f | wc -l)
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -102,7 +138,13 @@ for t in $targets; do
 		grep -E -m5 'panicked|ERROR|SUMMARY' "$log" >&2 || tail -5 "$log" >&2
 	fi
 	execs=${execs:-0}
-	printf '%-16s %8s %12s %10s %14s %8s\n' "$t" "$seconds" "$execs" "$((execs / (seconds > 0 ? seconds : 1)))" \
+	rate=$((execs * 1000 / (took_ms > 0 ? took_ms : 1)))
+	printf '%-16s %8s %12s %10s %14s %8s\n' "$t" "$((took_ms / 1000))" "$execs" "$rate" \
 		"${cov_start:-?}>${cov_end:-?}" "$crashes"
+	if [[ -n $runs && $status -eq 0 && $execs -lt $runs ]]; then
+		minutes=$((runs / (rate > 0 ? rate : 1) / 60))
+		notes+=("$t: the ${seconds} s cap stopped it at $execs of $runs executions ($rate/s): $runs take about $minutes min")
+	fi
 done
+for n in "${notes[@]}"; do echo "fuzz: $n"; done
 exit $failed

@@ -7,8 +7,9 @@ use netprobe_core::symbolize::ImageIndex;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The file the index is built from: in `NETPROBE_FUZZ_SCRATCH` (scripts/fuzz.sh points it into
-/// the target dir and removes it afterwards), else the temporary directory.
+/// The file the index is built from, rewritten for each input: in `NETPROBE_FUZZ_SCRATCH`
+/// (scripts/fuzz.sh points it into tmpfs when there is one, since rewriting a file on disk waits
+/// for the disk, and removes it afterwards), else the temporary directory.
 fn scratch() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
