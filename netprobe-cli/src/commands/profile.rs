@@ -19,6 +19,11 @@ pub struct ProfileArgs {
     /// Start this command (split like a shell does) and profile it from its first instruction.
     #[arg(short = 'c', long = "command")]
     pub command: Option<String>,
+    /// With -c: run the command as this user (name or uid), with its groups from the user
+    /// database and its HOME, USER and LOGNAME, like `sudo -u`; netprobe drops the command's
+    /// privileges after placing the probes, right before it runs.
+    #[arg(long, value_name = "NAME|UID")]
+    pub user: Option<String>,
     /// Stop after this long (e.g. 10s, 500ms, 2m); else at Ctrl-C or when the targets exit.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -67,6 +72,7 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     let o = ProfileOptions {
         pids,
         command: a.command.clone(),
+        user: a.user.clone(),
         duration: a.duration,
         frequency: a.frequency,
     };
