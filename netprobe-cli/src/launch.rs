@@ -164,9 +164,13 @@ impl PausedChild {
                     // netprobe went away before releasing us: do not run the command untraced.
                     libc::_exit(126);
                 }
-                let (step, errno) = match user.map(|u| run_as::drop_privileges(u)) {
-                    Some(Err(failed)) => failed,
-                    _ => {
+                let dropped = match user {
+                    Some(u) => run_as::drop_privileges(u),
+                    None => Ok(()),
+                };
+                let (step, errno) = match dropped {
+                    Err(failed) => failed,
+                    Ok(()) => {
                         libc::execve(c_exe.as_ptr(), c_argv.as_ptr(), c_envp.as_ptr());
                         (DropStep::Exec, *libc::__errno_location())
                     }

@@ -44,7 +44,8 @@ struct Passwd {
 /// Looks `user` up by name, or by uid when it is all digits and no user has that name (as
 /// `sudo -u` and `setpriv --reuid` accept either).
 fn passwd_entry(user: &str) -> std::result::Result<Option<Passwd>, std::io::Error> {
-    let by_name = CString::new(user).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    let by_name =
+        CString::new(user).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
     if let Some(p) = passwd_lookup(|pwd, buf, len, res| {
         // SAFETY: all pointers are valid for the duration of the call; `buf` holds `len` bytes.
         unsafe { libc::getpwnam_r(by_name.as_ptr(), pwd, buf, len, res) }
@@ -52,10 +53,12 @@ fn passwd_entry(user: &str) -> std::result::Result<Option<Passwd>, std::io::Erro
         return Ok(Some(p));
     }
     match user.parse::<libc::uid_t>() {
-        Ok(uid) if user.bytes().all(|b| b.is_ascii_digit()) => passwd_lookup(|pwd, buf, len, res| {
-            // SAFETY: as above.
-            unsafe { libc::getpwuid_r(uid, pwd, buf, len, res) }
-        }),
+        Ok(uid) if user.bytes().all(|b| b.is_ascii_digit()) => {
+            passwd_lookup(|pwd, buf, len, res| {
+                // SAFETY: as above.
+                unsafe { libc::getpwuid_r(uid, pwd, buf, len, res) }
+            })
+        }
         _ => Ok(None),
     }
 }
@@ -112,8 +115,7 @@ fn group_list(name: &CStr, gid: libc::gid_t) -> Vec<libc::gid_t> {
         let mut got = n;
         // SAFETY: `groups` holds `got` entries; getgrouplist writes at most that many and sets
         // `got` to the number it found.
-        let rc =
-            unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut got) };
+        let rc = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut got) };
         if rc >= 0 {
             groups.truncate(got.max(0) as usize);
             return groups;
@@ -223,7 +225,9 @@ impl DropStep {
             DropStep::Setgid => "setgid (needs CAP_SETGID)",
             DropStep::Setuid => "setuid (needs CAP_SETUID)",
             DropStep::ClearCapabilities => "capset (clearing the capabilities left)",
-            DropStep::Verify => "checking the drop (the ids are not the target's, or setuid(0) still succeeds)",
+            DropStep::Verify => {
+                "checking the drop (the ids are not the target's, or setuid(0) still succeeds)"
+            }
         }
     }
 }
@@ -256,7 +260,13 @@ const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 /// allocates nothing (`who.groups` was allocated before the fork).
 pub unsafe fn drop_privileges(who: &RunAs) -> std::result::Result<(), (DropStep, i32)> {
     let errno = || *libc::__errno_location();
-    if libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0
+    if libc::prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL,
+        0,
+        0,
+        0,
+    ) != 0
         && errno() != libc::EINVAL
     {
         return Err((DropStep::ClearAmbient, errno()));
@@ -280,7 +290,12 @@ pub unsafe fn drop_privileges(who: &RunAs) -> std::result::Result<(), (DropStep,
             permitted: 0,
             inheritable: 0,
         }; 2];
-        if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
+        if libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut CapHeader,
+            data.as_ptr(),
+        ) != 0
+        {
             return Err((DropStep::ClearCapabilities, errno()));
         }
     }

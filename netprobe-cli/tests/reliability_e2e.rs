@@ -787,9 +787,14 @@ fn capsh_works() -> Result<(), String> {
 /// the only ones a non-root uid keeps across execve (capabilities(7)). Root would not be
 /// restricted by a bounding set alone: tracefs's files are root's own.
 fn nobody_with(caps: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-        .map(String::from)
-        .into();
+    let mut args: Vec<String> = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ]
+    .map(String::from)
+    .into();
     if !caps.is_empty() {
         let set: Vec<String> = caps.iter().map(|c| format!("+{c}")).collect();
         args.push(format!("--inh-caps={}", set.join(",")));
@@ -810,7 +815,10 @@ fn ids_line(out: &Output) -> Option<String> {
 /// home from the user database (`getent`, `id -G`), and a setuid(0) that fails.
 fn ids_of(user: &str) -> Result<String, String> {
     let line = |args: &[&str]| -> Result<String, String> {
-        let o = Command::new(args[0]).args(&args[1..]).output().map_err(err)?;
+        let o = Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .map_err(err)?;
         Ok(text(&o.stdout).trim().to_string())
     };
     let pw = line(&["getent", "passwd", user])?;
@@ -863,7 +871,12 @@ fn count_as_user(wrapper: &[String], user: &str, tag: &str) -> Result<(), String
         None => Command::new(NP),
     };
     let out = cmd
-        .args(["count", "-c", &format!("{bin} ids 3"), &format!("{bin}:np_add")])
+        .args([
+            "count",
+            "-c",
+            &format!("{bin} ids 3"),
+            &format!("{bin}:np_add"),
+        ])
         .args(["--user", user])
         .output()
         .map_err(err)?;
@@ -888,33 +901,48 @@ fn user_trials() -> Vec<e2e::E2eTrial> {
     vec![
         e2e::trial(
             "user_runs_the_command_as_nobody_and_counts_every_call",
-            &[Need::Root, Need::Tracefs, Need::CCompiler, Need::Program("getent")],
+            &[
+                Need::Root,
+                Need::Tracefs,
+                Need::CCompiler,
+                Need::Program("getent"),
+            ],
             move || {
                 count_as_user(&[], "nobody", "user")?;
                 // A numeric uid names the same user.
                 count_as_user(&[], "65534", "user")
             },
         ),
-        e2e::trial("user_unknown_is_one_line_and_places_nothing", NEEDS, move || {
-            let (_dir, bin) = own_tracee("user")?;
-            for mode in ["trace", "count", "latency"] {
+        e2e::trial(
+            "user_unknown_is_one_line_and_places_nothing",
+            NEEDS,
+            move || {
+                let (_dir, bin) = own_tracee("user")?;
+                for mode in ["trace", "count", "latency"] {
+                    let out = np(&[
+                        mode,
+                        "-c",
+                        &format!("{bin} ids 1"),
+                        &format!("{bin}:np_add"),
+                        "--user",
+                        "no-such-user-np",
+                    ])?;
+                    refused(&out, 1, &["--user no-such-user-np", "no such user"])?;
+                    if ids_line(&out).is_some() {
+                        return Err(format!("{mode}: the command ran: {}", text(&out.stdout)));
+                    }
+                }
                 let out = np(&[
-                    mode,
+                    "profile",
                     "-c",
                     &format!("{bin} ids 1"),
-                    &format!("{bin}:np_add"),
                     "--user",
                     "no-such-user-np",
                 ])?;
                 refused(&out, 1, &["--user no-such-user-np", "no such user"])?;
-                if ids_line(&out).is_some() {
-                    return Err(format!("{mode}: the command ran: {}", text(&out.stdout)));
-                }
-            }
-            let out = np(&["profile", "-c", &format!("{bin} ids 1"), "--user", "no-such-user-np"])?;
-            refused(&out, 1, &["--user no-such-user-np", "no such user"])?;
-            nothing_registered_for(&bin)
-        }),
+                nothing_registered_for(&bin)
+            },
+        ),
         e2e::trial("user_without_command_is_a_usage_error", &[], move || {
             let out = np(&["trace", "-p", "1", "x:y", "--user", "nobody"])?;
             refused(&out, 1, &["--user nobody needs -c"])?;
@@ -987,7 +1015,10 @@ fn capability_trials() -> Vec<e2e::E2eTrial> {
                     ));
                 }
                 nothing_registered_for(&bin)?;
-                for (dropped, name) in [("dac_override", "CAP_DAC_OVERRIDE"), ("sys_ptrace", "CAP_SYS_PTRACE")] {
+                for (dropped, name) in [
+                    ("dac_override", "CAP_DAC_OVERRIDE"),
+                    ("sys_ptrace", "CAP_SYS_PTRACE"),
+                ] {
                     let left: Vec<&str> = all.iter().copied().filter(|c| *c != dropped).collect();
                     let (out, bin) = count_p_via(&nobody_with(&left), "cap")?;
                     refused(&out, 1, &[name]).map_err(|e| format!("without {name}: {e}"))?;
@@ -1014,7 +1045,13 @@ fn capability_trials() -> Vec<e2e::E2eTrial> {
                     let (dir, bin) = own_tracee("cap")?;
                     let out = Command::new("setpriv")
                         .args(&nobody_with(&left)[1..])
-                        .args([NP, "count", "-c", &format!("{bin} ids 3"), &format!("{bin}:np_add")])
+                        .args([
+                            NP,
+                            "count",
+                            "-c",
+                            &format!("{bin} ids 3"),
+                            &format!("{bin}:np_add"),
+                        ])
                         .args(["--user", "daemon"])
                         .output()
                         .map_err(err)?;

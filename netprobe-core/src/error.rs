@@ -90,7 +90,7 @@ pub enum Error {
 
     /// The path a process's maps name for a file now opens another file (a symlink or a mount put
     /// over it since it was mapped), and the mapped file itself could not be opened.
-    #[error("refusing {} for process {pid}: the process maps {} (device:inode {mapped}), but that path now opens {opened_file}; the path was replaced since it was mapped, and the mapped file itself is reachable only through /proc/{pid}/map_files, which needs CAP_SYS_ADMIN: run netprobe as root", .opened.display(), .mapped_path.display())]
+    #[error("refusing {} for process {pid}: the process maps {} (device:inode {mapped}), but that path now opens {opened_file}; the path was replaced since it was mapped, and the mapped file itself is reachable only through /proc/{pid}/map_files, which needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE: run netprobe as root, or grant it CAP_CHECKPOINT_RESTORE", .opened.display(), .mapped_path.display())]
     MappedFileReplaced {
         pid: u32,
         mapped_path: PathBuf,
@@ -221,7 +221,8 @@ pub fn permission_fix(path: &Path, have: CapSet) -> String {
     if !in_proc && !have.has(Capability::DacReadSearch) && !have.has(Capability::DacOverride) {
         return "reading another user's file needs CAP_DAC_READ_SEARCH, which this process lacks: run netprobe as root, or grant it CAP_DAC_READ_SEARCH".into();
     }
-    "check its owner and mode (ls -l), and for a process whether it is in another user namespace".into()
+    "check its owner and mode (ls -l), and for a process whether it is in another user namespace"
+        .into()
 }
 
 impl Error {

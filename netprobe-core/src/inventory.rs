@@ -172,7 +172,9 @@ fn entry_with(
         Err(e) => {
             // Another user's maps need ptrace read access (proc(5), "/proc/pid/maps"), which
             // CAP_SYS_PTRACE grants.
-            if !host.caps.has(Capability::SysPtrace) && matches!(e, crate::error::Error::PermissionDenied { .. }) {
+            if !host.caps.has(Capability::SysPtrace)
+                && matches!(e, crate::error::Error::PermissionDenied { .. })
+            {
                 reasons.push(
                     "missing CAP_SYS_PTRACE (its /proc/PID/maps is another user's)".to_string(),
                 );

@@ -4,6 +4,7 @@
 use crate::commands::live::parse_duration;
 use crate::error::{Error, Result};
 use crate::profile::{self, ProfileOptions, Report};
+use crate::run_as::RunAs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -69,10 +70,11 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     if let Some(c) = &a.container {
         pids.extend(crate::commands::live::container_pids(c)?);
     }
+    crate::run_as::check_user_with_command(a.user.as_deref(), a.command.as_deref())?;
     let o = ProfileOptions {
         pids,
         command: a.command.clone(),
-        user: a.user.clone(),
+        user: a.user.as_deref().map(RunAs::lookup).transpose()?,
         duration: a.duration,
         frequency: a.frequency,
     };

@@ -34,8 +34,8 @@ pub struct ProfileOptions {
     pub pids: Vec<u32>,
     /// A command to start and profile from its first instruction (split like a shell does).
     pub command: Option<String>,
-    /// `--user`: the user the command runs as.
-    pub user: Option<String>,
+    /// `--user`: the user the command runs as, looked up before anything starts.
+    pub user: Option<RunAs>,
     /// Stop after this long (else at Ctrl-C, or when the targets exit).
     pub duration: Option<Duration>,
     /// Samples per second per thread on CPU.
@@ -56,7 +56,6 @@ impl ProfileOptions {
         if self.command.is_some() && !self.pids.is_empty() {
             return Err(Error::usage("use either -p or -c, not both"));
         }
-        crate::run_as::check_user_with_command(self.user.as_deref(), self.command.as_deref())?;
         if self.command.is_none() && self.pids.is_empty() {
             return Err(Error::usage(
                 "nothing to profile: give -p PID (repeatable) or -c 'CMD ARGS'",
@@ -140,10 +139,9 @@ const TICK: Duration = Duration::from_millis(100);
 pub fn record(o: &ProfileOptions) -> Result<Profile> {
     o.check()?;
     let argv = o.command.as_deref().map(split_command).transpose()?;
-    let user = o.user.as_deref().map(RunAs::lookup).transpose()?;
     let (mut child, mut sampler) = match &argv {
         Some(argv) => {
-            let mut child = PausedChild::spawn_with_env(argv, &[], user.as_ref())?;
+            let mut child = PausedChild::spawn_with_env(argv, &[], o.user.as_ref())?;
             // Opened on the paused child; they start at its execve (enable_on_exec).
             let sampler = match Sampler::open(&[child.pid()], o.frequency, true) {
                 Ok(s) => s,
