@@ -175,9 +175,9 @@ fn entry_with(
             if !host.caps.has(Capability::SysPtrace)
                 && matches!(e, crate::error::Error::PermissionDenied { .. })
             {
-                reasons.push(
-                    "missing CAP_SYS_PTRACE (its /proc/PID/maps is another user's)".to_string(),
-                );
+                reasons.push(format!(
+                    "missing CAP_SYS_PTRACE (its /proc/{pid}/maps is another user's)"
+                ));
             } else {
                 reasons.push(format!("maps unreadable: {e}"));
             }
