@@ -954,15 +954,24 @@ fn user_trials() -> Vec<e2e::E2eTrial> {
 
 /// `netprobe count -p PID TRACEE:np_add` through `wrapper` on a root-owned `tracee stdin 5`,
 /// released once netprobe says its probes are placed; returns netprobe's output and the tracee's
-/// path.
-fn count_p_via(wrapper: &[String], tag: &str) -> Result<(Output, String), String> {
+/// path. With `deleted`, the tracee's file is deleted once it runs (a package upgrade does that
+/// to a running program), so only `/proc/PID/map_files` still opens it.
+fn count_p_via(wrapper: &[String], tag: &str, deleted: bool) -> Result<(Output, String), String> {
     use std::io::BufRead;
     let (_dir, bin) = own_tracee(tag)?;
     let mut w = fixtures::live::Waiting::start(Command::new(&bin).args(["stdin", "5"]))?;
     let pid = w.pid().to_string();
+    // The maps name a deleted file by its old path and " (deleted)"; its file name still
+    // matches it.
+    let image = if deleted {
+        std::fs::remove_file(&bin).map_err(err)?;
+        "tracee".to_string()
+    } else {
+        bin.clone()
+    };
     let mut np = Command::new(&wrapper[0])
         .args(&wrapper[1..])
-        .args([NP, "count", "-p", &pid, &format!("{bin}:np_add")])
+        .args([NP, "count", "-p", &pid, &format!("{image}:np_add")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1005,7 +1014,7 @@ fn capability_trials() -> Vec<e2e::E2eTrial> {
             needs,
             move || {
                 let all = ["dac_override", "sys_ptrace"];
-                let (out, bin) = count_p_via(&nobody_with(&all), "cap")?;
+                let (out, bin) = count_p_via(&nobody_with(&all), "cap", false)?;
                 if !out.status.success() || counted(&out, "np_add") != Some(5) {
                     return Err(format!(
                         "with {all:?}: {:?} {} {}",
@@ -1020,11 +1029,34 @@ fn capability_trials() -> Vec<e2e::E2eTrial> {
                     ("sys_ptrace", "CAP_SYS_PTRACE"),
                 ] {
                     let left: Vec<&str> = all.iter().copied().filter(|c| *c != dropped).collect();
-                    let (out, bin) = count_p_via(&nobody_with(&left), "cap")?;
+                    let (out, bin) = count_p_via(&nobody_with(&left), "cap", false)?;
                     refused(&out, 1, &[name]).map_err(|e| format!("without {name}: {e}"))?;
                     nothing_registered_for(&bin)?;
                 }
                 Ok(())
+            },
+        ),
+        e2e::trial(
+            "privilege_deleted_file_needs_checkpoint_restore",
+            needs,
+            move || {
+                // The file a process runs was deleted: the path through /proc/PID/root opens
+                // nothing, and map_files needs CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN).
+                let all = ["dac_override", "sys_ptrace", "checkpoint_restore"];
+                let (out, bin) = count_p_via(&nobody_with(&all), "cap", true)?;
+                if !out.status.success() || counted(&out, "np_add") != Some(5) {
+                    return Err(format!(
+                        "with {all:?}: {:?} {} {}",
+                        out.status,
+                        text(&out.stdout),
+                        text(&out.stderr)
+                    ));
+                }
+                nothing_registered_for(&bin)?;
+                let (out, bin) = count_p_via(&nobody_with(&all[..2]), "cap", true)?;
+                refused(&out, 1, &["CAP_CHECKPOINT_RESTORE"])
+                    .map_err(|e| format!("without CAP_CHECKPOINT_RESTORE: {e}"))?;
+                nothing_registered_for(&bin)
             },
         ),
         e2e::trial(
