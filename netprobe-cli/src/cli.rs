@@ -106,6 +106,11 @@ pub struct LiveArgs {
     /// Start this command (split like a shell does) and trace it from its first instruction.
     #[arg(short = 'c', long = "command")]
     pub command: Option<String>,
+    /// With -c: run the command as this user (name or uid), with its groups from the user
+    /// database and its HOME, USER and LOGNAME, like `sudo -u`; netprobe drops the command's
+    /// privileges after placing the probes, right before it runs.
+    #[arg(long, value_name = "NAME|UID")]
+    pub user: Option<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Print JSON lines instead of text.
@@ -218,6 +223,7 @@ impl LiveArgs {
             container: self.container,
             filter: self.filter.options(),
             command: self.command,
+            user: self.user,
             json: self.json,
             duration: self.duration,
             max_events: self.max_events,

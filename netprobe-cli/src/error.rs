@@ -1,6 +1,7 @@
 //! Errors of the tracing half. Like the core's, every message is one line naming the cause and the
 //! fix, because `main` prints it as is (`netprobe: error: <message>`) and exits non-zero.
 
+use netprobe_core::capabilities::{CapSet, Capability};
 use std::io;
 use std::path::PathBuf;
 
@@ -10,7 +11,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong while placing probes, recording and reading hits, or cleaning up.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{what} needs root: run netprobe with sudo (uprobes need CAP_SYS_ADMIN)")]
+    /// tracefs's folders are root's with mode 0700 and `uprobe_events` 0640: another uid
+    /// reaches them only with CAP_DAC_OVERRIDE (capabilities(7)); uprobes themselves need no
+    /// capability beyond that.
+    #[error("{what} needs root or CAP_DAC_OVERRIDE (tracefs's files are root's, mode 0700/0640), which this process lacks: run netprobe with sudo, or grant it CAP_DAC_OVERRIDE")]
     NotRoot { what: String },
 
     #[error("tracefs is not mounted and could not be mounted ({why}): run `mount -t tracefs nodev /sys/kernel/tracing` as root")]
@@ -78,13 +82,15 @@ pub enum Error {
 }
 
 impl Error {
-    /// An I/O error on `path`; `EACCES`/`EPERM` become [`Error::NotRoot`] when not running as root.
+    /// An I/O error on `path`; `EACCES`/`EPERM` become [`Error::NotRoot`] when neither root nor
+    /// holding CAP_DAC_OVERRIDE.
     pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
         let path = path.into();
         if matches!(
             source.raw_os_error(),
             Some(libc::EACCES) | Some(libc::EPERM)
         ) && !is_root()
+            && !CapSet::effective().has(Capability::DacOverride)
         {
             return Error::NotRoot {
                 what: format!("writing {}", path.display()),

@@ -5,8 +5,12 @@
 //! child's pid in the filter, then writes one byte to the gate and the child execs the command. An
 //! exec failure comes back through a close-on-exec pipe (as std's `Command` does). std's `Command`
 //! cannot be used: its `spawn` waits for the exec, which is what must not happen yet.
+//!
+//! With `--user`, the child drops to that user once released, right before the exec
+//! ([`crate::run_as`]); a failed drop comes back through the same pipe and nothing is run.
 
 use crate::error::{Error, Result};
+use crate::run_as::{self, DropStep, RunAs};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -18,6 +22,8 @@ pub struct PausedChild {
     gate: Option<OwnedFd>,
     exec_err: Option<OwnedFd>,
     pub exe: PathBuf,
+    /// `--user`: the name the child drops to before the exec.
+    user: Option<String>,
     reaped: Option<i32>,
 }
 
@@ -80,12 +86,19 @@ impl PausedChild {
     /// The child only makes async-signal-safe calls between fork and exec (everything it needs is
     /// prepared before the fork), so this is safe from a multi-threaded process too.
     pub fn spawn(argv: &[String]) -> Result<PausedChild> {
-        PausedChild::spawn_with_env(argv, &[])
+        PausedChild::spawn_with_env(argv, &[], None)
     }
 
     /// [`PausedChild::spawn`] with variables added to (or replacing those of) netprobe's own
-    /// environment, e.g. `DOTNET_TieredCompilation=0` for `--keep-r2r`.
-    pub fn spawn_with_env(argv: &[String], env: &[(String, String)]) -> Result<PausedChild> {
+    /// environment, e.g. `DOTNET_TieredCompilation=0` for `--keep-r2r`, and run as `user` when
+    /// given (its HOME, USER and LOGNAME replace netprobe's).
+    pub fn spawn_with_env(
+        argv: &[String],
+        env: &[(String, String)],
+        user: Option<&RunAs>,
+    ) -> Result<PausedChild> {
+        let user_env = user.map(RunAs::env).unwrap_or_default();
+        let env: Vec<(String, String)> = env.iter().chain(&user_env).cloned().collect();
         let exe = find_program(
             argv.first()
                 .ok_or_else(|| Error::usage("-c needs a command"))?,
@@ -151,10 +164,21 @@ impl PausedChild {
                     // netprobe went away before releasing us: do not run the command untraced.
                     libc::_exit(126);
                 }
-                libc::execve(c_exe.as_ptr(), c_argv.as_ptr(), c_envp.as_ptr());
-                let errno = *libc::__errno_location();
-                let eb = errno.to_ne_bytes();
-                libc::write(err_w.as_raw_fd(), eb.as_ptr().cast(), eb.len());
+                let dropped = match user {
+                    Some(u) => run_as::drop_privileges(u),
+                    None => Ok(()),
+                };
+                let (step, errno) = match dropped {
+                    Err(failed) => failed,
+                    Ok(()) => {
+                        libc::execve(c_exe.as_ptr(), c_argv.as_ptr(), c_envp.as_ptr());
+                        (DropStep::Exec, *libc::__errno_location())
+                    }
+                };
+                let mut report = [0u8; 8];
+                report[..4].copy_from_slice(&(step as i32).to_ne_bytes());
+                report[4..].copy_from_slice(&errno.to_ne_bytes());
+                libc::write(err_w.as_raw_fd(), report.as_ptr().cast(), report.len());
                 libc::_exit(127);
             }
         }
@@ -165,6 +189,7 @@ impl PausedChild {
             gate: Some(gate_w),
             exec_err: Some(err_r),
             exe,
+            user: user.map(|u| u.name.clone()),
             reaped: None,
         })
     }
@@ -181,17 +206,29 @@ impl PausedChild {
             unsafe { libc::write(gate.as_raw_fd(), b.as_ptr().cast(), 1) };
         }
         if let Some(err) = self.exec_err.take() {
-            let mut eb = [0u8; 4];
-            // SAFETY: reading into a valid buffer; EOF (0) means the exec succeeded.
-            let n = unsafe { libc::read(err.as_raw_fd(), eb.as_mut_ptr().cast(), 4) };
-            if n == 4 {
-                let errno = i32::from_ne_bytes(eb);
+            let mut report = [0u8; 8];
+            // SAFETY: reading into a valid buffer; EOF (0) means the exec succeeded. The child
+            // writes its 8 bytes at once, below PIPE_BUF, so they arrive whole (pipe(7)).
+            let n = unsafe { libc::read(err.as_raw_fd(), report.as_mut_ptr().cast(), 8) };
+            if n == 8 {
+                let word = |i: usize| i32::from_ne_bytes(report[i..i + 4].try_into().unwrap());
+                let (step, errno) = (DropStep::from_code(word(0)), word(4));
                 self.wait();
-                return Err(Error::usage(format!(
-                    "-c: could not run {}: {}",
-                    self.exe.display(),
-                    std::io::Error::from_raw_os_error(errno)
-                )));
+                let why = std::io::Error::from_raw_os_error(errno);
+                return Err(match (step, &self.user) {
+                    (DropStep::Exec, None) => {
+                        Error::usage(format!("-c: could not run {}: {why}", self.exe.display()))
+                    }
+                    (DropStep::Exec, Some(user)) => Error::usage(format!(
+                        "-c: could not run {} as {user}: {why}: the user needs execute permission on it and every folder above it",
+                        self.exe.display()
+                    )),
+                    (step, user) => Error::usage(format!(
+                        "--user {}: dropping privileges failed at {} ({why}): nothing was run; run netprobe as root or with CAP_SETUID and CAP_SETGID",
+                        user.as_deref().unwrap_or("?"),
+                        step.describe()
+                    )),
+                });
             }
         }
         Ok(())
@@ -291,7 +328,8 @@ mod tests {
             format!("echo \"$NP_TEST_VAR\" > {}", out.display()),
         ];
         let mut c =
-            PausedChild::spawn_with_env(&argv, &[("NP_TEST_VAR".into(), "kept".into())]).unwrap();
+            PausedChild::spawn_with_env(&argv, &[("NP_TEST_VAR".into(), "kept".into())], None)
+                .unwrap();
         c.release().unwrap();
         assert_eq!(c.wait(), 0);
         assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "kept");

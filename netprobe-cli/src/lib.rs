@@ -31,6 +31,7 @@ pub mod pidns;
 pub mod plan;
 pub mod printable;
 pub mod profile;
+pub mod run_as;
 pub mod runner;
 pub mod shell;
 pub mod signals;

@@ -1,6 +1,7 @@
 //! Errors of the offset engine. Every message is one line that names the cause and the fix, because
 //! the CLI prints it as is (`netprobe: error: <message>`).
 
+use crate::capabilities::{CapSet, Capability};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -26,8 +27,10 @@ pub enum Error {
         threads: usize,
     },
 
-    #[error("permission denied reading {}: run netprobe as root (or with CAP_SYS_PTRACE and CAP_SYS_ADMIN)", .path.display())]
-    PermissionDenied { path: PathBuf },
+    /// `fix` names the capability that reading `path` needs and this process lacks
+    /// ([`permission_fix`]).
+    #[error("permission denied reading {}: {fix}", .path.display())]
+    PermissionDenied { path: PathBuf, fix: String },
 
     #[error("{image} is not mapped in process {pid}{}: pass a path or file name that appears in /proc/{pid}/maps", similar_suffix(.similar))]
     ImageNotMapped {
@@ -87,7 +90,7 @@ pub enum Error {
 
     /// The path a process's maps name for a file now opens another file (a symlink or a mount put
     /// over it since it was mapped), and the mapped file itself could not be opened.
-    #[error("refusing {} for process {pid}: the process maps {} (device:inode {mapped}), but that path now opens {opened_file}; the path was replaced since it was mapped, and the mapped file itself is reachable only through /proc/{pid}/map_files, which needs CAP_SYS_ADMIN: run netprobe as root", .opened.display(), .mapped_path.display())]
+    #[error("refusing {} for process {pid}: the process maps {} (device:inode {mapped}), but that path now opens {opened_file}; the path was replaced since it was mapped, and the mapped file itself is reachable only through /proc/{pid}/map_files, which needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE: run netprobe as root, or grant it CAP_CHECKPOINT_RESTORE", .opened.display(), .mapped_path.display())]
     MappedFileReplaced {
         pid: u32,
         mapped_path: PathBuf,
@@ -202,13 +205,36 @@ fn nearest_suffix(nearest: &[String]) -> String {
     }
 }
 
+/// What reading `path` needs that a process with capabilities `have` lacks (capabilities(7);
+/// proc(5): `/proc/PID/map_files` needs CAP_SYS_ADMIN or, since Linux 5.9,
+/// CAP_CHECKPOINT_RESTORE; another user's `/proc/PID/maps`, `exe` and `root` need ptrace read
+/// access, which CAP_SYS_PTRACE gives).
+pub fn permission_fix(path: &Path, have: CapSet) -> String {
+    let in_proc = path.starts_with("/proc");
+    let map_files = in_proc && path.components().any(|c| c.as_os_str() == "map_files");
+    if map_files && !have.has(Capability::SysAdmin) && !have.has(Capability::CheckpointRestore) {
+        return "map_files needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE, which this process lacks: run netprobe as root, or grant it CAP_CHECKPOINT_RESTORE".into();
+    }
+    if in_proc && !have.has(Capability::SysPtrace) {
+        return "another user's process needs CAP_SYS_PTRACE, which this process lacks: run netprobe as root, or grant it CAP_SYS_PTRACE".into();
+    }
+    if !in_proc && !have.has(Capability::DacReadSearch) && !have.has(Capability::DacOverride) {
+        return "reading another user's file needs CAP_DAC_READ_SEARCH, which this process lacks: run netprobe as root, or grant it CAP_DAC_READ_SEARCH".into();
+    }
+    "check its owner and mode (ls -l), and for a process whether it is in another user namespace"
+        .into()
+}
+
 impl Error {
     /// Classifies an I/O error on `path`: permission problems and missing `/proc/PID` entries get
     /// their own variants (with their own fixes); everything else stays an [`Error::Io`].
     pub fn io(path: impl AsRef<Path>, source: io::Error) -> Error {
         let path = path.as_ref().to_path_buf();
         match source.kind() {
-            io::ErrorKind::PermissionDenied => Error::PermissionDenied { path },
+            io::ErrorKind::PermissionDenied => Error::PermissionDenied {
+                fix: permission_fix(&path, CapSet::effective()),
+                path,
+            },
             _ => Error::Io { path, source },
         }
     }
@@ -218,6 +244,36 @@ impl Error {
         Error::Malformed {
             path: path.as_ref().to_path_buf(),
             what: what.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(list: &[Capability]) -> CapSet {
+        CapSet(list.iter().fold(0, |m, c| m | 1 << c.bit()))
+    }
+
+    #[test]
+    fn a_permission_error_names_the_capability_missing_for_that_path() {
+        let none = caps(&[]);
+        let maps = Path::new("/proc/12/maps");
+        let map_files = Path::new("/proc/12/map_files/5000-6000");
+        let file = Path::new("/srv/app/lib.so");
+        assert!(permission_fix(maps, none).contains("needs CAP_SYS_PTRACE"));
+        assert!(permission_fix(map_files, none)
+            .contains("needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE"));
+        assert!(permission_fix(file, none).contains("needs CAP_DAC_READ_SEARCH"));
+        // With what each needs, none is named.
+        let all = caps(&[
+            Capability::SysPtrace,
+            Capability::CheckpointRestore,
+            Capability::DacReadSearch,
+        ]);
+        for p in [maps, map_files, file] {
+            assert!(!permission_fix(p, all).contains("CAP_"), "{p:?}");
         }
     }
 }

@@ -8,6 +8,7 @@
 //! ([`DotnetFacts`]): they depend on the runtime-settings rules of the engine.
 
 use crate::abi::go::{abi_for, GoAbi};
+use crate::capabilities::{CapSet, Capability};
 use crate::elf::parser::ElfView;
 use crate::file_id::FileId;
 use crate::golang::buildinfo::BuildInfo;
@@ -100,10 +101,14 @@ pub struct Probeable {
     pub reasons: Vec<String>,
 }
 
-/// What holds for every process: whether we are root and where tracefs is.
+/// What holds for every process: who netprobe runs as, with which capabilities, and whether
+/// tracefs is there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Host {
-    pub root: bool,
+    /// netprobe's effective uid.
+    pub euid: u32,
+    /// netprobe's effective capabilities ([`CapSet::effective`]).
+    pub caps: CapSet,
     /// `true` when the tracing backend found a tracefs with uprobe support (the backend layer
     /// decides; the core does not look at tracefs).
     pub tracefs: bool,
@@ -152,8 +157,12 @@ fn entry_with(
     }
     let container = container_of_process(process.dir());
     let mut reasons = Vec::new();
-    if !host.root {
-        reasons.push("not root (uprobes need CAP_SYS_ADMIN)".to_string());
+    // tracefs's files are root's (`uprobe_events` mode 0640, the folder 0700): another uid
+    // writes them only with CAP_DAC_OVERRIDE (capabilities(7)).
+    if host.euid != 0 && !host.caps.has(Capability::DacOverride) {
+        reasons.push(
+            "missing CAP_DAC_OVERRIDE (tracefs's uprobe_events is root's, mode 0640)".to_string(),
+        );
     }
     if !host.tracefs {
         reasons.push("no tracefs (mount -t tracefs nodev /sys/kernel/tracing)".to_string());
@@ -161,7 +170,17 @@ fn entry_with(
     let maps = match process.maps() {
         Ok(m) => m,
         Err(e) => {
-            reasons.push(format!("maps unreadable: {e}"));
+            // Another user's maps need ptrace read access (proc(5), "/proc/pid/maps"), which
+            // CAP_SYS_PTRACE grants.
+            if !host.caps.has(Capability::SysPtrace)
+                && matches!(e, crate::error::Error::PermissionDenied { .. })
+            {
+                reasons.push(format!(
+                    "missing CAP_SYS_PTRACE (its /proc/{pid}/maps is another user's)"
+                ));
+            } else {
+                reasons.push(format!("maps unreadable: {e}"));
+            }
             Vec::new()
         }
     };
@@ -171,7 +190,8 @@ fn entry_with(
     // same.
     let exe_readable =
         exe_link.is_some() && crate::regular_file::open(&process.dir().join("exe")).is_ok();
-    if !exe_readable {
+    let ptrace_named = reasons.iter().any(|r| r.contains("CAP_SYS_PTRACE"));
+    if !exe_readable && !ptrace_named {
         match &exe_link {
             Some(exe) => reasons.push(format!(
                 "executable {} not readable through /proc/{pid}/exe",

@@ -16,6 +16,7 @@ pub mod abi;
 pub mod addr;
 pub mod bytes;
 pub mod cache;
+pub mod capabilities;
 pub mod docker;
 pub mod dotnet;
 pub mod elf;

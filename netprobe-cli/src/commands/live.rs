@@ -16,6 +16,7 @@ use crate::lang::{build_plan, dotnet, resolve_specs, PlanOptions};
 use crate::launch::{split_command, PausedChild};
 use crate::mode::Mode;
 use crate::plan::ProbePlan;
+use crate::run_as::RunAs;
 use crate::runner::{self, Limits, StopReason};
 use crate::signals::SignalPipe;
 use crate::sinks::metrics::Exported;
@@ -36,6 +37,8 @@ pub struct LiveOptions {
     /// `--filter`, `--tid`, `--comm`.
     pub filter: FilterOptions,
     pub command: Option<String>,
+    /// `--user NAME|UID`: the user the `-c` command runs as.
+    pub user: Option<String>,
     pub json: bool,
     pub duration: Option<Duration>,
     pub max_events: Option<u64>,
@@ -299,6 +302,8 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if o.command.is_some() && (!o.pids.is_empty() || o.container.is_some()) {
         return Err(Error::usage("use either -p/--container or -c, not both"));
     }
+    crate::run_as::check_user_with_command(o.user.as_deref(), o.command.as_deref())?;
+    let user = o.user.as_deref().map(RunAs::lookup).transpose()?;
     if let Some(kb) = o.buffer_kb.filter(|&kb| kb == 0 || kb > MAX_BUFFER_KB) {
         return Err(Error::usage(format!(
             "--buffer-kb {kb}: the per-CPU ring buffer must be 1 to {MAX_BUFFER_KB} KiB (1 GiB); the default is 8192"
@@ -396,7 +401,11 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     report_stale(&tracefs);
     let signals = SignalPipe::install()?;
     let mut child = match &argv {
-        Some(a) => Some(PausedChild::spawn_with_env(a, &guard.child_env)?),
+        Some(a) => Some(PausedChild::spawn_with_env(
+            a,
+            &guard.child_env,
+            user.as_ref(),
+        )?),
         None => None,
     };
     let mut pids: Vec<u32> = match &child {

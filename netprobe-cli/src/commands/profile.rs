@@ -4,6 +4,7 @@
 use crate::commands::live::parse_duration;
 use crate::error::{Error, Result};
 use crate::profile::{self, ProfileOptions, Report};
+use crate::run_as::RunAs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,6 +20,11 @@ pub struct ProfileArgs {
     /// Start this command (split like a shell does) and profile it from its first instruction.
     #[arg(short = 'c', long = "command")]
     pub command: Option<String>,
+    /// With -c: run the command as this user (name or uid), with its groups from the user
+    /// database and its HOME, USER and LOGNAME, like `sudo -u`; netprobe drops the command's
+    /// privileges after placing the probes, right before it runs.
+    #[arg(long, value_name = "NAME|UID")]
+    pub user: Option<String>,
     /// Stop after this long (e.g. 10s, 500ms, 2m); else at Ctrl-C or when the targets exit.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -64,9 +70,11 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     if let Some(c) = &a.container {
         pids.extend(crate::commands::live::container_pids(c)?);
     }
+    crate::run_as::check_user_with_command(a.user.as_deref(), a.command.as_deref())?;
     let o = ProfileOptions {
         pids,
         command: a.command.clone(),
+        user: a.user.as_deref().map(RunAs::lookup).transpose()?,
         duration: a.duration,
         frequency: a.frequency,
     };

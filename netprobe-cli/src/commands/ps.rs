@@ -6,14 +6,17 @@ use crate::backend::tracefs::Tracefs;
 use crate::cli::PsArgs;
 use crate::output::Out;
 use netprobe_core::abi::go::GoAbi;
+use netprobe_core::capabilities::CapSet;
 use netprobe_core::dotnet::runtime::{self, Knobs, Source};
 use netprobe_core::inventory::{self, DotnetRuntime, Host, Kind, ProcessEntry};
 use std::process::ExitCode;
 
 pub fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     let host = Host {
-        root: libc_is_root(),
-        tracefs: Tracefs::uprobes_available(),
+        euid: effective_uid(),
+        caps: CapSet::effective(),
+        // An unsearchable tracefs folder is a missing capability, which `caps` names.
+        tracefs: Tracefs::uprobes_available() || Tracefs::unsearchable().is_some(),
     };
     let entries = inventory::scan(&host, &dotnet_runtime);
     let mut out = Out::new();
@@ -30,9 +33,9 @@ pub fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn libc_is_root() -> bool {
+fn effective_uid() -> u32 {
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    unsafe { libc::geteuid() }
 }
 
 /// The runtime version and tiering of .NET process `pid`, by the same rules the tiering guard of

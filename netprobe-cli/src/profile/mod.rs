@@ -14,6 +14,7 @@ use crate::backend::perf_event::record::{self, Record};
 use crate::backend::perf_event::Sampler;
 use crate::error::{Error, Result};
 use crate::launch::{split_command, PausedChild};
+use crate::run_as::RunAs;
 use crate::signals::SignalPipe;
 use crate::stacks::StackNamer as Namer;
 use missed_caller::MissedCallers;
@@ -33,6 +34,8 @@ pub struct ProfileOptions {
     pub pids: Vec<u32>,
     /// A command to start and profile from its first instruction (split like a shell does).
     pub command: Option<String>,
+    /// `--user`: the user the command runs as, looked up before anything starts.
+    pub user: Option<RunAs>,
     /// Stop after this long (else at Ctrl-C, or when the targets exit).
     pub duration: Option<Duration>,
     /// Samples per second per thread on CPU.
@@ -138,7 +141,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
     let argv = o.command.as_deref().map(split_command).transpose()?;
     let (mut child, mut sampler) = match &argv {
         Some(argv) => {
-            let mut child = PausedChild::spawn(argv)?;
+            let mut child = PausedChild::spawn_with_env(argv, &[], o.user.as_ref())?;
             // Opened on the paused child; they start at its execve (enable_on_exec).
             let sampler = match Sampler::open(&[child.pid()], o.frequency, true) {
                 Ok(s) => s,

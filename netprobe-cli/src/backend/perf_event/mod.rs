@@ -274,8 +274,11 @@ impl Sampler {
 
 fn open_error(tid: u32, err: std::io::Error) -> Error {
     let fix = match err.raw_os_error() {
+        // perf_event_open(2): a thread of another user needs ptrace read access (CAP_SYS_PTRACE,
+        // which also lets netprobe read its maps to name the frames); CAP_PERFMON passes the
+        // perf_event_paranoid checks (Documentation/admin-guide/perf-security.rst).
         Some(libc::EACCES) | Some(libc::EPERM) => {
-            "run netprobe as root (or with CAP_PERFMON), or lower kernel.perf_event_paranoid"
+            "another user's thread needs CAP_SYS_PTRACE (to open it and name its frames), or CAP_PERFMON above kernel.perf_event_paranoid: run netprobe as root, or grant it CAP_SYS_PTRACE"
         }
         Some(libc::ENOENT) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
             "this kernel has no software perf events (CONFIG_PERF_EVENTS)"

@@ -5,6 +5,7 @@
 //! `/sys/kernel/debug/tracing` (debugfs automounts tracefs there).
 
 use crate::error::{is_root, Error, Result};
+use netprobe_core::capabilities::{CapSet, Capability};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
@@ -27,9 +28,14 @@ impl Tracefs {
         if let Some(t) = Self::find() {
             return t.check_uprobes();
         }
-        if !is_root() {
+        if let Some(dir) = Self::unsearchable() {
             return Err(Error::NotRoot {
-                what: "finding or mounting tracefs".into(),
+                what: format!("searching {dir}"),
+            });
+        }
+        if !is_root() && !CapSet::effective().has(Capability::SysAdmin) {
+            return Err(Error::TracefsMissing {
+                why: "mounting it needs CAP_SYS_ADMIN, which this process lacks".into(),
             });
         }
         let why = match mount("tracefs", CANDIDATES[0]) {
@@ -65,6 +71,14 @@ impl Tracefs {
     /// `true` when a mounted tracefs with `uprobe_events` is there now (nothing is mounted).
     pub fn uprobes_available() -> bool {
         Self::find().is_some_and(|t| t.path("uprobe_events").exists())
+    }
+
+    /// A candidate folder this process may not search (tracefs's root is mode 0700): tracefs may
+    /// well be mounted there, and mounting again would not help.
+    pub fn unsearchable() -> Option<&'static str> {
+        CANDIDATES.into_iter().find(|d| {
+            std::fs::read_dir(d).is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+        })
     }
 
     /// A tracefs at a given root, unchecked (tests use it on a fake tree).
