@@ -610,7 +610,8 @@ impl EntryNaming<'_, '_> {
 /// Every MethodDef of `asm` as `(token, name)`, named like [`methods`] names precompiled ones
 /// (`[instance ]RET [Assembly] Namespace.Type::Method(ARGS)`), whether or not the method has
 /// precompiled code: IL-only assemblies included. Rows whose signature does not decode are
-/// skipped (a listing for explanations, not for probes).
+/// skipped (a listing for explanations, not for probes), and so are the names past the image's
+/// name budget ([`crate::name_budget`]: a hostile file's methods may all name long strings).
 pub(crate) fn method_def_names(asm: &Assembly) -> Vec<(u32, String)> {
     let md = asm.metadata().with_validated_strings();
     let names = Names {
@@ -623,6 +624,7 @@ pub(crate) fn method_def_names(asm: &Assembly) -> Vec<(u32, String)> {
     let rows = md.rows(table::METHOD_DEF);
     let mut out = Vec::with_capacity(rows as usize);
     let mut owners = OwnerPrefix::new();
+    let mut budget = crate::name_budget::NameBudget::for_file(asm.bytes().len());
     for rid in 1..=rows {
         let Some(row) = md.method_def(rid) else {
             continue;
@@ -639,6 +641,9 @@ pub(crate) fn method_def_names(asm: &Assembly) -> Vec<(u32, String)> {
             )
             .is_ok()
         {
+            if !budget.take(name.len()) {
+                break;
+            }
             out.push((0x0600_0000 | rid, name));
         }
     }
