@@ -8,7 +8,9 @@
 //! of the file, so its names add up to less than the file, and .NET's composed names to a few
 //! times the metadata (CoreLib 8: ~5 MB of names from 12.8 MB). So the names of one image may add
 //! up to at most [`limit`]: four times the file plus 64 MiB; past it the image is refused
-//! ([`crate::Error::NamesTooLarge`]) before more is copied.
+//! ([`crate::Error::NamesTooLarge`]) before more is copied. The threads that name one .NET
+//! listing share one budget ([`SharedNameBudget`]), and no single composed name may pass
+//! [`MAX_NAME`].
 
 use crate::error::Error;
 use std::path::Path;
@@ -17,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The longest single name netprobe composes (a .NET method's `RET Owner::Name(ARGS)`): 1 MiB.
 /// A signature names each parameter's type, and a generic instantiation each argument's, so a
 /// few bytes of signature blob can name a long type many times over (ECMA-335 II.23.2); .NET
-/// 8 CoreLib's longest composed name is under 2 KiB. The writers stop appending past it and the
+/// 8 CoreLib's longest composed name is 515 bytes. The writers stop appending past it and the
 /// method is refused as malformed ([`too_long`]).
 pub const MAX_NAME: usize = 1 << 20;
 
