@@ -424,23 +424,110 @@ fn symbols_sharing_one_long_name() -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(err)?;
     let elf = dir.path().join("shared-names");
     std::fs::write(&elf, elf_with_shared_names(1 << 20, 1000)).map_err(err)?;
+    symbols_refused_within_bounds(&elf, &[], &["add up to more than"])
+}
+
+/// The NUL terminators of the strings in `bytes[range]` (but the first and last byte's)
+/// replaced by `A`: each string then runs on to the end of the range, so every name of a table
+/// that names strings there (by offset, as the `#Strings` heap and Go's `funcnametab` are named)
+/// becomes a suffix of one long string, as long as the range.
+fn join_strings(bytes: &mut [u8], range: std::ops::Range<usize>) {
+    let inner = range.start + 1..range.end - 1;
+    for b in &mut bytes[inner] {
+        if *b == 0 {
+            *b = b'A';
+        }
+    }
+}
+
+/// `netprobe symbols FILE [PATTERN]` under a 1 GiB address-space limit (`prlimit --as`):
+/// refused with one line that holds one of `needles` (exit 1), within 30 s.
+fn symbols_refused_within_bounds(
+    file: &Path,
+    pattern: &[&str],
+    needles: &[&str],
+) -> Result<(), String> {
     let start = Instant::now();
     let out = Command::new("prlimit")
         .arg(format!("--as={}", 1u64 << 30))
         .arg(NP)
-        .args(["symbols", &elf.display().to_string()])
+        .arg("symbols")
+        .arg(file)
+        .args(pattern)
         .stdout(Stdio::null())
         .output()
         .map_err(err)?;
-    refused(
-        &out,
-        &["names of", "add up to more than", "malformed or hostile"],
-    )?;
     let took = start.elapsed();
+    let stderr = text(&out.stderr);
+    if out.status.code() != Some(1) || stderr.lines().count() != 1 {
+        return Err(format!(
+            "expected exit 1 and one line after {took:?}: {:?} {stderr}",
+            out.status
+        ));
+    }
+    if !needles.iter().any(|n| stderr.contains(n)) {
+        return Err(format!("expected one of {needles:?} in: {stderr}"));
+    }
     if took > Duration::from_secs(30) {
         return Err(format!("took {took:?}"));
     }
     Ok(())
+}
+
+fn corelib() -> PathBuf {
+    fixtures::cache_dir()
+        .join("dotnet/8/shared/Microsoft.NETCore.App/8.0.4/System.Private.CoreLib.dll")
+}
+
+fn esbuild() -> PathBuf {
+    fixtures::cache_dir().join("go-binaries/esbuild-0.17.19")
+}
+
+/// `netprobe symbols` of .NET 8's CoreLib whose `#Strings` heap (ECMA-335 II.24.2.3) has its
+/// first `joined` bytes joined into one string: the type, method and namespace names there are
+/// suffixes of it, so each of its 36,000 ReadyToRun methods composes an owner, a name and
+/// parameter types of up to `joined` bytes each (GiB in all). Refused with one line holding
+/// one of `needles`, in bounded time and memory (before: the type-name cache grew until the allocation
+/// failed, SIGABRT at the 1 GiB limit).
+fn dotnet_methods_sharing_long_names(joined: usize, needles: &[&str]) -> Result<(), String> {
+    let mut bytes = std::fs::read(corelib()).map_err(err)?;
+    let range = {
+        let asm = netprobe_core::dotnet::Assembly::parse(corelib(), bytes.clone()).map_err(err)?;
+        let heap = asm
+            .metadata()
+            .strings_heap()
+            .ok_or("CoreLib has no #Strings heap")?;
+        let at = heap.as_ptr() as usize - asm.bytes().as_ptr() as usize;
+        at..at + heap.len().min(joined)
+    };
+    join_strings(&mut bytes, range);
+    let dir = tempfile::tempdir().map_err(err)?;
+    let dll = dir.path().join("System.Private.CoreLib.dll");
+    std::fs::write(&dll, bytes).map_err(err)?;
+    symbols_refused_within_bounds(&dll, &[], needles)
+}
+
+/// `netprobe symbols GO-BINARY '*packet*'` (the filtered listing) of esbuild whose
+/// `funcnametab` (`runtime/symtab.go` `pcHeader.funcnameOffset` up to `cuOffset`) is one
+/// 328 KiB string: all 6,840 functions match, each named by a suffix of it (1.1 GB in all).
+/// Refused within the name budget (before: SIGABRT at the 1 GiB limit after 39 s).
+fn go_filtered_listing_sharing_long_names() -> Result<(), String> {
+    let mut bytes = std::fs::read(esbuild()).map_err(err)?;
+    let table = {
+        let bin = netprobe_core::golang::GoBinary::parse(esbuild(), &bytes)
+            .map_err(err)?
+            .ok_or("esbuild is not a Go binary")?;
+        bin.pclntab_location().file_offset.0 as usize
+    };
+    // pcHeader: magic (4), pad (2), minLC, ptrSize, then words of 8 bytes: nfunc, nfiles,
+    // textStart, funcnameOffset, cuOffset, ... (Go 1.18 and later).
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+    let names = table + word(table + 32)..table + word(table + 40);
+    join_strings(&mut bytes, names);
+    let dir = tempfile::tempdir().map_err(err)?;
+    let bin = dir.path().join("esbuild");
+    std::fs::write(&bin, bytes).map_err(err)?;
+    symbols_refused_within_bounds(&bin, &["*packet*"], &["add up to more than"])
 }
 
 fn main() {
@@ -490,6 +577,34 @@ fn main() {
             "hostile_file_symbols_sharing_one_long_name_refused_within_bounds",
             &[Need::Program("prlimit")],
             symbols_sharing_one_long_name,
+        ),
+        // 192 KiB: names of up to 192 KiB, a few per method; their total passes the budget
+        // (4 x 12.8 MB + 64 MiB) after some hundreds of methods.
+        e2e::trial(
+            "hostile_file_dotnet_methods_sharing_long_names_refused_within_bounds",
+            &[Need::Program("prlimit"), Need::Path(corelib())],
+            || dotnet_methods_sharing_long_names(192 << 10, &["add up to more than"]),
+        ),
+        // The whole heap (464 KiB): a method's parameters name types of hundreds of KiB each,
+        // and its name alone passes the longest one composed (1 MiB), at CoreLib's third method.
+        e2e::trial(
+            "hostile_file_dotnet_method_name_past_the_longest_refused_within_bounds",
+            &[Need::Program("prlimit"), Need::Path(corelib())],
+            || {
+                dotnet_methods_sharing_long_names(
+                    usize::MAX,
+                    // The other naming thread may pass the budget first.
+                    &[
+                        "a method's name would be longer than",
+                        "add up to more than",
+                    ],
+                )
+            },
+        ),
+        e2e::trial(
+            "hostile_file_go_filtered_listing_sharing_long_names_refused_within_bounds",
+            &[Need::Program("prlimit"), Need::Path(esbuild())],
+            go_filtered_listing_sharing_long_names,
         ),
     ])
 }

@@ -293,7 +293,7 @@ fn elf_symbols_matching(
                 &pattern.go_name_may_match(),
                 &|name| pattern.matches_name(name, SymbolKind::GoFunction),
                 (!few_elf_symbols).then_some(&mut go_entries),
-            ),
+            )?,
             Some(bin),
         ),
         _ => (Vec::new(), None),

@@ -459,8 +459,11 @@ impl CodeFile {
     }
 
     /// Checks every probe of `requests` against this file; one result per request, in order.
+    /// Every probe is refused when the file shrank under its mapping while the gate read it
+    /// ([`FileBytes::check_unchanged`]): the bytes it decoded there were zeros, not the file's
+    /// (`00 00` decodes as an instruction, so zeros could pass the boundary check).
     pub fn check(&self, requests: &[ProbeRequest]) -> Vec<Result<Passed, Refusal>> {
-        self.image.with(|p| {
+        let results: Vec<_> = self.image.with(|p| {
             let tables = p
                 .safety
                 .get_or_init(&self.image, Part::SafetyTables, || Arc::new(self.tables(p)));
@@ -468,7 +471,20 @@ impl CodeFile {
                 Ok(t) => requests.iter().map(|r| self.check_one(t, r)).collect(),
                 Err(e) => requests.iter().map(|_| Err(e.clone())).collect(),
             }
-        })
+        });
+        match self.unchanged() {
+            Ok(()) => results,
+            Err(changed) => requests.iter().map(|_| Err(changed.clone())).collect(),
+        }
+    }
+
+    /// `Ok` unless the file shrank under its mapping since it was mapped: then the refusal
+    /// naming [`crate::Error::ChangedWhileRead`].
+    fn unchanged(&self) -> Result<(), Refusal> {
+        self.image
+            .bytes()
+            .check_unchanged(&self.path)
+            .map_err(|e| Refusal::Unreadable(e.to_string()))
     }
 
     /// The function of the file's tables that starts at `entry` (the same one [`CodeFile::check`]
@@ -500,6 +516,7 @@ impl CodeFile {
                 .bytes()
                 .get(unit.start.0 as usize..end as usize)
                 .map(<[u8]>::to_vec);
+            self.unchanged()?;
             Ok((unit, code))
         })
     }
@@ -1168,6 +1185,55 @@ mod tests {
             starts.push(code.len());
             (code, starts)
         })
+    }
+
+    /// A file shrunk under its mapping after its tables were read, while the gate decodes its
+    /// code: the pages past the new end read as zeros ([`crate::guarded_map`]), and zeros decode
+    /// (`00 00` is `add [rax], al`), so a probe at an even offset of a function would pass on
+    /// them. The gate looks at the mapping after decoding and refuses the probe, naming the
+    /// change.
+    #[test]
+    fn a_file_shrunk_while_the_gate_reads_it_refuses_the_probe() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("exe");
+        std::fs::copy(std::env::current_exe().unwrap(), &path).unwrap();
+        let bytes = FileBytes::open(&path).unwrap();
+        let view = ElfView::parse(&path, &bytes).unwrap();
+        let segments = LoadSegments::from_program_headers(&view.program_headers);
+        // A function past the first pages with an instruction boundary at an even offset.
+        let (entry, probe) = view
+            .functions(&path)
+            .unwrap()
+            .iter()
+            .filter(|f| f.size >= 64)
+            .find_map(|f| {
+                let at = segments.file_offset(f.vaddr).filter(|at| at.0 >= 1 << 16)?;
+                let code = bytes.get(at.0 as usize..(at.0 + f.size) as usize)?;
+                let t = (2..code.len())
+                    .step_by(2)
+                    .find(|&t| instruction_boundary(code, t) == Boundary::Reached)?;
+                Some((at, FileOffset(at.0 + t as u64)))
+            })
+            .expect("the test binary has such a function");
+        drop(view);
+        let request = ProbeRequest {
+            offset: probe,
+            planned_entry: Some(entry),
+            uretprobe: false,
+        };
+        let file = CodeFile::from_bytes(&path, bytes);
+        assert!(file.check(std::slice::from_ref(&request))[0].is_ok());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        let refused = file.check(&[request]).remove(0).unwrap_err().to_string();
+        assert!(
+            refused.contains("changed size while it was read") && !refused.contains('\n'),
+            "{refused}"
+        );
     }
 
     proptest! {

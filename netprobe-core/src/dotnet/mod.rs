@@ -260,12 +260,15 @@ impl Assembly {
     /// types many times; see [`metadata::TypeNames`]).
     pub fn type_names(&self) -> &metadata::TypeNames {
         self.type_names.get_or_init(|| {
-            metadata::TypeNames::of(&metadata::Names {
-                md: self.metadata().with_validated_strings(),
-                enclosing: &self.enclosing,
-                foreign: None,
-                type_names: None,
-            })
+            metadata::TypeNames::of(
+                &metadata::Names {
+                    md: self.metadata().with_validated_strings(),
+                    enclosing: &self.enclosing,
+                    foreign: None,
+                    type_names: None,
+                },
+                crate::name_budget::limit(self.data.len()),
+            )
         })
     }
 
@@ -422,8 +425,9 @@ impl Assembly {
                 path: self.path.clone(),
             });
         };
-        r2r::resolver::methods_where(self, r2r, foreign, keep, map)
-            .map_err(|e| Error::malformed(&self.path, e))
+        let budget = crate::name_budget::SharedNameBudget::for_file(self.data.len());
+        r2r::resolver::methods_where(self, r2r, foreign, keep, map, &budget)
+            .map_err(|e| self.listing_error(&budget, e))
     }
 
     /// [`Assembly::methods`], naming types of other modules of the version bubble through
@@ -437,7 +441,19 @@ impl Assembly {
                 path: self.path.clone(),
             });
         };
-        r2r::resolver::methods(self, r2r, foreign).map_err(|e| Error::malformed(&self.path, e))
+        let budget = crate::name_budget::SharedNameBudget::for_file(self.data.len());
+        r2r::resolver::methods(self, r2r, foreign, &budget)
+            .map_err(|e| self.listing_error(&budget, e))
+    }
+
+    /// The error of a listing that failed with `e`: [`Error::NamesTooLarge`] when its names
+    /// exceeded `budget` (naming stopped there), else `e` as [`Error::Malformed`].
+    fn listing_error(&self, budget: &crate::name_budget::SharedNameBudget, e: String) -> Error {
+        if budget.exceeded() {
+            budget.error(&self.path)
+        } else {
+            Error::malformed(&self.path, e)
+        }
     }
 }
 

@@ -335,17 +335,20 @@ impl GoBinary<'_> {
     /// the file name a Go function again; [`GoBinary::lists_entry`] tells it of one address
     /// without the set). `may_match` sees each name's bytes first: a name it refuses is never
     /// checked as UTF-8 nor shown to `keep` (it must accept every name `keep` could accept).
+    /// The names kept are bounded as [`SymbolSource::symbols`] bounds them: past the bound, the
+    /// answer is [`crate::Error::NamesTooLarge`].
     pub fn symbols_where(
         &self,
         may_match: &dyn Fn(&[u8]) -> bool,
         keep: &dyn Fn(&str) -> bool,
         mut entries: Option<&mut AddressSet>,
-    ) -> Vec<Symbol> {
+    ) -> Result<Vec<Symbol>> {
         let n = self.pclntab.len();
         if let Some(set) = entries.as_deref_mut() {
             set.reserve(n.min(1 << 20) as usize);
         }
         let mut kept = Vec::new();
+        let mut budget = crate::name_budget::NameBudget::for_file(self.bytes.len());
         for i in 0..n {
             // What `Pclntab::function` needs to decode: the name, the entry and the next one.
             let Some(raw) = self.pclntab.function_name_bytes(i) else {
@@ -358,10 +361,15 @@ impl GoBinary<'_> {
                 set.insert(entry.0);
             }
             if may_match(raw) && self.pclntab.function_name(i).is_some_and(|n| keep(&n)) {
-                kept.extend(self.pclntab.function(i).map(|f| self.symbol(&f)));
+                if let Some(f) = self.pclntab.function(i) {
+                    if !budget.take(f.name.len()) {
+                        return Err(budget.error(&self.path));
+                    }
+                    kept.push(self.symbol(&f));
+                }
             }
         }
-        kept
+        Ok(kept)
     }
 
     /// Whether a function [`SymbolSource::symbols`] lists starts at `vaddr` (what

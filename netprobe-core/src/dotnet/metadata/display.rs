@@ -9,6 +9,7 @@
 
 use super::parser::{Metadata, SigReader};
 use super::types::{table, MethodSig, TypeSig, TypeToken};
+use crate::name_budget::{too_long, MAX_NAME};
 use std::fmt::Write;
 
 /// Resolves the metadata of another module of a ReadyToRun version bubble, for tokens that carry
@@ -46,13 +47,18 @@ pub struct TypeNames {
 
 impl TypeNames {
     /// The names of every TypeDef row that `names` (without a `type_names` of its own) writes.
-    /// Names beyond 4 GiB of text are left out (then written from the metadata each time).
-    pub fn of(names: &Names<'_>) -> TypeNames {
+    /// Names beyond `cap` bytes of text (and beyond 4 GiB) are left out (then written from the
+    /// metadata each time, where the listing's name budget counts them): a hostile file's types
+    /// may all name one long string ([`crate::name_budget`]).
+    pub fn of(names: &Names<'_>, cap: u64) -> TypeNames {
         let rows = names.md.rows(table::TYPE_DEF);
         let mut text = String::new();
         let mut spans = Vec::with_capacity(2 * (rows as usize + 1));
         spans.extend([(0, 0), (0, 0)]);
         for rid in 1..=rows {
+            if text.len() as u64 > cap {
+                break;
+            }
             let start = text.len();
             names.write_type_def_name(rid, '/', &mut text);
             let slash = text.len();
@@ -141,6 +147,7 @@ impl<'a> Names<'a> {
 
     /// [`Names::type_def_name`], written from the metadata.
     fn write_type_def_name(&self, rid: u32, sep: char, out: &mut String) {
+        let start = out.len();
         let mut chain = [0u32; MAX_NESTING];
         let mut n = 0;
         let mut cur = rid;
@@ -150,6 +157,12 @@ impl<'a> Names<'a> {
             cur = self.enclosing.get(cur as usize).copied().unwrap_or(0);
         }
         for (i, &t) in chain[..n].iter().rev().enumerate() {
+            // Past the longest name, nothing more is written: whoever composes a name with it
+            // refuses that ([`name_too_long`]). Measured from where this name starts:
+            // [`TypeNames`] writes every type's name into one text.
+            if out.len() - start > MAX_NAME {
+                return;
+            }
             let (_, name, ns) = self.md.type_def(t).unwrap_or((0, "?", ""));
             if i == 0 {
                 if !ns.is_empty() {
@@ -165,6 +178,9 @@ impl<'a> Names<'a> {
 
     /// TypeRef `rid` in ILDASM style: `[Assembly]Namespace.Outer/Inner`.
     fn type_ref_name(&self, rid: u32, out: &mut String, depth: usize) {
+        if too_long(out) {
+            return;
+        }
         let Some(((scope_t, scope_rid), name, ns)) = self.md.type_ref(rid) else {
             out.push('?');
             return;
@@ -224,6 +240,9 @@ impl<'a> Names<'a> {
 
     /// `sig` in ILDASM style, as the runtime prints parameter and return types.
     pub fn ildasm(&self, sig: &TypeSig, out: &mut String) {
+        if too_long(out) {
+            return;
+        }
         if let Some(p) = sig.primitive_name() {
             out.push_str(p);
             return;
@@ -308,6 +327,9 @@ impl<'a> Names<'a> {
     /// `sig` in reflection (TypeString) style, as the runtime prints the type arguments of a
     /// method's owner: `System.Int32`, `Ns.Outer+Inner`, ``G`1[System.String]``, `T[]`, `T&`.
     pub fn reflection(&self, sig: &TypeSig, out: &mut String) {
+        if too_long(out) {
+            return;
+        }
         if let Some(p) = sig.reflection_primitive_name() {
             out.push_str(p);
             return;
@@ -444,6 +466,9 @@ impl<'a> Names<'a> {
         if depth > 64 {
             return Err("signature nested too deeply".into());
         }
+        if too_long(out) {
+            return Err(name_too_long());
+        }
         let d = depth + 1;
         let et = r.next_byte()?;
         let prim = match et {
@@ -569,6 +594,9 @@ impl<'a> Names<'a> {
     ) -> Result<(), String> {
         if depth > 64 {
             return Err("signature nested too deeply".into());
+        }
+        if too_long(out) {
+            return Err(name_too_long());
         }
         let d = depth + 1;
         let et = r.next_byte()?;
@@ -740,8 +768,18 @@ impl<'a> Names<'a> {
             self.ildasm_from_sig(r, out, depth + 1)?;
         }
         out.push(')');
+        if too_long(out) {
+            return Err(name_too_long());
+        }
         Ok(())
     }
+}
+
+/// The refusal of a composed name longer than [`MAX_NAME`].
+pub(crate) fn name_too_long() -> String {
+    format!(
+        "a method's name would be longer than {MAX_NAME} bytes (its signature names long types many times)"
+    )
 }
 
 /// ILDASM's array shape: `[...]` for rank 1 without bounds, else per dimension `lo...hi`,

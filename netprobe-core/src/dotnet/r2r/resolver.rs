@@ -21,6 +21,7 @@ use crate::dotnet::metadata::{
     TypeSig,
 };
 use crate::dotnet::{Assembly, R2rImage};
+use crate::name_budget::SharedNameBudget;
 use crate::parallel::jobs_in_order;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -309,8 +310,9 @@ pub(crate) fn methods<'a>(
     asm: &'a Assembly,
     r2r: &'a R2rImage,
     foreign: Option<&'a dyn ModuleResolver<'a>>,
+    budget: &SharedNameBudget,
 ) -> Result<Vec<R2rMethod>, String> {
-    methods_where(asm, r2r, foreign, None, &|m| m)
+    methods_where(asm, r2r, foreign, None, &|m| m, budget)
 }
 
 /// [`methods`], keeping only the methods whose own name (the `#Strings` entry of their
@@ -320,12 +322,19 @@ pub(crate) fn methods<'a>(
 /// row) are kept, so that they are named, or refused, exactly as by [`methods`].
 /// Each method is returned as `map` makes it (on the thread that named it: a listing's
 /// symbols are made where their names are, not from a second list of methods).
+///
+/// The names composed count against `budget` on every thread: a method's name repeats its
+/// owner's name and the names of its signature's types, which a hostile file may make long and
+/// share among thousands of methods ([`crate::name_budget`]). Past it the answer is `Err`
+/// ([`OVER_BUDGET`]) and `budget` says it is exceeded; a single name longer than
+/// [`crate::name_budget::MAX_NAME`] is refused as malformed.
 pub(crate) fn methods_where<'a, T: Send>(
     asm: &'a Assembly,
     r2r: &'a R2rImage,
     foreign: Option<&'a dyn ModuleResolver<'a>>,
     keep: Option<&dyn Fn(&str) -> bool>,
     map: &(dyn Fn(R2rMethod) -> T + Sync),
+    budget: &SharedNameBudget,
 ) -> Result<Vec<T>, String> {
     let data = asm.bytes();
     let pe = asm.pe();
@@ -419,6 +428,7 @@ pub(crate) fn methods_where<'a, T: Send>(
         names: &names,
         code: &code,
         assembly_name: md.assembly_name().unwrap_or("?"),
+        budget,
     };
     let Some(keep) = keep else {
         // A whole listing names every entry, in chunks on two threads; joined in order, they
@@ -476,7 +486,11 @@ struct EntryNaming<'n, 'a> {
     names: &'n Names<'a>,
     code: &'n CodeMap<'a>,
     assembly_name: &'a str,
+    budget: &'n SharedNameBudget,
 }
+
+/// The error of a listing whose names exceeded its budget (the caller asks the budget).
+pub(crate) const OVER_BUDGET: &str = "the names composed exceed the image's name budget";
 
 type Named<T> = Result<Vec<T>, String>;
 
@@ -496,6 +510,7 @@ impl EntryNaming<'_, '_> {
         let mut owners = OwnerPrefix::new();
         let mut scratch = String::new();
         let mut name_buf = String::with_capacity(256);
+        let mut budget = self.budget.share();
         for &(rid, rf, has_fixups) in entries {
             // The name alone first: most rows are not wanted when `keep` picks a few.
             if let (Some(k), Some(name)) = (keep, md.method_def_name(rid)) {
@@ -530,6 +545,9 @@ impl EntryNaming<'_, '_> {
                 )
                 .map_err(|e| format!("MethodDef {rid:#x} signature: {e}"))?;
             scratch = qualified;
+            if !budget.take(name_buf.len()) {
+                return Err(OVER_BUDGET.into());
+            }
             out.push(map(finish(
                 asm,
                 code,
@@ -540,6 +558,9 @@ impl EntryNaming<'_, '_> {
                 rf,
                 None,
             )?));
+        }
+        if !budget.finish() {
+            return Err(OVER_BUDGET.into());
         }
         Ok(out)
     }
@@ -557,6 +578,7 @@ impl EntryNaming<'_, '_> {
         let data = asm.bytes();
         let mut out = Vec::with_capacity(if keep.is_some() { 0 } else { entries.len() });
         let mut scratch = String::new();
+        let mut budget = self.budget.share();
         for &(pos, ref e) in entries {
             if let (Some(k), Some(raw)) = (keep, instance_method_name(names, e)) {
                 if !k(raw) {
@@ -564,6 +586,9 @@ impl EntryNaming<'_, '_> {
                 }
             }
             let (name, token) = instance_name(names, data, e, &mut scratch)?;
+            if !budget.take(name.len()) {
+                return Err(OVER_BUDGET.into());
+            }
             out.push(map(finish(
                 asm,
                 code,
@@ -575,6 +600,9 @@ impl EntryNaming<'_, '_> {
                 Some(pos),
             )?));
         }
+        if !budget.finish() {
+            return Err(OVER_BUDGET.into());
+        }
         Ok(out)
     }
 }
@@ -582,7 +610,8 @@ impl EntryNaming<'_, '_> {
 /// Every MethodDef of `asm` as `(token, name)`, named like [`methods`] names precompiled ones
 /// (`[instance ]RET [Assembly] Namespace.Type::Method(ARGS)`), whether or not the method has
 /// precompiled code: IL-only assemblies included. Rows whose signature does not decode are
-/// skipped (a listing for explanations, not for probes).
+/// skipped (a listing for explanations, not for probes), and so are the names past the image's
+/// name budget ([`crate::name_budget`]: a hostile file's methods may all name long strings).
 pub(crate) fn method_def_names(asm: &Assembly) -> Vec<(u32, String)> {
     let md = asm.metadata().with_validated_strings();
     let names = Names {
@@ -595,6 +624,7 @@ pub(crate) fn method_def_names(asm: &Assembly) -> Vec<(u32, String)> {
     let rows = md.rows(table::METHOD_DEF);
     let mut out = Vec::with_capacity(rows as usize);
     let mut owners = OwnerPrefix::new();
+    let mut budget = crate::name_budget::NameBudget::for_file(asm.bytes().len());
     for rid in 1..=rows {
         let Some(row) = md.method_def(rid) else {
             continue;
@@ -611,6 +641,9 @@ pub(crate) fn method_def_names(asm: &Assembly) -> Vec<(u32, String)> {
             )
             .is_ok()
         {
+            if !budget.take(name.len()) {
+                break;
+            }
             out.push((0x0600_0000 | rid, name));
         }
     }
