@@ -122,6 +122,41 @@ fn push_decimal(out: &mut String, v: u32) {
 /// Longest chain of enclosing types followed; a cycle in corrupt metadata stops here.
 const MAX_NESTING: usize = 64;
 
+/// How many TypeSpecs deep a name may expand: a TypeSpec's blob is a type signature that may name
+/// another TypeSpec by token (ECMA-335 II.23.2.8, `TypeDefOrRefOrSpecEncoded`), so a hostile one
+/// that names itself would expand until the stack overflows (each level adds only `class `, too
+/// little for the name cap to stop it in time). Compilers encode generic arguments inline in one
+/// blob, so real TypeSpecs name TypeSpecs rarely and never deeply.
+const MAX_TYPE_SPEC_DEPTH: usize = 16;
+
+thread_local! {
+    /// TypeSpecs being expanded on this thread ([`in_type_spec`]).
+    static TYPE_SPEC_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `expand` one TypeSpec deeper; `None` (nothing run) past [`MAX_TYPE_SPEC_DEPTH`].
+fn in_type_spec<R>(expand: impl FnOnce() -> R) -> Option<R> {
+    /// Gives the level back however `expand` ends.
+    struct Level;
+    impl Drop for Level {
+        fn drop(&mut self) {
+            TYPE_SPEC_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+        }
+    }
+    let entered = TYPE_SPEC_DEPTH.with(|d| {
+        let deeper = d.get() < MAX_TYPE_SPEC_DEPTH;
+        if deeper {
+            d.set(d.get() + 1);
+        }
+        deeper
+    });
+    if !entered {
+        return None;
+    }
+    let _level = Level;
+    Some(expand())
+}
+
 impl<'a> Names<'a> {
     /// Names in another module, when `module` is not 0 and a resolver knows it.
     pub fn in_module(&self, module: u32) -> Option<Names<'a>> {
@@ -231,7 +266,11 @@ impl<'a> Names<'a> {
                 let mut r = super::parser::SigReader::new(b);
                 r.type_sig(0)
             }) {
-                Some(Ok(sig)) => names.ildasm(&sig, out),
+                Some(Ok(sig)) => {
+                    if in_type_spec(|| names.ildasm(&sig, out)).is_none() {
+                        out.push('?');
+                    }
+                }
                 _ => out.push('?'),
             },
             _ => out.push('?'),
@@ -405,7 +444,11 @@ impl<'a> Names<'a> {
                 let mut r = super::parser::SigReader::new(b);
                 r.type_sig(0)
             }) {
-                Some(Ok(sig)) => names.reflection(&sig, out),
+                Some(Ok(sig)) => {
+                    if in_type_spec(|| names.reflection(&sig, out)).is_none() {
+                        out.push('?');
+                    }
+                }
                 _ => out.push('?'),
             },
             _ => out.push('?'),
@@ -845,6 +888,23 @@ mod tests {
         assert_eq!(shape(2, &[3, 4], &[]), "[3,4]");
         assert_eq!(shape(1, &[3], &[1]), "[1...3]");
         assert_eq!(shape(3, &[], &[0, 0, 0]), "[0...,0...,0...]");
+    }
+
+    /// A TypeSpec that names itself expands [`MAX_TYPE_SPEC_DEPTH`] levels and then stops (it
+    /// would recurse until the stack overflowed), and every level is given back.
+    #[test]
+    fn type_spec_expansion_stops_at_its_depth_and_gives_levels_back() {
+        fn expand(levels: &mut usize) {
+            *levels += 1;
+            let _ = in_type_spec(|| expand(levels));
+        }
+        let mut levels = 0;
+        assert!(in_type_spec(|| expand(&mut levels)).is_some());
+        assert_eq!(levels, MAX_TYPE_SPEC_DEPTH);
+        assert_eq!(TYPE_SPEC_DEPTH.with(|d| d.get()), 0);
+        // Given back on unwinding too.
+        let _ = std::panic::catch_unwind(|| in_type_spec(|| panic!("a parse failed")));
+        assert_eq!(TYPE_SPEC_DEPTH.with(|d| d.get()), 0);
     }
 
     #[test]
