@@ -220,6 +220,31 @@ impl Process {
         Ok(file)
     }
 
+    /// The folder `path` names as the process sees it, opened inside its root with the rules of
+    /// [`open_in_root`] (no symlink or `..` leaves the root). The descriptor keeps naming that
+    /// folder after the process exits (a `-c` command's perf map is read after it ended), and
+    /// files in it are opened with [`crate::regular_file::open_at`], which follows no symlink.
+    ///
+    /// [`open_in_root`]: Process::open_in_root
+    pub fn open_dir_in_root(&self, path: &Path) -> Result<std::os::fd::OwnedFd> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        let shown = self.root().join(path.strip_prefix("/").unwrap_or(path));
+        let root = rustix::fs::open(
+            self.root(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| self.classify(&self.root(), e.into()))?;
+        rustix::fs::openat2(
+            &root,
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| Error::io(&shown, e.into()))
+    }
+
     /// The bytes of the regular file `path` names as the process sees it ([`open_in_root`]),
     /// at most `cap` of them (read as `what`): a larger file is refused
     /// ([`crate::regular_file::read_open_capped`]) rather than read without bound.

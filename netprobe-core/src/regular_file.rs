@@ -56,6 +56,30 @@ pub fn check(file: &File, path: &Path) -> Result<Metadata> {
     })
 }
 
+/// Opens the file `name` in the open folder `dir` read-only, without blocking and without
+/// following a symlink at `name` (`O_NOFOLLOW`: a symlink the target put there is refused, not
+/// followed to a file outside), and checks it is a regular file ([`check`]); `shown` names it in
+/// errors. `name` must be one path component.
+pub fn open_at(dir: &std::os::fd::OwnedFd, name: &str, shown: &Path) -> Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    if name.contains('/') || name == ".." {
+        return Err(Error::io(
+            shown,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
+        ));
+    }
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io(shown, e.into()))?;
+    let file = File::from(fd);
+    check(&file, shown)?;
+    Ok(file)
+}
+
 /// Caps on the files netprobe reads whole, by kind. Each is far above what the runtime or a
 /// tool writes, and low enough that a hostile file costs at most that much memory.
 pub mod cap {

@@ -425,6 +425,24 @@ pub fn open_path(process: &Process, img: &MappedImage) -> Result<PathBuf> {
     })
 }
 
+/// A path to read (never to probe) the file `img` maps in `process` by, that still opens it after
+/// the process exits when one can be checked: the path of the maps line itself when the process
+/// shares netprobe's root and that path opens the maps line's device and inode (frames of a `-c`
+/// command are named after it ended); else [`open_path`]'s. Only frame names come of what is read
+/// here, so a swap between the check and the read misnames frames at worst, and every read is
+/// of a regular file with the guards of [`crate::bytes`].
+pub fn read_path(process: &Process, img: &MappedImage) -> Result<PathBuf> {
+    if !img.deleted && img.inode != 0 && process.shares_our_root() {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::metadata(&img.path) {
+            if (Device::from_st_dev(meta.dev()), meta.ino()) == (img.dev, img.inode) {
+                return Ok(img.path.clone());
+            }
+        }
+    }
+    open_path(process, img)
+}
+
 /// Right before a probe on `path` is written: `path` must still name the file this run read
 /// there ([`crate::cache::identity_read_at`]: same device, inode, size and modification time),
 /// since its offsets were computed from those bytes. A path never read (a raw offset placed

@@ -61,7 +61,7 @@ pub fn enable_perf_map_message(kind: PerfMapType) -> Vec<u8> {
 /// (`SO_PEERCRED`, unix(7)): anything else is refused, so netprobe never writes to another
 /// program's socket.
 pub fn connect_diagnostic_socket(pid: u32) -> Result<Option<(PathBuf, UnixStream)>> {
-    use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+    use rustix::fs::{AtFlags, FileType};
     use std::os::fd::AsRawFd;
     let process = Process::open(pid)?;
     let nspid = super::jit::namespace_pid(&process);
@@ -72,20 +72,7 @@ pub fn connect_diagnostic_socket(pid: u32) -> Result<Option<(PathBuf, UnixStream
     let shown = process
         .root()
         .join(tmpdir.strip_prefix("/").unwrap_or(&tmpdir));
-    let Ok(root) = rustix::fs::open(
-        process.root(),
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) else {
-        return Ok(None);
-    };
-    let Ok(dir) = rustix::fs::openat2(
-        &root,
-        &tmpdir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-    ) else {
+    let Ok(dir) = process.open_dir_in_root(&tmpdir) else {
         return Ok(None);
     };
     // The opened folder, named through our own descriptor table: nothing in this path can be

@@ -1,12 +1,15 @@
 //! Names of JIT-compiled code in one process: the runtime's `/tmp/perf-PID.map` and, when it
-//! is there, its jitdump `/tmp/jit-PID.dump` ([`crate::perfmap::jitdump`]), read through the
-//! process's root ([`Process::open_in_root`], so a process in a container is read in its own
-//! mount namespace, and a symlink it puts there cannot name a file of the host) under the pid the process has in its own pid namespace (`NSpid` in
-//! `/proc/PID/status`, `proc(5)`): that is the pid the runtime writes into the file name.
+//! is there, its jitdump `/tmp/jit-PID.dump` ([`crate::perfmap::jitdump`]), in the folder opened
+//! inside the process's root ([`Process::open_dir_in_root`]: a process in a container is read in
+//! its own mount namespace, and a symlink it puts there cannot name a file of the host; the folder
+//! stays open after the process exits, so a `-c` command's frames are named after it ended), under
+//! the pid the process has in its own pid namespace (`NSpid` in `/proc/PID/status`, `proc(5)`):
+//! that is the pid the runtime writes into the file name.
 
 use crate::perfmap::{complete_lines, jitdump::parse_jitdump, parse_map_line};
 use crate::process::Process;
 use crate::regular_file::cap;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 /// One named range of JIT code, in runtime addresses.
@@ -20,11 +23,14 @@ struct JitRange {
 /// The JIT code names of one process, re-read when its files grow.
 #[derive(Debug, Default)]
 pub struct JitNames {
-    /// The process whose root the two paths are resolved in (`None`: nothing to read).
+    /// The process whose root the folder is resolved in (`None`: nothing to read).
     process: Option<Process>,
-    /// Both as the process names them.
-    perf_map: PathBuf,
-    jitdump: PathBuf,
+    /// The folder of the two files as the process names it, and opened once it could be.
+    dir_path: PathBuf,
+    dir: Option<OwnedFd>,
+    /// The two files' names in that folder.
+    perf_map: String,
+    jitdump: String,
     /// Sizes of the two files when last read (`None`: absent).
     read_sizes: (Option<u64>, Option<u64>),
     ranges: Vec<JitRange>,
@@ -67,23 +73,30 @@ impl JitNames {
         .unwrap_or_else(|| PathBuf::from("/tmp"));
         JitNames {
             process: Some(process.clone()),
-            perf_map: dir.join(format!("perf-{nspid}.map")),
-            jitdump: dir.join(format!("jit-{nspid}.dump")),
+            dir: process.open_dir_in_root(&dir).ok(),
+            dir_path: dir,
+            perf_map: format!("perf-{nspid}.map"),
+            jitdump: format!("jit-{nspid}.dump"),
             ..JitNames::default()
         }
     }
 
-    /// The size of `path` in the process's root when it is a regular file there.
-    fn size(&self, path: &std::path::Path) -> Option<u64> {
-        let file = self.process.as_ref()?.open_in_root(path).ok()?;
-        Some(file.metadata().ok()?.len())
+    /// The file `name` of the folder, when it is a regular file there.
+    fn open(&self, name: &str) -> Option<std::fs::File> {
+        let dir = self.dir.as_ref()?;
+        crate::regular_file::open_at(dir, name, &self.dir_path.join(name)).ok()
     }
 
-    /// The bytes of `path` in the process's root, up to `cap` (past it the file is left unread
+    /// The size of the file `name` of the folder.
+    fn size(&self, name: &str) -> Option<u64> {
+        Some(self.open(name)?.metadata().ok()?.len())
+    }
+
+    /// The bytes of the file `name` of the folder, up to `cap` (past it the file is left unread
     /// and its frames stay unnamed, rather than read without bound).
-    fn read(&self, path: &std::path::Path, cap: u64, what: &'static str) -> Option<Vec<u8>> {
-        let process = self.process.as_ref()?;
-        process.read_in_root(path, cap, what).ok()
+    fn read(&self, name: &str, cap: u64, what: &'static str) -> Option<Vec<u8>> {
+        let file = self.open(name)?;
+        crate::regular_file::read_open_capped(file, &self.dir_path.join(name), cap, what).ok()
     }
 
     /// Whether the runtime writes a perf map or jitdump for this process (either file exists).
@@ -92,12 +105,19 @@ impl JitNames {
     }
 
     /// The perf map's path as the process names it.
-    pub fn perf_map_path(&self) -> &std::path::Path {
-        &self.perf_map
+    pub fn perf_map_path(&self) -> PathBuf {
+        self.dir_path.join(&self.perf_map)
     }
 
     /// Re-reads both files when either changed size since the last read; `true` when it did.
     pub fn refresh(&mut self) -> bool {
+        // A folder that did not exist yet when the process was first seen (the runtime creates
+        // a `PerfMapJitDumpPath` of its own) is looked for again while the process runs.
+        if self.dir.is_none() {
+            if let Some(p) = &self.process {
+                self.dir = p.open_dir_in_root(&self.dir_path).ok();
+            }
+        }
         let now = (self.size(&self.perf_map), self.size(&self.jitdump));
         if now == self.read_sizes {
             return false;

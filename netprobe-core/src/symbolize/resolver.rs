@@ -72,12 +72,12 @@ impl ProcessView {
         let mut maps = self.process.maps()?;
         maps.sort_by_key(|m| m.start);
         let images = MappedImage::group(&maps);
-        // Each file once: the path that opens what the process maps (a file that no longer
-        // opens as mapped is not read, and its frames stay unnamed).
+        // Each file once: a path that opens what the process maps (a file that no longer opens
+        // as mapped is not read, and its frames stay unnamed).
         let opened: Vec<Option<(PathBuf, Option<FileId>)>> = images
             .iter()
             .map(|img| {
-                let open = crate::resolve::open_path(&self.process, img).ok()?;
+                let open = crate::resolve::read_path(&self.process, img).ok()?;
                 let id = FileId::of(&open);
                 Some((open, id))
             })
