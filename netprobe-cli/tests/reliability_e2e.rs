@@ -955,8 +955,14 @@ fn user_trials() -> Vec<e2e::E2eTrial> {
 /// `netprobe count -p PID TRACEE:np_add` through `wrapper` on a root-owned `tracee stdin 5`,
 /// released once netprobe says its probes are placed; returns netprobe's output and the tracee's
 /// path. With `deleted`, the tracee's file is deleted once it runs (a package upgrade does that
-/// to a running program), so only `/proc/PID/map_files` still opens it.
-fn count_p_via(wrapper: &[String], tag: &str, deleted: bool) -> Result<(Output, String), String> {
+/// to a running program), so only `/proc/PID/map_files` still opens it. With `bare`, the spec is
+/// `np_add` alone, searched in every mapped file.
+fn count_p_via(
+    wrapper: &[String],
+    tag: &str,
+    deleted: bool,
+    bare: bool,
+) -> Result<(Output, String), String> {
     use std::io::BufRead;
     let (_dir, bin) = own_tracee(tag)?;
     let mut w = fixtures::live::Waiting::start(Command::new(&bin).args(["stdin", "5"]))?;
@@ -971,7 +977,12 @@ fn count_p_via(wrapper: &[String], tag: &str, deleted: bool) -> Result<(Output, 
     };
     let mut np = Command::new(&wrapper[0])
         .args(&wrapper[1..])
-        .args([NP, "count", "-p", &pid, &format!("{image}:np_add")])
+        .args([NP, "count", "-p", &pid])
+        .arg(if bare {
+            "np_add".to_string()
+        } else {
+            format!("{image}:np_add")
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1014,7 +1025,7 @@ fn capability_trials() -> Vec<e2e::E2eTrial> {
             needs,
             move || {
                 let all = ["dac_override", "sys_ptrace"];
-                let (out, bin) = count_p_via(&nobody_with(&all), "cap", false)?;
+                let (out, bin) = count_p_via(&nobody_with(&all), "cap", false, false)?;
                 if !out.status.success() || counted(&out, "np_add") != Some(5) {
                     return Err(format!(
                         "with {all:?}: {:?} {} {}",
@@ -1029,7 +1040,7 @@ fn capability_trials() -> Vec<e2e::E2eTrial> {
                     ("sys_ptrace", "CAP_SYS_PTRACE"),
                 ] {
                     let left: Vec<&str> = all.iter().copied().filter(|c| *c != dropped).collect();
-                    let (out, bin) = count_p_via(&nobody_with(&left), "cap", false)?;
+                    let (out, bin) = count_p_via(&nobody_with(&left), "cap", false, false)?;
                     refused(&out, 1, &[name]).map_err(|e| format!("without {name}: {e}"))?;
                     nothing_registered_for(&bin)?;
                 }
@@ -1043,7 +1054,7 @@ fn capability_trials() -> Vec<e2e::E2eTrial> {
                 // The file a process runs was deleted: the path through /proc/PID/root opens
                 // nothing, and map_files needs CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN).
                 let all = ["dac_override", "sys_ptrace", "checkpoint_restore"];
-                let (out, bin) = count_p_via(&nobody_with(&all), "cap", true)?;
+                let (out, bin) = count_p_via(&nobody_with(&all), "cap", true, false)?;
                 if !out.status.success() || counted(&out, "np_add") != Some(5) {
                     return Err(format!(
                         "with {all:?}: {:?} {} {}",
@@ -1053,9 +1064,15 @@ fn capability_trials() -> Vec<e2e::E2eTrial> {
                     ));
                 }
                 nothing_registered_for(&bin)?;
-                let (out, bin) = count_p_via(&nobody_with(&all[..2]), "cap", true)?;
+                let (out, bin) = count_p_via(&nobody_with(&all[..2]), "cap", true, false)?;
                 refused(&out, 1, &["CAP_CHECKPOINT_RESTORE"])
                     .map_err(|e| format!("without CAP_CHECKPOINT_RESTORE: {e}"))?;
+                nothing_registered_for(&bin)?;
+                // A bare name searches every mapped file: the one it could not open is named,
+                // not "no function matches".
+                let (out, bin) = count_p_via(&nobody_with(&all[..2]), "cap", true, true)?;
+                refused(&out, 1, &["CAP_CHECKPOINT_RESTORE"])
+                    .map_err(|e| format!("bare name without CAP_CHECKPOINT_RESTORE: {e}"))?;
                 nothing_registered_for(&bin)
             },
         ),

@@ -192,6 +192,8 @@ pub fn resolve_in_maps(
     let mut searched: Vec<PathBuf> = Vec::new();
     // Files of which only the matching symbols were loaded (their `seen` share comes later).
     let mut unlisted: Vec<PathBuf> = Vec::new();
+    // Why the first mapped file that could not be opened as mapped was skipped.
+    let mut unopened: Option<Error> = None;
     for (img, entry) in candidates {
         if img.exec_mappings().next().is_none() {
             return Err(Error::NoExecutableMapping {
@@ -201,8 +203,12 @@ pub fn resolve_in_maps(
         }
         let open_path = match open(img) {
             Ok(p) => p,
-            // Searching every mapped file: one that cannot be opened as mapped is skipped.
-            Err(_) if !explicit => continue,
+            // Searching every mapped file: one that cannot be opened as mapped is skipped, and
+            // named if nothing matches elsewhere (the function may well be in it).
+            Err(e) if !explicit => {
+                unopened.get_or_insert(e);
+                continue;
+            }
             Err(e) => return Err(e),
         };
         let loaded = match &entry {
@@ -258,6 +264,10 @@ pub fn resolve_in_maps(
     }
     if targets.is_empty() {
         if let Some(e) = offsetless.and_then(|(s, path)| no_file_offset(s, &path)) {
+            return Err(e);
+        }
+        // Not "no match" when a mapped file could not be searched: why it could not.
+        if let Some(e) = unopened {
             return Err(e);
         }
         let where_ = image.map_or_else(|| format!("process {pid}"), str::to_string);
