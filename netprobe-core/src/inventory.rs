@@ -161,7 +161,7 @@ fn entry_with(
     // writes them only with CAP_DAC_OVERRIDE (capabilities(7)).
     if host.euid != 0 && !host.caps.has(Capability::DacOverride) {
         reasons.push(
-            "missing CAP_DAC_OVERRIDE (tracefs's uprobe_events is root's, mode 0640)".to_string(),
+            "missing CAP_DAC_OVERRIDE (tracefs's probe files are root's, mode 0640)".to_string(),
         );
     }
     if !host.tracefs {
