@@ -5,7 +5,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use netprobe_cli::backend::tracefs::probe::{
-    parse_error_log, parse_listing, EventName, GroupName, ProbePath,
+    kernel_isspace, parse_error_log, parse_listing, EventName, GroupName, ProbePath,
 };
 use netprobe_cli::cleanup::session_owner;
 use std::path::Path;
@@ -23,10 +23,10 @@ fuzz_target!(|data: &[u8]| {
         let _ = session_owner(word);
     }
     if let Ok(path) = ProbePath::new(Path::new(&*text)) {
-        // What goes into `PATH:OFFSET` never splits the line.
-        assert!(!path
-            .as_str()
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control()));
+        // What goes into `PATH:OFFSET` never splits the line: no byte the kernel splits words on
+        // (its `isspace()`, lib/ctype.c: a Unicode space such as U+3000 is none of those bytes,
+        // and passes), no control character.
+        assert!(!path.as_str().bytes().any(kernel_isspace));
+        assert!(!path.as_str().chars().any(char::is_control));
     }
 });

@@ -150,7 +150,7 @@ impl fmt::Display for EventName {
 /// 0x09..=0x0D and 0x20 as space, and 0xA0 too (Latin-1 no-break space): so a UTF-8 path holding
 /// `à` (0xC3 0xA0) or `Р` (0xD0 0xA0) would be cut in two although no character of it is
 /// whitespace.
-pub(super) fn kernel_isspace(b: u8) -> bool {
+pub fn kernel_isspace(b: u8) -> bool {
     matches!(b, 0x09..=0x0d | 0x20 | 0xa0)
 }
 
