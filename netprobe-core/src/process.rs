@@ -189,21 +189,6 @@ impl Process {
         }
     }
 
-    /// The process's root directory (`/proc/PID/root`, a link the kernel resolves to it), opened
-    /// as a path-only descriptor for [`open_in_root`] and [`open_dir_in_root`] to resolve in.
-    ///
-    /// [`open_in_root`]: Process::open_in_root
-    /// [`open_dir_in_root`]: Process::open_dir_in_root
-    fn root_dir(&self) -> Result<std::os::fd::OwnedFd> {
-        use rustix::fs::{Mode, OFlags};
-        rustix::fs::open(
-            self.root(),
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| self.classify(&self.root(), e.into()))
-    }
-
     /// Opens, read-only, the regular file `path` names as the process sees it: resolved inside
     /// the process's root directory (`openat2(2)` with `RESOLVE_IN_ROOT` on `/proc/PID/root`), so
     /// an absolute symlink or `..` in the process's files stays inside its root instead of
@@ -216,7 +201,12 @@ impl Process {
     pub fn open_in_root(&self, path: &Path) -> Result<std::fs::File> {
         use rustix::fs::{Mode, OFlags, ResolveFlags};
         let shown = self.root().join(path.strip_prefix("/").unwrap_or(path));
-        let root = self.root_dir()?;
+        let root = rustix::fs::open(
+            self.root(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| self.classify(&self.root(), e.into()))?;
         let fd = rustix::fs::openat2(
             &root,
             path,
@@ -239,7 +229,12 @@ impl Process {
     pub fn open_dir_in_root(&self, path: &Path) -> Result<std::os::fd::OwnedFd> {
         use rustix::fs::{Mode, OFlags, ResolveFlags};
         let shown = self.root().join(path.strip_prefix("/").unwrap_or(path));
-        let root = self.root_dir()?;
+        let root = rustix::fs::open(
+            self.root(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| self.classify(&self.root(), e.into()))?;
         rustix::fs::openat2(
             &root,
             path,
