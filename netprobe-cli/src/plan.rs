@@ -552,6 +552,10 @@ pub struct Hit {
     pub ts_ns: u64,
     /// The thread that hit the probe (`common_pid` is the kernel's task pid, i.e. the tid).
     pub tid: u32,
+    /// Its process, in netprobe's pid namespace, when the backend records it (the per-task
+    /// backend: perf's `PERF_SAMPLE_TID`); `None` where sinks look it up
+    /// (`crate::sinks::TaskInfo::process_of`).
+    pub pid: Option<u32>,
     /// Index into [`ProbePlan::probes`].
     pub probe: usize,
     pub function: FunctionId,

@@ -191,6 +191,10 @@ pub fn run(
         }
         if let Some(t) = next_tick {
             if Instant::now() >= t {
+                // Calls counted in the kernel are read once per interval.
+                session.read_counts(&mut |plan, probe, calls| {
+                    let _ = sink.counted(plan, probe, calls);
+                })?;
                 let lost = session.lost();
                 match sink.tick(session.plan(), lost) {
                     Flow::Continue => {}

@@ -167,6 +167,7 @@ fn sample() -> (ProbePlan, Vec<Hit>) {
         hits.push(Hit {
             ts_ns: t0,
             tid: 4242,
+            pid: None,
             probe: 0,
             function: plan.functions[0].id,
             role: Role::Entry,
@@ -201,6 +202,7 @@ fn sample() -> (ProbePlan, Vec<Hit>) {
         hits.push(Hit {
             ts_ns: t0 + 512 * i,
             tid: 4242,
+            pid: None,
             probe: 1,
             function: plan.functions[0].id,
             role: Role::Return,

@@ -41,7 +41,8 @@ fn text(b: &[u8]) -> String {
 
 /// The kernel's counters of one netprobe session while it runs: hits of its probes on `file`
 /// (`uprobe_profile`, counted before any filter) and events its instance's buffers took
-/// (`entries` + `read events` of every `per_cpu/cpuN/stats`).
+/// (`entries` + `read events` of every `per_cpu/cpuN/stats`; a host-wide session's: one scoped
+/// to processes records through perf events and has no instance, `buffered` stays 0).
 #[derive(Debug, Default, PartialEq, Eq)]
 struct KernelCounts {
     probe_hits: u64,
@@ -57,9 +58,12 @@ fn kernel_counts(np_pid: u32, target: u32, file: &Path) -> Result<KernelCounts, 
         .to_string();
     let inst = PathBuf::from(format!("{TRACEFS}/instances/netprobe_{ino}_{np_pid}"));
     let mut c = KernelCounts::default();
-    for e in
-        std::fs::read_dir(inst.join("per_cpu")).map_err(|e| format!("{}: {e}", inst.display()))?
-    {
+    let cpus = match std::fs::read_dir(inst.join("per_cpu")) {
+        Ok(d) => d.collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(format!("{}: {e}", inst.display())),
+    };
+    for e in cpus {
         let stats = std::fs::read_to_string(e.map_err(err)?.path().join("stats")).map_err(err)?;
         for line in stats.lines() {
             if let Some((k, v)) = line.split_once(':') {
@@ -84,9 +88,20 @@ fn kernel_counts(np_pid: u32, target: u32, file: &Path) -> Result<KernelCounts, 
     Ok(c)
 }
 
-/// Runs `netprobe ARGS -p PID` around one run of `filtered stdin N`; returns netprobe's stdout,
-/// its stderr, and the kernel's counters read after the calls, while the session still runs.
-fn around_filtered(args: &[&str]) -> Result<(String, String, KernelCounts, Vec<u32>), String> {
+type Around = (String, String, KernelCounts, Vec<u32>);
+
+/// Runs a host-wide `netprobe ARGS` around one run of `filtered stdin N` (its fixture file is
+/// run by nothing else, so the hits are the target's), stopped with SIGINT once the target
+/// exits; returns netprobe's stdout, its stderr, and the kernel's counters read after the calls,
+/// while the session still runs: its tracefs instance shows what the kernel's filter let into
+/// the buffers.
+fn around_filtered(args: &[&str]) -> Result<Around, String> {
+    around_filtered_in(args, false)
+}
+
+/// [`around_filtered`] with `-p PID` (`scoped`): the per-task backend, whose filters are set on
+/// the perf events; netprobe ends when the target does.
+fn around_filtered_in(args: &[&str], scoped: bool) -> Result<Around, String> {
     // `uprobe_profile` names file and event, not the session: one session on the fixture at a
     // time.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -111,7 +126,10 @@ fn around_filtered(args: &[&str]) -> Result<(String, String, KernelCounts, Vec<u
             *a = a.replace(tag, &id.to_string());
         }
     }
-    full.extend(["-p".into(), pid, "--duration".into(), "60s".into()]);
+    if scoped {
+        full.extend(["-p".into(), pid]);
+    }
+    full.extend(["--duration".into(), "60s".into()]);
     let (child, stderr) =
         fixtures::live::spawn_until_live(Command::new(NP).args(&full), Duration::from_secs(60))?;
     let np_pid = child.id();
@@ -120,8 +138,12 @@ fn around_filtered(args: &[&str]) -> Result<(String, String, KernelCounts, Vec<u
         return Err(format!("target: {done}"));
     }
     let counts = kernel_counts(np_pid, target.pid(), &bin);
-    // At EOF the target exits, and so does netprobe.
+    // At EOF the target exits, and so does a session scoped to it; a host-wide one is stopped.
     target.finish();
+    if !scoped {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(np_pid as libc::pid_t, libc::SIGINT) };
+    }
     let out = child.wait_with_output().map_err(err)?;
     let stderr = stderr.join().unwrap_or_default();
     if let Some(l) = fixtures::live::leftovers(TRACEFS, np_pid) {
@@ -240,6 +262,53 @@ fn string_equality_and_glob_on_a_c_string() -> R {
     let want = (0..N).filter(|i| NAMES[i % 4].ends_with('a')).count() as u64;
     if count_of(&out, "np_name") != Some(want) {
         return Err(format!("suffix glob: expected {want}: {out}"));
+    }
+    Ok(())
+}
+
+/// The same filters on a session scoped to the process (`-p`: perf events on its threads, each
+/// with the event's filter): the counts are exact, and the kernel saw every call.
+fn filters_apply_to_a_session_scoped_to_the_process() -> R {
+    let (out, stderr, counts, _) = around_filtered_in(
+        &[
+            "count",
+            "--json",
+            "BIN:np_value s32",
+            "--filter",
+            "arg0 > 5",
+        ],
+        true,
+    )?;
+    let want = (0..N).filter(|i| i % 10 > 5).count() as u64;
+    if count_of(&out, "np_value") != Some(want) || counts.probe_hits != N as u64 {
+        return Err(format!(
+            "-p --filter: expected {want} of {N}: {out} {counts:?} {stderr}"
+        ));
+    }
+    let (out, stderr, _, _) = around_filtered_in(
+        &["count", "--json", "BIN:np_work s32", "--tid", "TID_B"],
+        true,
+    )?;
+    if count_of(&out, "np_work") != Some(13) {
+        return Err(format!("-p --tid: {out} {stderr}"));
+    }
+    let (out, stderr, _, _) = around_filtered_in(
+        &[
+            "trace",
+            "--json",
+            "BIN:np_name name=string",
+            "--filter",
+            "name == \"tmp-alpha\"",
+        ],
+        true,
+    )?;
+    let hits = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+        .filter(|j| j["function"] == "np_name" && j["args"]["name"] == "tmp-alpha")
+        .count();
+    if hits != N / 4 {
+        return Err(format!("-p string filter: {hits} hits: {out} {stderr}"));
     }
     Ok(())
 }
@@ -540,6 +609,11 @@ fn main() {
             "shared_events_filter_every_probe",
             &c,
             shared_events_filter_every_probe,
+        ),
+        e2e::trial(
+            "filters_apply_to_a_session_scoped_to_the_process",
+            &c,
+            filters_apply_to_a_session_scoped_to_the_process,
         ),
         e2e::trial("go_arguments_by_name", &go, go_arguments_by_name),
         e2e::trial(

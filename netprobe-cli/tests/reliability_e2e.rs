@@ -963,6 +963,17 @@ fn count_p_via(
     deleted: bool,
     bare: bool,
 ) -> Result<(Output, String), String> {
+    command_p_via("count", wrapper, tag, deleted, bare)
+}
+
+/// [`count_p_via`] with another live command (`trace`, `latency`).
+fn command_p_via(
+    command: &str,
+    wrapper: &[String],
+    tag: &str,
+    deleted: bool,
+    bare: bool,
+) -> Result<(Output, String), String> {
     use std::io::BufRead;
     let (_dir, bin) = own_tracee(tag)?;
     let mut w = fixtures::live::Waiting::start(Command::new(&bin).args(["stdin", "5"]))?;
@@ -977,7 +988,7 @@ fn count_p_via(
     };
     let mut np = Command::new(&wrapper[0])
         .args(&wrapper[1..])
-        .args([NP, "count", "-p", &pid])
+        .args([NP, command, "-p", &pid])
         .arg(if bare {
             "np_add".to_string()
         } else {
@@ -1045,6 +1056,30 @@ fn capability_trials() -> Vec<e2e::E2eTrial> {
                     nothing_registered_for(&bin)?;
                 }
                 Ok(())
+            },
+        ),
+        e2e::trial(
+            "privilege_trace_p_records_with_the_same_capabilities",
+            needs,
+            move || {
+                // `count` counts in the kernel; `trace` reads a record per hit from perf
+                // buffers, which a uid without CAP_IPC_LOCK gets smaller (said on stderr):
+                // the same two capabilities do.
+                let all = ["dac_override", "sys_ptrace"];
+                let (out, bin) = command_p_via("trace", &nobody_with(&all), "cap", false, false)?;
+                let lines = text(&out.stdout)
+                    .lines()
+                    .filter(|l| l.contains("np_add"))
+                    .count();
+                if !out.status.success() || lines != 5 {
+                    return Err(format!(
+                        "with {all:?}: {:?} {lines} lines: {} {}",
+                        out.status,
+                        text(&out.stdout),
+                        text(&out.stderr)
+                    ));
+                }
+                nothing_registered_for(&bin)
             },
         ),
         e2e::trial(

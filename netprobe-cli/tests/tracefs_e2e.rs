@@ -701,7 +701,8 @@ fn main() {
                     &format!("{bin}:np_add s32"),
                 ]);
                 let pid = np.id();
-                if our_leftovers(pid) != (true, true) {
+                // Scoped to a process: probe definitions opened as perf events, no instance.
+                if our_leftovers(pid) != (true, false) {
                     return Err(format!("session of {pid} not visible while running"));
                 }
                 signal(pid, sig);
@@ -722,12 +723,13 @@ fn main() {
                 // netprobe removes its instance first on exit (that disables its events with one
                 // grace period); when someone else holds a file of the instance, it disables and
                 // removes the probes anyway, says why the instance stays, and `clean` removes
-                // the instance once the file is closed.
+                // the instance once the file is closed. A host-wide session has an instance;
+                // `--tid` keeps the calls of this test's target alone.
                 let _g = shared();
                 let mut w = Waiting::start(3);
                 let (np, errs) = start_netprobe(&[
                     "count",
-                    "-p",
+                    "--tid",
                     &w.pid().to_string(),
                     &format!("{}:np_add", t()),
                 ]);
@@ -796,7 +798,8 @@ fn main() {
                     &format!("{}:np_tick", bin.display()),
                 ]);
                 let pid = np.id();
-                if our_leftovers(pid) != (true, true) {
+                // A `-c` session: definitions opened as perf events, no instance.
+                if our_leftovers(pid) != (true, false) {
                     return Err("session not placed".into());
                 }
                 signal(pid, libc::SIGKILL);
@@ -827,6 +830,70 @@ fn main() {
                         left.1,
                         String::from_utf8_lossy(&out.stderr)
                     ));
+                }
+                Ok(())
+            },
+        ),
+        e2e::trial(
+            "scoped_session_sigkill_leaves_no_breakpoint_and_its_watchdog_the_rest",
+            NEEDS,
+            move || {
+                // A session scoped to a process holds its probes as perf events: SIGKILL closes
+                // them, and the kernel takes the breakpoints out of the target at once, even
+                // when the watchdog is killed too (the disabled definitions then wait for
+                // `clean`, and trap nothing: the kernel's hit counter of the target's file does
+                // not move). With the watchdog alive, nothing is left without `clean`.
+                let _g = START_LOCK.write().unwrap_or_else(|e| e.into_inner());
+                let bin = t();
+                for command in ["count", "trace"] {
+                    let mut w = Waiting::start(3);
+                    let target = w.pid();
+                    let (np, _e) = start_netprobe(&[
+                        command,
+                        "-p",
+                        &target.to_string(),
+                        &format!("{bin}:np_add"),
+                    ]);
+                    let pid = np.id();
+                    kill_watchdog(pid)?;
+                    signal(pid, libc::SIGKILL);
+                    let _ = np.wait_with_output();
+                    if !our_leftovers(pid).0 {
+                        return Err(format!("{command}: no definition left to look at"));
+                    }
+                    w.go();
+                    w.finish();
+                    let profile = std::fs::read_to_string(format!("{TRACEFS}/uprobe_profile"))
+                        .map_err(err)?;
+                    let mapped = format!("/proc/{target}/map_files/");
+                    let hits: u64 = profile
+                        .lines()
+                        .filter(|l| l.trim_start().starts_with(&mapped))
+                        .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok())
+                        .sum();
+                    if hits != 0 {
+                        return Err(format!(
+                            "{command}: {hits} hit(s) after SIGKILL: a breakpoint outlived the session"
+                        ));
+                    }
+                    let out = Command::new(NP).arg("clean").output().map_err(err)?;
+                    if !out.status.success() {
+                        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+                    }
+                    wait_gone(pid, Duration::from_secs(5))?;
+
+                    let w = Waiting::start(1);
+                    let (np, _e) = start_netprobe(&[
+                        command,
+                        "-p",
+                        &w.pid().to_string(),
+                        &format!("{bin}:np_add"),
+                    ]);
+                    let pid = np.id();
+                    signal(pid, libc::SIGKILL);
+                    let _ = np.wait_with_output();
+                    wait_gone(pid, Duration::from_secs(6))?;
+                    w.finish();
                 }
                 Ok(())
             },

@@ -14,6 +14,7 @@
 //! implements [`Backend`]; it refuses what it cannot place (a user's raw tracefs fetch-arg text,
 //! [`crate::plan::FetchValue::Backend`], is tracefs's own).
 
+pub mod per_task;
 pub mod perf_event;
 pub mod tracefs;
 
@@ -76,6 +77,21 @@ pub trait Backend {
     /// left). On `Err`, everything that could be removed is, and the error names the first
     /// failure (what is left is what `netprobe clean` and the watchdog remove).
     fn detach(&mut self) -> Result<()>;
+
+    /// Hands `sink` the calls each probe made since the last call, for a backend that counts
+    /// in the kernel instead of recording hits (`sink(plan, probe, calls)`); nothing otherwise.
+    fn read_counts(&mut self, _sink: &mut dyn FnMut(&ProbePlan, usize, u64)) -> Result<()> {
+        Ok(())
+    }
+
+    /// The kernel probe definitions in effect (a shared kernel event counts each of its probes).
+    fn placed(&self) -> usize;
+
+    /// Inside a pid namespace, the kernel's ids of the target threads that hits carry, mapped to
+    /// ours; `None` where hits carry ids of netprobe's own namespace.
+    fn pid_map(&self) -> Option<&crate::pidns::PidMap> {
+        None
+    }
 }
 
 /// CLOCK_MONOTONIC now, in nanoseconds: the clock every backend stamps hits with (tracefs: the

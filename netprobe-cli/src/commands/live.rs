@@ -2,6 +2,7 @@
 //! (persistent probes), `clean`.
 
 use crate::backend::monotonic_ns;
+use crate::backend::per_task::{self, PerTaskSession, TaskOptions};
 use crate::backend::tracefs::events::{probe_defs, removal_lines};
 use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::backend::tracefs::session::{PreparingInstance, Session, SessionOptions};
@@ -11,7 +12,7 @@ use crate::cleanup;
 use crate::dryrun;
 use crate::error::{Error, Result};
 use crate::filter::Expr;
-use crate::gate::{self, GateOptions};
+use crate::gate::{self, CheckedPlan, GateOptions};
 use crate::lang::{build_plan, dotnet, resolve_specs, PlanOptions};
 use crate::launch::{split_command, PausedChild};
 use crate::mode::Mode;
@@ -365,7 +366,10 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     // The kernel's share of starting a session (the instance, its clock and buffers: 30-60 ms of
     // waits here, BENCHMARKS.md "Sixth pass") runs while the names resolve; if resolving fails,
     // what it made is removed before the error is shown.
-    let early = (!o.dry_run).then(|| EarlySession::begin(&opts)).flatten();
+    let host_wide = matches!(targeting, Targeting::SystemWide);
+    let early = (!o.dry_run)
+        .then(|| EarlySession::begin(&opts, host_wide))
+        .flatten();
     let (plan, report, guard) = checked_plan(
         mode,
         o,
@@ -383,7 +387,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     // Dropped on an error below, `preparing` (declared last) removes its instance before the
     // watchdog is let go.
     let (tracefs, watchdog, preparing) = match early.and_then(EarlySession::into_parts) {
-        Some((tracefs, watchdog, preparing)) => (tracefs, watchdog, Some(preparing)),
+        Some((tracefs, watchdog, preparing)) => (tracefs, watchdog, preparing),
         None => {
             let tracefs = Tracefs::open()?;
             let watchdog = Watchdog::arm(&tracefs, &name)?;
@@ -419,16 +423,14 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             plan.probes.len()
         ));
     }
-    let mut session = match preparing {
-        Some(preparing) => Session::start_prepared(&tracefs, &opts, plan, preparing)?,
-        None => Session::start(&tracefs, &opts, plan)?,
-    };
+    let in_kernel = counts_in_kernel(mode, o, &filter, listener.is_some(), &plan);
+    let mut session = start_session(&tracefs, &opts, plan, preparing, child.is_some(), in_kernel)?;
     // `--metrics`: the exported series, served from now on.
     let exported = match listener {
         Some((l, web)) => {
             let metrics = sinks::metrics::Metrics::new(
                 session.plan(),
-                session.probes().len(),
+                session.placed(),
                 o.metrics_max_series,
             );
             let scheme = if web.tls.is_some() { "https" } else { "http" };
@@ -446,7 +448,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     let mut guard = guard;
     let mut lost_total = crate::backend::Lost::default();
     let reason = loop {
-        say_attached(&session, &pids);
+        say_attached(session.as_ref(), &pids);
         if let Some(c) = child.as_mut() {
             c.release()?;
         }
@@ -466,7 +468,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             guard: &guard,
             start_ns,
         };
-        let (reason, lost) = run_generation(mode, o, &mut session, &mut run_ctx, &generation)?;
+        let (reason, lost) = run_generation(mode, o, session.as_mut(), &mut run_ctx, &generation)?;
         lost_total.counted = lost_total.counted.saturating_add(lost.counted);
         lost_total.unknown_amount |= lost.unknown_amount;
         let Some(info) = followed.as_ref().filter(|_| {
@@ -479,7 +481,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         };
         // The container's processes are gone (or run another program): their probes go now,
         // and the session waits for the container's new processes, still serving what it counted.
-        session.close()?;
+        session.detach()?;
         if let Some((m, _)) = &exported {
             m.detached();
         }
@@ -506,7 +508,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                     join_pids(&pids)
                 ));
                 if let Some((m, _)) = &exported {
-                    m.rebind(session.plan(), session.probes().len());
+                    m.rebind(session.plan(), session.placed());
                 }
                 followed = Some(i);
             }
@@ -526,9 +528,68 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         c.terminate();
     }
     // Results are out; now the slow part (disabling each uprobe event), then the watchdog.
-    session.close()?;
+    session.detach()?;
     watchdog.disarm();
     finish(reason, started, lost_total)
+}
+
+/// Places `plan` and starts recording: on the target tasks alone when `opts` names processes
+/// ([`PerTaskSession`]: no other process that maps the probed files traps), host-wide through a
+/// tracefs instance otherwise (made by `preparing` when it was begun early). `held_command`: the
+/// target is a `-c` command held before its execve, recorded from its exec on. `in_kernel`:
+/// count in the kernel ([`counts_in_kernel`]).
+fn start_session(
+    tracefs: &Tracefs,
+    opts: &SessionOptions,
+    plan: CheckedPlan,
+    preparing: Option<PreparingInstance>,
+    held_command: bool,
+    in_kernel: bool,
+) -> Result<Box<dyn Backend>> {
+    match &opts.pids {
+        Some(pids) => {
+            drop(preparing);
+            let mut s = PerTaskSession::new(
+                tracefs,
+                TaskOptions {
+                    name: opts.name.clone(),
+                    pids: pids.clone(),
+                    buffer_kb: opts.buffer_kb,
+                    buffer_percent: opts.buffer_percent,
+                    enable_on_exec: held_command,
+                    count_in_kernel: in_kernel,
+                },
+            );
+            s.attach(plan)?;
+            Ok(Box::new(s))
+        }
+        None => Ok(Box::new(match preparing {
+            Some(preparing) => Session::start_prepared(tracefs, opts, plan, preparing)?,
+            None => Session::start(tracefs, opts, plan)?,
+        })),
+    }
+}
+
+/// Whether a session counts its probes' calls in the kernel (counting perf events read once per
+/// interval) instead of reading a record per hit: `count` with nothing to look at per hit (no
+/// filter, stack, event limit or metrics labels), on processes (the per-task backend), without
+/// .NET methods (whose stall watch needs each hit), of at most
+/// [`per_task::MAX_COUNTED_PROBES`] probes.
+fn counts_in_kernel(
+    mode: Mode,
+    o: &LiveOptions,
+    filter: &(Option<Expr>, Option<Expr>),
+    metrics: bool,
+    plan: &ProbePlan,
+) -> bool {
+    mode == Mode::Count
+        && !o.stack
+        && o.max_events.is_none()
+        && filter.0.is_none()
+        && filter.1.is_none()
+        && !metrics
+        && plan.managed.is_empty()
+        && plan.probes.len() <= per_task::MAX_COUNTED_PROBES
 }
 
 /// Says why the session ended and what it lost; the exit code (3 when events were lost).
@@ -557,10 +618,10 @@ fn join_pids(pids: &[u32]) -> String {
 }
 
 /// `netprobe: N probe(s) on M function(s), pid ...; Ctrl-C to stop` on stderr.
-fn say_attached(session: &Session, pids: &[u32]) {
+fn say_attached(session: &dyn Backend, pids: &[u32]) {
     crate::printable::eprint_line(&format!(
         "netprobe: {} probe(s) on {} function(s){}; Ctrl-C to stop",
-        session.probes().len(),
+        session.placed(),
         session.plan().functions.len(),
         if pids.is_empty() {
             ", every process".to_string()
@@ -572,7 +633,7 @@ fn say_attached(session: &Session, pids: &[u32]) {
 
 /// A followed container's new processes, traced.
 struct Attachment {
-    session: Session,
+    session: Box<dyn Backend>,
     pids: Vec<u32>,
     guard: dotnet::Guard,
     info: netprobe_core::docker::ContainerInfo,
@@ -700,7 +761,7 @@ fn attach_to(
     opts: &SessionOptions,
     filter: &(Option<Expr>, Option<Expr>),
     pids: &[u32],
-) -> Result<(Session, dotnet::Guard)> {
+) -> Result<(Box<dyn Backend>, dotnet::Guard)> {
     for &p in pids {
         netprobe_core::process::Process::open(p)?.check_runs_user_code()?;
     }
@@ -710,7 +771,11 @@ fn attach_to(
     let plan = report.approve(plan)?;
     let mut opts = opts.clone();
     opts.pids = Some(pids.to_vec());
-    Ok((Session::start(tracefs, &opts, plan)?, guard))
+    let in_kernel = counts_in_kernel(mode, o, filter, false, &plan);
+    Ok((
+        start_session(tracefs, &opts, plan, None, false, in_kernel)?,
+        guard,
+    ))
 }
 
 /// What one run of a session's sinks needs besides the session: the exported metrics, the
@@ -730,7 +795,7 @@ struct Generation<'a> {
 fn run_generation(
     mode: Mode,
     o: &LiveOptions,
-    session: &mut Session,
+    session: &mut dyn Backend,
     run_ctx: &mut RunContext<'_>,
     g: &Generation<'_>,
 ) -> Result<(StopReason, crate::backend::Lost)> {
@@ -904,6 +969,10 @@ fn run_to_end(
             let _ = sink.hit(plan, hit);
         }
     })?;
+    // What the kernel counted since the last interval (recording has stopped: this is final).
+    session.read_counts(&mut |plan, probe, calls| {
+        let _ = sink.counted(plan, probe, calls);
+    })?;
     Ok((reason, lost))
 }
 
@@ -920,20 +989,22 @@ struct EarlySession {
 impl EarlySession {
     /// `None` when tracefs does not open or the watchdog cannot be forked: both are then tried
     /// after resolving, as before, and report their own errors.
-    fn begin(opts: &SessionOptions) -> Option<EarlySession> {
+    /// `host_wide`: the session records every process, through a tracefs instance, which is
+    /// prepared now; a session scoped to processes needs none.
+    fn begin(opts: &SessionOptions, host_wide: bool) -> Option<EarlySession> {
         let tracefs = Tracefs::open().ok()?;
         let watchdog = Watchdog::arm(&tracefs, &opts.name).ok()?;
-        let preparing = PreparingInstance::begin(&tracefs, opts);
+        let preparing = host_wide.then(|| PreparingInstance::begin(&tracefs, opts));
         Some(EarlySession {
             tracefs,
             watchdog: Some(watchdog),
-            preparing: Some(preparing),
+            preparing,
         })
     }
 
     /// The parts, for the session to take over (always `Some`: the parts are only taken here).
-    fn into_parts(mut self) -> Option<(Tracefs, Watchdog, PreparingInstance)> {
-        let (watchdog, preparing) = (self.watchdog.take()?, self.preparing.take()?);
+    fn into_parts(mut self) -> Option<(Tracefs, Watchdog, Option<PreparingInstance>)> {
+        let (watchdog, preparing) = (self.watchdog.take()?, self.preparing.take());
         Some((self.tracefs.clone(), watchdog, preparing))
     }
 }

@@ -56,15 +56,32 @@ impl Counter {
 
     /// Whether `hit` counts as a call.
     pub(crate) fn counts_hit(plan: &ProbePlan, hit: &Hit) -> bool {
-        hit.role == Role::Entry
+        Counter::counts_role(plan, hit.function, hit.role)
+    }
+
+    /// Whether a hit of a probe of `function` in `role` counts as a call: entries do, and returns
+    /// of a function probed only at its returns.
+    fn counts_role(plan: &ProbePlan, function: FunctionId, role: Role) -> bool {
+        role == Role::Entry
             || !plan
                 .probes
                 .iter()
-                .any(|p| p.function == hit.function && p.role == Role::Entry)
+                .any(|p| p.function == function && p.role == Role::Entry)
     }
 }
 
 impl Sink for Counter {
+    fn counted(&mut self, plan: &ProbePlan, probe: usize, calls: u64) -> Flow {
+        let Some(p) = plan.probes.get(probe) else {
+            return Flow::Continue;
+        };
+        if Counter::counts_role(plan, p.function, p.role) {
+            *self.counts.entry(p.function).or_insert(0) += calls;
+            self.total += calls;
+        }
+        Flow::Continue
+    }
+
     fn hit(&mut self, plan: &ProbePlan, hit: Hit) -> Flow {
         if Counter::counts_hit(plan, &hit) {
             *self.counts.entry(hit.function).or_insert(0) += 1;
@@ -88,6 +105,9 @@ pub struct IntervalCounter<W: Write> {
 impl<W: Write> Sink for IntervalCounter<W> {
     fn hit(&mut self, plan: &ProbePlan, hit: Hit) -> Flow {
         self.counter.hit(plan, hit)
+    }
+    fn counted(&mut self, plan: &ProbePlan, probe: usize, calls: u64) -> Flow {
+        self.counter.counted(plan, probe, calls)
     }
     fn tick(&mut self, plan: &ProbePlan, lost: Lost) -> Flow {
         let elapsed = self.last_tick.elapsed().as_secs_f64();

@@ -47,6 +47,12 @@ pub enum Flow {
 /// Receives hits, and interval ticks.
 pub trait Sink {
     fn hit(&mut self, plan: &ProbePlan, hit: Hit) -> Flow;
+    /// `calls` more calls of probe `probe` (an index into [`ProbePlan::probes`]), counted in the
+    /// kernel without a hit each (`crate::backend::Backend::read_counts`); only counting sinks
+    /// take them.
+    fn counted(&mut self, _plan: &ProbePlan, _probe: usize, _calls: u64) -> Flow {
+        Flow::Continue
+    }
     /// Called every `interval` with the lost count so far.
     fn tick(&mut self, _plan: &ProbePlan, _lost: Lost) -> Flow {
         Flow::Continue

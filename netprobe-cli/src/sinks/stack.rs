@@ -131,7 +131,7 @@ impl StackShow {
 pub fn naming_pid(tasks: &mut TaskInfo, hit: &Hit) -> Option<u32> {
     let stack = hit.user_stack.as_ref()?;
     tasks
-        .pid_of(hit.tid)
+        .process_of(hit)
         .or((!tasks.translates()).then_some(stack.pid))
 }
 

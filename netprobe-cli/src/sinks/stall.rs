@@ -127,7 +127,7 @@ impl StallWatch {
         t.calls += 1;
         t.last_ns = t.last_ns.max(hit.ts_ns);
         if t.last_pid.is_none() {
-            t.last_pid = self.tasks.pid_of(hit.tid);
+            t.last_pid = self.tasks.process_of(hit);
         }
     }
 
@@ -198,6 +198,10 @@ impl Sink for Watched<'_> {
         self.inner.hit(plan, hit)
     }
 
+    fn counted(&mut self, plan: &ProbePlan, probe: usize, calls: u64) -> Flow {
+        self.inner.counted(plan, probe, calls)
+    }
+
     fn tick(&mut self, plan: &ProbePlan, lost: crate::backend::Lost) -> Flow {
         self.inner.tick(plan, lost)
     }
@@ -229,6 +233,7 @@ mod tests {
         Hit {
             ts_ns: ts,
             tid: std::process::id(),
+            pid: None,
             probe: 0,
             function: FunctionId(0),
             role: Role::Entry,

@@ -52,6 +52,11 @@ impl TaskInfo {
 
     /// The process id of thread `tid` (a kernel id), in the ids netprobe shows; `None` when it
     /// cannot be found out (inside a pid namespace: a thread created after tracing started).
+    /// The process of `hit`'s thread: the one the backend recorded with it, else [`Self::pid_of`].
+    pub fn process_of(&mut self, hit: &crate::plan::Hit) -> Option<u32> {
+        hit.pid.or_else(|| self.pid_of(hit.tid))
+    }
+
     pub fn pid_of(&mut self, tid: u32) -> Option<u32> {
         if let Some(map) = &self.translation {
             return map.local(tid).map(|(p, _)| p);

@@ -26,7 +26,7 @@ impl<W: Write> TracePrinter<W> {
 
     fn line(&mut self, plan: &ProbePlan, hit: &Hit) -> std::io::Result<()> {
         let f = plan.function(hit.function);
-        let pid = self.tasks.pid_of(hit.tid);
+        let pid = self.tasks.process_of(hit);
         let stack = match self.stacks.as_mut() {
             Some(s) => {
                 let naming = super::stack::naming_pid(&mut self.tasks, hit);

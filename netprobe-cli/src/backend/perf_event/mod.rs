@@ -16,11 +16,13 @@
 //! one event per CPU.
 
 pub mod record;
+pub mod ring;
+
+use ring::Ring;
 
 use crate::error::{Error, Result};
 use perf_event_open_sys as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, Ordering};
 
 /// Data pages of each CPU's ring buffer (a power of two): 512 KiB holds ~440 samples of 127
 /// frames and [`USER_STACK_BYTES`] each (~0.4 s at 1 kHz), and the reader drains it every 100 ms.
@@ -80,94 +82,6 @@ pub fn parse_cpu_list(text: &str) -> Vec<i32> {
     cpus
 }
 
-/// One CPU's ring buffer: the `mmap`ed metadata page and data pages of its first event.
-struct Ring {
-    fd: OwnedFd,
-    base: *mut u8,
-    len: usize,
-}
-
-impl Ring {
-    fn map(fd: OwnedFd) -> std::io::Result<Ring> {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let len = page * (1 + DATA_PAGES);
-        // SAFETY: a fresh shared mapping of a perf event fd, of the size perf_event_open(2)
-        // requires (1 + 2^n pages); the kernel owns its contents, we only read the data pages
-        // and the header and write `data_tail`.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Ring {
-            fd,
-            base: base.cast(),
-            len,
-        })
-    }
-
-    fn header(&self) -> *mut sys::bindings::perf_event_mmap_page {
-        self.base.cast()
-    }
-
-    /// Appends every complete record the kernel wrote since the last call to `out` (records
-    /// that wrap around the buffer's end come out contiguous) and hands the space back.
-    fn drain(&mut self, out: &mut Vec<u8>) {
-        let h = self.header();
-        // SAFETY: `h` points to the mapped metadata page for as long as `self` lives; the
-        // kernel updates `data_head` concurrently, so it is read volatile and followed by an
-        // acquire fence before the data is read (the protocol in include/uapi/linux/perf_event.h
-        // above `data_head`).
-        let (head, tail, data_offset, data_size) = unsafe {
-            let head = std::ptr::addr_of!((*h).data_head).read_volatile();
-            fence(Ordering::Acquire);
-            (
-                head,
-                std::ptr::addr_of!((*h).data_tail).read_volatile(),
-                std::ptr::addr_of!((*h).data_offset).read_volatile() as usize,
-                std::ptr::addr_of!((*h).data_size).read_volatile() as usize,
-            )
-        };
-        if data_size == 0 || data_offset.saturating_add(data_size) > self.len {
-            return;
-        }
-        let avail = head.wrapping_sub(tail) as usize;
-        let avail = avail.min(data_size);
-        let start = (tail as usize) % data_size;
-        let first = avail.min(data_size - start);
-        // SAFETY: both ranges lie inside the data area [data_offset, data_offset + data_size)
-        // checked against the mapping's length above; the kernel does not write the bytes
-        // between tail and head until data_tail moves past them.
-        unsafe {
-            let data = self.base.add(data_offset);
-            out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
-            out.extend_from_slice(std::slice::from_raw_parts(data, avail - first));
-        }
-        // SAFETY: as above; the release fence orders our reads of the data before the store
-        // that lets the kernel overwrite it.
-        unsafe {
-            fence(Ordering::Release);
-            std::ptr::addr_of_mut!((*h).data_tail).write_volatile(tail.wrapping_add(avail as u64));
-        }
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the mapping made in `Ring::map`, exactly once.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
-}
-
 /// Samplers on a set of threads: one ring buffer per CPU.
 pub struct Sampler {
     rings: Vec<Ring>,
@@ -211,7 +125,7 @@ impl Sampler {
                 opened += 1;
                 match &rings[i] {
                     None => {
-                        rings[i] = Some(Ring::map(fd).map_err(|e| {
+                        rings[i] = Some(Ring::map(fd, DATA_PAGES).map_err(|e| {
                             Error::usage(format!(
                                 "cannot map the perf ring buffer ({e}): raise `ulimit -l` or kernel.perf_event_mlock_kb"
                             ))
@@ -220,7 +134,7 @@ impl Sampler {
                     Some(ring) => {
                         // SAFETY: both are perf event fds of this process on the same CPU.
                         let rc = unsafe {
-                            sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), ring.fd.as_raw_fd())
+                            sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), ring.fd().as_raw_fd())
                         };
                         if rc != 0 {
                             return Err(Error::io(
@@ -245,7 +159,7 @@ impl Sampler {
     }
 
     fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
-        self.rings.iter().map(|r| &r.fd).chain(&self.redirected)
+        self.rings.iter().map(|r| r.fd()).chain(&self.redirected)
     }
 
     /// Starts sampling.
@@ -272,7 +186,7 @@ impl Sampler {
     }
 }
 
-fn open_error(tid: u32, err: std::io::Error) -> Error {
+pub(crate) fn open_error(tid: u32, err: std::io::Error) -> Error {
     let fix = match err.raw_os_error() {
         // perf_event_open(2): a thread of another user needs ptrace read access (CAP_SYS_PTRACE,
         // which also lets netprobe read its maps to name the frames); CAP_PERFMON passes the

@@ -41,6 +41,7 @@ pub fn decode(
     Some(Hit {
         ts_ns: ts,
         tid,
+        pid: None,
         probe,
         function: kp.function,
         role: kp.role,

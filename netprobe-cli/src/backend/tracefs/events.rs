@@ -2,8 +2,10 @@
 //! one signature sharing an event, and the lines that add and remove them.
 
 use crate::backend::tracefs::fetch::{self, FetchArg, FetchType};
+use crate::backend::tracefs::format::EventFormat;
 use crate::backend::tracefs::probe::{EventName, GroupName, ProbeDef, ProbeKind, ProbeLine};
-use crate::error::Result;
+use crate::backend::tracefs::Tracefs;
+use crate::error::{Error, Result};
 use crate::plan::{ProbeKind as PlanKind, ProbePlan, Role};
 use netprobe_core::abi::IntType;
 use std::path::PathBuf;
@@ -77,6 +79,13 @@ pub const MAX_PROBES_PER_EVENT: usize = 2048;
 
 /// Groups a plan's probes into kernel events (see [`EventLayout`]).
 pub fn event_layout(plan: &ProbePlan) -> Result<EventLayout> {
+    event_layout_with(plan, MAX_PROBES_PER_EVENT)
+}
+
+/// [`event_layout`] with at most `per_event` probes in one event (1: an event per probe, whose
+/// perf events then count that probe alone).
+pub fn event_layout_with(plan: &ProbePlan, per_event: usize) -> Result<EventLayout> {
+    let per_event = per_event.clamp(1, MAX_PROBES_PER_EVENT);
     /// What must match for probes to share an event: kind, argument names and types, filter.
     type Key = (PlanKind, Vec<(String, String)>, Option<String>);
     /// Places (file, offset) already in an event.
@@ -94,7 +103,7 @@ pub fn event_layout(plan: &ProbePlan) -> Result<EventLayout> {
         );
         let place = (p.path.clone(), p.offset.0);
         let slot = events.iter().position(|(k, probes, places)| {
-            *k == key && probes.len() < MAX_PROBES_PER_EVENT && !places.contains(&place)
+            *k == key && probes.len() < per_event && !places.contains(&place)
         });
         let e = match slot {
             Some(e) => e,
@@ -129,10 +138,93 @@ pub fn event_layout(plan: &ProbePlan) -> Result<EventLayout> {
     Ok(EventLayout { events, event_of })
 }
 
+/// How a record of a kernel event names its probe.
+#[derive(Clone, Debug)]
+pub enum ProbeSlot {
+    /// The event holds one probe.
+    Single(usize),
+    /// The event holds several; the [`PROBE_ID_FIELD`] field names the probe.
+    Tagged {
+        probes: Vec<usize>,
+        id_offset: usize,
+    },
+}
+
+impl ProbeSlot {
+    /// The probe a record (`data`: the event's record, laid out as its format says) belongs to;
+    /// `None` for an id this event was not given (a stale or foreign record is no hit).
+    pub fn probe(&self, data: &[u8]) -> Option<usize> {
+        match self {
+            ProbeSlot::Single(p) => Some(*p),
+            ProbeSlot::Tagged { probes, id_offset } => {
+                let id = data
+                    .get(*id_offset..id_offset.checked_add(4)?)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)?;
+                probes.binary_search(&id).is_ok().then_some(id)
+            }
+        }
+    }
+}
+
+/// Each kernel event of `plan` (as [`event_layout_with`] groups it, at most `per_event` probes
+/// in one) with its `format`, read from tracefs once the probes of group `group` are defined, and
+/// how its records name their probe.
+pub fn event_formats_with(
+    tracefs: &Tracefs,
+    group: &GroupName,
+    plan: &ProbePlan,
+    per_event: usize,
+) -> Result<Vec<(KernelEvent, EventFormat, ProbeSlot)>> {
+    let mut out = Vec::new();
+    for event in event_layout_with(plan, per_event)?.events {
+        let text = tracefs.read(
+            std::path::Path::new("events")
+                .join(group.as_str())
+                .join(event.name.as_str())
+                .join("format"),
+        )?;
+        let f = EventFormat::parse(&text)?;
+        let slot = if event.tagged() {
+            let Some(field) = f.field(PROBE_ID_FIELD) else {
+                return Err(Error::BadPage(format!(
+                    "event {} has no {PROBE_ID_FIELD} field",
+                    event.name
+                )));
+            };
+            ProbeSlot::Tagged {
+                probes: event.probes.clone(),
+                id_offset: field.offset,
+            }
+        } else {
+            ProbeSlot::Single(event.probes[0])
+        };
+        out.push((event, f, slot));
+    }
+    Ok(out)
+}
+
+/// [`event_formats_with`] with events of up to [`MAX_PROBES_PER_EVENT`] probes.
+pub fn event_formats(
+    tracefs: &Tracefs,
+    group: &GroupName,
+    plan: &ProbePlan,
+) -> Result<Vec<(KernelEvent, EventFormat, ProbeSlot)>> {
+    event_formats_with(tracefs, group, plan, MAX_PROBES_PER_EVENT)
+}
+
 /// The `uprobe_events` lines of a plan in group `group`, one per probe, in plan order (probes of
 /// a shared event carry their `np_id`).
 pub fn probe_defs(plan: &ProbePlan, group: &GroupName) -> Result<Vec<ProbeDef>> {
-    let layout = event_layout(plan)?;
+    probe_defs_with(plan, group, MAX_PROBES_PER_EVENT)
+}
+
+/// [`probe_defs`] with at most `per_event` probes in one kernel event.
+pub fn probe_defs_with(
+    plan: &ProbePlan,
+    group: &GroupName,
+    per_event: usize,
+) -> Result<Vec<ProbeDef>> {
+    let layout = event_layout_with(plan, per_event)?;
     (0..plan.probes.len())
         .map(|i| {
             let p = &plan.probes[i];

@@ -10,7 +10,7 @@
 
 use crate::backend::tracefs::decode;
 use crate::backend::tracefs::events::{
-    creation_order, event_layout, probe_defs, removal_lines, PROBE_ID_FIELD,
+    creation_order, event_formats, probe_defs, removal_lines, ProbeSlot,
 };
 use crate::backend::tracefs::format::{EventFormat, PageLayout};
 use crate::backend::tracefs::instance::{threads_of, Instance};
@@ -68,7 +68,7 @@ pub struct Session {
     /// Event id (`common_type`) → (which probe, format).
     /// A session has few events (one per 2,048 probes of a signature), so a scan beats hashing
     /// on every record.
-    formats: Vec<(u16, Slot, EventFormat)>,
+    formats: Vec<(u16, ProbeSlot, EventFormat)>,
     readers: Vec<CpuReader>,
     layout: PageLayout,
     enabled: bool,
@@ -98,18 +98,6 @@ struct Pending {
     /// The read that found it: the kernel writes a hit's stack record right after the hit, so a
     /// stack not found in the same read comes in the next one.
     read_in: u64,
-}
-
-/// How the session tells which probe a record of an event belongs to.
-#[derive(Clone, Debug)]
-enum Slot {
-    /// The event holds one probe.
-    Single(usize),
-    /// The event holds several; the `np_id` field names the probe.
-    Tagged {
-        probes: Vec<usize>,
-        id_offset: usize,
-    },
 }
 
 /// Creates the instance of a session with `opts` and sets what does not depend on its plan: the
@@ -303,32 +291,11 @@ impl Session {
             .cloned()
             .collect();
         result?;
-        for event in event_layout(&self.plan)?.events {
-            let text = self.tracefs.read(
-                std::path::Path::new("events")
-                    .join(self.group.as_str())
-                    .join(event.name.as_str())
-                    .join("format"),
-            )?;
-            let f = EventFormat::parse(&text)?;
+        for (event, f, slot) in event_formats(&self.tracefs, &self.group, &self.plan)? {
             // Before the event is enabled, so no unfiltered hit is ever recorded.
             if let Some(filter) = &event.filter {
                 super::filter::set_instance_filter(inst, &self.group, &event.name, filter)?;
             }
-            let slot = if event.tagged() {
-                let Some(field) = f.field(PROBE_ID_FIELD) else {
-                    return Err(Error::BadPage(format!(
-                        "event {} has no {PROBE_ID_FIELD} field",
-                        event.name
-                    )));
-                };
-                Slot::Tagged {
-                    probes: event.probes.clone(),
-                    id_offset: field.offset,
-                }
-            } else {
-                Slot::Single(event.probes[0])
-            };
             self.formats.push((f.id, slot, f));
         }
         let subbuf = inst
@@ -484,21 +451,8 @@ impl Session {
                     else {
                         return;
                     };
-                    let probe = match slot {
-                        Slot::Single(p) => *p,
-                        Slot::Tagged { probes, id_offset } => {
-                            let Some(id) = data
-                                .get(*id_offset..id_offset + 4)
-                                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-                            else {
-                                return;
-                            };
-                            // Only ids this event was given (a stale or foreign record is no hit).
-                            if probes.binary_search(&id).is_err() {
-                                return;
-                            }
-                            id
-                        }
+                    let Some(probe) = slot.probe(data) else {
+                        return;
                     };
                     if let Some(hit) = decode::decode(plan, probe, format, ts, data) {
                         let return_address = plan
@@ -737,6 +691,14 @@ impl Backend for Session {
     fn detach(&mut self) -> Result<()> {
         self.teardown()
     }
+
+    fn placed(&self) -> usize {
+        self.created.len()
+    }
+
+    fn pid_map(&self) -> Option<&PidMap> {
+        self.pid_map.as_ref()
+    }
 }
 
 impl Drop for Session {
@@ -839,6 +801,7 @@ mod tests {
             hit: Hit {
                 ts_ns: 0,
                 tid,
+                pid: None,
                 probe: 0,
                 function: FunctionId(0),
                 role: Role::Entry,

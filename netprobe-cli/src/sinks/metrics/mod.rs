@@ -492,7 +492,7 @@ impl Sink for Exported<'_> {
         // Threads and processes come and go in a long run: forget what is cached beyond a
         // bound (memory stays bounded), and look it up again.
         self.tasks.bound_cache(MAX_CACHED_TASKS);
-        let pid = self.tasks.pid_of(hit.tid);
+        let pid = self.tasks.process_of(&hit);
         if self.processes.len() > MAX_CACHED_TASKS {
             self.processes.clear();
         }
@@ -575,6 +575,7 @@ mod tests {
         Hit {
             ts_ns,
             tid,
+            pid: None,
             probe: 0,
             function: FunctionId(function),
             role,

@@ -1,0 +1,444 @@
+//! netprobe's uprobe events opened as perf events on the target tasks, so the kernel installs
+//! their breakpoints in the targets' memory alone.
+//!
+//! Why this scopes: a uprobe consumer with a filter is asked, for every process that maps the
+//! probed file, whether it wants the breakpoint there (`filter_chain` in
+//! `kernel/events/uprobes.c`). A uprobe event enabled in a tracefs instance has no filter and is
+//! installed in every such process; its hits are dropped after the trap when the instance's
+//! `set_event_pid` does not list the task. A perf event opened on a task adds that task's memory
+//! to the event's filter (`uprobe_perf_open` / `__uprobe_perf_filter` in
+//! `kernel/trace/trace_uprobe.c`), and a uprobe event that only perf uses installs its
+//! breakpoints only in memories the filter names: other processes never trap.
+//!
+//! Layout (the one `perf record -p` and `perf stat -p` use): every thread of every target gets
+//! one event per kernel event, `inherit`ed so that the threads and processes it starts later are
+//! recorded too (they inherit the event when they are cloned). Sampling events are opened per
+//! (thread, CPU), because the kernel refuses to map the buffer of an inherited per-thread event
+//! that is not bound to a CPU (`perf_mmap` in `kernel/events/core.c`); per CPU, the first one owns
+//! a ring buffer and the others write into it (`PERF_EVENT_IOC_SET_OUTPUT`). Counting events need
+//! no buffer: one per thread on any CPU, read with `read(2)` (a parent event's count includes its
+//! inherited children's, `perf_event_read_value`).
+
+use crate::backend::perf_event::open_error;
+use crate::backend::perf_event::ring::Ring;
+use crate::error::{Error, Result};
+use perf_event_open_sys as sys;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// How the events record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recording {
+    /// A record per hit into per-CPU ring buffers.
+    Sampled {
+        /// Each record carries the user call chain (`PERF_SAMPLE_CALLCHAIN`).
+        callchain: bool,
+        /// Data pages of each CPU's buffer (a power of two).
+        data_pages: usize,
+        /// Wake the reader when this many bytes are waiting (0: on every record).
+        wakeup_bytes: u32,
+    },
+    /// A count per event and thread, no record.
+    Counted,
+}
+
+/// One kernel event to open: its id (`common_type`, the `id` line of its tracefs `format`) and
+/// the text of its filter (`--filter`), if any.
+#[derive(Clone, Debug)]
+pub struct EventSpec {
+    pub id: u64,
+    pub filter: Option<String>,
+    /// The event's name and the places of its probes, for errors.
+    pub name: String,
+    pub location: String,
+}
+
+/// The `perf_event_attr` of a kernel event recorded as `how`.
+fn attr(id: u64, how: Recording, enable_on_exec: bool) -> sys::bindings::perf_event_attr {
+    let mut a = sys::bindings::perf_event_attr {
+        type_: sys::bindings::PERF_TYPE_TRACEPOINT,
+        size: std::mem::size_of::<sys::bindings::perf_event_attr>() as u32,
+        config: id,
+        ..Default::default()
+    };
+    a.set_disabled(1);
+    a.set_inherit(1);
+    // Uprobe hits happen in user mode, which `exclude_kernel` keeps (`perf_tp_event_match` in
+    // `kernel/events/core.c`); it spares the check for kernel access that
+    // `kernel.perf_event_paranoid` >= 2 makes without CAP_PERFMON.
+    a.set_exclude_kernel(1);
+    a.set_enable_on_exec(u64::from(enable_on_exec));
+    if let Recording::Sampled {
+        callchain,
+        wakeup_bytes,
+        ..
+    } = how
+    {
+        let mut sample = sys::bindings::PERF_SAMPLE_TID
+            | sys::bindings::PERF_SAMPLE_TIME
+            | sys::bindings::PERF_SAMPLE_RAW;
+        if callchain {
+            sample |= sys::bindings::PERF_SAMPLE_CALLCHAIN;
+            a.set_exclude_callchain_kernel(1);
+        }
+        a.sample_type = sample as u64;
+        // read(2) then gives the records the kernel dropped for lack of room, for the event and
+        // its inherited children, whose output goes to the parent's buffer
+        // (`__perf_output_begin`): exact even when no record follows to carry the count
+        // (`PERF_RECORD_LOST` is written before the next record that fits). Linux 6.0+.
+        a.read_format = sys::bindings::PERF_FORMAT_LOST as u64;
+        a.__bindgen_anon_1.sample_period = 1;
+        // Hit times on the clock every backend stamps them with (`crate::backend::monotonic_ns`).
+        a.set_use_clockid(1);
+        a.clockid = libc::CLOCK_MONOTONIC;
+        if wakeup_bytes > 0 {
+            a.set_watermark(1);
+            a.__bindgen_anon_2.wakeup_watermark = wakeup_bytes;
+        } else {
+            a.__bindgen_anon_2.wakeup_events = 1;
+        }
+    }
+    a
+}
+
+/// The perf events of a session's kernel events on its target tasks.
+pub struct TaskEvents {
+    how: Recording,
+    /// Per CPU, the buffer every sampling event on that CPU writes to.
+    rings: Vec<Ring>,
+    /// Every other descriptor, by kernel event (the index into the specs given to `open`), with
+    /// the thread it was opened on.
+    by_event: Vec<Vec<(u32, OwnedFd)>>,
+    /// Threads with events.
+    tids: Vec<u32>,
+    /// Sampling events were opened with `PERF_FORMAT_LOST`.
+    lost_format: bool,
+    /// Data pages of each ring (fewer than asked when the kernel's locked-memory limit allowed
+    /// no more, see [`map_ring`]).
+    data_pages: usize,
+}
+
+impl std::fmt::Debug for TaskEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskEvents")
+            .field("how", &self.how)
+            .field("rings", &self.rings.len())
+            .field("tids", &self.tids)
+            .finish()
+    }
+}
+
+/// Threads of the processes `pids` now (the process itself when it lists none: it exited, or its
+/// task folder cannot be read).
+fn threads(pids: &[u32]) -> Vec<u32> {
+    let mut tids: Vec<u32> = pids
+        .iter()
+        .flat_map(|&p| {
+            let t = crate::backend::tracefs::instance::threads_of(p);
+            if t.is_empty() {
+                vec![p]
+            } else {
+                t
+            }
+        })
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    tids
+}
+
+impl TaskEvents {
+    /// Opens (disabled) every event of `specs` on every thread of `pids`, as `how` says, with
+    /// each event's filter set before anything is recorded. Threads started while the list is
+    /// read are caught by reading it again until it stops growing (threads started after their
+    /// creator has its events inherit them). `enable_on_exec`: the events start when the target
+    /// calls execve (a `-c` command held before its exec), else on [`TaskEvents::enable`].
+    ///
+    /// On error every descriptor opened so far is closed.
+    pub fn open(
+        specs: &[EventSpec],
+        pids: &[u32],
+        how: Recording,
+        enable_on_exec: bool,
+    ) -> Result<TaskEvents> {
+        let cpus: Vec<i32> = match how {
+            Recording::Sampled { .. } => crate::backend::perf_event::online_cpus()?,
+            Recording::Counted => vec![-1],
+        };
+        let mut ev = TaskEvents {
+            how,
+            rings: Vec::new(),
+            by_event: specs.iter().map(|_| Vec::new()).collect(),
+            tids: Vec::new(),
+            lost_format: matches!(how, Recording::Sampled { .. }),
+            data_pages: match how {
+                Recording::Sampled { data_pages, .. } => data_pages,
+                Recording::Counted => 0,
+            },
+        };
+        let mut ring_of_cpu: Vec<Option<usize>> = vec![None; cpus.len()];
+        loop {
+            let new: Vec<u32> = threads(pids)
+                .into_iter()
+                .filter(|t| ev.tids.binary_search(t).is_err())
+                .collect();
+            if new.is_empty() {
+                break;
+            }
+            for tid in new {
+                for (e, spec) in specs.iter().enumerate() {
+                    let mut a = attr(spec.id, how, enable_on_exec);
+                    if !ev.lost_format {
+                        a.read_format = 0;
+                    }
+                    for (c, &cpu) in cpus.iter().enumerate() {
+                        // SAFETY: `a` is a fully initialized perf_event_attr whose `size` is its
+                        // own size.
+                        let mut fd = unsafe {
+                            sys::perf_event_open(
+                                &mut a,
+                                tid as libc::pid_t,
+                                cpu,
+                                -1,
+                                sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+                            )
+                        };
+                        // A kernel before 6.0 knows no PERF_FORMAT_LOST: without it, what was
+                        // lost is what PERF_RECORD_LOST records say.
+                        if fd < 0
+                            && a.read_format != 0
+                            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL)
+                        {
+                            a.read_format = 0;
+                            ev.lost_format = false;
+                            // SAFETY: as above.
+                            fd = unsafe {
+                                sys::perf_event_open(
+                                    &mut a,
+                                    tid as libc::pid_t,
+                                    cpu,
+                                    -1,
+                                    sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+                                )
+                            };
+                        }
+                        if fd < 0 {
+                            let err = std::io::Error::last_os_error();
+                            // The thread exited since it was listed: nothing to record.
+                            match err.raw_os_error() {
+                                Some(libc::ESRCH) => continue,
+                                Some(libc::EACCES | libc::EPERM | libc::EMFILE) => {
+                                    return Err(open_error(tid, err))
+                                }
+                                // The kernel registers the event's uprobes on the first open:
+                                // an offset it refuses fails here (`uprobe_register`).
+                                _ => {
+                                    return Err(Error::EnableFailed {
+                                        event: spec.name.clone(),
+                                        location: spec.location.clone(),
+                                        reason: format!(
+                                            "{err}: the offset is probably not the start of an instruction in an executable segment; check it with `netprobe offsets`"
+                                        ),
+                                    })
+                                }
+                            }
+                        }
+                        // SAFETY: a fresh descriptor we own.
+                        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                        if let Some(filter) = &spec.filter {
+                            set_filter(&fd, filter)?;
+                        }
+                        if let Recording::Sampled { .. } = how {
+                            match ring_of_cpu[c] {
+                                None => {
+                                    let ring = map_ring(fd, &mut ev.data_pages)?;
+                                    ring_of_cpu[c] = Some(ev.rings.len());
+                                    ev.rings.push(ring);
+                                    continue;
+                                }
+                                Some(r) => {
+                                    // SAFETY: both are perf event fds of this process on one CPU.
+                                    let rc = unsafe {
+                                        sys::ioctls::SET_OUTPUT(
+                                            fd.as_raw_fd(),
+                                            ev.rings[r].fd().as_raw_fd(),
+                                        )
+                                    };
+                                    if rc != 0 {
+                                        return Err(Error::io(
+                                            "PERF_EVENT_IOC_SET_OUTPUT",
+                                            std::io::Error::last_os_error(),
+                                        ));
+                                    }
+                                }
+                            }
+                        }
+                        ev.by_event[e].push((tid, fd));
+                    }
+                }
+                // A thread that exited before any event was opened is listed anyway, so the
+                // loop ends.
+                let at = ev.tids.partition_point(|&t| t < tid);
+                ev.tids.insert(at, tid);
+            }
+        }
+        if ev.rings.is_empty() && ev.by_event.iter().all(Vec::is_empty) {
+            return Err(Error::usage(
+                "no thread to trace: every target thread exited before its probes were placed",
+            ));
+        }
+        Ok(ev)
+    }
+
+    fn all_fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.rings
+            .iter()
+            .map(Ring::fd)
+            .chain(self.by_event.iter().flatten().map(|(_, fd)| fd))
+    }
+
+    /// Starts recording (the events of threads started since they were opened too: the ioctl
+    /// reaches each event's inherited children, `perf_event_for_each_child`).
+    pub fn enable(&self) {
+        for fd in self.all_fds() {
+            // SAFETY: an ioctl without pointer arguments on our own perf event fd.
+            unsafe { sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
+        }
+    }
+
+    /// Stops recording; records already written stay readable.
+    pub fn disable(&self) {
+        for fd in self.all_fds() {
+            // SAFETY: as in `enable`.
+            unsafe { sys::ioctls::DISABLE(fd.as_raw_fd(), 0) };
+        }
+    }
+
+    /// The descriptors to poll for waiting records.
+    pub fn ring_fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.rings.iter().map(Ring::fd)
+    }
+
+    /// Appends the whole records of every CPU's buffer to `out`.
+    pub fn drain(&mut self, out: &mut Vec<u8>) {
+        for ring in &mut self.rings {
+            ring.drain(out);
+        }
+    }
+
+    /// Records the kernel dropped so far because a buffer was full, summed over every event
+    /// (`PERF_FORMAT_LOST`: `{ u64 value; u64 lost; }`); `None` when a descriptor cannot say
+    /// (a kernel before 6.0 refuses the format, and [`TaskEvents::open`] opened without it).
+    pub fn lost(&self) -> Option<u64> {
+        if !self.lost_format {
+            return None;
+        }
+        let mut total = 0u64;
+        for fd in self.all_fds() {
+            let mut v = [0u64; 2];
+            // SAFETY: reading 16 bytes into a [u64; 2] from our own perf event fd.
+            let n = unsafe { libc::read(fd.as_raw_fd(), v.as_mut_ptr().cast(), 16) };
+            if n != 16 {
+                return None;
+            }
+            total = total.saturating_add(v[1]);
+        }
+        Some(total)
+    }
+
+    /// The count of each kernel event so far (counting events): the sum over the threads it was
+    /// opened on and their inherited children. Descriptors that cannot be read add nothing.
+    pub fn counts(&self) -> Vec<u64> {
+        self.by_event
+            .iter()
+            .map(|fds| {
+                fds.iter()
+                    .map(|(_, fd)| {
+                        let mut v = 0u64;
+                        // SAFETY: reading 8 bytes into a u64 from our own perf event fd (no
+                        // read_format flags: the value alone, perf_event_open(2)).
+                        let n =
+                            unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+                        if n == 8 {
+                            v
+                        } else {
+                            0
+                        }
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+
+    /// Data pages of each CPU's buffer, as mapped.
+    pub fn data_pages(&self) -> usize {
+        self.data_pages
+    }
+
+    /// Threads the events were opened on.
+    pub fn tids(&self) -> &[u32] {
+        &self.tids
+    }
+
+    /// Closes every descriptor. The kernel removes an event's breakpoints when its last perf event
+    /// closes, and waits one grace period for that per kernel event (`__probe_event_disable` in
+    /// `kernel/trace/trace_uprobe.c`): events are closed on threads of their own, so those waits
+    /// overlap instead of adding up.
+    pub fn close(self) {
+        let TaskEvents {
+            rings, by_event, ..
+        } = self;
+        std::thread::scope(|s| {
+            s.spawn(move || drop(rings));
+            for fds in by_event {
+                if !fds.is_empty() {
+                    s.spawn(move || drop(fds));
+                }
+            }
+        });
+    }
+}
+
+/// Maps `fd`'s ring buffer with `*data_pages` data pages, or as many fewer (halving, down to 8)
+/// as the kernel allows: without CAP_IPC_LOCK a user may lock `kernel.perf_event_mlock_kb` per
+/// CPU plus `RLIMIT_MEMLOCK` in perf buffers (`perf_mmap` in kernel/events/core.c), 516 KiB by
+/// default, and refuses more with EPERM. `*data_pages` becomes what was mapped, so every CPU's
+/// ring gets the same size.
+fn map_ring(fd: OwnedFd, data_pages: &mut usize) -> Result<Ring> {
+    let mut fd = fd;
+    loop {
+        match Ring::try_map(fd, *data_pages) {
+            Ok(ring) => return Ok(ring),
+            Err((e, back)) if e.raw_os_error() == Some(libc::EPERM) && *data_pages > 8 => {
+                *data_pages /= 2;
+                fd = back;
+            }
+            Err((e, _)) => {
+                return Err(Error::usage(format!(
+                    "cannot map a {} KiB perf ring buffer ({e}): lower --buffer-kb, or raise `ulimit -l` or kernel.perf_event_mlock_kb",
+                    *data_pages * page_size() / 1024
+                )))
+            }
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as usize
+}
+
+/// Sets the filter `text` (the syntax of a tracefs event `filter` file) on a perf event
+/// (`PERF_EVENT_IOC_SET_FILTER`).
+fn set_filter(fd: &OwnedFd, text: &str) -> Result<()> {
+    let c = std::ffi::CString::new(text)
+        .map_err(|_| Error::usage("a kernel filter cannot contain a NUL byte"))?;
+    // SAFETY: a NUL-terminated string that outlives the call; the kernel copies it.
+    let rc = unsafe { sys::ioctls::SET_FILTER(fd.as_raw_fd(), c.as_ptr() as *mut libc::c_char) };
+    if rc != 0 {
+        return Err(Error::usage(format!(
+            "the kernel refused the filter `{text}` ({}); check it with --dry-run",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,479 @@
+//! The backend for sessions scoped to processes (`-p`, `-c`, `--container`): the plan's probes
+//! are defined as uprobe events in tracefs, as the [`super::tracefs`] backend defines them (the
+//! same lines, multi-probe events, fetch-args and filters), but never enabled there; they are
+//! opened as perf events on the target tasks instead ([`events`]), so their breakpoints are
+//! installed in the targets' memory alone and another process that maps the same file runs at its
+//! own speed (BENCHMARKS.md, "Tracing one process"). Host-wide sessions keep the tracefs backend.
+//!
+//! Two ways to record:
+//! - sampled: a record per hit into per-CPU perf buffers, decoded with the event's tracefs
+//!   `format` ([`sample`], then `tracefs::decode`), stacks from the perf call chain;
+//! - counted in the kernel (`count` with nothing to read per hit: no argument filter, no stack, no
+//!   event limit): an event per probe, counting perf events read once per interval, no record per
+//!   hit ([`PerTaskSession::read_counts`]).
+//!
+//! Nothing outlives the session by construction except the disabled definitions: the perf events
+//! (and with them every breakpoint) go with their descriptors, however netprobe exits; the
+//! definitions are removed by [`Backend::detach`], by the watchdog if netprobe is killed, or by
+//! `netprobe clean`, and cost no process anything while they wait.
+
+pub mod events;
+pub mod sample;
+
+use crate::backend::tracefs::decode;
+use crate::backend::tracefs::events::{
+    creation_order, event_formats_with, probe_defs_with, removal_lines, ProbeSlot,
+    MAX_PROBES_PER_EVENT,
+};
+use crate::backend::tracefs::format::EventFormat;
+use crate::backend::tracefs::probe::{self, GroupName, ProbeDef, ProbeLine};
+use crate::backend::tracefs::Tracefs;
+use crate::backend::{Backend, Lost};
+use crate::error::{Error, Result};
+use crate::plan::{Hit, ProbePlan, UserStack};
+use events::{EventSpec, Recording, TaskEvents};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+/// Most probes counted in the kernel: each needs a kernel event of its own, and closing each
+/// event's last perf event waits a grace period (the waits overlap, see [`TaskEvents::close`]);
+/// a larger plan is counted from records, its probes sharing events.
+pub const MAX_COUNTED_PROBES: usize = 256;
+
+/// How a per-task session records.
+#[derive(Clone, Debug)]
+pub struct TaskOptions {
+    /// Group name of the definitions (`netprobe_<PID>` for the CLI).
+    pub name: GroupName,
+    /// Processes to record: all their threads, and what they start later.
+    pub pids: Vec<u32>,
+    /// Per-CPU buffer size (sampled).
+    pub buffer_kb: u64,
+    /// Wake the reader when a CPU buffer is this full (0: on any record).
+    pub buffer_percent: u32,
+    /// Record only from the targets' next execve on (a `-c` command held before its exec).
+    pub enable_on_exec: bool,
+    /// Count hits in the kernel instead of recording them (see the module's documentation).
+    pub count_in_kernel: bool,
+}
+
+/// A session recording the plan's probes in the target tasks only.
+#[derive(Debug)]
+pub struct PerTaskSession {
+    tracefs: Tracefs,
+    options: TaskOptions,
+    plan: ProbePlan,
+    attached: bool,
+    finished: bool,
+    created: Vec<ProbeDef>,
+    /// Per kernel event: its `common_type`, how its records name their probe, its format.
+    formats: Vec<(u16, ProbeSlot, EventFormat)>,
+    /// Per kernel event of a counted session: its probe and the count already handed out.
+    counted: Vec<(usize, u64)>,
+    events: Option<TaskEvents>,
+    /// Records drained and not decoded yet, reused.
+    scratch: Vec<u8>,
+    /// Hits decoded and not handed out yet (newer than the last watermark).
+    pending: Vec<Hit>,
+    lost_records: u64,
+    /// What the kernel said was lost when recording stopped (the events are closed after).
+    lost_at_stop: u64,
+    malformed: u64,
+    /// Callchains the kernel cut at `kernel.perf_event_max_stack` entries.
+    max_stack: usize,
+    /// Per probe: the kernel's call chain already holds the caller under the probed instruction
+    /// (see [`kernel_walk_has_caller`]).
+    caller_in_chain: Vec<bool>,
+}
+
+impl PerTaskSession {
+    /// A session that records nothing yet: [`Backend::attach`] places a plan. Creates nothing.
+    pub fn new(tracefs: &Tracefs, options: TaskOptions) -> PerTaskSession {
+        let max_stack = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(127);
+        PerTaskSession {
+            tracefs: tracefs.clone(),
+            options,
+            plan: ProbePlan::default(),
+            attached: false,
+            finished: false,
+            created: Vec::new(),
+            formats: Vec::new(),
+            counted: Vec::new(),
+            events: None,
+            scratch: Vec::new(),
+            pending: Vec::new(),
+            lost_records: 0,
+            lost_at_stop: 0,
+            malformed: 0,
+            max_stack,
+            caller_in_chain: Vec::new(),
+        }
+    }
+
+    /// Whether this session counts in the kernel.
+    pub fn counts_in_kernel(&self) -> bool {
+        self.options.count_in_kernel
+    }
+
+    /// The probe lines in effect.
+    pub fn probes(&self) -> &[ProbeDef] {
+        &self.created
+    }
+
+    /// Threads the probes were opened on (their later threads and children inherit them).
+    pub fn tids(&self) -> &[u32] {
+        self.events.as_ref().map_or(&[], |e| e.tids())
+    }
+
+    fn setup(&mut self) -> Result<()> {
+        let per_event = if self.options.count_in_kernel {
+            1
+        } else {
+            MAX_PROBES_PER_EVENT
+        };
+        let group = self.options.name.clone();
+        if self.plan.user_stacks {
+            let newer = kernel_at_least(6, 12);
+            self.caller_in_chain = self
+                .plan
+                .probes
+                .iter()
+                .map(|p| newer && kernel_walk_has_caller(&p.path, p.offset.0))
+                .collect();
+        }
+        let defs = probe_defs_with(&self.plan, &group, per_event)?;
+        let lines: Vec<ProbeLine> = creation_order(&defs)
+            .into_iter()
+            .map(ProbeLine::Add)
+            .collect();
+        let result = probe::append_lines(&self.tracefs, &lines);
+        // Whatever got created (all, or those before a refused line) is ours to remove.
+        let existing = probe::list_events(&self.tracefs, &group).unwrap_or_default();
+        self.created = defs
+            .iter()
+            .filter(|d| existing.contains(d.event()))
+            .cloned()
+            .collect();
+        result?;
+        let mut specs = Vec::new();
+        for (event, f, slot) in event_formats_with(&self.tracefs, &group, &self.plan, per_event)? {
+            let members: Vec<String> = defs
+                .iter()
+                .filter(|d| d.event() == &event.name)
+                .map(|d| format!("{}:{}", d.path().as_str(), d.offset()))
+                .collect();
+            specs.push(EventSpec {
+                id: u64::from(f.id),
+                filter: event.filter.clone(),
+                name: event.name.to_string(),
+                location: if members.len() == 1 {
+                    members[0].clone()
+                } else {
+                    format!("one of {}", members.join(", "))
+                },
+            });
+            if self.options.count_in_kernel {
+                self.counted.push((event.probes[0], 0));
+            }
+            self.formats.push((f.id, slot, f));
+        }
+        let how = if self.options.count_in_kernel {
+            Recording::Counted
+        } else {
+            let data_pages = data_pages(self.options.buffer_kb);
+            Recording::Sampled {
+                callchain: self.plan.user_stacks,
+                data_pages,
+                wakeup_bytes: (data_pages as u64
+                    * page_size() as u64
+                    * u64::from(self.options.buffer_percent.min(100))
+                    / 100) as u32,
+            }
+        };
+        let events =
+            TaskEvents::open(&specs, &self.options.pids, how, self.options.enable_on_exec)?;
+        if let Recording::Sampled { data_pages, .. } = how {
+            if events.data_pages() < data_pages {
+                crate::printable::eprint_line(&format!(
+                    "netprobe: note: perf buffers of {} KiB per CPU instead of {} (the kernel's locked-memory limit without CAP_IPC_LOCK: kernel.perf_event_mlock_kb); hits may be lost at high rates",
+                    events.data_pages() * page_size() / 1024,
+                    data_pages * page_size() / 1024
+                ));
+            }
+        }
+        if !self.options.enable_on_exec {
+            events.enable();
+        }
+        self.events = Some(events);
+        Ok(())
+    }
+
+    /// Reads every record waiting now and hands out the hits older than the moment the read
+    /// started (later ones may still be overtaken by another CPU's: they wait for the next read).
+    fn read_records(
+        &mut self,
+        watermark: Option<u64>,
+        sink: &mut dyn FnMut(&ProbePlan, Hit),
+    ) -> u64 {
+        let Some(events) = self.events.as_mut() else {
+            return 0;
+        };
+        self.scratch.clear();
+        events.drain(&mut self.scratch);
+        let PerTaskSession {
+            scratch,
+            formats,
+            plan,
+            pending,
+            lost_records,
+            malformed,
+            max_stack,
+            caller_in_chain,
+            ..
+        } = self;
+        *malformed += sample::for_each(scratch, plan.user_stacks, |rec| match rec {
+            sample::Record::Sample(s) => {
+                let Some(id) = s.raw.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]])) else {
+                    return;
+                };
+                let Some((_, slot, format)) = formats.iter().find(|(fid, _, _)| *fid == id) else {
+                    return;
+                };
+                let Some(probe) = slot.probe(s.raw) else {
+                    return;
+                };
+                let Some(mut hit) = decode::decode(plan, probe, format, s.time, s.raw) else {
+                    return;
+                };
+                // The record's `common_pid` is the kernel's id; perf's names the thread in our
+                // pid namespace, where every id netprobe prints and looks up lives.
+                if hit.pair_key == u64::from(hit.tid) {
+                    hit.pair_key = u64::from(s.tid);
+                }
+                hit.tid = s.tid;
+                hit.pid = Some(s.pid);
+                if let Some(mut addrs) = s.callchain {
+                    let full = addrs.len() >= *max_stack;
+                    let ra = plan
+                        .probes
+                        .get(probe)
+                        .filter(|_| !caller_in_chain.get(probe).copied().unwrap_or(false))
+                        .and_then(|kp| decode::return_address(kp, format, s.raw))
+                        .filter(|&ra| ra != 0);
+                    if let (Some(ra), false) = (ra, addrs.is_empty()) {
+                        addrs.insert(1, ra);
+                    }
+                    hit.user_stack = Some(UserStack {
+                        pid: s.pid,
+                        addrs,
+                        kernel_limit: full,
+                    });
+                }
+                pending.push(hit);
+            }
+            sample::Record::Lost(n) => *lost_records = lost_records.saturating_add(n),
+            sample::Record::Other => {}
+        });
+        self.pending.sort_by_key(|h| h.ts_ns);
+        let cut = match watermark {
+            Some(w) => self.pending.partition_point(|h| h.ts_ns <= w),
+            None => self.pending.len(),
+        };
+        for hit in self.pending.drain(..cut) {
+            sink(&self.plan, hit);
+        }
+        cut as u64
+    }
+
+    /// Removes the perf events and then the definitions; idempotent.
+    fn teardown(&mut self) -> Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        if let Some(events) = self.events.take() {
+            events.close();
+        }
+        let mut first_err = None;
+        let removals: Vec<ProbeLine> = removal_lines(&self.created);
+        // A definition whose last perf event is still being released can be busy for a moment.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut left = removals;
+        while !left.is_empty() {
+            match probe::append_lines(&self.tracefs, &left) {
+                Ok(()) => break,
+                Err(e) => {
+                    let still =
+                        probe::list_events(&self.tracefs, &self.options.name).unwrap_or_default();
+                    left = removal_lines(
+                        &self
+                            .created
+                            .iter()
+                            .filter(|d| still.contains(d.event()))
+                            .cloned()
+                            .collect::<Vec<_>>(),
+                    );
+                    if left.is_empty() {
+                        break;
+                    }
+                    if Instant::now() >= deadline {
+                        first_err = Some(e);
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        self.finished = true;
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Whether the kernel's user call chain of a hit of a probe at `offset` of `path` already holds
+/// the caller under the probed instruction. At a function's first instruction the frame-pointer
+/// walk starts from the caller's frame and misses its return address; since Linux 6.12 perf adds
+/// it, read at the stack pointer, when the probed instruction is `push %rbp` (`55`) or `endbr64`
+/// (`f3 0f 1e fa`) (`is_uprobe_at_func_entry` in `arch/x86/events/core.c`). Elsewhere netprobe
+/// puts the return address its probe read there. A file that cannot be read says no.
+fn kernel_walk_has_caller(path: &std::path::Path, offset: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok((file, _)) = netprobe_core::regular_file::open(path) else {
+        return false;
+    };
+    let mut b = [0u8; 4];
+    match file.read_at(&mut b, offset) {
+        Ok(n) if n >= 1 && b[0] == 0x55 => true,
+        Ok(4) => b == [0xf3, 0x0f, 0x1e, 0xfa],
+        _ => false,
+    }
+}
+
+/// Whether the running kernel's release is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}
+
+/// The system's page size.
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as usize
+}
+
+/// Data pages of a per-CPU buffer of about `buffer_kb` KiB: a power of two (perf_event_open(2)),
+/// at least 8.
+fn data_pages(buffer_kb: u64) -> usize {
+    let pages = (buffer_kb.saturating_mul(1024) / page_size() as u64).max(8);
+    let pages = usize::try_from(pages).unwrap_or(1 << 18).min(1 << 18);
+    // The largest power of two not above it.
+    1 << (usize::BITS - 1 - pages.leading_zeros())
+}
+
+impl Backend for PerTaskSession {
+    fn attach(&mut self, plan: crate::gate::CheckedPlan) -> Result<()> {
+        if self.attached {
+            return Err(Error::Usage(format!(
+                "session {} already records a plan; start another session",
+                self.options.name
+            )));
+        }
+        self.attached = true;
+        self.plan = plan.into_inner();
+        if let Err(e) = self.setup() {
+            // Teardown errors are secondary to the one that stopped the start.
+            let _ = self.teardown();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn plan(&self) -> &ProbePlan {
+        &self.plan
+    }
+
+    fn event_fds(&self) -> Vec<BorrowedFd<'_>> {
+        self.events
+            .as_ref()
+            .map(|e| e.ring_fds().map(|fd| fd.as_fd()).collect())
+            .unwrap_or_default()
+    }
+
+    fn read(&mut self, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> Result<u64> {
+        let watermark = crate::backend::monotonic_ns();
+        Ok(self.read_records(Some(watermark), sink))
+    }
+
+    fn read_counts(&mut self, sink: &mut dyn FnMut(&ProbePlan, usize, u64)) -> Result<()> {
+        let Some(events) = self.events.as_ref() else {
+            return Ok(());
+        };
+        if self.counted.is_empty() {
+            return Ok(());
+        }
+        for ((probe, seen), now) in self.counted.iter_mut().zip(events.counts()) {
+            if now > *seen {
+                sink(&self.plan, *probe, now - *seen);
+                *seen = now;
+            }
+        }
+        Ok(())
+    }
+
+    fn lost(&self) -> Lost {
+        let kernel = self.events.as_ref().and_then(TaskEvents::lost).unwrap_or(0);
+        Lost {
+            counted: self.lost_records.max(kernel).max(self.lost_at_stop),
+            unknown_amount: self.malformed > 0,
+        }
+    }
+
+    fn stop(&mut self, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> Result<Lost> {
+        if !self.attached || self.finished {
+            return Ok(Lost::default());
+        }
+        if let Some(events) = &self.events {
+            events.disable();
+        }
+        self.read_records(None, sink);
+        let lost = Backend::lost(self);
+        self.lost_at_stop = lost.counted;
+        Ok(lost)
+    }
+
+    fn detach(&mut self) -> Result<()> {
+        self.teardown()
+    }
+
+    fn placed(&self) -> usize {
+        self.created.len()
+    }
+}
+
+impl Drop for PerTaskSession {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_a_power_of_two_pages() {
+        assert_eq!(data_pages(8192), 2048);
+        assert_eq!(data_pages(1), 8);
+        assert_eq!(data_pages(100), 16);
+        assert_eq!(data_pages(u64::MAX), 1 << 18);
+    }
+}
