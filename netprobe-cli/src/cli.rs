@@ -2,7 +2,7 @@
 //! `netprobe: error: <cause>: <fix>`, with exit status 1; usage errors exit with 2 (clap).
 
 use crate::commands;
-use crate::commands::live::{self, parse_duration, LiveOptions};
+use crate::commands::live::{self, parse_cpu_percent, parse_duration, LiveOptions};
 use crate::mode::Mode;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -156,6 +156,13 @@ pub struct LiveArgs {
     /// With --stack: show at most the N innermost frames.
     #[arg(long, value_name = "N")]
     pub stack_depth: Option<usize>,
+    /// With -p, -c or --container: the most the session may cost its targets, as a share of
+    /// one CPU (e.g. 1%). netprobe estimates each probe's cost from its hit rate and what a hit
+    /// costs on this machine (measured once, then cached); every second, the probes of the
+    /// functions that take the session over the budget are removed, dearest first, each said on
+    /// stderr, and the session goes on without them.
+    #[arg(long, value_name = "PCT", value_parser = parse_cpu_percent)]
+    pub max_overhead: Option<f64>,
 }
 
 /// Prometheus metrics of a `count` or `latency` session.
@@ -242,6 +249,7 @@ impl LiveArgs {
             metrics: metrics.metrics,
             metrics_max_series: metrics.metrics_max_series,
             metrics_web_config: metrics.metrics_web_config,
+            max_overhead: self.max_overhead,
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod mode;
 #[cfg(feature = "cli")]
 pub mod output;
 pub mod output_file;
+pub mod overhead;
 pub mod pidns;
 pub mod plan;
 pub mod printable;

@@ -5,6 +5,7 @@
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::launch::PausedChild;
+use crate::overhead::OverheadMeter;
 use crate::signals::SignalPipe;
 use crate::sinks::{Flow, Sink};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -95,9 +96,25 @@ pub fn run(
     session: &mut dyn Backend,
     signals: &SignalPipe,
     targets: &[u32],
+    child: Option<&mut PausedChild>,
+    limits: Limits,
+    sink: &mut dyn Sink,
+) -> Result<StopReason> {
+    run_metered(session, signals, targets, child, limits, sink, None)
+}
+
+/// [`run`] with an [`OverheadMeter`]: every hit and kernel count is shown to it; once a second
+/// (the kernel's counts read then) it closes a window, and the functions it finds over the
+/// budget (`--max-overhead`) have their probes taken out of the session, said on stderr; each
+/// interval tick says the estimated cost of the interval on stderr.
+pub fn run_metered(
+    session: &mut dyn Backend,
+    signals: &SignalPipe,
+    targets: &[u32],
     mut child: Option<&mut PausedChild>,
     limits: Limits,
     sink: &mut dyn Sink,
+    mut meter: Option<&mut OverheadMeter>,
 ) -> Result<StopReason> {
     let start = Instant::now();
     let deadline = limits.duration.map(|d| start + d);
@@ -175,6 +192,9 @@ pub fn run(
             }
         }
         session.read(&mut |plan, hit| {
+            if let Some(m) = meter.as_deref_mut() {
+                m.observe(hit.probe, 1);
+            }
             if flow == Flow::Continue {
                 flow = sink.hit(plan, hit);
             }
@@ -183,6 +203,9 @@ pub fn run(
         if Instant::now() >= next_lost {
             sink.lost_so_far(session.plan(), session.lost());
             next_lost += Duration::from_secs(1);
+            if let Some(m) = meter.as_deref_mut() {
+                meter_window(session, sink, m)?;
+            }
         }
         match flow {
             Flow::Continue => {}
@@ -193,8 +216,18 @@ pub fn run(
             if Instant::now() >= t {
                 // Calls counted in the kernel are read once per interval.
                 session.read_counts(&mut |plan, probe, calls| {
+                    if let Some(m) = meter.as_deref_mut() {
+                        m.observe(probe, calls);
+                    }
                     let _ = sink.counted(plan, probe, calls);
                 })?;
+                if let Some(m) = meter.as_deref_mut() {
+                    crate::printable::eprint_line(&format!(
+                        "netprobe: estimated cost to the targets in the last {:.1} s: {}",
+                        m.tick_age().as_secs_f64(),
+                        m.close_tick().describe()
+                    ));
+                }
                 let lost = session.lost();
                 match sink.tick(session.plan(), lost) {
                     Flow::Continue => {}
@@ -230,4 +263,45 @@ pub fn run(
             }
         }
     }
+}
+
+/// Once a second with a meter: the kernel's counts read, the window closed, and the probes of
+/// the functions over the budget taken out, each said in one line.
+fn meter_window(
+    session: &mut dyn Backend,
+    sink: &mut dyn Sink,
+    m: &mut OverheadMeter,
+) -> Result<()> {
+    session.read_counts(&mut |plan, probe, calls| {
+        m.observe(probe, calls);
+        let _ = sink.counted(plan, probe, calls);
+    })?;
+    let (window, over) = m.close_window();
+    if over.is_empty() {
+        return Ok(());
+    }
+    let probes: Vec<usize> = over.iter().flat_map(|o| o.probes.iter().copied()).collect();
+    let removed = session.remove_probes(&probes)?;
+    let budget = m
+        .max_share()
+        .map(crate::overhead::meter::percent)
+        .unwrap_or_default();
+    for o in &over {
+        let name = &session.plan().function(o.function).name;
+        crate::printable::eprint_line(&format!(
+            "netprobe: --max-overhead {budget}: removed the probes of {name}: {:.0} hits/s cost the targets an estimated {} of a CPU (the session's {} in the last {:.1} s); the session goes on without them",
+            o.hits_per_s,
+            crate::overhead::meter::percent(o.cpu_share),
+            crate::overhead::meter::percent(window.cpu_share),
+            window.seconds,
+        ));
+    }
+    // Probes that shared a kernel event with those (none when each has its own) go too.
+    let extra = removed.iter().filter(|p| !probes.contains(p)).count();
+    if extra > 0 {
+        crate::printable::eprint_line(&format!(
+            "netprobe: {extra} more probe(s) shared their kernel events and were removed with them"
+        ));
+    }
+    Ok(())
 }

@@ -98,6 +98,15 @@ impl KernelHandling {
     }
 }
 
+/// How the kernel handles a uprobe on the instruction `bytes` start with (x86-64); `Refused`
+/// for bytes that do not decode.
+pub fn handling_of(bytes: &[u8]) -> KernelHandling {
+    match x86::instructions(bytes, VirtAddr(0)).next() {
+        Some(i) => kernel_handling(&i, bytes),
+        None => KernelHandling::Refused,
+    }
+}
+
 /// Which instruction `instr` (whose bytes are `bytes`) is to the kernel's uprobe code.
 pub fn kernel_handling(instr: &Instruction, bytes: &[u8]) -> KernelHandling {
     if instr.is_invalid() {
@@ -762,6 +771,23 @@ mod tests {
             kernel_handling(&decoded[1], &code[2..]),
             KernelHandling::Refused
         );
+    }
+
+    #[test]
+    fn handling_of_decodes_the_first_instruction() {
+        assert_eq!(
+            handling_of(&[0x55, 0x48, 0x89, 0xe5]),
+            KernelHandling::Emulated
+        );
+        assert_eq!(
+            handling_of(&[0x48, 0x89, 0xf8, 0xc3]),
+            KernelHandling::SingleStepped
+        );
+        assert_eq!(
+            handling_of(&[0x0f, 0x1f, 0x44, 0x00, 0x00]),
+            KernelHandling::Optimized
+        );
+        assert_eq!(handling_of(&[]), KernelHandling::Refused);
     }
 
     #[test]

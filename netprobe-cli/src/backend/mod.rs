@@ -84,6 +84,22 @@ pub trait Backend {
         Ok(())
     }
 
+    /// Takes out the probes `probes` (indexes into the plan's probes) while the session goes on:
+    /// their breakpoints leave the targets. Returns every probe taken out, which may be more than
+    /// asked when probes share a kernel event (all of an event go together). A backend that
+    /// cannot refuses with the reason.
+    fn remove_probes(&mut self, _probes: &[usize]) -> Result<Vec<usize>> {
+        Err(crate::error::Error::usage(
+            "this session cannot take out single probes while it runs",
+        ))
+    }
+
+    /// Whether the session counts calls in the kernel ([`Backend::read_counts`]) instead of
+    /// recording a hit each.
+    fn counts_in_kernel(&self) -> bool {
+        false
+    }
+
     /// The kernel probe definitions in effect (a shared kernel event counts each of its probes).
     fn placed(&self) -> usize;
 

@@ -16,6 +16,7 @@ use crate::gate::{self, CheckedPlan, GateOptions};
 use crate::lang::{build_plan, dotnet, resolve_specs, PlanOptions};
 use crate::launch::{split_command, PausedChild};
 use crate::mode::Mode;
+use crate::overhead::{self, OverheadMeter};
 use crate::plan::ProbePlan;
 use crate::run_as::RunAs;
 use crate::runner::{self, Limits, StopReason};
@@ -65,6 +66,9 @@ pub struct LiveOptions {
     /// `--metrics-web-config FILE`: TLS and basic authentication for `/metrics` (the exporter
     /// toolkit's web configuration file).
     pub metrics_web_config: Option<std::path::PathBuf>,
+    /// `--max-overhead PCT`: the most the session may cost its targets, as a share of one CPU
+    /// (1% is 0.01); the probes of functions beyond it are taken out.
+    pub max_overhead: Option<f64>,
 }
 
 impl LiveOptions {
@@ -367,6 +371,11 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     // waits here, BENCHMARKS.md "Sixth pass") runs while the names resolve; if resolving fails,
     // what it made is removed before the error is shown.
     let host_wide = matches!(targeting, Targeting::SystemWide);
+    if o.max_overhead.is_some() && host_wide {
+        return Err(Error::usage(
+            "--max-overhead needs -p, -c or --container: a host-wide session's probes trap in every process that maps the file, which no budget of its targets accounts for",
+        ));
+    }
     let early = (!o.dry_run)
         .then(|| EarlySession::begin(&opts, host_wide))
         .flatten();
@@ -423,8 +432,20 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             plan.probes.len()
         ));
     }
+    check_overhead_plan(o, &plan)?;
+    let costs = session_hit_costs(o);
     let in_kernel = counts_in_kernel(mode, o, &filter, listener.is_some(), &plan);
-    let mut session = start_session(&tracefs, &opts, plan, preparing, child.is_some(), in_kernel)?;
+    let mut session = start_session(
+        &tracefs,
+        &opts,
+        plan,
+        preparing,
+        Scoping {
+            held_command: child.is_some(),
+            in_kernel,
+            probe_per_event: o.max_overhead.is_some(),
+        },
+    )?;
     // `--metrics`: the exported series, served from now on.
     let exported = match listener {
         Some((l, web)) => {
@@ -452,6 +473,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         if let Some(c) = child.as_mut() {
             c.release()?;
         }
+        let mut meter = overhead_meter(o, session.as_ref(), costs.as_ref());
         let mut run_ctx = RunContext {
             signals: &signals,
             pids: &pids,
@@ -460,6 +482,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                 duration: o.duration.map(|d| d.saturating_sub(started.elapsed())),
                 interval: o.interval,
             },
+            meter: meter.as_mut(),
         };
         let generation = Generation {
             metrics: exported.as_ref().map(|(m, _)| m),
@@ -469,6 +492,20 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             start_ns,
         };
         let (reason, lost) = run_generation(mode, o, session.as_mut(), &mut run_ctx, &generation)?;
+        if let Some(m) = &meter {
+            let e = m.overall();
+            let typical = costs.as_ref().is_some_and(|c| !c.measured);
+            crate::printable::eprint_line(&format!(
+                "netprobe: estimated cost to the targets over {:.1} s: {}{}",
+                e.seconds,
+                e.describe(),
+                if typical {
+                    " (typical costs per hit: this machine's could not be measured, the kernel's uprobe PMU needs CAP_PERFMON)"
+                } else {
+                    ""
+                }
+            ));
+        }
         lost_total.counted = lost_total.counted.saturating_add(lost.counted);
         lost_total.unknown_amount |= lost.unknown_amount;
         let Some(info) = followed.as_ref().filter(|_| {
@@ -533,18 +570,62 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     finish(reason, started, lost_total)
 }
 
+/// How a session scoped to processes records (see [`PerTaskSession`]).
+#[derive(Clone, Copy, Debug)]
+struct Scoping {
+    /// The target is a `-c` command held before its execve, recorded from its exec on.
+    held_command: bool,
+    /// Count in the kernel ([`counts_in_kernel`]).
+    in_kernel: bool,
+    /// A kernel event per probe, so any can be taken out alone (`--max-overhead`).
+    probe_per_event: bool,
+}
+
+/// `--max-overhead` takes probes out one function at a time, so each probe gets a kernel event of
+/// its own (closing an event's last perf event waits a grace period, which the detach overlaps):
+/// at most [`per_task::MAX_COUNTED_PROBES`] probes.
+fn check_overhead_plan(o: &LiveOptions, plan: &ProbePlan) -> Result<()> {
+    if o.max_overhead.is_some() && plan.probes.len() > per_task::MAX_COUNTED_PROBES {
+        return Err(Error::usage(format!(
+            "--max-overhead watches each probe through a kernel event of its own, at most {} probes; these patterns make {}: narrow them",
+            per_task::MAX_COUNTED_PROBES,
+            plan.probes.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The meter of a session's cost (`--max-overhead`, or `--interval`, whose ticks say the
+/// estimate): each probe's cost per hit on this machine, a record included when the session
+/// writes one per hit.
+fn overhead_meter(
+    o: &LiveOptions,
+    session: &dyn Backend,
+    costs: Option<&overhead::HitCosts>,
+) -> Option<OverheadMeter> {
+    let costs = costs?;
+    let plan = session.plan();
+    let handling = overhead::probe_handling(plan);
+    let cost_ns = overhead::probe_costs(plan, &handling, costs, !session.counts_in_kernel());
+    Some(OverheadMeter::new(plan, cost_ns, o.max_overhead))
+}
+
+/// This machine's hit costs when the session estimates its cost (`--max-overhead`,
+/// `--interval`): measured before anything is placed (the first time, about a second), so the
+/// first window of the estimate starts when recording does.
+fn session_hit_costs(o: &LiveOptions) -> Option<overhead::HitCosts> {
+    (o.max_overhead.is_some() || o.interval.is_some()).then(overhead::hit_costs)
+}
+
 /// Places `plan` and starts recording: on the target tasks alone when `opts` names processes
 /// ([`PerTaskSession`]: no other process that maps the probed files traps), host-wide through a
-/// tracefs instance otherwise (made by `preparing` when it was begun early). `held_command`: the
-/// target is a `-c` command held before its execve, recorded from its exec on. `in_kernel`:
-/// count in the kernel ([`counts_in_kernel`]).
+/// tracefs instance otherwise (made by `preparing` when it was begun early).
 fn start_session(
     tracefs: &Tracefs,
     opts: &SessionOptions,
     plan: CheckedPlan,
     preparing: Option<PreparingInstance>,
-    held_command: bool,
-    in_kernel: bool,
+    scoping: Scoping,
 ) -> Result<Box<dyn Backend>> {
     match &opts.pids {
         Some(pids) => {
@@ -556,8 +637,9 @@ fn start_session(
                     pids: pids.clone(),
                     buffer_kb: opts.buffer_kb,
                     buffer_percent: opts.buffer_percent,
-                    enable_on_exec: held_command,
-                    count_in_kernel: in_kernel,
+                    enable_on_exec: scoping.held_command,
+                    count_in_kernel: scoping.in_kernel,
+                    probe_per_event: scoping.probe_per_event,
                 },
             );
             s.attach(plan)?;
@@ -771,11 +853,14 @@ fn attach_to(
     let plan = report.approve(plan)?;
     let mut opts = opts.clone();
     opts.pids = Some(pids.to_vec());
+    check_overhead_plan(o, &plan)?;
     let in_kernel = counts_in_kernel(mode, o, filter, false, &plan);
-    Ok((
-        start_session(tracefs, &opts, plan, None, false, in_kernel)?,
-        guard,
-    ))
+    let scoping = Scoping {
+        held_command: false,
+        in_kernel,
+        probe_per_event: o.max_overhead.is_some(),
+    };
+    Ok((start_session(tracefs, &opts, plan, None, scoping)?, guard))
 }
 
 /// What one run of a session's sinks needs besides the session: the exported metrics, the
@@ -934,6 +1019,8 @@ struct RunContext<'a> {
     pids: &'a [u32],
     child: Option<&'a mut PausedChild>,
     limits: Limits,
+    /// The session's cost meter (`--max-overhead`, `--interval`).
+    meter: Option<&'a mut OverheadMeter>,
 }
 
 /// Runs the session into `sink` (wrapped by the stall watcher when there is one: .NET sessions)
@@ -956,13 +1043,14 @@ fn run_to_end(
         }
         None => &mut *sink,
     };
-    let reason = runner::run(
+    let reason = runner::run_metered(
         session,
         ctx.signals,
         ctx.pids,
         ctx.child.as_deref_mut(),
         ctx.limits,
         first,
+        ctx.meter.as_deref_mut(),
     )?;
     let lost = session.stop(&mut |plan, hit| {
         if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
@@ -1229,6 +1317,22 @@ pub fn probe_remove(group: Option<&str>, events: &[String], out: &mut dyn Write)
     Ok(0)
 }
 
+/// Parses a share of one CPU given as a percentage, `1%` or `1` (both 0.01), `0.5%`; more than
+/// 100% is several CPUs' worth (a target with many threads).
+pub fn parse_cpu_percent(s: &str) -> std::result::Result<f64, String> {
+    let t = s.trim();
+    let num = t.strip_suffix('%').unwrap_or(t).trim();
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage of a CPU (e.g. 1%, 0.5%)"))?;
+    if !(v.is_finite() && v > 0.0 && v <= 100_000.0) {
+        return Err(format!(
+            "'{s}' must be above 0% (and at most 100000%: a thousand CPUs)"
+        ));
+    }
+    Ok(v / 100.0)
+}
+
 /// Parses durations like `10s`, `500ms`, `2m`, `1.5s`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     let s = s.trim();
@@ -1255,6 +1359,16 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_percentages_parse_with_or_without_the_sign() {
+        assert_eq!(parse_cpu_percent("1%"), Ok(0.01));
+        assert_eq!(parse_cpu_percent(" 50 "), Ok(0.5));
+        assert_eq!(parse_cpu_percent("0.5%"), Ok(0.005));
+        for bad in ["0", "-1%", "abc", "nan", "1e9", "%"] {
+            assert!(parse_cpu_percent(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations() {

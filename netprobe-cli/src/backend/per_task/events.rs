@@ -14,8 +14,9 @@
 //! one event per kernel event, `inherit`ed so that the threads and processes it starts later are
 //! recorded too (they inherit the event when they are cloned). Sampling events are opened per
 //! (thread, CPU), because the kernel refuses to map the buffer of an inherited per-thread event
-//! that is not bound to a CPU (`perf_mmap` in `kernel/events/core.c`); per CPU, the first one owns
-//! a ring buffer and the others write into it (`PERF_EVENT_IOC_SET_OUTPUT`). Counting events need
+//! that is not bound to a CPU (`perf_mmap` in `kernel/events/core.c`); per CPU, a dummy event owns
+//! a ring buffer and the probe events write into it (`PERF_EVENT_IOC_SET_OUTPUT`), so any kernel
+//! event can be closed alone ([`TaskEvents::close_event`]). Counting events need
 //! no buffer: one per thread on any CPU, read with `read(2)` (a parent event's count includes its
 //! inherited children's, `perf_event_read_value`).
 
@@ -103,9 +104,9 @@ fn attr(id: u64, how: Recording, enable_on_exec: bool) -> sys::bindings::perf_ev
 /// The perf events of a session's kernel events on its target tasks.
 pub struct TaskEvents {
     how: Recording,
-    /// Per CPU, the buffer every sampling event on that CPU writes to.
+    /// Per CPU, the buffer every sampling event on that CPU writes to, mapped from its owner.
     rings: Vec<Ring>,
-    /// Every other descriptor, by kernel event (the index into the specs given to `open`), with
+    /// Every probe event's descriptor, by kernel event (the index into the specs given to `open`), with
     /// the thread it was opened on.
     by_event: Vec<Vec<(u32, OwnedFd)>>,
     /// Threads with events.
@@ -248,28 +249,28 @@ impl TaskEvents {
                             set_filter(&fd, filter)?;
                         }
                         if let Recording::Sampled { .. } = how {
-                            match ring_of_cpu[c] {
+                            let r = match ring_of_cpu[c] {
+                                Some(r) => r,
                                 None => {
-                                    let ring = map_ring(fd, &mut ev.data_pages)?;
+                                    let owner = ring_owner(tid, cpu)?;
+                                    let ring = map_ring(owner, &mut ev.data_pages)?;
                                     ring_of_cpu[c] = Some(ev.rings.len());
                                     ev.rings.push(ring);
-                                    continue;
+                                    ev.rings.len() - 1
                                 }
-                                Some(r) => {
-                                    // SAFETY: both are perf event fds of this process on one CPU.
-                                    let rc = unsafe {
-                                        sys::ioctls::SET_OUTPUT(
-                                            fd.as_raw_fd(),
-                                            ev.rings[r].fd().as_raw_fd(),
-                                        )
-                                    };
-                                    if rc != 0 {
-                                        return Err(Error::io(
-                                            "PERF_EVENT_IOC_SET_OUTPUT",
-                                            std::io::Error::last_os_error(),
-                                        ));
-                                    }
-                                }
+                            };
+                            // SAFETY: both are perf event fds of this process on one CPU.
+                            let rc = unsafe {
+                                sys::ioctls::SET_OUTPUT(
+                                    fd.as_raw_fd(),
+                                    ev.rings[r].fd().as_raw_fd(),
+                                )
+                            };
+                            if rc != 0 {
+                                return Err(Error::io(
+                                    "PERF_EVENT_IOC_SET_OUTPUT",
+                                    std::io::Error::last_os_error(),
+                                ));
                             }
                         }
                         ev.by_event[e].push((tid, fd));
@@ -281,7 +282,7 @@ impl TaskEvents {
                 ev.tids.insert(at, tid);
             }
         }
-        if ev.rings.is_empty() && ev.by_event.iter().all(Vec::is_empty) {
+        if ev.by_event.iter().all(Vec::is_empty) {
             return Err(Error::usage(
                 "no thread to trace: every target thread exited before its probes were placed",
             ));
@@ -289,11 +290,18 @@ impl TaskEvents {
         Ok(ev)
     }
 
+    /// Every probe event's descriptor (the ring owners record nothing).
     fn all_fds(&self) -> impl Iterator<Item = &OwnedFd> {
-        self.rings
-            .iter()
-            .map(Ring::fd)
-            .chain(self.by_event.iter().flatten().map(|(_, fd)| fd))
+        self.by_event.iter().flatten().map(|(_, fd)| fd)
+    }
+
+    /// Closes the perf events of kernel event `e` (an index into the specs given to `open`): the
+    /// kernel takes its breakpoints out of the targets (waiting one grace period when they were
+    /// its last perf events). Its records already written stay readable.
+    pub fn close_event(&mut self, e: usize) {
+        if let Some(fds) = self.by_event.get_mut(e) {
+            drop(std::mem::take(fds));
+        }
     }
 
     /// Starts recording (the events of threads started since they were opened too: the ioctl
@@ -396,6 +404,38 @@ impl TaskEvents {
             }
         });
     }
+}
+
+/// The event that owns a CPU's ring buffer: a software `PERF_COUNT_SW_DUMMY` event (it records
+/// nothing) on thread `tid` and `cpu`, so that every probe event writes into the ring through
+/// `PERF_EVENT_IOC_SET_OUTPUT` and any of them can be closed alone (an owner cannot go before
+/// the ring). The buffer outlives the thread: the events writing to it hold it.
+fn ring_owner(tid: u32, cpu: i32) -> Result<OwnedFd> {
+    let mut a = sys::bindings::perf_event_attr {
+        type_: sys::bindings::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<sys::bindings::perf_event_attr>() as u32,
+        config: sys::bindings::PERF_COUNT_SW_DUMMY as u64,
+        ..Default::default()
+    };
+    a.set_exclude_kernel(1);
+    // The kernel refuses to mix clocks in one buffer (`perf_event_set_output`).
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    // SAFETY: `a` is a fully initialized perf_event_attr whose `size` is its own size.
+    let fd = unsafe {
+        sys::perf_event_open(
+            &mut a,
+            tid as libc::pid_t,
+            cpu,
+            -1,
+            sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        return Err(open_error(tid, std::io::Error::last_os_error()));
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Maps `fd`'s ring buffer with `*data_pages` data pages, or as many fewer (halving, down to 8)

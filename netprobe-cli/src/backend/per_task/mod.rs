@@ -55,6 +55,9 @@ pub struct TaskOptions {
     pub enable_on_exec: bool,
     /// Count hits in the kernel instead of recording them (see the module's documentation).
     pub count_in_kernel: bool,
+    /// Give each probe a kernel event of its own, so that any can be taken out alone
+    /// ([`Backend::remove_probes`]; `--max-overhead`).
+    pub probe_per_event: bool,
 }
 
 /// A session recording the plan's probes in the target tasks only.
@@ -70,6 +73,8 @@ pub struct PerTaskSession {
     formats: Vec<(u16, ProbeSlot, EventFormat)>,
     /// Per kernel event of a counted session: its probe and the count already handed out.
     counted: Vec<(usize, u64)>,
+    /// Per kernel event: the probes it holds (in the order [`TaskEvents`] knows the events).
+    event_probes: Vec<Vec<usize>>,
     events: Option<TaskEvents>,
     /// Records drained and not decoded yet, reused.
     scratch: Vec<u8>,
@@ -102,6 +107,7 @@ impl PerTaskSession {
             created: Vec::new(),
             formats: Vec::new(),
             counted: Vec::new(),
+            event_probes: Vec::new(),
             events: None,
             scratch: Vec::new(),
             pending: Vec::new(),
@@ -111,11 +117,6 @@ impl PerTaskSession {
             max_stack,
             caller_in_chain: Vec::new(),
         }
-    }
-
-    /// Whether this session counts in the kernel.
-    pub fn counts_in_kernel(&self) -> bool {
-        self.options.count_in_kernel
     }
 
     /// The probe lines in effect.
@@ -129,7 +130,7 @@ impl PerTaskSession {
     }
 
     fn setup(&mut self) -> Result<()> {
-        let per_event = if self.options.count_in_kernel {
+        let per_event = if self.options.count_in_kernel || self.options.probe_per_event {
             1
         } else {
             MAX_PROBES_PER_EVENT
@@ -178,6 +179,7 @@ impl PerTaskSession {
             if self.options.count_in_kernel {
                 self.counted.push((event.probes[0], 0));
             }
+            self.event_probes.push(event.probes.clone());
             self.formats.push((f.id, slot, f));
         }
         let how = if self.options.count_in_kernel {
@@ -456,6 +458,26 @@ impl Backend for PerTaskSession {
 
     fn placed(&self) -> usize {
         self.created.len()
+    }
+
+    fn counts_in_kernel(&self) -> bool {
+        self.options.count_in_kernel
+    }
+
+    fn remove_probes(&mut self, probes: &[usize]) -> Result<Vec<usize>> {
+        let Some(events) = self.events.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let mut removed = Vec::new();
+        for (e, members) in self.event_probes.iter().enumerate() {
+            if members.iter().any(|p| probes.contains(p)) {
+                events.close_event(e);
+                removed.extend(members.iter().copied());
+            }
+        }
+        removed.sort_unstable();
+        removed.dedup();
+        Ok(removed)
     }
 }
 
