@@ -8,7 +8,8 @@
 //! do, and removes everything.
 
 use crate::backend::tracefs::probe;
-use crate::backend::tracefs::session::{Session, SessionOptions};
+use crate::backend::per_task::{PerTaskSession, TaskOptions};
+use crate::backend::Backend;
 use crate::backend::tracefs::Tracefs;
 use crate::cleanup;
 use crate::error::{Error, Result};
@@ -167,7 +168,7 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
     step(
         out,
         4,
-        "place the probes (own tracefs instance, filtered to that pid)",
+        "place the probes (defined in uprobe_events, opened as perf events on that pid)",
     );
     let mut plan = ProbePlan::new(true);
     plan.add_function(FunctionPlan {
@@ -196,10 +197,23 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         pairing: PairingKey::Thread,
         symbol: Some(DEMO_SYMBOL.into()),
     })?;
-    let mut opts = SessionOptions::new(name.clone());
-    opts.pids = Some(vec![child.pid()]);
     let plan = crate::gate::check(&plan, crate::gate::GateOptions::default()).approve(plan)?;
-    let mut session = Session::start(&tracefs, &opts, plan)?;
+    // Scoped to the child, as `-c` is: the uprobe events are opened as perf events on its task,
+    // so only its memory gets the breakpoint (another netprobe running this same binary never
+    // traps), recording from its exec on.
+    let mut session = PerTaskSession::new(
+        &tracefs,
+        TaskOptions {
+            name: name.clone(),
+            pids: vec![child.pid()],
+            buffer_kb: 8192,
+            buffer_percent: 0,
+            enable_on_exec: true,
+            count_in_kernel: false,
+            probe_per_event: false,
+        },
+    );
+    session.attach(plan)?;
     let _ = writeln!(
         out,
         "System V calling convention: a in %di (s32), b in %si (u64), label is a char* in %dx; the return value is $retval"
@@ -209,8 +223,7 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
     }
     let _ = writeln!(
         out,
-        "  recording into {}/instances/{name}, set_event_pid = {}",
-        tracefs.root().display(),
+        "  opened as perf events on pid {}'s task: the breakpoint goes into its memory alone",
         child.pid()
     );
 
@@ -229,9 +242,10 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         limits,
         &mut hits,
     )?;
-    let group = session.group().clone();
+    let group = name.clone();
     let probes_text: Vec<String> = session.probes().iter().map(|d| d.to_string()).collect();
-    let lost = session.finish(|_, h| hits.0.push(h))?;
+    let lost = session.stop(&mut |_, h| hits.0.push(h))?;
+    session.detach()?;
     let status = child.wait();
     for h in &hits.0 {
         let args = h
@@ -302,8 +316,7 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
     let inst_left = tracefs.path("instances").join(group.as_str()).exists();
     let _ = writeln!(
         out,
-        "  removed instance {}; probes of {group} left in uprobe_events: {}, instance left: {}",
-        group,
+        "  closed the perf events; probes of {group} left in uprobe_events: {}, instance left: {}",
         left.len(),
         if inst_left { "yes" } else { "no" }
     );
