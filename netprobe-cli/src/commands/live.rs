@@ -677,7 +677,7 @@ fn counts_in_kernel(
 /// Says why the session ended and what it lost; the exit code (3 when events were lost).
 fn finish(reason: StopReason, started: Instant, lost: crate::backend::Lost) -> Result<i32> {
     crate::printable::eprint_line(&format!(
-        "netprobe: {reason} after {:.1}s; probes and instance removed",
+        "netprobe: {reason} after {:.1}s; probes removed",
         started.elapsed().as_secs_f64()
     ));
     if let Some(w) = sinks::lost_warning(lost) {
