@@ -7,10 +7,10 @@
 //! child, lets the child run, prints every hit, checks each against what the child was asked to
 //! do, and removes everything.
 
-use crate::backend::tracefs::probe;
 use crate::backend::per_task::{PerTaskSession, TaskOptions};
-use crate::backend::Backend;
+use crate::backend::tracefs::probe;
 use crate::backend::tracefs::Tracefs;
+use crate::backend::Backend;
 use crate::cleanup;
 use crate::error::{Error, Result};
 use crate::launch::PausedChild;

@@ -365,7 +365,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     opts.buffer_percent = if o.stack || (mode == Mode::Trace && std::io::stdout().is_terminal()) {
         0
     } else {
-        25
+        12
     };
     // The kernel's share of starting a session (the instance, its clock and buffers: 30-60 ms of
     // waits here, BENCHMARKS.md "Sixth pass") runs while the names resolve; if resolving fails,

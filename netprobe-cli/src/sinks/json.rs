@@ -30,7 +30,7 @@ impl Printer for JsonPrinter {
         LINE.with(|buf| {
             let mut buf = buf.borrow_mut();
             buf.clear();
-            write_trace_line(&mut *buf, l)?;
+            write_trace_line(&mut buf, l)?;
             out.write_all(&buf)
         })
     }

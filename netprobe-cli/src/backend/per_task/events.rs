@@ -161,6 +161,7 @@ impl TaskEvents {
         how: Recording,
         enable_on_exec: bool,
     ) -> Result<TaskEvents> {
+        raise_open_file_limit();
         let cpus: Vec<i32> = match how {
             Recording::Sampled { .. } => crate::backend::perf_event::online_cpus()?,
             Recording::Counted => vec![-1],
@@ -326,11 +327,16 @@ impl TaskEvents {
         self.rings.iter().map(Ring::fd)
     }
 
-    /// Appends the whole records of every CPU's buffer to `out`.
-    pub fn drain(&mut self, out: &mut Vec<u8>) {
-        for ring in &mut self.rings {
-            ring.drain(out);
-        }
+    /// How many CPU buffers there are.
+    pub fn ring_count(&self) -> usize {
+        self.rings.len()
+    }
+
+    /// Appends whole records of CPU buffer `i`, about `max` bytes, to `out`; whether more wait.
+    pub fn drain_ring(&mut self, i: usize, out: &mut Vec<u8>, max: usize) -> bool {
+        self.rings
+            .get_mut(i)
+            .is_some_and(|r| r.drain_upto(out, max))
     }
 
     /// Records the kernel dropped so far because a buffer was full, summed over every event
@@ -403,6 +409,24 @@ impl TaskEvents {
                 }
             }
         });
+    }
+}
+
+/// Raises the soft limit of open files to the hard one: a sampled session holds a descriptor per
+/// target thread, CPU and kernel event (`perf record` raises it the same way), and the usual soft
+/// limit of 1,024 is a few dozen threads on a large host. What the hard limit does not allow
+/// fails with EMFILE, named with its fix (`ulimit -n`).
+fn raise_open_file_limit() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid out-pointer, then the same struct back.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
     }
 }
 

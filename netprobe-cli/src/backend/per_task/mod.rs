@@ -35,6 +35,12 @@ use events::{EventSpec, Recording, TaskEvents};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
+/// Bytes of records read from one CPU's buffer at a time (about 5,000 hits).
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// Pieces one read takes from each buffer at most before the event loop gets its turn again.
+const MAX_CHUNKS_PER_READ: usize = 64;
+
 /// Most probes counted in the kernel: each needs a kernel event of its own, and closing each
 /// event's last perf event waits a grace period (the waits overlap, see [`TaskEvents::close`]);
 /// a larger plan is counted from records, its probes sharing events.
@@ -78,8 +84,11 @@ pub struct PerTaskSession {
     events: Option<TaskEvents>,
     /// Records drained and not decoded yet, reused.
     scratch: Vec<u8>,
-    /// Hits decoded and not handed out yet (newer than the last watermark).
-    pending: Vec<Hit>,
+    /// Hits decoded and not handed out yet (newer than the last watermark), each with the order
+    /// it was read in.
+    pending: Vec<(u64, Hit)>,
+    /// Hits read so far: the next one's place in the reading order.
+    read_seq: u64,
     lost_records: u64,
     /// What the kernel said was lost when recording stopped (the events are closed after).
     lost_at_stop: u64,
@@ -111,6 +120,7 @@ impl PerTaskSession {
             events: None,
             scratch: Vec::new(),
             pending: Vec::new(),
+            read_seq: 0,
             lost_records: 0,
             lost_at_stop: 0,
             malformed: 0,
@@ -213,29 +223,71 @@ impl PerTaskSession {
         Ok(())
     }
 
-    /// Reads every record waiting now and hands out the hits older than the moment the read
-    /// started (later ones may still be overtaken by another CPU's: they wait for the next read).
+    /// Reads the records waiting now and hands out the hits older than `watermark` (all that is
+    /// left when `None`) in time order across the CPUs' buffers; later ones may still be
+    /// overtaken by another CPU's and wait for the next read. Returns how many were handed out.
+    ///
+    /// A backlog is read a piece at a time ([`CHUNK_BYTES`] of records per buffer), each buffer
+    /// only while it is not ahead in time of another that still holds records, and the hits up to
+    /// the time every buffer has been read past are handed out after each piece: what is decoded
+    /// at once stays small (a stopped session's whole backlog, hundreds of MB of records after a
+    /// burst, would otherwise be decoded in one go).
     fn read_records(
         &mut self,
         watermark: Option<u64>,
         sink: &mut dyn FnMut(&ProbePlan, Hit),
     ) -> u64 {
-        let Some(events) = self.events.as_mut() else {
+        let Some(rings) = self.events.as_ref().map(TaskEvents::ring_count) else {
             return 0;
         };
-        self.scratch.clear();
-        events.drain(&mut self.scratch);
+        // Per buffer: `Some(t)` while it may hold more (t: the time of the last hit read from
+        // it), `None` once read to its end.
+        let mut frontier: Vec<Option<u64>> = vec![Some(0); rings];
+        let mut delivered = 0;
+        let mut chunks = 0;
+        loop {
+            let behind = frontier.iter().flatten().min().copied();
+            for (i, front) in frontier.iter_mut().enumerate() {
+                if front.is_none() || *front > behind {
+                    continue;
+                }
+                self.scratch.clear();
+                let more = match self.events.as_mut() {
+                    Some(e) => e.drain_ring(i, &mut self.scratch, CHUNK_BYTES),
+                    None => false,
+                };
+                let last = self.decode_scratch();
+                *front = more.then(|| last.unwrap_or(front.unwrap_or(0)));
+            }
+            chunks += 1;
+            let Some(cut) = frontier.iter().flatten().min().copied() else {
+                break;
+            };
+            delivered += self.deliver(Some(watermark.map_or(cut, |w| cut.min(w))), sink);
+            // Bounded: a busy buffer must not starve the signal check and the other work of
+            // the event loop.
+            if watermark.is_some() && chunks >= MAX_CHUNKS_PER_READ {
+                return delivered;
+            }
+        }
+        delivered + self.deliver(watermark, sink)
+    }
+
+    /// Decodes the records in `scratch` into `pending`; the time of the last hit decoded.
+    fn decode_scratch(&mut self) -> Option<u64> {
         let PerTaskSession {
             scratch,
             formats,
             plan,
             pending,
+            read_seq,
             lost_records,
             malformed,
             max_stack,
             caller_in_chain,
             ..
         } = self;
+        let mut last = None;
         *malformed += sample::for_each(scratch, plan.user_stacks, |rec| match rec {
             sample::Record::Sample(s) => {
                 let Some(id) = s.raw.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]])) else {
@@ -274,17 +326,30 @@ impl PerTaskSession {
                         kernel_limit: full,
                     });
                 }
-                pending.push(hit);
+                last = Some(hit.ts_ns);
+                pending.push((*read_seq, hit));
+                *read_seq += 1;
             }
             sample::Record::Lost(n) => *lost_records = lost_records.saturating_add(n),
             sample::Record::Other => {}
         });
-        self.pending.sort_by_key(|h| h.ts_ns);
+        last
+    }
+
+    /// Hands out the pending hits up to `watermark` (all when `None`), oldest first.
+    fn deliver(&mut self, watermark: Option<u64>, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> u64 {
+        // Time order across the CPUs' buffers; equal times keep the order they were read in (a
+        // buffer's own order). An unstable sort on (time, order) allocates nothing: the stable
+        // sort's scratch buffer, a fresh allocation of half the backlog on every read, cost a
+        // page fault per page it touched and was the reader's largest cost at a million hits a
+        // second.
+        self.pending
+            .sort_unstable_by_key(|(seq, h)| (h.ts_ns, *seq));
         let cut = match watermark {
-            Some(w) => self.pending.partition_point(|h| h.ts_ns <= w),
+            Some(w) => self.pending.partition_point(|(_, h)| h.ts_ns <= w),
             None => self.pending.len(),
         };
-        for hit in self.pending.drain(..cut) {
+        for (_, hit) in self.pending.drain(..cut) {
             sink(&self.plan, hit);
         }
         cut as u64

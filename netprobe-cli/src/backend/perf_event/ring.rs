@@ -58,6 +58,13 @@ impl Ring {
     /// Appends every complete record the kernel wrote since the last call to `out` (records
     /// that wrap around the buffer's end come out contiguous) and hands the space back.
     pub fn drain(&mut self, out: &mut Vec<u8>) {
+        self.drain_upto(out, usize::MAX);
+    }
+
+    /// [`Ring::drain`], but of whole records up to about `max` bytes (at least one record when
+    /// any is waiting); returns whether more are waiting. A backlog read a piece at a time keeps
+    /// what is decoded at once small.
+    pub fn drain_upto(&mut self, out: &mut Vec<u8>, max: usize) -> bool {
         let h = self.header();
         // SAFETY: `h` points to the mapped metadata page for as long as `self` lives; the
         // kernel updates `data_head` concurrently, so it is read volatile and followed by an
@@ -74,26 +81,51 @@ impl Ring {
             )
         };
         if data_size == 0 || data_offset.saturating_add(data_size) > self.len {
-            return;
+            return false;
         }
-        let avail = head.wrapping_sub(tail) as usize;
-        let avail = avail.min(data_size);
+        let avail = (head.wrapping_sub(tail) as usize).min(data_size);
         let start = (tail as usize) % data_size;
-        let first = avail.min(data_size - start);
-        // SAFETY: both ranges lie inside the data area [data_offset, data_offset + data_size)
-        // checked against the mapping's length above; the kernel does not write the bytes
-        // between tail and head until data_tail moves past them.
+        // SAFETY: the data area [data_offset, data_offset + data_size) lies inside the mapping
+        // (checked above).
+        let data = unsafe { self.base.add(data_offset) };
+        let byte_at = |i: usize| -> u8 {
+            // SAFETY: `i % data_size` is inside the data area; the kernel does not write between
+            // tail and head until data_tail moves past them.
+            unsafe { data.add(i % data_size).read() }
+        };
+        let mut take = avail;
+        if avail > max {
+            // Whole records: each begins with `struct perf_event_header { u32 type; u16 misc;
+            // u16 size; }`.
+            take = 0;
+            while take < avail {
+                let at = start + take;
+                let size = u16::from_ne_bytes([byte_at(at + 6), byte_at(at + 7)]) as usize;
+                if size < 8 || take + size > avail {
+                    // Not a record boundary the kernel wrote: hand it all on, where the decoder
+                    // counts it malformed.
+                    take = avail;
+                    break;
+                }
+                if take > 0 && take + size > max {
+                    break;
+                }
+                take += size;
+            }
+        }
+        let first = take.min(data_size - start);
+        // SAFETY: both ranges lie inside the data area; see `byte_at`.
         unsafe {
-            let data = self.base.add(data_offset);
             out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
-            out.extend_from_slice(std::slice::from_raw_parts(data, avail - first));
+            out.extend_from_slice(std::slice::from_raw_parts(data, take - first));
         }
         // SAFETY: as above; the release fence orders our reads of the data before the store
         // that lets the kernel overwrite it.
         unsafe {
             fence(Ordering::Release);
-            std::ptr::addr_of_mut!((*h).data_tail).write_volatile(tail.wrapping_add(avail as u64));
+            std::ptr::addr_of_mut!((*h).data_tail).write_volatile(tail.wrapping_add(take as u64));
         }
+        take < avail
     }
 }
 
