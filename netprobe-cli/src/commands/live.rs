@@ -356,10 +356,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         opts.buffer_kb = kb;
     }
     // trace prints each hit as it comes (wake on any data); count and latency only aggregate, so
-    // they let a buffer fill to a quarter before waking up (the 200 ms poll tick bounds the delay).
-    // On a terminal, trace wakes on every hit so lines appear as calls happen; into a pipe or file
-    // it wakes like count does (a quarter full, or the 200 ms loop tick), which saves a wakeup per
-    // hit at high rates.
+    // they let a buffer fill to an eighth before waking up (the 200 ms poll tick bounds the
+    // delay). On a terminal, trace wakes on every hit so lines appear as calls happen; into a pipe
+    // or file it wakes like count does, which saves a wakeup per hit at high rates. An eighth, not
+    // a quarter: while the targets' threads hold every CPU the reader is scheduled sooner for
+    // less work, and lost 6x fewer hits at the kernel's max rate (BENCHMARKS.md, "Tracing one
+    // process").
     // With --stack, frames are named from the target's maps while it runs: wake on every hit
     // too, so a short-lived target is still there when its hits are read.
     opts.buffer_percent = if o.stack || (mode == Mode::Trace && std::io::stdout().is_terminal()) {
