@@ -1054,13 +1054,20 @@ fn run_to_end(
         first,
         ctx.meter.as_deref_mut(),
     )?;
+    let mut meter = ctx.meter.as_deref_mut();
     let lost = session.stop(&mut |plan, hit| {
+        if let Some(m) = meter.as_deref_mut() {
+            m.observe(hit.probe, 1);
+        }
         if reason != StopReason::MaxEvents && reason != StopReason::OutputClosed {
             let _ = sink.hit(plan, hit);
         }
     })?;
     // What the kernel counted since the last interval (recording has stopped: this is final).
     session.read_counts(&mut |plan, probe, calls| {
+        if let Some(m) = meter.as_deref_mut() {
+            m.observe(probe, calls);
+        }
         let _ = sink.counted(plan, probe, calls);
     })?;
     Ok((reason, lost))
