@@ -17,7 +17,7 @@ use crate::backend::perf_event::ring::Ring;
 use netprobe_core::probe_point::KernelHandling;
 use perf_event_open_sys as sys;
 use serde::{Deserialize, Serialize};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
 // The calibration targets. Each returns its argument so the call cannot be folded away; the
@@ -246,22 +246,8 @@ fn pmu_uprobe(offset: u64, sampled: bool) -> Option<(OwnedFd, Option<Ring>)> {
         a.__bindgen_anon_1.sample_period = 1;
         a.__bindgen_anon_2.wakeup_events = 1 << 20;
     }
-    // SAFETY: `a` is a fully initialized perf_event_attr; `path` outlives the call, which copies
-    // it.
-    let fd = unsafe {
-        sys::perf_event_open(
-            &mut a,
-            0,
-            -1,
-            -1,
-            sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a fresh descriptor we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // `path` outlives the call, which copies it.
+    let fd = crate::backend::perf_event::open_event(&mut a, 0, -1).ok()?;
     if !sampled {
         return Some((fd, None));
     }

@@ -20,11 +20,11 @@
 //! no buffer: one per thread on any CPU, read with `read(2)` (a parent event's count includes its
 //! inherited children's, `perf_event_read_value`).
 
-use crate::backend::perf_event::open_error;
 use crate::backend::perf_event::ring::Ring;
+use crate::backend::perf_event::{open_error, open_event};
 use crate::error::{Error, Result};
 use perf_event_open_sys as sys;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// How the events record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,40 +193,20 @@ impl TaskEvents {
                         a.read_format = 0;
                     }
                     for (c, &cpu) in cpus.iter().enumerate() {
-                        // SAFETY: `a` is a fully initialized perf_event_attr whose `size` is its
-                        // own size.
-                        let mut fd = unsafe {
-                            sys::perf_event_open(
-                                &mut a,
-                                tid as libc::pid_t,
-                                cpu,
-                                -1,
-                                sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-                            )
-                        };
+                        let mut opened = open_event(&mut a, tid as libc::pid_t, cpu);
                         // A kernel before 6.0 knows no PERF_FORMAT_LOST: without it, what was
                         // lost is what PERF_RECORD_LOST records say.
-                        if fd < 0
-                            && a.read_format != 0
-                            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL)
+                        if a.read_format != 0
+                            && matches!(&opened, Err(e) if e.raw_os_error() == Some(libc::EINVAL))
                         {
                             a.read_format = 0;
                             ev.lost_format = false;
-                            // SAFETY: as above.
-                            fd = unsafe {
-                                sys::perf_event_open(
-                                    &mut a,
-                                    tid as libc::pid_t,
-                                    cpu,
-                                    -1,
-                                    sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-                                )
-                            };
+                            opened = open_event(&mut a, tid as libc::pid_t, cpu);
                         }
-                        if fd < 0 {
-                            let err = std::io::Error::last_os_error();
-                            // The thread exited since it was listed: nothing to record.
-                            match err.raw_os_error() {
+                        let fd = match opened {
+                            Ok(fd) => fd,
+                            Err(err) => match err.raw_os_error() {
+                                // The thread exited since it was listed: nothing to record.
                                 Some(libc::ESRCH) => continue,
                                 Some(libc::EACCES | libc::EPERM | libc::EMFILE) => {
                                     return Err(open_error(tid, err))
@@ -242,10 +222,8 @@ impl TaskEvents {
                                         ),
                                     })
                                 }
-                            }
-                        }
-                        // SAFETY: a fresh descriptor we own.
-                        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                            },
+                        };
                         if let Some(filter) = &spec.filter {
                             set_filter(&fd, filter)?;
                         }
@@ -445,21 +423,7 @@ fn ring_owner(tid: u32, cpu: i32) -> Result<OwnedFd> {
     // The kernel refuses to mix clocks in one buffer (`perf_event_set_output`).
     a.set_use_clockid(1);
     a.clockid = libc::CLOCK_MONOTONIC;
-    // SAFETY: `a` is a fully initialized perf_event_attr whose `size` is its own size.
-    let fd = unsafe {
-        sys::perf_event_open(
-            &mut a,
-            tid as libc::pid_t,
-            cpu,
-            -1,
-            sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        return Err(open_error(tid, std::io::Error::last_os_error()));
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    open_event(&mut a, tid as libc::pid_t, cpu).map_err(|e| open_error(tid, e))
 }
 
 /// Maps `fd`'s ring buffer with `*data_pages` data pages, or as many fewer (halving, down to 8)

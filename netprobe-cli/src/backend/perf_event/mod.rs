@@ -59,6 +59,32 @@ fn sampler_attr(frequency: u64, enable_on_exec: bool) -> sys::bindings::perf_eve
     a
 }
 
+/// `perf_event_open(2)` of `attr` for thread `tid` (0: this one) on `cpu` (-1: any), the
+/// descriptor close-on-exec.
+pub fn open_event(
+    attr: &mut sys::bindings::perf_event_attr,
+    tid: i32,
+    cpu: i32,
+) -> std::io::Result<OwnedFd> {
+    // SAFETY: `attr` is a fully initialized perf_event_attr (its `size` is its own size; every
+    // pointer it carries, such as a uprobe PMU event's path, outlives the call, which copies
+    // what it needs).
+    let fd = unsafe {
+        sys::perf_event_open(
+            attr,
+            tid,
+            cpu,
+            -1,
+            sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// The CPUs the kernel lists as online (`/sys/devices/system/cpu/online`, e.g. `0-3,6`).
 pub fn online_cpus() -> Result<Vec<i32>> {
     let path = "/sys/devices/system/cpu/online";
@@ -101,27 +127,12 @@ impl Sampler {
         let mut opened = 0usize;
         for &tid in tids {
             for (i, &cpu) in cpus.iter().enumerate() {
-                // SAFETY: `attr` is a fully initialized perf_event_attr whose `size` is its own
-                // size; the event only samples the thread's user-mode stack.
-                let fd = unsafe {
-                    sys::perf_event_open(
-                        &mut attr,
-                        tid as libc::pid_t,
-                        cpu,
-                        -1,
-                        sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-                    )
-                };
-                if fd < 0 {
-                    let err = std::io::Error::last_os_error();
+                let fd = match open_event(&mut attr, tid as libc::pid_t, cpu) {
+                    Ok(fd) => fd,
                     // The thread exited since it was listed: nothing to sample.
-                    if err.raw_os_error() == Some(libc::ESRCH) {
-                        continue;
-                    }
-                    return Err(open_error(tid, err));
-                }
-                // SAFETY: a fresh descriptor we own.
-                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
+                    Err(e) => return Err(open_error(tid, e)),
+                };
                 opened += 1;
                 match &rings[i] {
                     None => {
