@@ -128,25 +128,6 @@ impl std::fmt::Debug for TaskEvents {
     }
 }
 
-/// Threads of the processes `pids` now (the process itself when it lists none: it exited, or its
-/// task folder cannot be read).
-fn threads(pids: &[u32]) -> Vec<u32> {
-    let mut tids: Vec<u32> = pids
-        .iter()
-        .flat_map(|&p| {
-            let t = crate::backend::tracefs::instance::threads_of(p);
-            if t.is_empty() {
-                vec![p]
-            } else {
-                t
-            }
-        })
-        .collect();
-    tids.sort_unstable();
-    tids.dedup();
-    tids
-}
-
 impl TaskEvents {
     /// Opens (disabled) every event of `specs` on every thread of `pids`, as `how` says, with
     /// each event's filter set before anything is recorded. Threads started while the list is
@@ -179,7 +160,7 @@ impl TaskEvents {
         };
         let mut ring_of_cpu: Vec<Option<usize>> = vec![None; cpus.len()];
         loop {
-            let new: Vec<u32> = threads(pids)
+            let new: Vec<u32> = crate::backend::tracefs::instance::threads_of_processes(pids)
                 .into_iter()
                 .filter(|t| ev.tids.binary_search(t).is_err())
                 .collect();

@@ -257,6 +257,25 @@ pub fn threads_of(pid: u32) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// Thread ids of the processes `pids`, sorted and without repeats; a process that lists none (it
+/// exited, or its task folder cannot be read) stands for itself.
+pub fn threads_of_processes(pids: &[u32]) -> Vec<u32> {
+    let mut tids: Vec<u32> = pids
+        .iter()
+        .flat_map(|&p| {
+            let t = threads_of(p);
+            if t.is_empty() {
+                vec![p]
+            } else {
+                t
+            }
+        })
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    tids
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

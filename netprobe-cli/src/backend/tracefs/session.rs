@@ -13,7 +13,7 @@ use crate::backend::tracefs::events::{
     creation_order, event_formats, probe_defs, removal_lines, ProbeSlot,
 };
 use crate::backend::tracefs::format::{EventFormat, PageLayout};
-use crate::backend::tracefs::instance::{threads_of, Instance};
+use crate::backend::tracefs::instance::{threads_of, threads_of_processes, Instance};
 use crate::backend::tracefs::probe::{self, GroupName, ProbeDef, ProbeLine};
 use crate::backend::tracefs::ringbuf::{parse_page, CpuReader, Missed};
 use crate::backend::tracefs::Tracefs;
@@ -761,19 +761,7 @@ fn merge_stack(rec: decode::UserStackRecord, return_address: Option<u64>) -> Use
 /// are caught by a second pass (with event-fork on, threads created after their parent is in the
 /// filter join it by themselves).
 fn filter_pids(inst: &Instance, pids: &[u32]) -> Result<()> {
-    let mut tids: Vec<u32> = pids
-        .iter()
-        .flat_map(|&p| {
-            let t = threads_of(p);
-            if t.is_empty() {
-                vec![p]
-            } else {
-                t
-            }
-        })
-        .collect();
-    tids.sort_unstable();
-    tids.dedup();
+    let mut tids = threads_of_processes(pids);
     inst.set_event_pids(&tids)?;
     for _ in 0..3 {
         let mut new: Vec<u32> = pids
