@@ -11,13 +11,15 @@ seconds at the end):
   single-stepped at a probe (~10 us a hit), so ~100k hits/s.
 - `fastspin`: two threads call `fast_tick` as fast as they can for SECS seconds. Its first instruction
   is a NOP, which the kernel emulates at a probe (~1-2 us a hit): the kernel's max hit rate here,
-  ~1M hits/s. Only netprobe count, netprobe trace --json and bpftrace count() run on it.
+  ~1M hits/s. netprobe count, netprobe trace --json, perf stat, perf record + perf script and
+  bpftrace count() run on it.
 Under each tracer the probe costs the target a kernel trap per call, so the call rate is what the
 kernel can produce; each tool must deliver every one of them (or report what it lost). Per round
 every tool runs once, in turn (interleaved); medians over rounds.
 
 - netprobe count -c / netprobe trace --json -c: launch the target with probes already live.
-- perf record -e GROUP:np_tick -- target, then perf script (probe made with perf probe).
+- perf record -e GROUP:FN -- target, then perf script (probe made with perf probe, deleted after).
+- perf stat -e GROUP:FN -- target (fastspin only): a counting perf event, no record per hit.
 - bpftrace uprobe count() with -c.
 - funccount-bpfcc: cannot launch a command; the target starts once funccount says "Tracing".
   bcc compiles its program against kernel headers; where the running kernel has none (this VM),
@@ -96,17 +98,36 @@ def run_np_trace(t, secs, work, mode="spin", fn="np_tick"):
     return calls, got, lost, float(u) + float(s) - tcpu
 
 
-def run_perf(t, secs, work):
-    sh(f"perf probe -q -x {t} -a np_tick")
-    grp = re.search(r":([^/]+)/np_tick ", open("/sys/kernel/tracing/uprobe_events").read()).group(1)
+def perf_probe(t, fn):
+    """Makes the event GROUP:fn with perf probe; returns GROUP."""
+    sh(f"perf probe -q -x {t} -a {fn}")
+    return re.search(rf"^p:(probe_[^/ ]+)/{fn} ", open("/sys/kernel/tracing/uprobe_events").read(),
+                     re.M).group(1)
+
+
+def run_perf(t, secs, work, mode="spin", fn="np_tick"):
+    grp = perf_probe(t, fn)
     try:
         data = os.path.join(work, "perf.data")
-        out, cpu = timed(["perf", "record", "-q", "-o", data, "-e", f"{grp}:np_tick", "--", t, "spin", str(secs)])
+        out, cpu = timed(["perf", "record", "-q", "-o", data, "-e", f"{grp}:{fn}", "--", t, mode, str(secs)])
         calls, tcpu = target_line(out)
-        script, cpu2 = timed(["sh", "-c", f"perf script -i {data} | grep -c ' [^ ]*:np_tick: '"])
+        script, cpu2 = timed(["sh", "-c", f"perf script -i {data} | grep -c ' [^ ]*:{fn}: '"])
         got = int(script.split()[0])
         lost = int(m.group(1)) if (m := re.search(r"(\d+) (?:samples|chunks) LOST", out)) else 0
+        os.remove(data)
         return calls, got, lost, cpu - tcpu + cpu2
+    finally:
+        sh(f"perf probe -q -d '{grp}:*'")
+
+
+def run_perf_stat(t, secs, mode="spin", fn="np_tick"):
+    """perf stat counts the event in the kernel (a counting perf event on the command it starts)."""
+    grp = perf_probe(t, fn)
+    try:
+        out, cpu = timed(["perf", "stat", "-x,", "-e", f"{grp}:{fn}", "--", t, mode, str(secs)])
+        calls, tcpu = target_line(out)
+        got = int(re.search(rf"^(\d+),[^,]*,{grp}:{fn}", out, re.M).group(1))
+        return calls, got, 0, cpu - tcpu
     finally:
         sh(f"perf probe -q -d '{grp}:*'")
 
@@ -152,6 +173,8 @@ def main():
         tools = {
             "netprobe count": lambda: run_np_count(t, secs, "fastspin", "fast_tick"),
             "netprobe trace --json": lambda: run_np_trace(t, secs, work, "fastspin", "fast_tick"),
+            "perf stat": lambda: run_perf_stat(t, secs, "fastspin", "fast_tick"),
+            "perf record + perf script": lambda: run_perf(t, secs, work, "fastspin", "fast_tick"),
             "bpftrace count()": lambda: run_bpftrace(t, secs, "fastspin", "fast_tick"),
         }
     else:
@@ -163,6 +186,8 @@ def main():
             "bpftrace count()": lambda: run_bpftrace(t, secs),
             "funccount-bpfcc": lambda: run_funccount(t, secs, work),
         }
+    with open("/proc/loadavg") as f:
+        print(f"load average at start: {' '.join(f.read().split()[:3])}")
     res = {k: [] for k in tools}
     for _ in range(rounds):
         for name, fn in tools.items():
@@ -170,8 +195,8 @@ def main():
     base_cpu = statistics.median(r[3] for r in res["netprobe count"])
     print(f"{rounds} rounds x {secs} s, medians. events/s = events delivered / {secs} s; "
           "missed = target calls - events delivered.\n")
-    print("| tool | target calls | events delivered | events/s | missed (max over rounds) | lost reported (max) | delivered + lost = calls, every round | tracer CPU s | CPU vs netprobe count |")
-    print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
+    print("| tool | target calls | target calls/s | events delivered | events/s | missed (max over rounds) | lost reported (max) | delivered + lost = calls, every round | tracer CPU s | tracer CPU ns per event | CPU vs netprobe count |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for name, rows in res.items():
         calls = statistics.median(r[0] for r in rows)
         got = statistics.median(r[1] for r in rows)
@@ -179,8 +204,9 @@ def main():
         lost = max(r[2] for r in rows)
         cpu = statistics.median(r[3] for r in rows)
         exact = "yes" if all(r[1] + r[2] == r[0] for r in rows) else "no"
-        print(f"| {name} | {calls:,.0f} | {got:,.0f} | {got / secs / 1000:.1f}k | {missed} | {lost} | "
-              f"{exact} | {cpu:.3f} | {cpu / base_cpu:.1f}x |")
+        per_hit = statistics.median(r[3] / r[1] * 1e9 for r in rows if r[1])
+        print(f"| {name} | {calls:,.0f} | {calls / secs / 1000:.1f}k | {got:,.0f} | {got / secs / 1000:.1f}k | "
+              f"{missed} | {lost} | {exact} | {cpu:.3f} | {per_hit:.0f} | {cpu / base_cpu:.1f}x |")
 
 
 if __name__ == "__main__":
