@@ -36,7 +36,8 @@ Per round, every tool runs once, in turn (interleaved; medians over rounds):
 Once the tool is live the other process runs and times itself; then the target is sent one line
 (1000 calls of its own), and the tool is stopped with SIGINT and its count read. A tool scoped to
 the target counts exactly 1000: more means it counted the other process's calls, fewer that it
-missed the target's.
+missed the target's. The host-wide row counts every process's calls (the machine's own mallocs
+too), and what it could not read in time it reports as lost (last column).
 """
 import os
 import re
@@ -191,15 +192,24 @@ def other_seconds(argv):
     return float(re.search(r"seconds=([\d.]+)", out).group(1))
 
 
+def lost_reported(text):
+    """What the tool said it lost: netprobe's "N hit(s) were lost", perf's "lost N chunks",
+    bpftrace's "Lost N events"; "?" for netprobe's "some hits were lost"."""
+    m = re.search(r"(\d+) hit\(s\) were lost|lost (\d+) chunks|Lost (\d+) events", text)
+    if m:
+        return int(next(g for g in m.groups() if g))
+    return "?" if "hits were lost" in text else 0
+
+
 def run_round(tool, w, work, target, calls):
-    """(other process's seconds, tool's count or None)."""
+    """(other process's seconds, tool's count or None, what the tool said it lost)."""
     fn, file, grp = w["fn"], w["file"], w["group"]
     spec = f"{file}:{fn}"
     pid = str(target.pid)
     if tool == "no tracer":
         secs = other_seconds(w["other"])
         target.poke()
-        return secs, None
+        return secs, None, 0
     if tool == "netprobe count -p":
         t = Tool([NP, "count", "--json", "-p", pid, spec], "Ctrl-C to stop")
     elif tool == "netprobe count, host-wide":
@@ -235,7 +245,7 @@ def run_round(tool, w, work, target, calls):
         got = int(re.search(r"\((\d+) samples\)", text).group(1))
     else:
         got = int(re.search(r"@n: (\d+)", text).group(1))
-    return secs, got
+    return secs, got, lost_reported(text)
 
 
 def workloads(work, names):
@@ -287,20 +297,22 @@ def main():
         print(f"\n{name}: the other process makes {calls:,} calls; {rounds} rounds, medians; "
               f"the target makes {TARGET_CALLS} calls once the other process is done.\n")
         print("| tool | other process's time, s | slowdown vs no tracer | tool's count "
-              "(min-max over rounds) | other process's calls counted |")
-        print("|---|---:|---:|---:|---|")
+              "(min-max over rounds) | other process's calls counted | lost reported (max) |")
+        print("|---|---:|---:|---:|---|---:|")
         for tool, rows in res.items():
-            secs = statistics.median(s for s, _ in rows)
+            secs = statistics.median(r[0] for r in rows)
             # Ratio within each round (the same minutes), then the median over rounds.
-            slow = statistics.median(s / b for (s, _), (b, _) in zip(rows, res["no tracer"]))
-            counts = [c for _, c in rows if c is not None]
+            slow = statistics.median(r[0] / b[0] for r, b in zip(rows, res["no tracer"]))
+            counts = [r[1] for r in rows if r[1] is not None]
+            losts = [r[2] for r in rows]
+            lost = "?" if "?" in losts else f"{max(losts):,}"
             if counts:
                 lo, hi = min(counts), max(counts)
                 cnt = f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
                 counted = "yes" if hi >= calls else ("no" if hi <= TARGET_CALLS * 2 else "partly")
             else:
                 cnt, counted = "-", "-"
-            print(f"| {tool} | {secs:.3f} | {slow:.2f}x | {cnt} | {counted} |")
+            print(f"| {tool} | {secs:.3f} | {slow:.2f}x | {cnt} | {counted} | {lost} |")
     with open("/proc/loadavg") as f:
         print(f"\nload average at end: {' '.join(f.read().split()[:3])}")
 
