@@ -27,6 +27,13 @@ Measured per tool, median of RUNS:
 A peer that is not live (or not gone) after CAP seconds is killed and shown as "> CAP s"; a
 capped peer is not run again for that row (the cap is what it would show again).
 ATTACH_NO_PEERS=1 runs netprobe only.
+ATTACH_MODES=hostwide,pid (default hostwide) also times netprobe scoped to one process, `netprobe
+count -p PID`, in the same runs (host-wide, then -p, each run): PID is the row's program started
+with a preloaded constructor (HOLD below) that waits on stdin, so the process maps the program
+while nothing of it runs. A -p session opens its events as perf events on the target's tasks
+(netprobe-cli/src/backend/per_task): `count` with no filter counts in the kernel with one kernel
+event per probe when the plan has at most 256 probes (MAX_COUNTED_PROBES), else records hits
+through shared multi-probe events, as the host-wide session does; the table says which.
 bpftrace runs with BPFTRACE_MAX_PROBES raised (its default limit is 512).
 """
 import os
@@ -51,6 +58,19 @@ DIGITS = [f"f*{d}" for d in range(10)]
 # peer stopped at the cap would keep the shared machine busy for over an hour. Probes that were
 # never enabled are removed without grace periods.
 PEERLESS = {"dockerd"}
+
+
+# Preloaded into the -p target: holds the process after the program is mapped, before main, until
+# its stdin closes.
+HOLD = r"""
+#include <unistd.h>
+__attribute__((constructor)) static void hold(void) {
+    char c;
+    write(1, "held\n", 5);
+    while (read(0, &c, 1) > 0) {}
+}
+"""
+MAX_COUNTED_PROBES = 256
 
 
 class Capped(Exception):
@@ -199,6 +219,21 @@ def build(work, name):
     return out
 
 
+def held(binary, work):
+    """`binary` started and held before main (see HOLD); the Popen."""
+    so = os.path.join(work, "hold.so")
+    if not os.path.exists(so):
+        src = os.path.join(work, "hold.c")
+        with open(src, "w") as f:
+            f.write(HOLD)
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, src], check=True)
+    p = subprocess.Popen([binary, "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         env=dict(os.environ, LD_PRELOAD=so), text=True)
+    if p.stdout.readline().strip() != "held":
+        raise RuntimeError(f"{binary} not held")
+    return p
+
+
 def row_spec(row, work):
     if row == "dockerd":
         d = os.path.join(work, "dockerd")
@@ -231,13 +266,16 @@ def med(vals):
 def main():
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     rows = (sys.argv[2] if len(sys.argv) > 2 else "1,100,1000").split(",")
+    modes = os.environ.get("ATTACH_MODES", "hostwide").split(",")
     work = tempfile.mkdtemp()
     env = dict(os.environ, BPFTRACE_MAX_PROBES="200000")
     out = []
     for row in rows:
         label, binary, pats, create = row_spec(row, work)
         cells = {k: [] for k in ("np_add", "perf_add", "np_live", "np_stop", "np_rss", "bt_live",
-                                 "bt_stop", "bt_rss", "pf_live", "pf_stop", "pf_rss", "probes")}
+                                 "bt_stop", "bt_rss", "pf_live", "pf_stop", "pf_rss", "probes",
+                                 "pid_live", "pid_stop", "pid_rss")}
+        target = held(binary, work) if "pid" in modes and row not in PEERLESS else None
         capped = set()
         for i in range(runs):
             print(f"row {row} netprobe run {i + 1}/{runs}", file=sys.stderr)
@@ -249,7 +287,7 @@ def main():
                     [NP, "probe", "remove", "--group", "nptest_attach"]))
             p = subprocess.run([NP, "count", "--dry-run"] + [f"{binary}:{p}" for p in pats],
                                capture_output=True, text=True)
-            cells["probes"].append(p.stdout.count("echo 'p:"))
+            cells["probes"].append(p.stdout.count("'p:"))
             # netprobe itself is not capped: its figure is the point of the row.
             live, stop, rss = live_then_stop([NP, "count"] + [f"{binary}:{p}" for p in pats],
                                              "probe(s) on", "err", cap=3600)
@@ -257,6 +295,18 @@ def main():
             cells["np_stop"].append(stop)
             cells["np_rss"].append(rss)
             print(f"  netprobe: live {live:.3f} s, detach {stop}, RSS {rss} MiB", file=sys.stderr)
+            if target:
+                live, stop, rss = live_then_stop(
+                    [NP, "count", "-p", str(target.pid)] + [f"{binary}:{p}" for p in pats],
+                    "probe(s) on", "err", cap=3600)
+                cells["pid_live"].append(live)
+                cells["pid_stop"].append(stop)
+                cells["pid_rss"].append(rss)
+                print(f"  netprobe -p: live {live:.3f} s, detach {stop}, RSS {rss} MiB",
+                      file=sys.stderr)
+        if target:
+            target.stdin.close()
+            target.wait(timeout=60)
         # Peers after netprobe: a peer killed at the cap may keep the kernel busy for a while.
         peers = not os.environ.get("ATTACH_NO_PEERS")
         for i in range(runs if peers else 0):
@@ -327,6 +377,20 @@ def main():
               f"{fmt(m['np_stop'])} | {fmt(m['bt_stop'])} | {ratio(m['bt_stop'], m['np_stop'])} | "
               f"{fmt(m['pf_stop'])} | {ratio(m['pf_stop'], m['np_stop'])} | "
               f"{fmt(m['np_rss'], 1, 1)} / {fmt(m['bt_rss'], 1, 1)} / {fmt(m['pf_rss'], 1, 1)} |")
+    if "pid" in modes:
+        print("\nnetprobe count host-wide vs scoped to one process (`-p PID`), same runs; "
+              "ratio = -p / host-wide.\n")
+        print("| probes | host-wide live | -p live | ratio | host-wide detach | -p detach | ratio "
+              "| RSS host-wide / -p | -p recording |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for label, m in out:
+            how = ("counted in the kernel, one event per probe"
+                   if m["probes"] <= MAX_COUNTED_PROBES else "records, shared multi-probe events")
+            print(f"| {label} ({m['probes']:,} uprobes) | {fmt(m['np_live'])} | "
+                  f"{fmt(m['pid_live'])} | {ratio(m['pid_live'], m['np_live'])} | "
+                  f"{fmt(m['np_stop'])} | {fmt(m['pid_stop'])} | "
+                  f"{ratio(m['pid_stop'], m['np_stop'])} | {fmt(m['np_rss'], 1, 1)} / "
+                  f"{fmt(m['pid_rss'], 1, 1)} | {how} |")
     print("\nRuns per cell: " + "; ".join(
         f"{label.split(' ')[0]}: netprobe {m['runs']['np_live']}, bpftrace {m['runs']['bt_live']}, "
         f"perf {m['runs']['pf_live']}" for label, m in out))
