@@ -282,6 +282,14 @@ pub fn resolve(spec: &ProbeSpec, targeting: &Targeting) -> Result<Vec<Location>>
                     "without -p or -c, name the file: IMAGE:FUNCTION",
                 ));
             };
+            // A bare name (`libc.so.6`) is not looked up anywhere host-wide: which of the
+            // host's files (or a container's) it means is a process's to say.
+            if !i.contains('/') && !Path::new(i).exists() {
+                return Err(bad(
+                    &spec.text,
+                    format!("'{i}' is no file here: without -p, IMAGE is a path (e.g. /usr/lib/x86_64-linux-gnu/{i}); with -p PID, a bare name is looked up among that process's mapped files"),
+                ));
+            }
             out.extend(resolve_in_file(spec, &absolute(i)?)?);
         }
     }

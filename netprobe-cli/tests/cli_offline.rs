@@ -180,6 +180,13 @@ fn errors_are_one_line_with_cause_and_fix() {
     std::fs::write(&truncated, &std::fs::read(bin).unwrap()[..100]).unwrap();
     let e = fails(&["symbols", truncated.to_str().unwrap()]);
     assert!(e.contains("truncated or corrupt"), "{e}");
+    // Host-wide, a bare library name is no file: the fix names both ways to say which.
+    let e = fails(&["count", "--dry-run", "libc.so.6:malloc"]);
+    assert!(
+        e.contains("'libc.so.6' is no file here: without -p, IMAGE is a path")
+            && e.contains("with -p PID"),
+        "{e}"
+    );
 }
 
 /// The live path: this test's own process maps libc; `offsets` places libc's functions.
