@@ -292,6 +292,24 @@ fn filters_apply_to_a_session_scoped_to_the_process() -> R {
     if count_of(&out, "np_work") != Some(13) {
         return Err(format!("-p --tid: {out} {stderr}"));
     }
+    // Two probes of one kernel event, counted in the kernel: each probe's counting event tests
+    // the user's filter and its own tag.
+    let (out, stderr, _, _) = around_filtered_in(
+        &[
+            "count",
+            "--json",
+            "BIN:np_[vw]* s32",
+            "--filter",
+            "arg0 > 1",
+        ],
+        true,
+    )?;
+    let value = (0..N).filter(|i| i % 10 > 1).count() as u64;
+    if count_of(&out, "np_value") != Some(value) || count_of(&out, "np_work") != Some(13) {
+        return Err(format!(
+            "-p shared event: expected np_value {value}, np_work 13: {out} {stderr}"
+        ));
+    }
     let (out, stderr, _, _) = around_filtered_in(
         &[
             "trace",

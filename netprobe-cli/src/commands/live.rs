@@ -436,7 +436,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     }
     check_overhead_plan(o, &plan)?;
     let costs = session_hit_costs(o);
-    let in_kernel = counts_in_kernel(mode, o, &filter, listener.is_some(), &plan);
+    let in_kernel = counts_in_kernel(mode, o, listener.is_some(), &plan);
     let mut session = start_session(
         &tracefs,
         &opts,
@@ -584,13 +584,12 @@ struct Scoping {
 }
 
 /// `--max-overhead` takes probes out one function at a time, so each probe gets a kernel event of
-/// its own (closing an event's last perf event waits a grace period, which the detach overlaps):
-/// at most [`per_task::MAX_COUNTED_PROBES`] probes.
+/// its own: at most [`per_task::MAX_BUDGETED_PROBES`] probes.
 fn check_overhead_plan(o: &LiveOptions, plan: &ProbePlan) -> Result<()> {
-    if o.max_overhead.is_some() && plan.probes.len() > per_task::MAX_COUNTED_PROBES {
+    if o.max_overhead.is_some() && plan.probes.len() > per_task::MAX_BUDGETED_PROBES {
         return Err(Error::usage(format!(
-            "--max-overhead watches each probe through a kernel event of its own, at most {} probes; these patterns make {}: narrow them",
-            per_task::MAX_COUNTED_PROBES,
+            "--max-overhead watches each probe through a kernel event of its own (the kernel takes about 80 ms to close each), at most {} probes; these patterns make {}: narrow them",
+            per_task::MAX_BUDGETED_PROBES,
             plan.probes.len()
         )));
     }
@@ -656,21 +655,14 @@ fn start_session(
 
 /// Whether a session counts its probes' calls in the kernel (counting perf events read once per
 /// interval) instead of reading a record per hit: `count` with nothing to look at per hit (no
-/// filter, stack, event limit or metrics labels), on processes (the per-task backend), without
+/// stack, event limit or metrics labels; a `--filter`, `--tid` or `--comm` is the kernel's to test
+/// on counting events too, `perf_tp_event_match`), on processes (the per-task backend), without
 /// .NET methods (whose stall watch needs each hit), of at most
 /// [`per_task::MAX_COUNTED_PROBES`] probes.
-fn counts_in_kernel(
-    mode: Mode,
-    o: &LiveOptions,
-    filter: &(Option<Expr>, Option<Expr>),
-    metrics: bool,
-    plan: &ProbePlan,
-) -> bool {
+fn counts_in_kernel(mode: Mode, o: &LiveOptions, metrics: bool, plan: &ProbePlan) -> bool {
     mode == Mode::Count
         && !o.stack
         && o.max_events.is_none()
-        && filter.0.is_none()
-        && filter.1.is_none()
         && !metrics
         && plan.managed.is_empty()
         && plan.probes.len() <= per_task::MAX_COUNTED_PROBES
@@ -856,7 +848,7 @@ fn attach_to(
     let mut opts = opts.clone();
     opts.pids = Some(pids.to_vec());
     check_overhead_plan(o, &plan)?;
-    let in_kernel = counts_in_kernel(mode, o, filter, false, &plan);
+    let in_kernel = counts_in_kernel(mode, o, false, &plan);
     let scoping = Scoping {
         held_command: false,
         in_kernel,

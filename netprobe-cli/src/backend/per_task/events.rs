@@ -352,10 +352,11 @@ impl TaskEvents {
         &self.tids
     }
 
-    /// Closes every descriptor. The kernel removes an event's breakpoints when its last perf event
-    /// closes, and waits one grace period for that per kernel event (`__probe_event_disable` in
-    /// `kernel/trace/trace_uprobe.c`): events are closed on threads of their own, so those waits
-    /// overlap instead of adding up.
+    /// Closes every descriptor. The kernel takes an event's breakpoints out of the targets when
+    /// its last perf event closes, waiting one grace period for that per kernel event
+    /// (`__probe_event_disable` in `kernel/trace/trace_uprobe.c`) under `event_mutex`, so the
+    /// waits add up whatever thread closes; the buffers and each kernel event's descriptors are
+    /// still closed on threads of their own, so a wait does not hold up the others' unmapping.
     pub fn close(self) {
         let TaskEvents {
             rings, by_event, ..
