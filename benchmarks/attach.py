@@ -31,9 +31,9 @@ ATTACH_MODES=hostwide,pid (default hostwide) also times netprobe scoped to one p
 count -p PID`, in the same runs (host-wide, then -p, each run): PID is the row's program started
 with a preloaded constructor (HOLD below) that waits on stdin, so the process maps the program
 while nothing of it runs. A -p session opens its events as perf events on the target's tasks
-(netprobe-cli/src/backend/per_task): `count` with no filter counts in the kernel with one kernel
-event per probe when the plan has at most 256 probes (MAX_COUNTED_PROBES), else records hits
-through shared multi-probe events, as the host-wide session does; the table says which.
+(netprobe-cli/src/backend/per_task): `count` counts in the kernel, a filtered counting event per
+probe on shared multi-probe events, when the plan has at most 16 probes (MAX_COUNTED_PROBES), else
+records hits through the same shared events, as the host-wide session does; the table says which.
 bpftrace runs with BPFTRACE_MAX_PROBES raised (its default limit is 512).
 """
 import os
@@ -70,7 +70,7 @@ __attribute__((constructor)) static void hold(void) {
     while (read(0, &c, 1) > 0) {}
 }
 """
-MAX_COUNTED_PROBES = 256
+MAX_COUNTED_PROBES = 16
 
 
 class Capped(Exception):
@@ -384,7 +384,7 @@ def main():
               "| RSS host-wide / -p | -p recording |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
         for label, m in out:
-            how = ("counted in the kernel, one event per probe"
+            how = ("counted in the kernel"
                    if m["probes"] <= MAX_COUNTED_PROBES else "records, shared multi-probe events")
             print(f"| {label} ({m['probes']:,} uprobes) | {fmt(m['np_live'])} | "
                   f"{fmt(m['pid_live'])} | {ratio(m['pid_live'], m['np_live'])} | "

@@ -94,6 +94,30 @@ impl Printer for JsonPrinter {
     }
 }
 
+/// `s` as a JSON string (serde_json's escaping), from a cache of this thread: a session's lines
+/// repeat a few function names and image paths, whose escaping was a large part of each line.
+fn escaped_once(w: &mut Vec<u8>, s: &str) -> io::Result<()> {
+    /// Strings remembered (a session names few functions per second; beyond, the oldest go).
+    const KEPT: usize = 64;
+    thread_local! {
+        static SEEN: std::cell::RefCell<Vec<(String, Vec<u8>)>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SEEN.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        if let Some((_, e)) = seen.iter().find(|(raw, _)| raw == s) {
+            w.extend_from_slice(e);
+            return Ok(());
+        }
+        let e = serde_json::to_vec(s).map_err(io::Error::from)?;
+        w.extend_from_slice(&e);
+        if seen.len() >= KEPT {
+            seen.remove(0);
+        }
+        seen.push((s.to_string(), e));
+        Ok(())
+    })
+}
+
 /// One trace line into `w`: the fields in the order serde_json's sorted map gives, each value
 /// serialized as serde_json does (see [`JsonPrinter::trace_line`]).
 fn write_trace_line(w: &mut Vec<u8>, l: &TraceLine<'_>) -> io::Result<()> {
@@ -112,6 +136,11 @@ fn write_trace_line(w: &mut Vec<u8>, l: &TraceLine<'_>) -> io::Result<()> {
     fn sorted(w: &mut Vec<u8>, v: &impl serde::Serialize) -> io::Result<()> {
         let v = serde_json::to_value(v).map_err(io::Error::from)?;
         serde_json::to_writer(w, &v).map_err(io::Error::from)
+    }
+    // One of this function's own keys, which need no escaping.
+    fn fixed(w: &mut Vec<u8>, k: &[u8]) {
+        w.push(b',');
+        w.extend_from_slice(k);
     }
     w.write_all(b"{")?;
     let mut first = true;
@@ -136,16 +165,19 @@ fn write_trace_line(w: &mut Vec<u8>, l: &TraceLine<'_>) -> io::Result<()> {
     }
     key(w, first, "comm")?;
     value(w, &l.comm)?;
-    key(w, false, "event")?;
+    fixed(w, b"\"event\":");
     value(w, &l.role)?;
-    key(w, false, "function")?;
-    value(w, &l.function)?;
-    key(w, false, "image")?;
-    // Lossy: a path that is not UTF-8 still prints (serde refuses it).
-    value(w, &l.image.to_string_lossy())?;
-    key(w, false, "mono_ns")?;
+    fixed(w, b"\"function\":");
+    escaped_once(w, l.function)?;
+    fixed(w, b"\"image\":");
+    match l.image.to_str() {
+        Some(image) => escaped_once(w, image)?,
+        // Lossy: a path that is not UTF-8 still prints (serde refuses it).
+        None => value(w, &l.image.to_string_lossy())?,
+    }
+    fixed(w, b"\"mono_ns\":");
     value(w, &l.mono_ns)?;
-    key(w, false, "pid")?;
+    fixed(w, b"\"pid\":");
     value(w, &l.pid)?;
     if l.role == Role::Return {
         if let Some(v) = l.retval() {
@@ -163,9 +195,9 @@ fn write_trace_line(w: &mut Vec<u8>, l: &TraceLine<'_>) -> io::Result<()> {
         key(w, false, "stack_cut")?;
         value(w, &s.cut)?;
     }
-    key(w, false, "tid")?;
+    fixed(w, b"\"tid\":");
     value(w, &l.tid)?;
-    key(w, false, "time_s")?;
+    fixed(w, b"\"time_s\":");
     value(w, &((l.rel_s * 1e6).round() / 1e6))?;
     w.write_all(b"}\n")
 }
