@@ -74,7 +74,7 @@ impl ProfileOptions {
         Ok(())
     }
 
-    /// The equivalent `perf record` command line (what seed 003's sidecar runs).
+    /// The equivalent `perf record` command line (what a perf sidecar runs: perf record, perf script, then folding).
     pub fn perf_record_command(&self) -> String {
         let mut cmd = format!("perf record -F {} -g", self.frequency);
         if !self.pids.is_empty() {
