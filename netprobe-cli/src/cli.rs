@@ -2,7 +2,9 @@
 //! `netprobe: error: <cause>: <fix>`, with exit status 1; usage errors exit with 2 (clap).
 
 use crate::commands;
-use crate::commands::live::{self, parse_cpu_percent, parse_duration, LiveOptions};
+use crate::commands::live::{self, LiveOptions};
+use crate::commands::parse::{parse_cpu_percent, parse_duration};
+use crate::commands::probe;
 use crate::mode::Mode;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -371,8 +373,8 @@ pub fn main() -> ExitCode {
                     dry_run,
                     force_uretprobe,
                     unsafe_offset,
-                } => live::probe_add(
-                    &live::PersistOptions {
+                } => probe::probe_add(
+                    &probe::PersistOptions {
                         specs: probes,
                         pids,
                         container,
@@ -389,16 +391,16 @@ pub fn main() -> ExitCode {
                     },
                     &mut out,
                 ),
-                ProbeAction::List { group } => live::probe_list(group.as_deref(), &mut out),
+                ProbeAction::List { group } => probe::probe_list(group.as_deref(), &mut out),
                 ProbeAction::Remove { group, events } => {
-                    live::probe_remove(group.as_deref(), &events, &mut out)
+                    probe::probe_remove(group.as_deref(), &events, &mut out)
                 }
             })
         }
         Command::Ps(a) => commands::ps::run(&a),
         Command::Completions { shell } => commands::docs::completions(shell),
         Command::Man { dir } => commands::docs::man(dir.as_deref()),
-        Command::Clean => tracing(live::clean(&mut std::io::stdout())),
+        Command::Clean => tracing(probe::clean(&mut std::io::stdout())),
         Command::Demo => tracing(crate::demo::run(&mut std::io::stdout())),
         Command::DemoTarget { calls } => Ok(ExitCode::from(crate::demo::demo_target(calls) as u8)),
     };

@@ -1,22 +1,23 @@
 //! The commands: `trace`, `count`, `latency` (live sessions), `probe add|list|remove`
 //! (persistent probes), `clean`.
 
+use super::recording::{
+    check_overhead_plan, counts_in_kernel, overhead_meter, session_hit_costs, start_session,
+    Scoping,
+};
 use crate::backend::monotonic_ns;
-use crate::backend::per_task::{self, PerTaskSession, TaskOptions};
-use crate::backend::tracefs::events::{probe_defs, removal_lines};
-use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
-use crate::backend::tracefs::session::{PreparingInstance, Session, SessionOptions};
+use crate::backend::tracefs::session::{PreparingInstance, SessionOptions};
 use crate::backend::tracefs::Tracefs;
 use crate::backend::Backend;
 use crate::cleanup;
 use crate::dryrun;
 use crate::error::{Error, Result};
 use crate::filter::Expr;
-use crate::gate::{self, CheckedPlan, GateOptions};
+use crate::gate::{self, GateOptions};
 use crate::lang::{build_plan, dotnet, resolve_specs, PlanOptions};
 use crate::launch::{split_command, PausedChild};
 use crate::mode::Mode;
-use crate::overhead::{self, OverheadMeter};
+use crate::overhead::OverheadMeter;
 use crate::plan::ProbePlan;
 use crate::run_as::RunAs;
 use crate::runner::{self, Limits, StopReason};
@@ -219,7 +220,10 @@ fn container_processes(
 
 /// Applies the filter (if any) to every probe of the plan, and checks that the backend can
 /// evaluate it (tracefs: the text of each event's `filter` file) before anything is placed.
-fn apply_filter(plan: &mut ProbePlan, (user, task): &(Option<Expr>, Option<Expr>)) -> Result<()> {
+pub(crate) fn apply_filter(
+    plan: &mut ProbePlan,
+    (user, task): &(Option<Expr>, Option<Expr>),
+) -> Result<()> {
     if user.is_none() && task.is_none() {
         return Ok(());
     }
@@ -246,7 +250,7 @@ fn apply_filter(plan: &mut ProbePlan, (user, task): &(Option<Expr>, Option<Expr>
 }
 
 /// Prints the plan's notes and the probe-safety gate's on stderr, one `netprobe: ` line each.
-fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
+pub(crate) fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
     for n in plan.notes.iter().chain(&report.notes()) {
         crate::printable::eprint_line(&format!("netprobe: {n}"));
     }
@@ -570,102 +574,6 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     session.detach()?;
     watchdog.disarm();
     finish(reason, started, lost_total)
-}
-
-/// How a session scoped to processes records (see [`PerTaskSession`]).
-#[derive(Clone, Copy, Debug)]
-struct Scoping {
-    /// The target is a `-c` command held before its execve, recorded from its exec on.
-    held_command: bool,
-    /// Count in the kernel ([`counts_in_kernel`]).
-    in_kernel: bool,
-    /// A kernel event per probe, so any can be taken out alone (`--max-overhead`).
-    probe_per_event: bool,
-}
-
-/// `--max-overhead` takes probes out one function at a time, so each probe gets a kernel event of
-/// its own: at most [`per_task::MAX_BUDGETED_PROBES`] probes.
-fn check_overhead_plan(o: &LiveOptions, plan: &ProbePlan) -> Result<()> {
-    if o.max_overhead.is_some() && plan.probes.len() > per_task::MAX_BUDGETED_PROBES {
-        return Err(Error::usage(format!(
-            "--max-overhead watches each probe through a kernel event of its own (the kernel takes about 80 ms to close each), at most {} probes; these patterns make {}: narrow them",
-            per_task::MAX_BUDGETED_PROBES,
-            plan.probes.len()
-        )));
-    }
-    Ok(())
-}
-
-/// The meter of a session's cost (`--max-overhead`, or `--interval`, whose ticks say the
-/// estimate): each probe's cost per hit on this machine, a record included when the session
-/// writes one per hit.
-fn overhead_meter(
-    o: &LiveOptions,
-    session: &dyn Backend,
-    costs: Option<&overhead::HitCosts>,
-) -> Option<OverheadMeter> {
-    let costs = costs?;
-    let plan = session.plan();
-    let handling = overhead::probe_handling(plan);
-    let cost_ns = overhead::probe_costs(plan, &handling, costs, !session.counts_in_kernel());
-    Some(OverheadMeter::new(plan, cost_ns, o.max_overhead))
-}
-
-/// This machine's hit costs when the session estimates its cost (`--max-overhead`,
-/// `--interval`): measured before anything is placed (the first time, about a second), so the
-/// first window of the estimate starts when recording does.
-fn session_hit_costs(o: &LiveOptions) -> Option<overhead::HitCosts> {
-    (o.max_overhead.is_some() || o.interval.is_some()).then(overhead::hit_costs)
-}
-
-/// Places `plan` and starts recording: on the target tasks alone when `opts` names processes
-/// ([`PerTaskSession`]: no other process that maps the probed files traps), host-wide through a
-/// tracefs instance otherwise (made by `preparing` when it was begun early).
-fn start_session(
-    tracefs: &Tracefs,
-    opts: &SessionOptions,
-    plan: CheckedPlan,
-    preparing: Option<PreparingInstance>,
-    scoping: Scoping,
-) -> Result<Box<dyn Backend>> {
-    match &opts.pids {
-        Some(pids) => {
-            drop(preparing);
-            let mut s = PerTaskSession::new(
-                tracefs,
-                TaskOptions {
-                    name: opts.name.clone(),
-                    pids: pids.clone(),
-                    buffer_kb: opts.buffer_kb,
-                    buffer_percent: opts.buffer_percent,
-                    enable_on_exec: scoping.held_command,
-                    count_in_kernel: scoping.in_kernel,
-                    probe_per_event: scoping.probe_per_event,
-                },
-            );
-            s.attach(plan)?;
-            Ok(Box::new(s))
-        }
-        None => Ok(Box::new(match preparing {
-            Some(preparing) => Session::start_prepared(tracefs, opts, plan, preparing)?,
-            None => Session::start(tracefs, opts, plan)?,
-        })),
-    }
-}
-
-/// Whether a session counts its probes' calls in the kernel (counting perf events read once per
-/// interval) instead of reading a record per hit: `count` with nothing to look at per hit (no
-/// stack, event limit or metrics labels; a `--filter`, `--tid` or `--comm` is the kernel's to test
-/// on counting events too, `perf_tp_event_match`), on processes (the per-task backend), without
-/// .NET methods (whose stall watch needs each hit), of at most
-/// [`per_task::MAX_COUNTED_PROBES`] probes.
-fn counts_in_kernel(mode: Mode, o: &LiveOptions, metrics: bool, plan: &ProbePlan) -> bool {
-    mode == Mode::Count
-        && !o.stack
-        && o.max_events.is_none()
-        && !metrics
-        && plan.managed.is_empty()
-        && plan.probes.len() <= per_task::MAX_COUNTED_PROBES
 }
 
 /// Says why the session ended and what it lost; the exit code (3 when events were lost).
@@ -1125,260 +1033,5 @@ fn report_stale(tracefs: &Tracefs) {
         Err(e) => crate::printable::eprint_line(&format!(
             "netprobe: warning: could not remove a stale session: {e}"
         )),
-    }
-}
-
-/// `netprobe clean`: removes what dead netprobe processes left. Prints what went.
-pub fn clean(out: &mut dyn Write) -> Result<i32> {
-    let tracefs = Tracefs::open()?;
-    let removed = cleanup::clean_stale(&tracefs)?;
-    if removed.iter().all(|(_, r)| r.already_gone) {
-        let _ = writeln!(
-            out,
-            "nothing to clean: no probes or instances of dead netprobe processes"
-        );
-    }
-    for (name, r) in removed {
-        if r.already_gone {
-            let _ = writeln!(
-                out,
-                "{name}: already removed (its netprobe has exited and is not reaped yet; it or its watchdog removed the session)"
-            );
-            continue;
-        }
-        if r.by_watchdog {
-            let _ = writeln!(
-                out,
-                "{name}: removed by its own watchdog (its netprobe was killed a moment ago; waited for it to finish)"
-            );
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "removed {name}: {} event(s){}",
-            r.events.len(),
-            if r.instance { ", instance" } else { "" }
-        );
-    }
-    Ok(0)
-}
-
-/// Default group of persistent probes.
-pub const PERSIST_GROUP: &str = "netprobe_persist";
-
-fn persist_group(group: Option<&str>) -> Result<GroupName> {
-    let g = GroupName::new(group.unwrap_or(PERSIST_GROUP))?;
-    if cleanup::session_owner(g.as_str()).is_some() {
-        return Err(Error::usage(format!(
-            "group {g} looks like a live session's (netprobe_<PIDNS>_<PID>) and would be removed by `netprobe clean`; pick another name"
-        )));
-    }
-    Ok(g)
-}
-
-/// `netprobe probe add`: persistent probes (entry, or return for `r:` specs) that stay until
-/// `probe remove`, for perf (`perf record -e GROUP:EVENT`) and anything else that reads trace
-/// events. (Not for bpftrace: BPF programs attach to uprobe events as kprobe-type programs only,
-/// and `tracepoint:GROUP:*` fails with `PERF_EVENT_IOC_SET_BPF: Invalid argument`, verified with
-/// bpftrace 0.17 here; `--dry-run` prints the equivalent bpftrace `uprobe:` program instead.)
-/// What `netprobe probe add` places.
-#[derive(Clone, Debug, Default)]
-pub struct PersistOptions {
-    pub specs: Vec<String>,
-    pub pids: Vec<u32>,
-    /// `--container NAME|ID`: its processes join `pids`.
-    pub container: Option<String>,
-    pub filter: FilterOptions,
-    pub group: Option<String>,
-    pub dry_run: bool,
-    pub force_uretprobe: bool,
-    pub gate: GateOptions,
-}
-
-pub fn probe_add(o: &PersistOptions, out: &mut dyn Write) -> Result<i32> {
-    let filter = o.filter.exprs()?;
-    let mut pids = o.pids.clone();
-    if let Some(c) = &o.container {
-        pids.extend(container_pids(c)?);
-    }
-    let (specs, pids, dry_run, force_uretprobe, gate_options) =
-        (&o.specs, &pids, o.dry_run, o.force_uretprobe, o.gate);
-    let group = persist_group(o.group.as_deref())?;
-    let targeting = if pids.is_empty() {
-        Targeting::SystemWide
-    } else {
-        Targeting::Pids(pids.to_vec())
-    };
-    let resolved = resolve_specs(specs, &targeting, None)?;
-    let mut plan = build_plan(
-        Mode::Trace,
-        &resolved,
-        &PlanOptions {
-            force_uretprobe,
-            pids: pids.to_vec(),
-            fetch_args: false,
-        },
-    )?;
-    plan.record_comm = false;
-    for p in &mut plan.probes {
-        p.fetches.retain(|a| a.field != "np_comm");
-        p.comm_field = None;
-    }
-    apply_filter(&mut plan, &filter)?;
-    let report = gate::check(&plan, gate_options);
-    print_notes(&plan, &report);
-    if dry_run {
-        let script = dryrun::render(&plan, &report, &group, pids, None, Mode::Persist)?;
-        let _ = write!(out, "{script}");
-        return report.error().map_or(Ok(0), Err);
-    }
-    let plan = report.approve(plan)?;
-    let tracefs = Tracefs::open()?;
-    let defs = probe_defs(&plan, &group)?;
-    let lines: Vec<ProbeLine> = crate::backend::tracefs::events::creation_order(&defs)
-        .into_iter()
-        .map(ProbeLine::Add)
-        .collect();
-    probe::append_lines(&tracefs, &lines)?;
-    // The filters go into the top-level events (what trace and trace_pipe readers see); perf
-    // takes its own copy with `perf record --filter`.
-    let layout = crate::backend::tracefs::events::event_layout(&plan)?;
-    let mut perf_filter = String::new();
-    for e in &layout.events {
-        let Some(text) = &e.filter else { continue };
-        if let Err(err) =
-            crate::backend::tracefs::filter::set_filter(tracefs.root(), &group, &e.name, text)
-        {
-            // Nothing of a refused add stays.
-            let _ = probe::append_lines(&tracefs, &removal_lines(&defs));
-            return Err(err);
-        }
-        perf_filter = format!(" --filter {}", crate::shell::quote(text));
-    }
-    for d in &defs {
-        let _ = writeln!(out, "added {}:{}  ({d})", group, d.event());
-    }
-    let _ = writeln!(
-        out,
-        "use with: perf record -e '{group}:*'{perf_filter} -a && perf script   |   for bpftrace, `--dry-run` prints the same probes as a bpftrace program   |   remove with: netprobe probe remove --group {group}"
-    );
-    Ok(0)
-}
-
-/// `netprobe probe list`: probes of a group (default: every netprobe group).
-pub fn probe_list(group: Option<&str>, out: &mut dyn Write) -> Result<i32> {
-    let tracefs = Tracefs::open()?;
-    for p in probe::list_all(&tracefs)? {
-        let ours = match group {
-            Some(g) => p.group == g,
-            None => p.group.starts_with("netprobe_"),
-        };
-        if ours {
-            let _ = writeln!(out, "{}:{}/{} {}", p.kind, p.group, p.event, p.location);
-        }
-    }
-    Ok(0)
-}
-
-/// `netprobe probe remove`: removes the named events (or all) of a persistent group.
-pub fn probe_remove(group: Option<&str>, events: &[String], out: &mut dyn Write) -> Result<i32> {
-    let group = persist_group(group)?;
-    let tracefs = Tracefs::open()?;
-    let present = probe::list_events(&tracefs, &group)?;
-    let chosen: Vec<_> = if events.is_empty() {
-        present
-    } else {
-        let mut v = Vec::new();
-        for e in events {
-            match present.iter().find(|p| p.as_str() == e) {
-                Some(p) => v.push(p.clone()),
-                None => {
-                    return Err(Error::usage(format!(
-                        "no probe {group}:{e}; see `netprobe probe list --group {group}`"
-                    )))
-                }
-            }
-        }
-        v
-    };
-    let lines: Vec<ProbeLine> = chosen
-        .iter()
-        .map(|e| ProbeLine::Remove {
-            group: group.clone(),
-            event: e.clone(),
-        })
-        .collect();
-    probe::append_lines(&tracefs, &lines)?;
-    for e in &chosen {
-        let _ = writeln!(out, "removed {group}:{e}");
-    }
-    if chosen.is_empty() {
-        let _ = writeln!(out, "no probes in group {group}");
-    }
-    Ok(0)
-}
-
-/// Parses a share of one CPU given as a percentage, `1%` or `1` (both 0.01), `0.5%`; more than
-/// 100% is several CPUs' worth (a target with many threads).
-pub fn parse_cpu_percent(s: &str) -> std::result::Result<f64, String> {
-    let t = s.trim();
-    let num = t.strip_suffix('%').unwrap_or(t).trim();
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a percentage of a CPU (e.g. 1%, 0.5%)"))?;
-    if !(v.is_finite() && v > 0.0 && v <= 100_000.0) {
-        return Err(format!(
-            "'{s}' must be above 0% (and at most 100000%: a thousand CPUs)"
-        ));
-    }
-    Ok(v / 100.0)
-}
-
-/// Parses durations like `10s`, `500ms`, `2m`, `1.5s`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration (e.g. 10s, 500ms, 2m)"))?;
-    let secs = match unit {
-        "ms" => v / 1e3,
-        "s" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return Err(format!("unknown unit '{unit}' in '{s}' (use ms, s, m, h)")),
-    };
-    if !(secs.is_finite() && secs > 0.0) {
-        return Err(format!("'{s}' must be positive"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_percentages_parse_with_or_without_the_sign() {
-        assert_eq!(parse_cpu_percent("1%"), Ok(0.01));
-        assert_eq!(parse_cpu_percent(" 50 "), Ok(0.5));
-        assert_eq!(parse_cpu_percent("0.5%"), Ok(0.005));
-        for bad in ["0", "-1%", "abc", "nan", "1e9", "%"] {
-            assert!(parse_cpu_percent(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert!(parse_duration("x").is_err());
-        assert!(parse_duration("0").is_err());
-        assert!(parse_duration("5y").is_err());
     }
 }

@@ -3,6 +3,9 @@
 pub mod docs;
 pub mod live;
 pub mod offsets;
+pub mod parse;
+pub mod probe;
 pub mod profile;
 pub mod ps;
+pub mod recording;
 pub mod symbols;

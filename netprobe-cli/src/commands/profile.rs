@@ -1,7 +1,7 @@
 //! `netprobe profile`: arguments, and what the command prints and writes (summary table or JSON
 //! on stdout, folded stacks and a flame graph SVG to files).
 
-use crate::commands::live::parse_duration;
+use crate::commands::parse::parse_duration;
 use crate::error::{Error, Result};
 use crate::profile::{self, ProfileOptions, Report};
 use crate::run_as::RunAs;
