@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod docs;
+pub mod follow;
 pub mod live;
 pub mod offsets;
 pub mod parse;
