@@ -2,6 +2,7 @@
 
 pub mod docs;
 pub mod follow;
+pub mod generation;
 pub mod live;
 pub mod offsets;
 pub mod parse;
