@@ -1358,6 +1358,23 @@ fn pidns_session_trial() -> Result<(), String> {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Live: its `-c` command has exec'd the tracee (before that, the held child is still a
+        // `netprobe`, which killing the watchdog below would take for one).
+        let running = || {
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", np_host_pid))
+                .unwrap_or_default()
+                .split_whitespace()
+                .any(|c| {
+                    std::fs::read_to_string(format!("/proc/{c}/comm"))
+                        .is_ok_and(|comm| comm.starts_with("tracee"))
+                })
+        };
+        while !running() {
+            if Instant::now() > deadline {
+                return Err(format!("session {group}'s command never ran"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         // Alive: a host clean must leave it alone.
         let out = Command::new(NP).arg("clean").output().map_err(err)?;
         let text = String::from_utf8_lossy(&out.stdout);
