@@ -110,6 +110,39 @@ fn pct(n: u64, of: u64) -> f64 {
     100.0 * n as f64 / of.max(1) as f64
 }
 
+/// File offset ranges of `bin`'s PLT sections (`.plt`, `.plt.got`, `.plt.sec`), from `readelf -SW`.
+fn plt_ranges(bin: &Path) -> Result<Vec<(u64, u64)>, String> {
+    let out = Command::new("readelf")
+        .args(["-SW"])
+        .arg(bin)
+        .output()
+        .map_err(err)?;
+    Ok(text(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            // `  [13] .plt  PROGBITS  0000000000001020 001020 000080 10 AX 0 0 16`
+            let f: Vec<&str> = l.split(']').nth(1)?.split_whitespace().collect();
+            if !f.first()?.starts_with(".plt") {
+                return None;
+            }
+            let off = u64::from_str_radix(f.get(3)?, 16).ok()?;
+            let size = u64::from_str_radix(f.get(4)?, 16).ok()?;
+            Some((off, off + size))
+        })
+        .collect())
+}
+
+/// Whether frame name `f` is `[unknown] (BIN+0xOFF)` with OFF inside one of `plt`.
+fn in_plt(bin: &Path, f: &str, plt: &[(u64, u64)]) -> bool {
+    let Some(name) = bin.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    f.strip_prefix(&format!("[unknown] ({name}+0x"))
+        .and_then(|r| r.strip_suffix(')'))
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .is_some_and(|off| plt.iter().any(|&(a, b)| off >= a && off < b))
+}
+
 /// hot ≈ 75% and warm ≈ 25% of the samples of the C target's work (within 5 points).
 fn check_shares(v: &Json) -> R {
     let samples = v["samples"].as_u64().unwrap_or(0);
@@ -151,6 +184,7 @@ fn c_hot_warm_shares_by_pid() -> R {
         ],
     )?;
     check_shares(&v)?;
+    let plt = plt_ranges(&bin)?;
     // Above main only libc's start code (__libc_start_call_main: Debian's libc has no .symtab,
     // so it may be unknown); from main on every frame is the program's, named. A sample on a
     // function's first instructions or its `ret` keeps its caller (the frame-pointer walk
@@ -161,9 +195,13 @@ fn c_hot_warm_shares_by_pid() -> R {
         };
         let below = &frames[m..];
         // The one leaf outside any file is clock_gettime in the vDSO (main's time checks); it
-        // is named from the vDSO, `[unknown] (0xADDR)` only if that cannot be read.
+        // is named from the vDSO, `[unknown] (0xADDR)` only if that cannot be read. A leaf in
+        // the program's PLT stub for it (`.plt`: the call on its way to libc) has no symbol,
+        // as perf's `clock_gettime@plt` is synthesized from relocations, which netprobe does not.
         let named = below.iter().enumerate().all(|(i, f)| {
-            !f.starts_with("[unknown]") || (i + 1 == below.len() && f.starts_with("[unknown] (0x"))
+            !f.starts_with("[unknown]")
+                || (i + 1 == below.len()
+                    && (f.starts_with("[unknown] (0x") || in_plt(&bin, f, &plt)))
         });
         if !named {
             return Err(format!("an unknown frame under main: {frames:?}"));

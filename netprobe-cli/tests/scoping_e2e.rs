@@ -93,6 +93,10 @@ fn session(args: &[&str]) -> Result<(Child, std::thread::JoinHandle<String>), St
     spawn_until_live(Command::new(NP).args(args), Duration::from_secs(60))
 }
 
+/// One trial at a time: the control of [`scoped_to_one_process`] places a host-wide probe on the
+/// library's function, which traps in every process that maps it, the other trial's included.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Whether the other process ran at its own speed under a session: within 3x of its best time
 /// alone plus 20 ms of scheduling noise, where a breakpoint in it costs OTHER_CALLS traps (at
 /// least 0.3 s here).
@@ -104,6 +108,7 @@ fn at_own_speed(alone: f64, with: f64) -> bool {
 /// and its calls are not counted; a host-wide `count` on the same function slows it (the
 /// control).
 fn scoped_to_one_process() -> R {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let lib = library();
     let spec = format!("{}:np_add", lib.display());
     for command in ["count", "trace"] {
@@ -167,6 +172,7 @@ fn scoped_to_one_process() -> R {
 /// (a read-only bind mount: the same file): a host process outside the container that calls the
 /// same function keeps its speed and is not counted.
 fn scoped_to_a_container() -> R {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     h(harness::docker::ensure_engine())?;
     let lib = library();
     let dir = lib.parent().ok_or("no folder")?;
