@@ -8,10 +8,10 @@
 //! Two ways to record:
 //! - sampled: a record per hit into per-CPU perf buffers, decoded with the event's tracefs
 //!   `format` ([`sample`], then `tracefs::decode`), stacks from the perf call chain;
-//! - counted in the kernel (`count` with nothing to read per hit: no argument filter, no stack, no
-//!   event limit, at most [`MAX_COUNTED_PROBES`]): a counting perf event per probe (a filter on
-//!   its tag where probes share a kernel event), read once per interval, no record per
-//!   hit ([`PerTaskSession::read_counts`]).
+//! - counted in the kernel (`count` with nothing to read per hit: no stack, no event limit, at
+//!   most [`MAX_COUNTED_PROBES`] probes): a counting perf event per probe (a filter on its tag
+//!   where probes share a kernel event, with the user's `--filter`), read once per interval, no
+//!   record per hit ([`Backend::read_counts`]).
 //!
 //! Nothing outlives the session by construction except the disabled definitions: the perf events
 //! (and with them every breakpoint) go with their descriptors, however netprobe exits; the
