@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `netprobe profile` vs seed 003's pipeline (`perf record -F HZ -g -p PID -- sleep 10`,
+# `netprobe profile` vs the hand-run perf pipeline it replaces (run from a Docker sidecar with
+# `docker run --pid=container:ID --privileged`: `perf record -F HZ -g -p PID -- sleep 10`,
 # `perf script`, inferno-collapse-perf, inferno-flamegraph) on the same 10 s workloads:
 #   - the stripped Go sample app (sample-app/go) serving CPU-bound GET /spin?n=10000000 to two
 #     client threads, at 99 Hz and 999 Hz;
@@ -8,7 +9,7 @@
 # CPU time of the tool (user+sys of every process of its pipeline), the Go target's requests
 # during the 10 s against 10 s without a profiler (slowdown), and the share of frames the folded
 # stacks leave unnamed (netprobe: `[unknown] (...)`; perf/inferno: `[unknown]` or `[module]`).
-# perf records kernel frames too (the seed's `-g`), netprobe user frames only; perf reads
+# perf records kernel frames too (the pipeline's `-g`), netprobe user frames only; perf reads
 # detached debug symbols (/usr/lib/debug, e.g. libc6-dbg), netprobe's symbolizer does not.
 # Usage: benchmarks/profile.sh   (root; linux-perf, golang-go, gcc, python3 from Debian;
 # inferno-collapse-perf and inferno-flamegraph from `cargo install inferno --root

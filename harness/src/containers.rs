@@ -1,5 +1,5 @@
-//! The Docker scenario (`shared/seeds/003_*`'s `docker run --pid=container:ID --privileged`,
-//! `shared/seeds/001_*`'s Kubernetes sidecar): an app container, and a netprobe sidecar joined to its PID namespace,
+//! The Docker scenario (a perf sidecar by hand was `docker run --pid=container:ID --privileged`;
+//! on Kubernetes, a sidecar in a pod with `shareProcessNamespace: true`): an app container, and a netprobe sidecar joined to its PID namespace,
 //! started with testcontainers 0.28 against the local engine.
 //!
 //! The sidecar asks for `--privileged` as the user asked. Where the engine refuses it (this VM:

@@ -31,7 +31,7 @@ pub enum Command {
     /// List the functions/methods of a file with address, size and file offset.
     Symbols(SymbolsArgs),
     /// Print the uprobe offset of each method of an image mapped in a process
-    /// (what `shared/seeds/001_*`'s calc-offsets.py prints, right on .NET 8 too).
+    /// (what a calc-offsets.py over a crossgen map file prints, right on .NET 8 too).
     Offsets(OffsetsArgs),
     /// Print one line per hit: time, pid/tid, command, function, arguments or return value.
     Trace(LiveArgs),

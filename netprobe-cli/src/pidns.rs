@@ -1,5 +1,6 @@
 //! Pid namespaces: trace events and `set_event_pid` speak the kernel's *global* pids, while a
-//! netprobe in a container (a sidecar sharing the app's pid namespace, as in `shared/seeds/001_*` and `003_*`) knows only
+//! netprobe in a container (a sidecar sharing the app's pid namespace: a Kubernetes pod with
+//! `shareProcessNamespace: true`, or `docker run --pid=container:ID`) knows only
 //! its namespace's pids. Writing namespace pids into `set_event_pid` filters out every hit
 //! (found by the Docker harness: 0 hits from the sidecar).
 //!

@@ -193,7 +193,7 @@ fn count_on_a_running_bundle() -> Result<(), String> {
         return Err(e);
     }
     let mut run = || -> Result<(String, String, String), String> {
-        // `offsets` (`shared/seeds/001_*`'s calc-offsets.py) places the method where `symbols` does.
+        // `offsets` (what calc-offsets.py printed from a crossgen map) places the method where `symbols` does.
         let listed = Command::new(NP)
             .args([
                 "symbols",

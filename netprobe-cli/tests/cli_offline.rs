@@ -26,17 +26,19 @@ fn fails(args: &[&str]) -> String {
 }
 
 #[test]
-fn offsets_reproduces_seed_001_line_for_line() {
+fn offsets_reproduces_calc_offsets_listing_line_for_line() {
     let out = netprobe()
         .args(["offsets", "112", "sample-netcore-app.ni.exe", "--maps"])
-        .arg(recorded("maps/seed000-sample-netcore-app.maps"))
+        .arg(recorded("maps/dotnet22-crossgen-sample-netcore-app.maps"))
         .arg("--map")
-        .arg(recorded("mapfiles/seed001-sample-netcore-app.map"))
+        .arg(recorded(
+            "mapfiles/crossgen-sample-netcore-app-reconstructed.map",
+        ))
         .output()
         .unwrap();
     assert!(out.status.success());
     let expected =
-        std::fs::read_to_string(recorded("mapfiles/seed001-calc-offsets.expected")).unwrap();
+        std::fs::read_to_string(recorded("mapfiles/calc-offsets-listing.expected")).unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
 }
 
@@ -50,9 +52,11 @@ fn offsets_pattern_selects_type_method_without_signature() {
             "EchoProvider::calculateEchoValue",
             "--maps",
         ])
-        .arg(recorded("maps/seed000-sample-netcore-app.maps"))
+        .arg(recorded("maps/dotnet22-crossgen-sample-netcore-app.maps"))
         .arg("--map")
-        .arg(recorded("mapfiles/seed001-sample-netcore-app.map"))
+        .arg(recorded(
+            "mapfiles/crossgen-sample-netcore-app-reconstructed.map",
+        ))
         .output()
         .unwrap();
     assert_eq!(
@@ -74,7 +78,7 @@ fn offsets_explain_on_net8_names_the_shared_mapping_trap() {
         ])
         .arg(recorded("maps/net8-sleep.maps"))
         .arg("--map")
-        .arg(recorded("mapfiles/seed000-line.map"))
+        .arg(recorded("mapfiles/crossgen-calculate-echo-value.map"))
         .output()
         .unwrap();
     assert!(out.status.success());

@@ -767,7 +767,7 @@ fn nativeaot_managedcode_section() -> R {
     if add.st_value < managed.sh_addr || add.st_value >= managed.sh_addr + managed.sh_size {
         return Err("np_aot_add is not in __managedcode".into());
     }
-    // Seed 004's formula, and the segment formula over the PT_LOAD holding the symbol.
+    // The `.text` section formula, and the segment formula over the PT_LOAD holding the symbol.
     let seed = add.st_value - text_sh.sh_addr + text_sh.sh_offset;
     let seg = elf
         .program_headers

@@ -44,13 +44,19 @@ pub fn elf_segment_inverse(
     p_vaddr.checked_add(into).map(VirtAddr)
 }
 
-/// The `.text` section formula of `shared/seeds/004_*`: `offset(fn) = va(fn) - va(.text) + offset(.text)`.
+/// The `.text` section formula: `offset(fn) = va(fn) - va(.text) + offset(.text)`, with both
+/// `.text` values read from `readelf -S` (the hand-written Go recipe netprobe replaces, as used on
+/// kube-controller-manager: `fixtures/recorded/readelf/`).
 ///
 /// Kept only to explain differences: it is right when the function lies inside `.text`, and wrong
 /// for code in any other executable section (`__managedcode` of NativeAOT, a section placed with
 /// `--section-start`): the kernel accepts such a probe but enabling it fails with EINVAL
 /// (`kernel/events/uprobes.c`). Returns `None` where the arithmetic would go negative.
-pub fn seed_text_section(vaddr: VirtAddr, text_addr: u64, text_offset: u64) -> Option<FileOffset> {
+pub fn text_section_offset(
+    vaddr: VirtAddr,
+    text_addr: u64,
+    text_offset: u64,
+) -> Option<FileOffset> {
     vaddr
         .0
         .checked_sub(text_addr)?
@@ -68,16 +74,17 @@ pub fn pe_section(rva: Rva, virtual_address: u64, pointer_to_raw_data: u64) -> O
         .map(FileOffset)
 }
 
-/// The .NET maps formula of `shared/seeds/000_*` and `002_*`:
+/// The .NET crossgen-map formula (the hand-written recipe netprobe replaces: an RVA from a crossgen
+/// `/CreatePerfMap` map file, turned into an offset with `/proc/PID/maps` arithmetic):
 /// `MethodAddress - (ExeSectionStartAddress - FirstSectionStartAddress) + SectionOffset`,
 /// i.e. `rva - (exec_start - image_base) + exec_file_offset`.
 ///
 /// It is [`normalize`] applied to `image_base + rva`, which is right only when `image_base` really
-/// is where file offset 0 is mapped. The seeds take the *lowest* mapping of the file as the base;
+/// is where file offset 0 is mapped. The recipe takes the *lowest* mapping of the file as the base;
 /// on .NET 8 that is a whole-file `r--s` mapping below the image, and the result goes negative
-/// (`fixtures/recorded/maps/net8-sleep.maps`). So this returns the signed value, exactly as the seed computes it;
+/// (`fixtures/recorded/maps/net8-sleep.maps`). So this returns the signed value, exactly as the recipe computes it;
 /// use [`FileOffset::try_from`] on it to get an offset or learn that there is none.
-pub fn seed_dotnet_maps(
+pub fn dotnet_maps_offset(
     method: Rva,
     exec_start: RuntimeAddr,
     image_base: ImageBase,
@@ -110,10 +117,12 @@ impl TryFrom<i128> for FileOffset {
 mod tests {
     use super::*;
 
-    /// Seed 000: `0x21900 - (0x7ff03c8c0000 - 0x7ff03c8a0000) + 0x0000 = 0x1900`.
+    /// `calculateEchoValue` of the .NET Core 2.2 crossgen sample app
+    /// (`fixtures/recorded/maps/dotnet22-crossgen-sample-netcore-app.maps`):
+    /// `0x21900 - (0x7ff03c8c0000 - 0x7ff03c8a0000) + 0x0000 = 0x1900`.
     #[test]
-    fn seed_000_example() {
-        let v = seed_dotnet_maps(
+    fn crossgen_sample_app_example() {
+        let v = dotnet_maps_offset(
             Rva(0x21900),
             RuntimeAddr(0x7ff0_3c8c_0000),
             ImageBase(0x7ff0_3c8a_0000),
@@ -122,11 +131,12 @@ mod tests {
         assert_eq!(v, 0x1900);
     }
 
-    /// Seed 004: `0x6794c0 - 0x401a50 + 0x1a50 = 0x2794c0`.
+    /// `syncDeployment` of kube-controller-manager (`fixtures/recorded/readelf/`):
+    /// `0x6794c0 - 0x401a50 + 0x1a50 = 0x2794c0`.
     #[test]
-    fn seed_004_example() {
+    fn kube_controller_manager_example() {
         assert_eq!(
-            seed_text_section(VirtAddr(0x6794c0), 0x401a50, 0x1a50),
+            text_section_offset(VirtAddr(0x6794c0), 0x401a50, 0x1a50),
             Some(FileOffset(0x2794c0))
         );
     }

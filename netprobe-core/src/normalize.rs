@@ -5,8 +5,9 @@
 //! file offset 0 lives (its [`ImageBase`]), and converts between runtime addresses and file offsets
 //! with [`formulas::normalize`].
 //!
-//! The image base is *not* the lowest mapping of the file (what `shared/seeds/000_*` and `002_*` take as
-//! "FirstSectionStartAddress"): .NET 8 additionally maps each ReadyToRun image whole as a shared
+//! The image base is *not* the lowest mapping of the file (what the hand-written .NET crossgen-map
+//! recipe, `MethodAddress - (ExeSectionStartAddress - FirstSectionStartAddress) + SectionOffset`
+//! over `/proc/PID/maps`, takes as "FirstSectionStartAddress"): .NET 8 additionally maps each ReadyToRun image whole as a shared
 //! `r--s` mapping, usually at a lower address, and the seed arithmetic then goes negative
 //! (`fixtures/recorded/maps/net8-sleep.maps`). See [`MappedImage::image_base_for`] for the rule.
 
@@ -72,7 +73,8 @@ impl MappedImage {
         self.mappings.iter().filter(|m| m.perms.exec)
     }
 
-    /// The lowest-addressed mapping of the file: what `shared/seeds/000_*` and `002_*` call the "first section".
+    /// The lowest-addressed mapping of the file: what the .NET crossgen-map recipe
+    /// ([`formulas::dotnet_maps_offset`]) calls the "first section".
     /// Correct as an image base on .NET Core 3.1, wrong on .NET 8 (a whole-file `r--s` mapping sits
     /// below the image). `None` only for an image without mappings.
     pub fn lowest_mapping(&self) -> Option<&MapsEntry> {
@@ -88,7 +90,7 @@ impl MappedImage {
     /// Why each condition:
     /// - private: .NET 8's whole-file `r--s` mapping is shared and sits below the image;
     /// - not writable: PE data sections whose raw data starts below 0x1000 are mapped at the
-    ///   page-rounded offset 0 too, read-write (`fixtures/recorded/maps/seed000-sample-netcore-app.maps`, the `rw-p 00000000` line);
+    ///   page-rounded offset 0 too, read-write (`fixtures/recorded/maps/dotnet22-crossgen-sample-netcore-app.maps`, the `rw-p 00000000` line);
     /// - highest at or below `exec`: a file loaded twice has a header mapping per load.
     ///
     /// Returns `None` when no mapping qualifies (then the image base cannot be known from the maps
@@ -158,8 +160,8 @@ impl MappedImage {
 }
 
 /// Offset of a method given by its RVA, from the live maps alone: normalize `image_base + rva`
-/// over the executable mapping that contains it. This is the .NET maps formula of `shared/seeds/000_*` and `002_*`
-/// with the image base chosen right (see [`MappedImage::image_base_for`]).
+/// over the executable mapping that contains it. This is the .NET crossgen-map formula
+/// ([`formulas::dotnet_maps_offset`]) with the image base chosen right (see [`MappedImage::image_base_for`]).
 ///
 /// Returns the file offset and the runtime address, or `None` when there is no image base or
 /// `image_base + rva` lies in no executable mapping of the image.

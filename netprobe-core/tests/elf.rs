@@ -149,7 +149,7 @@ fn shared_library_versioned_names_match_nm_dynamic() {
     );
 }
 
-/// Seed 004's `.text` formula is wrong for code outside `.text`; the segment formula is right.
+/// The `.text` section formula is wrong for code outside `.text`; the segment formula is right.
 #[test]
 fn far_section_breaks_the_text_formula_not_the_segment_formula() {
     let path = offsets_program(&["-no-pie"]);
@@ -163,7 +163,7 @@ fn far_section_breaks_the_text_formula_not_the_segment_formula() {
     let ex = elf.explain(VirtAddr(far.address.value())).unwrap();
     assert_eq!(ex.section.as_ref().unwrap().name, ".farcode");
     assert_eq!(ex.segment_offset, far.file_offset);
-    assert_ne!(ex.seed_text_offset, ex.segment_offset);
+    assert_ne!(ex.text_section_offset, ex.segment_offset);
     // readelf agrees on where .farcode's bytes are.
     let sections = run("readelf", &["-SW", path.to_str().unwrap()]);
     let line = sections.lines().find(|l| l.contains(".farcode")).unwrap();
@@ -180,7 +180,7 @@ fn far_section_breaks_the_text_formula_not_the_segment_formula() {
         .find(|s| s.name == "np_text_add")
         .unwrap();
     let ex = elf.explain(VirtAddr(add.address.value())).unwrap();
-    assert_eq!(ex.seed_text_offset, ex.segment_offset);
+    assert_eq!(ex.text_section_offset, ex.segment_offset);
 }
 
 #[test]

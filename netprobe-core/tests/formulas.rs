@@ -75,7 +75,7 @@ impl PeLayout {
         let exec_len = (in_page + self.text_size).div_ceil(PAGE) * PAGE;
         let mut m = vec![mapping(self.base, PAGE, "r--p", 0)];
         if self.data_at_offset_zero {
-            // `fixtures/recorded/maps/seed000-sample-netcore-app.maps`'s `rw-p 00000000` line: a data section whose raw data starts in page 0.
+            // `fixtures/recorded/maps/dotnet22-crossgen-sample-netcore-app.maps`'s `rw-p 00000000` line: a data section whose raw data starts in page 0.
             m.push(mapping(self.base + 8 * PAGE, PAGE, "rw-p", 0));
         }
         m.push(mapping(
@@ -108,26 +108,26 @@ proptest! {
         prop_assert_eq!(addr, RuntimeAddr(l.base + l.rva_in_text));
     }
 
-    /// The seeds' maps formula equals normalization of `image_base + rva` when its "first section"
-    /// is the image base; with .NET 8's shared mapping below, the seeds' lowest mapping is not, and
-    /// their result is wrong.
+    /// The .NET crossgen-map formula (`formulas::dotnet_maps_offset`) equals normalization of
+    /// `image_base + rva` when its "first section" is the image base; with .NET 8's shared mapping
+    /// below, the lowest mapping (what the hand recipe takes) is not, and its result is wrong.
     #[test]
-    fn seed_maps_formula_is_normalization_with_the_right_base(l in pe_layout()) {
+    fn dotnet_maps_formula_is_normalization_with_the_right_base(l in pe_layout()) {
         let maps = l.maps();
         let images = MappedImage::group(&maps);
         let img = &images[0];
         let exec = img.exec_mappings().next().unwrap();
         let (ours, _) = rva_to_file_offset(img, Rva(l.rva_in_text)).unwrap();
-        let with_right_base = formulas::seed_dotnet_maps(
+        let with_right_base = formulas::dotnet_maps_offset(
             Rva(l.rva_in_text), RuntimeAddr(exec.start), ImageBase(l.base), FileOffset(exec.offset));
         prop_assert_eq!(FileOffset::try_from(with_right_base).ok(), Some(ours));
         let lowest = img.lowest_mapping().unwrap();
-        let as_seeds_do = formulas::seed_dotnet_maps(
+        let with_lowest_mapping = formulas::dotnet_maps_offset(
             Rva(l.rva_in_text), RuntimeAddr(exec.start), ImageBase(lowest.start), FileOffset(exec.offset));
         if l.whole_file_shared_below {
-            prop_assert_ne!(FileOffset::try_from(as_seeds_do).ok(), Some(ours));
+            prop_assert_ne!(FileOffset::try_from(with_lowest_mapping).ok(), Some(ours));
         } else {
-            prop_assert_eq!(FileOffset::try_from(as_seeds_do).ok(), Some(ours));
+            prop_assert_eq!(FileOffset::try_from(with_lowest_mapping).ok(), Some(ours));
         }
     }
 
@@ -149,7 +149,7 @@ proptest! {
         let vaddr = VirtAddr(text_addr + ((text_len as f64 * at_frac) as u64).min(text_len - 1));
         prop_assert_eq!(
             formulas::elf_segment(vaddr, p_vaddr, p_offset),
-            formulas::seed_text_section(vaddr, text_addr, text_offset)
+            formulas::text_section_offset(vaddr, text_addr, text_offset)
         );
     }
 

@@ -39,7 +39,7 @@ struct Layout {
 fn layout(img: &MappedImage, rva: Rva) -> Layout {
     let exec = img.exec_mappings().next().unwrap();
     let lowest = img.lowest_mapping().unwrap();
-    let seed = formulas::seed_dotnet_maps(
+    let seed = formulas::dotnet_maps_offset(
         rva,
         RuntimeAddr(exec.start),
         ImageBase(lowest.start),
@@ -62,13 +62,16 @@ fn layout(img: &MappedImage, rva: Rva) -> Layout {
     }
 }
 
-/// Seed 000: `0x21900 - (0x7ff03c8c0000 - 0x7ff03c8a0000) + 0x0000 = 0x1900`.
+/// The .NET Core 2.2 crossgen sample app's `calculateEchoValue`, by the crossgen-map recipe:
+/// `0x21900 - (0x7ff03c8c0000 - 0x7ff03c8a0000) + 0x0000 = 0x1900`.
 #[test]
-fn seed000_calculate_echo_value_is_0x1900() {
-    let imgs = images("maps/seed000-sample-netcore-app.maps");
+fn crossgen_sample_app_calculate_echo_value_is_0x1900() {
+    let imgs = images("maps/dotnet22-crossgen-sample-netcore-app.maps");
     let img = image(&imgs, "sample-netcore-app.ni.exe");
-    let line = &parse_map_lines(&std::fs::read(recorded("mapfiles/seed000-line.map")).unwrap())
-        .unwrap()[0];
+    let line = &parse_map_lines(
+        &std::fs::read(recorded("mapfiles/crossgen-calculate-echo-value.map")).unwrap(),
+    )
+    .unwrap()[0];
     assert!(line
         .name
         .ends_with("EchoProvider::calculateEchoValue(string)"));
@@ -76,16 +79,20 @@ fn seed000_calculate_echo_value_is_0x1900() {
     let (off, addr) = rva_to_file_offset(img, Rva(line.addr)).unwrap();
     assert_eq!(off, FileOffset(0x1900));
     assert_eq!(addr, RuntimeAddr(0x7ff0_3c8c_1900));
-    insta::assert_json_snapshot!("seed000_layout", layout(img, Rva(line.addr)));
+    insta::assert_json_snapshot!("crossgen_sample_app_layout", layout(img, Rva(line.addr)));
 }
 
-/// Seed 001's `calc-offsets.py` listing, line for line, from the map file behind it.
+/// The `calc-offsets.py` listing (crossgen map file + `/proc/PID/maps` -> uprobe offsets) of the
+/// same app, line for line, from the map file behind it.
 #[test]
-fn seed001_listing_reproduced_line_for_line() {
-    let imgs = images("maps/seed000-sample-netcore-app.maps");
+fn calc_offsets_listing_reproduced_line_for_line() {
+    let imgs = images("maps/dotnet22-crossgen-sample-netcore-app.maps");
     let img = image(&imgs, "sample-netcore-app.ni.exe");
     let lines = parse_map_lines(
-        &std::fs::read(recorded("mapfiles/seed001-sample-netcore-app.map")).unwrap(),
+        &std::fs::read(recorded(
+            "mapfiles/crossgen-sample-netcore-app-reconstructed.map",
+        ))
+        .unwrap(),
     )
     .unwrap();
     let ours: String = lines
@@ -96,15 +103,15 @@ fn seed001_listing_reproduced_line_for_line() {
         })
         .collect();
     let expected =
-        std::fs::read_to_string(recorded("mapfiles/seed001-calc-offsets.expected")).unwrap();
+        std::fs::read_to_string(recorded("mapfiles/calc-offsets-listing.expected")).unwrap();
     assert_eq!(ours, expected);
 }
 
-/// Seed 002's System.Console.dll: exec section 0x21000 above the first section, at file offset
+/// System.Console.dll under the crossgen-map recipe: exec section 0x21000 above the first section, at file offset
 /// 0x1000, so `probe = method - 0x21000 + 0x1000`.
 #[test]
-fn seed002_system_console_layout() {
-    let imgs = images("maps/seed002-system-console.maps");
+fn system_console_layout() {
+    let imgs = images("maps/dotnet-system-console.maps");
     let img = image(&imgs, "System.Console.dll");
     assert_eq!(img.image_base(), Some(ImageBase(0x7f7e_0388_0000)));
     let rva = Rva(0x21000 + 0x5920);
@@ -112,34 +119,31 @@ fn seed002_system_console_layout() {
         rva_to_file_offset(img, rva).unwrap().0,
         FileOffset(0x1000 + 0x5920)
     );
-    insta::assert_json_snapshot!("seed002_layout", layout(img, rva));
+    insta::assert_json_snapshot!("system_console_layout", layout(img, rva));
 }
 
-/// Seed 004: `.text` at 0x401a50 / 0x1a50, `syncDeployment` at 0x6794c0 → 0x2794c0; the same by
+/// The Go `.text` formula on kube-controller-manager: `.text` at 0x401a50 / 0x1a50, `syncDeployment` at 0x6794c0 → 0x2794c0; the same by
 /// normalizing the runtime address over the `r-xp` mapping (a non-PIE binary runs at its link
 /// addresses).
 #[test]
-fn seed004_kube_controller_manager_is_0x2794c0() {
+fn kube_controller_manager_sync_deployment_is_0x2794c0() {
     let sections =
-        std::fs::read_to_string(recorded("readelf/seed004-kube-controller-manager.sections"))
-            .unwrap();
+        std::fs::read_to_string(recorded("readelf/kube-controller-manager.sections")).unwrap();
     let f: Vec<&str> = sections.split_whitespace().collect();
     assert_eq!(f[1], ".text");
     let (text_addr, text_off) = (
         u64::from_str_radix(f[3], 16).unwrap(),
         u64::from_str_radix(f[4], 16).unwrap(),
     );
-    let objdump = std::fs::read_to_string(recorded(
-        "readelf/seed004-kube-controller-manager.objdump-t",
-    ))
-    .unwrap();
+    let objdump =
+        std::fs::read_to_string(recorded("readelf/kube-controller-manager.objdump-t")).unwrap();
     let vaddr =
         VirtAddr(u64::from_str_radix(objdump.split_whitespace().next().unwrap(), 16).unwrap());
     assert_eq!(
-        formulas::seed_text_section(vaddr, text_addr, text_off),
+        formulas::text_section_offset(vaddr, text_addr, text_off),
         Some(FileOffset(0x2794c0))
     );
-    let imgs = images("maps/seed004-kube-controller-manager.maps");
+    let imgs = images("maps/kube-controller-manager.maps");
     let img = image(&imgs, "kube-controller-manager");
     assert_eq!(
         img.file_offset_of(RuntimeAddr(vaddr.0)),

@@ -1,6 +1,6 @@
 //! `netprobe offsets PID IMAGE [PATTERN] [--map FILE]`: the uprobe offset of each method of an
-//! image mapped in a process, printed as `shared/seeds/001_*`'s `calc-offsets.py` prints it
-//! (`offset: 1900 : NAME`), with the image base chosen right on .NET 8 (`normalize`).
+//! image mapped in a process, printed as a hand-run `calc-offsets.py` (crossgen map file +
+//! `/proc/PID/maps` -> uprobe offsets) prints it (`offset: 1900 : NAME`), with the image base chosen right on .NET 8 (`normalize`).
 //! `IMAGE` may name an assembly inside a mapped .NET single-file bundle
 //! (`System.Private.CoreLib.dll`): offsets are then offsets in the bundle file.
 

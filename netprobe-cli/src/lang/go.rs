@@ -9,9 +9,9 @@
 //!   ABI leaves it. A uretprobe replaces the return address on the goroutine stack with the
 //!   kernel's trampoline; when the runtime copies or walks that stack (growth, GC, panics) it
 //!   meets an address it does not know and kills the program (`unexpected return pc`,
-//!   `fatal error: unknown caller pc`; Go `src/runtime/traceback.go`; the crash of
-//!   `shared/seeds/004_*`'s recipe). `--force-uretprobe`
-//!   brings the uretprobe back, with a loud warning.
+//!   `fatal error: unknown caller pc`; Go `src/runtime/traceback.go`; the crash the hand-written
+//!   Go `.text`-formula recipe met on kube-controller-manager). `--force-uretprobe` brings the
+//!   uretprobe back, with a loud warning.
 //! - **Arguments** by the ABI of the Go release that built the binary
 //!   ([`GoBinary::abi`]: the register ABI since Go 1.17, the stack ABI before).
 //! - **Latency pairing**: by the goroutine (R14 holds `g` under the register ABI, at entry and at

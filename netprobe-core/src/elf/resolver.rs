@@ -86,7 +86,7 @@ impl ElfFile {
     }
 
     /// How the file offset of `vaddr` comes about: the segment formula netprobe uses and the
-    /// `.text` formula of `shared/seeds/004_*`, side by side.
+    /// `.text` section formula ([`formulas::text_section_offset`]), side by side.
     pub fn explain(&self, vaddr: VirtAddr) -> Result<OffsetExplanation> {
         let view = self.view()?;
         let segments = LoadSegments::from_program_headers(&view.program_headers);
@@ -101,8 +101,8 @@ impl ElfFile {
                 .iter()
                 .find(|s| s.addr != 0 && vaddr.0 >= s.addr && vaddr.0 - s.addr < s.size)
                 .cloned(),
-            seed_text_offset: text
-                .and_then(|t| formulas::seed_text_section(vaddr, t.addr, t.offset)),
+            text_section_offset: text
+                .and_then(|t| formulas::text_section_offset(vaddr, t.addr, t.offset)),
         })
     }
 }

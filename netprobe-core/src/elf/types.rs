@@ -24,8 +24,8 @@ pub struct OffsetExplanation {
     pub segment_offset: Option<FileOffset>,
     /// The section holding the address, if the file still has section headers.
     pub section: Option<SectionInfo>,
-    /// Seed 004's `.text` formula `vaddr - text.addr + text.offset`; `None` without a `.text`.
+    /// The `.text` section formula `vaddr - text.addr + text.offset`; `None` without a `.text`.
     /// Differs from `segment_offset` when the code is outside `.text` and `.text` does not share
     /// its segment's (vaddr - offset) delta.
-    pub seed_text_offset: Option<FileOffset>,
+    pub text_section_offset: Option<FileOffset>,
 }

@@ -1,6 +1,6 @@
 //! Parsers for the map files runtimes and crossgen write.
 //!
-//! - `ADDR SIZE NAME` lines: crossgen `/CreatePerfMap` files (`fixtures/recorded/mapfiles/seed000-line.map`:
+//! - `ADDR SIZE NAME` lines: crossgen `/CreatePerfMap` files (`fixtures/recorded/mapfiles/crossgen-calculate-echo-value.map`:
 //!   `0000000000021900 9 instance string [...]`) and the runtime's `/tmp/perf-PID.map` (the perf
 //!   JIT interface, `tools/perf/Documentation/jit-interface.txt`: "START SIZE symbolname", hex).
 //!   .NET Core 3.1 writes addresses as bare upper-case hex, .NET 8 with `0x` (recorded here in

@@ -19,7 +19,7 @@ pub struct MapLine {
 #[serde(rename_all = "snake_case")]
 pub enum MapFileKind {
     /// crossgen `/CreatePerfMap` output: addresses are RVAs in the native image
-    /// (`fixtures/recorded/mapfiles/seed000-line.map`).
+    /// (`fixtures/recorded/mapfiles/crossgen-calculate-echo-value.map`).
     Crossgen,
     /// The runtime's `/tmp/perf-PID.map`: runtime addresses of JIT code and stubs.
     Runtime,
