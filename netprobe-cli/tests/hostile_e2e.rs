@@ -20,24 +20,11 @@ const NEEDS: &[Need] = &[Need::Root, Need::Tracefs, Need::CCompiler];
 const HOST_LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
 fn library() -> PathBuf {
-    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    LIB.get_or_init(|| {
-        fixtures::CProgram::new("np_lib")
-            .flags(&["-shared", "-fPIC", "-O1"])
-            .suffix(".so")
-            .build()
-    })
-    .clone()
+    fixtures::mapped_library::np_lib()
 }
 
 fn host() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        fixtures::CProgram::new("hostile_host")
-            .flags(&["-O1"])
-            .build()
-    })
-    .clone()
+    fixtures::mapped_library::library_host()
 }
 
 fn text(b: &[u8]) -> String {

@@ -24,24 +24,11 @@ const OTHER_CALLS: u64 = 200_000;
 type R = Result<(), String>;
 
 fn library() -> PathBuf {
-    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    LIB.get_or_init(|| {
-        fixtures::CProgram::new("np_lib")
-            .flags(&["-shared", "-fPIC", "-O1"])
-            .suffix(".so")
-            .build()
-    })
-    .clone()
+    fixtures::mapped_library::np_lib()
 }
 
 fn host() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        fixtures::CProgram::new("hostile_host")
-            .flags(&["-O1"])
-            .build()
-    })
-    .clone()
+    fixtures::mapped_library::library_host()
 }
 
 fn lib_loop() -> PathBuf {
