@@ -1020,7 +1020,7 @@ fn command_p_via(
     Ok((out, bin))
 }
 
-/// Each command with exactly the capabilities README's "Privileges" table lists works as a
+/// Each command with exactly the capabilities `docs/privileges.md`'s table lists works as a
 /// non-root uid, and without any one of them it is one line naming that capability.
 fn capability_trials() -> Vec<e2e::E2eTrial> {
     let needs: &[Need] = &[
