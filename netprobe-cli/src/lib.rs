@@ -31,6 +31,7 @@ pub mod overhead;
 pub mod pidns;
 pub mod plan;
 pub mod printable;
+pub mod probe_bytes;
 pub mod profile;
 pub mod run_as;
 pub mod runner;

@@ -17,22 +17,14 @@ pub use meter::{Estimate, OverheadMeter};
 use crate::plan::{ProbeKind, ProbePlan};
 use netprobe_core::probe_point::{handling_of, KernelHandling};
 
-/// How the kernel handles the instruction each probe of `plan` traps on, read from the probed
-/// file (16 bytes at the probe's offset: the longest x86-64 instruction is 15). A file that
-/// cannot be read counts as single-stepped, the dearer case.
+/// How the kernel handles the instruction each probe of `plan` traps on
+/// ([`crate::probe_bytes`]). Bytes that cannot be read count as single-stepped, the dearer case.
 pub fn probe_handling(plan: &ProbePlan) -> Vec<KernelHandling> {
-    use std::os::unix::fs::FileExt;
-    plan.probes
+    crate::probe_bytes::instruction_bytes(plan)
         .iter()
-        .map(|p| {
-            let Ok((file, _)) = netprobe_core::regular_file::open(&p.path) else {
-                return KernelHandling::SingleStepped;
-            };
-            let mut b = [0u8; 16];
-            match file.read_at(&mut b, p.offset.0) {
-                Ok(n) if n > 0 => handling_of(&b[..n]),
-                _ => KernelHandling::SingleStepped,
-            }
+        .map(|b| match b.as_slice() {
+            [] => KernelHandling::SingleStepped,
+            b => handling_of(b),
         })
         .collect()
 }

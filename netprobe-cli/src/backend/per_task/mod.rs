@@ -154,11 +154,9 @@ impl PerTaskSession {
         let group = self.options.name.clone();
         if self.plan.user_stacks {
             let newer = kernel_at_least(6, 12);
-            self.caller_in_chain = self
-                .plan
-                .probes
+            self.caller_in_chain = crate::probe_bytes::instruction_bytes(&self.plan)
                 .iter()
-                .map(|p| newer && kernel_walk_has_caller(&p.path, p.offset.0))
+                .map(|b| newer && kernel_walk_has_caller(b))
                 .collect();
         }
         let defs = probe_defs_with(&self.plan, &group, per_event)?;
@@ -438,23 +436,14 @@ impl PerTaskSession {
     }
 }
 
-/// Whether the kernel's user call chain of a hit of a probe at `offset` of `path` already holds
-/// the caller under the probed instruction. At a function's first instruction the frame-pointer
+/// Whether the kernel's user call chain of a hit of a probe on the instruction `bytes` begins
+/// with already holds the caller under the probed instruction. At a function's first instruction the frame-pointer
 /// walk starts from the caller's frame and misses its return address; since Linux 6.12 perf adds
 /// it, read at the stack pointer, when the probed instruction is `push %rbp` (`55`) or `endbr64`
 /// (`f3 0f 1e fa`) (`is_uprobe_at_func_entry` in `arch/x86/events/core.c`). Elsewhere netprobe
-/// puts the return address its probe read there. A file that cannot be read says no.
-fn kernel_walk_has_caller(path: &std::path::Path, offset: u64) -> bool {
-    use std::os::unix::fs::FileExt;
-    let Ok((file, _)) = netprobe_core::regular_file::open(path) else {
-        return false;
-    };
-    let mut b = [0u8; 4];
-    match file.read_at(&mut b, offset) {
-        Ok(n) if n >= 1 && b[0] == 0x55 => true,
-        Ok(4) => b == [0xf3, 0x0f, 0x1e, 0xfa],
-        _ => false,
-    }
+/// puts the return address its probe read there. Bytes that could not be read say no.
+fn kernel_walk_has_caller(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&0x55) || bytes.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa])
 }
 
 /// Whether the running kernel's release is at least `major.minor`.
@@ -592,6 +581,15 @@ impl Drop for PerTaskSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn perf_adds_the_caller_at_push_rbp_and_endbr64_only() {
+        assert!(kernel_walk_has_caller(&[0x55, 0x48, 0x89, 0xe5]));
+        assert!(kernel_walk_has_caller(&[0xf3, 0x0f, 0x1e, 0xfa, 0x55]));
+        assert!(!kernel_walk_has_caller(&[0x48, 0x89, 0xf8]));
+        assert!(!kernel_walk_has_caller(&[0xf3, 0x0f]));
+        assert!(!kernel_walk_has_caller(&[]));
+    }
 
     #[test]
     fn buffers_are_a_power_of_two_pages() {
