@@ -1,7 +1,8 @@
 //! The tracing engine without the command line (no clap: it builds with
-//! `--no-default-features`): trace one function of a file for a few seconds and print each hit.
-//! The steps are those of `netprobe trace`: spec → locations → plan → probe-safety gate →
-//! session (probes in tracefs, a recording instance) → event loop → sink.
+//! `--no-default-features`): trace one function of a file for a few seconds and print each hit,
+//! through the engine's front door, `netprobe_cli::session::Session`: a builder (the spec, the
+//! target, the options), `start` (names resolved, every probe checked by the probe-safety gate and
+//! placed, a watchdog that removes them if this process is killed), `run` into a sink, `stop`.
 //!
 //! ```text
 //! cargo build -p netprobe-cli --example engine
@@ -13,19 +14,10 @@
 //! it records only that process and stops when it exits; otherwise every process running FILE,
 //! for `--seconds` (default 5). Needs root and tracefs, like netprobe.
 
-use netprobe_cli::backend::monotonic_ns;
-use netprobe_cli::backend::tracefs::session::{Session, SessionOptions};
-use netprobe_cli::backend::tracefs::Tracefs;
-use netprobe_cli::backend::Backend;
-use netprobe_cli::gate::{self, GateOptions};
-use netprobe_cli::lang::{build_plan, resolve_specs, PlanOptions};
 use netprobe_cli::mode::Mode;
-use netprobe_cli::runner::{self, Limits};
-use netprobe_cli::signals::SignalPipe;
-use netprobe_cli::sinks::{Format, Sink, TaskInfo, TracePrinter};
-use netprobe_cli::spec::Targeting;
-use netprobe_cli::watchdog::Watchdog;
-use netprobe_cli::{cleanup, Error, Result};
+use netprobe_cli::session::{Options, Session, Target};
+use netprobe_cli::sinks::{Format, TracePrinter};
+use netprobe_cli::{Error, Result};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -71,71 +63,41 @@ fn parse(args: &[String]) -> Result<Request> {
 
 /// Traces `r`'s function, printing hits on stdout; returns how many were printed.
 fn trace(r: &Request) -> Result<u64> {
-    // 1. Spec → locations: where the function's code is, in FILE (or in the files `pid` maps).
-    let targeting = match r.pid {
-        Some(pid) => Targeting::Pids(vec![pid]),
-        None => Targeting::SystemWide,
+    // The spec names the function and its arguments in FILE; with `--pid`, in the files that
+    // process maps, and only its calls are recorded.
+    let target = match r.pid {
+        Some(pid) => Target::Pids(vec![pid]),
+        None => Target::Host,
     };
-    let spec = format!("{}:{}", r.file, r.function);
-    let resolved = resolve_specs(&[spec], &targeting, None)?;
-    // 2. Locations → plan: which kernel probes, by the language's rules (C, Go or .NET).
-    let pids: Vec<u32> = r.pid.into_iter().collect();
-    let options = PlanOptions {
-        force_uretprobe: false,
-        pids: pids.clone(),
-        ..PlanOptions::default()
-    };
-    let plan = build_plan(Mode::Trace, &resolved, &options)?;
-    // 3. The probe-safety gate: only a plan it approves can be placed.
-    let report = gate::check(&plan, GateOptions::default());
-    for note in plan.notes.iter().chain(&report.notes()) {
-        eprintln!("engine: {note}");
-    }
-    let plan = report.approve(plan)?;
-    // 4. The session: probes and a recording instance in tracefs, removed on every exit path
-    //    (the watchdog removes them even if this process is killed).
-    let tracefs = Tracefs::open()?;
-    let name = cleanup::session_name(std::process::id());
-    let watchdog = Watchdog::arm(&tracefs, &name)?;
-    let signals = SignalPipe::install()?;
-    let mut options = SessionOptions::new(name);
-    options.pids = r.pid.map(|p| vec![p]);
-    let mut session = Session::start(&tracefs, &options, plan)?;
-    // 5. The sink: one line per hit, in the chosen format.
-    let mut tasks = TaskInfo::new(Some(tracefs.root().to_path_buf()));
-    tasks.set_translation(session.pid_map().cloned());
-    let mut printer = TracePrinter {
-        out: std::io::stdout().lock(),
-        format: r.format,
-        start_ns: monotonic_ns(),
-        max_events: None,
-        printed: 0,
-        tasks,
-        stacks: None,
-    };
+    let mut session = Session::builder(Mode::Trace)
+        .spec(format!("{}:{}", r.file, r.function))
+        .target(target)
+        .options(Options {
+            duration: Some(r.duration),
+            wake_on_every_hit: true,
+            ..Options::default()
+        })
+        .start()?;
+    let mut printer = TracePrinter::new(
+        std::io::stdout().lock(),
+        r.format,
+        session.tasks(),
+        session.start_ns(),
+    );
     eprintln!(
         "engine: {} probe(s) on {} function(s); tracing for {:?}",
-        session.probes().len(),
+        session.placed(),
         session.plan().functions.len(),
         r.duration
     );
     let _ = printer.header();
-    // 6. The event loop, until the duration, a signal, or the target's exit; then what is still
-    //    buffered.
-    let limits = Limits {
-        duration: Some(r.duration),
-        interval: None,
-    };
-    let reason = runner::run(&mut session, &signals, &pids, None, limits, &mut printer)?;
-    let lost = session.stop(&mut |plan, hit| {
-        printer.hit(plan, hit);
-    })?;
+    // Until the duration, a signal, or the target's exit; then what is still buffered.
+    let outcome = session.run(&mut printer)?;
     let _ = printer.out.flush();
-    session.close()?;
-    watchdog.disarm();
+    session.stop()?;
     eprintln!(
-        "engine: {reason}; {} hit(s), {} lost",
-        printer.printed, lost.counted
+        "engine: {}; {} hit(s), {} lost",
+        outcome.reason, printer.printed, outcome.lost.counted
     );
     Ok(printer.printed)
 }

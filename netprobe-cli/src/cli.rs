@@ -206,8 +206,8 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
-    pub fn options(&self) -> crate::commands::live::FilterOptions {
-        crate::commands::live::FilterOptions {
+    pub fn options(&self) -> crate::session::FilterOptions {
+        crate::session::FilterOptions {
             filter: self.filter.clone(),
             tids: self.tids.clone(),
             comm: self.comm.clone(),

@@ -7,18 +7,12 @@
 //! child, lets the child run, prints every hit, checks each against what the child was asked to
 //! do, and removes everything.
 
-use crate::backend::per_task::{PerTaskSession, TaskOptions};
-use crate::backend::tracefs::probe;
-use crate::backend::tracefs::Tracefs;
-use crate::backend::Backend;
-use crate::cleanup;
 use crate::error::{Error, Result};
-use crate::launch::PausedChild;
+use crate::mode::Mode;
 use crate::plan::{ArgRequest, FunctionPlan, Hit, PairingKey, ProbePlan, Returns, Role, Value};
-use crate::runner::{self, Limits};
-use crate::signals::SignalPipe;
+use crate::session::{Options, Session, Target};
+use crate::shell::quote;
 use crate::sinks::{Flow, Sink};
-use crate::watchdog::Watchdog;
 use netprobe_core::abi::{CallingConvention, IntType, ValueType};
 use netprobe_core::elf::ElfFile;
 use netprobe_core::resolve::resolve_file;
@@ -141,35 +135,21 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         ));
     }
 
-    let tracefs = Tracefs::open()?;
-    let name = cleanup::session_name(std::process::id());
-    let watchdog = Watchdog::arm(&tracefs, &name)?;
-    let _ = cleanup::clean_stale(&tracefs);
-    let signals = SignalPipe::install()?;
-
     step(
         out,
         3,
         "start the target paused (a child of netprobe, stopped before exec)",
     );
-    let argv = vec![
+    let command = [
         exe.display().to_string(),
         "demo-target".to_string(),
         "--calls".to_string(),
         DEMO_CALLS.to_string(),
-    ];
-    let mut child = PausedChild::spawn(&argv)?;
-    let _ = writeln!(
-        out,
-        "pid {} will run `netprobe demo-target --calls {DEMO_CALLS}`: {DEMO_SYMBOL}(i, i*1000, \"call-i\") for i = 1..{DEMO_CALLS}",
-        child.pid()
-    );
-
-    step(
-        out,
-        4,
-        "place the probes (defined in uprobe_events, opened as perf events on that pid)",
-    );
+    ]
+    .iter()
+    .map(|w| quote(w))
+    .collect::<Vec<_>>()
+    .join(" ");
     let mut plan = ProbePlan::new(true);
     plan.add_function(FunctionPlan {
         name: DEMO_SYMBOL.into(),
@@ -197,56 +177,53 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         pairing: PairingKey::Thread,
         symbol: Some(DEMO_SYMBOL.into()),
     })?;
-    let plan = crate::gate::check(&plan, crate::gate::GateOptions::default()).approve(plan)?;
     // Scoped to the child, as `-c` is: the uprobe events are opened as perf events on its task,
     // so only its memory gets the breakpoint (another netprobe running this same binary never
-    // traps), recording from its exec on.
-    let mut session = PerTaskSession::new(
-        &tracefs,
-        TaskOptions {
-            name: name.clone(),
-            pids: vec![child.pid()],
-            buffer_kb: 8192,
-            buffer_percent: 0,
-            enable_on_exec: true,
-            count_in_kernel: false,
-            probe_per_event: false,
-        },
+    // traps), recording from its exec on. The session holds the child before its exec until the
+    // first `run`.
+    let mut session = Session::builder(Mode::Trace)
+        .probe_plan(plan)
+        .target(Target::Command {
+            line: command,
+            user: None,
+        })
+        .options(Options {
+            duration: Some(Duration::from_secs(20)),
+            wake_on_every_hit: true,
+            ..Options::default()
+        })
+        .start()?;
+    let pid = session.pids().first().copied().unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "pid {pid} will run `netprobe demo-target --calls {DEMO_CALLS}`: {DEMO_SYMBOL}(i, i*1000, \"call-i\") for i = 1..{DEMO_CALLS}"
     );
-    session.attach(plan)?;
+
+    step(
+        out,
+        4,
+        "place the probes (defined in uprobe_events, opened as perf events on that pid)",
+    );
     let _ = writeln!(
         out,
         "System V calling convention: a in %di (s32), b in %si (u64), label is a char* in %dx; the return value is $retval"
     );
-    for d in session.probes() {
+    let probes_text = session.definitions();
+    for d in &probes_text {
         let _ = writeln!(out, "  appended to uprobe_events: {d}");
     }
     let _ = writeln!(
         out,
-        "  opened as perf events on pid {}'s task: the breakpoint goes into its memory alone",
-        child.pid()
+        "  opened as perf events on pid {pid}'s task: the breakpoint goes into its memory alone"
     );
 
     step(out, 5, "let the target run and read the hits");
-    child.release()?;
     let mut hits = Collect(Vec::new());
-    let limits = Limits {
-        duration: Some(Duration::from_secs(20)),
-        interval: None,
-    };
-    let reason = runner::run(
-        &mut session,
-        &signals,
-        &[child.pid()],
-        Some(&mut child),
-        limits,
-        &mut hits,
-    )?;
-    let group = name.clone();
-    let probes_text: Vec<String> = session.probes().iter().map(|d| d.to_string()).collect();
-    let lost = session.stop(&mut |_, h| hits.0.push(h))?;
-    session.detach()?;
-    let status = child.wait();
+    let outcome = session.run(&mut hits)?;
+    let (reason, lost) = (outcome.reason, outcome.lost);
+    let group = session.name().to_string();
+    let stopped = session.stop()?;
+    let status = stopped.command_status.unwrap_or_default();
     for h in &hits.0 {
         let args = h
             .args
@@ -312,16 +289,13 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         let ev = head.split_once(':').map(|x| x.1).unwrap_or_default();
         let _ = writeln!(out, "  appended to uprobe_events: -:{ev}");
     }
-    let left = probe::list_events(&tracefs, &group)?;
-    let inst_left = tracefs.path("instances").join(group.as_str()).exists();
+    let (left, inst_left) = stopped.leftovers()?;
     let _ = writeln!(
         out,
-        "  closed the perf events; probes of {group} left in uprobe_events: {}, instance left: {}",
-        left.len(),
+        "  closed the perf events; probes of {group} left in uprobe_events: {left}, instance left: {}",
         if inst_left { "yes" } else { "no" }
     );
-    watchdog.disarm();
-    ok &= left.is_empty() && !inst_left;
+    ok &= left == 0 && !inst_left;
     let _ = writeln!(
         out,
         "\n{}",

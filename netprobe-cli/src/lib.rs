@@ -11,13 +11,11 @@
 //! `commands::live`, [`demo`]. `examples/engine.rs` walks these steps without the command line.
 
 pub mod backend;
-pub mod cleanup;
 #[cfg(feature = "cli")]
 pub mod cli;
 #[cfg(feature = "cli")]
 pub mod commands;
 pub mod demo;
-pub mod dryrun;
 pub mod error;
 pub mod filter;
 pub mod gate;
@@ -28,18 +26,17 @@ pub mod mode;
 pub mod output;
 pub mod output_file;
 pub mod overhead;
-pub mod pidns;
 pub mod plan;
 pub mod printable;
 pub mod probe_bytes;
 pub mod profile;
 pub mod run_as;
 pub mod runner;
+pub mod session;
 pub mod shell;
 pub mod signals;
 pub mod sinks;
 pub mod spec;
 pub mod stacks;
-pub mod watchdog;
 
 pub use error::{Error, Result};

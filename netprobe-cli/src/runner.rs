@@ -64,23 +64,30 @@ fn exe_id(pid: u32) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
-/// The executables of `-p` targets as they were when their probes were resolved, by pid: an
-/// exec between resolving and the start of the loop must count as one.
-static EXECUTABLES_AT_RESOLVE: std::sync::Mutex<Vec<(u32, (u64, u64))>> =
-    std::sync::Mutex::new(Vec::new());
+/// The executables `-p` targets ran when their probes were resolved, by pid (device and inode
+/// of `/proc/PID/exe`): an exec between resolving and the start of the loop must count as one.
+#[derive(Clone, Debug, Default)]
+pub struct Executables(Vec<(u32, (u64, u64))>);
 
-/// Records the executable each of `pids` runs now; [`run`] compares against it (else against
-/// what they run when it starts). Call it before resolving probes against those processes.
-pub fn remember_executables(pids: &[u32]) {
-    let mut at = EXECUTABLES_AT_RESOLVE
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    for &p in pids {
-        if let Some(id) = exe_id(p) {
-            at.retain(|(q, _)| *q != p);
-            at.push((p, id));
-        }
+impl Executables {
+    /// Records the executable each of `pids` runs now. Take it before resolving probes against
+    /// those processes; [`run`] compares against it (for a pid not recorded, against what it runs
+    /// when the loop starts).
+    pub fn of(pids: &[u32]) -> Executables {
+        Executables(pids.iter().filter_map(|&p| Some((p, exe_id(p)?))).collect())
     }
+
+    fn at_resolve(&self, pid: u32) -> Option<(u64, u64)> {
+        self.0.iter().find(|(q, _)| *q == pid).map(|(_, id)| *id)
+    }
+}
+
+/// What the loop watches: the target processes (they exiting or exec'ing ends it), netprobe's
+/// own `-c` child among them (reaped, and free to exec), and what the targets ran at resolve.
+pub struct Targets<'a> {
+    pub pids: &'a [u32],
+    pub child: Option<&'a mut PausedChild>,
+    pub executables: &'a Executables,
 }
 
 /// The path of the executable process `pid` runs now, as `/proc/PID/exe` names it.
@@ -95,12 +102,11 @@ fn exe_of(pid: u32) -> Option<String> {
 pub fn run(
     session: &mut dyn Backend,
     signals: &SignalPipe,
-    targets: &[u32],
-    child: Option<&mut PausedChild>,
+    targets: Targets<'_>,
     limits: Limits,
     sink: &mut dyn Sink,
 ) -> Result<StopReason> {
-    run_metered(session, signals, targets, child, limits, sink, None)
+    run_metered(session, signals, targets, limits, sink, None)
 }
 
 /// [`run`] with an [`OverheadMeter`]: every hit and kernel count is shown to it; once a second
@@ -110,8 +116,7 @@ pub fn run(
 pub fn run_metered(
     session: &mut dyn Backend,
     signals: &SignalPipe,
-    targets: &[u32],
-    mut child: Option<&mut PausedChild>,
+    targets: Targets<'_>,
     limits: Limits,
     sink: &mut dyn Sink,
     mut meter: Option<&mut OverheadMeter>,
@@ -122,22 +127,19 @@ pub fn run_metered(
     // What the backend lost so far goes to the sink about once a second (`--metrics`).
     let mut next_lost = start + Duration::from_secs(1);
     // Targets are watched through pidfds; a pid without one (old kernel) is checked in /proc.
+    let Targets {
+        pids: targets,
+        mut child,
+        executables,
+    } = targets;
     let mut watched: Vec<(u32, Option<OwnedFd>, bool)> =
         targets.iter().map(|&p| (p, pidfd_open(p), false)).collect();
     // `-p` targets (no child of ours) are also watched for execve: the executable they run now,
     // compared on each tick. A `-c` command may exec on purpose (a shell, the `dotnet` host).
     let exes: Vec<Option<(u64, u64)>> = if child.is_none() {
-        let at = EXECUTABLES_AT_RESOLVE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
         targets
             .iter()
-            .map(|&p| {
-                at.iter()
-                    .find(|(q, _)| *q == p)
-                    .map(|(_, id)| *id)
-                    .or_else(|| exe_id(p))
-            })
+            .map(|&p| executables.at_resolve(p).or_else(|| exe_id(p)))
             .collect()
     } else {
         vec![None; targets.len()]

@@ -34,6 +34,7 @@ pub mod name_budget;
 pub mod normalize;
 pub(crate) mod parallel;
 pub mod perfmap;
+pub mod pid_namespace;
 pub mod probe_point;
 pub mod probe_safety;
 pub mod process;

@@ -14,9 +14,14 @@
 //! implements [`Backend`]; it refuses what it cannot place (a user's raw tracefs fetch-arg text,
 //! [`crate::plan::FetchValue::Backend`], is tracefs's own).
 
+mod exited_threads;
 pub mod per_task;
 pub mod perf_event;
+mod pid_map;
 pub mod tracefs;
+
+pub use exited_threads::ExitedThreads;
+pub use pid_map::PidMap;
 
 use crate::error::Result;
 use crate::gate::CheckedPlan;
@@ -105,8 +110,20 @@ pub trait Backend {
 
     /// Inside a pid namespace, the kernel's ids of the target threads that hits carry, mapped to
     /// ours; `None` where hits carry ids of netprobe's own namespace.
-    fn pid_map(&self) -> Option<&crate::pidns::PidMap> {
+    fn pid_map(&self) -> Option<&PidMap> {
         None
+    }
+
+    /// Where the process of a thread that exited before its hits were read is still known
+    /// (tracefs: `saved_tgids`); `None` when nowhere but `/proc`.
+    fn exited_threads(&self) -> Option<Box<dyn ExitedThreads>> {
+        None
+    }
+
+    /// The kernel probe definitions the session placed, as the kernel was given them (tracefs:
+    /// `uprobe_events` lines), for a reader who wants to see them.
+    fn definitions(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 

@@ -1,31 +1,16 @@
-//! The commands: `trace`, `count`, `latency` (live sessions), `probe add|list|remove`
-//! (persistent probes), `clean`.
+//! `netprobe trace`, `count` and `latency`: a live session from the command line. The options
+//! are checked (usage errors name the flag), turned into a [`Session`], and the session is run
+//! into the mode's sink (`generation.rs`), re-attached when `--container ... --metrics` follows a
+//! container through restarts, and stopped.
 
-use super::follow::{reattach, Attachment, Reattached};
-use super::generation::{run_generation, Generation, RunContext};
-use super::recording::{
-    check_overhead_plan, counts_in_kernel, overhead_meter, session_hit_costs, start_session,
-    Scoping,
-};
-use crate::backend::monotonic_ns;
-use crate::backend::tracefs::session::{PreparingInstance, SessionOptions};
-use crate::backend::tracefs::Tracefs;
-use crate::backend::Backend;
-use crate::cleanup;
-use crate::dryrun;
+use super::generation::run_generation;
+use crate::backend::Lost;
 use crate::error::{Error, Result};
-use crate::filter::Expr;
-use crate::gate::{self, GateOptions};
-use crate::lang::{build_plan, dotnet, resolve_specs, PlanOptions};
-use crate::launch::{split_command, PausedChild};
+use crate::gate::GateOptions;
 use crate::mode::Mode;
-use crate::plan::ProbePlan;
-use crate::run_as::RunAs;
-use crate::runner::{self, Limits, StopReason};
-use crate::signals::SignalPipe;
+use crate::runner::StopReason;
+use crate::session::{join_pids, short_id, FilterOptions, Options, Reattached, Session, Target};
 use crate::sinks;
-use crate::spec::Targeting;
-use crate::watchdog::Watchdog;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
@@ -168,142 +153,43 @@ impl LiveOptions {
     }
 }
 
-/// Which hits to keep (`--filter`, `--tid`, `--comm`).
-#[derive(Clone, Debug, Default)]
-pub struct FilterOptions {
-    pub filter: Option<String>,
-    pub tids: Vec<u32>,
-    pub comm: Option<String>,
-}
-
-impl FilterOptions {
-    /// `--filter` parsed, and `--tid`/`--comm` as a filter on the task (both `None` when not
-    /// given): the first applies where the probe reads the arguments it names, the second to
-    /// every probe; each probe's filter is the two joined by `&&`.
-    pub fn exprs(&self) -> Result<(Option<Expr>, Option<Expr>)> {
-        let user = self.filter.as_deref().map(Expr::parse).transpose()?;
-        if !self.tids.is_empty() && !crate::pidns::sees_global_pids() {
-            return Err(Error::usage(
-                "--tid inside a pid namespace: the kernel's filter sees global thread ids, which this namespace cannot name; use -p PID, or run netprobe in the host's pid namespace",
-            ));
-        }
-        let comm = self.comm.as_deref().map(Expr::comm);
-        Ok((user, Expr::and(Expr::tids(&self.tids), comm)))
-    }
-}
-
-/// The processes of Docker container `name_or_id` (`--container`), said on stderr.
-pub fn container_pids(name_or_id: &str) -> Result<Vec<u32>> {
-    container_processes(name_or_id).map(|(_, pids)| pids)
-}
-
-/// What the Docker engine says about container `name_or_id` (`--container`), and its processes,
-/// said on stderr.
-fn container_processes(
-    name_or_id: &str,
-) -> Result<(netprobe_core::docker::ContainerInfo, Vec<u32>)> {
-    let (info, pids) = netprobe_core::docker::container_processes(
-        &netprobe_core::docker::socket_path(),
-        name_or_id,
-        crate::pidns::sees_global_pids(),
-    )
-    .map_err(|e| Error::usage(e.to_string()))?;
-    crate::printable::eprint_line(&format!(
-        "netprobe: container {} ({}): pid {}",
-        info.name,
-        short_id(&info.id),
-        join_pids(&pids)
-    ));
-    Ok((info, pids))
-}
-
-/// Applies the filter (if any) to every probe of the plan, and checks that the backend can
-/// evaluate it (tracefs: the text of each event's `filter` file) before anything is placed.
-pub(crate) fn apply_filter(
-    plan: &mut ProbePlan,
-    (user, task): &(Option<Expr>, Option<Expr>),
-) -> Result<()> {
-    if user.is_none() && task.is_none() {
-        return Ok(());
-    }
-    crate::filter::apply(plan, user.as_ref(), task.as_ref())?;
-    let layout = crate::backend::tracefs::events::event_layout(plan)?;
-    let texts: Vec<&str> = layout
-        .events
-        .iter()
-        .filter_map(|e| e.filter.as_deref())
-        .collect();
-    let mut distinct = texts.clone();
-    distinct.dedup();
-    if let [one] = distinct.as_slice() {
-        plan.notes
-            .push(format!("kernel filter on {} event(s): {one}", texts.len()));
-    } else {
-        for e in &layout.events {
-            if let Some(t) = &e.filter {
-                plan.notes.push(format!("kernel filter on {}: {t}", e.name));
-            }
+impl LiveOptions {
+    /// Which processes: `-c`, `--container` (with any `-p`), `-p`, or the whole host.
+    fn target(&self, follow: bool) -> Target {
+        match (&self.command, &self.container) {
+            (Some(line), _) => Target::Command {
+                line: line.clone(),
+                user: self.user.clone(),
+            },
+            (None, Some(c)) => Target::Container {
+                name_or_id: c.clone(),
+                pids: self.pids.clone(),
+                follow,
+            },
+            (None, None) if !self.pids.is_empty() => Target::Pids(self.pids.clone()),
+            (None, None) => Target::Host,
         }
     }
-    Ok(())
-}
 
-/// Prints the plan's notes and the probe-safety gate's on stderr, one `netprobe: ` line each.
-pub(crate) fn print_notes(plan: &ProbePlan, report: &gate::GateReport) {
-    for n in plan.notes.iter().chain(&report.notes()) {
-        crate::printable::eprint_line(&format!("netprobe: {n}"));
+    /// The engine's options of these command-line options.
+    fn session_options(&self, mode: Mode, metrics: bool) -> Options {
+        Options {
+            filter: self.filter.clone(),
+            buffer_kb: self.buffer_kb,
+            force_uretprobe: self.force_uretprobe,
+            keep_r2r: self.keep_r2r,
+            gate: self.gate,
+            stack: self.stack,
+            duration: self.duration,
+            interval: self.interval,
+            max_overhead: self.max_overhead,
+            reads_each_hit: self.max_events.is_some() || metrics,
+            // On a terminal, trace lines appear as calls happen; into a pipe or a file the reader
+            // wakes like count's does.
+            wake_on_every_hit: mode == Mode::Trace && std::io::stdout().is_terminal(),
+        }
     }
 }
-
-/// The largest per-CPU ring buffer `--buffer-kb` accepts (1 GiB): the kernel allocates it on
-/// every CPU at once, and larger sizes only fail with ENOMEM after the probes are planned.
-const MAX_BUFFER_KB: u64 = 1 << 20;
-
-/// The plan for `targeting`, with the filter applied and the probe-safety gate's report (notes
-/// said on stderr), and the .NET tiering guard where .NET rules apply (a plan with managed
-/// methods, or --keep-r2r, which it checks).
-pub(crate) fn checked_plan(
-    mode: Mode,
-    o: &LiveOptions,
-    targeting: &Targeting,
-    dotnet_command: Option<&dotnet::resolve::DotnetCommand>,
-    pids: &[u32],
-    filter: &(Option<Expr>, Option<Expr>),
-) -> Result<(ProbePlan, gate::GateReport, dotnet::Guard)> {
-    let resolved = resolve_specs(&o.specs, targeting, dotnet_command)?;
-    let mut plan = build_plan(
-        mode,
-        &resolved,
-        &PlanOptions {
-            force_uretprobe: o.force_uretprobe,
-            pids: pids.to_vec(),
-            fetch_args: filter.0.as_ref().is_some_and(|f| !f.names().is_empty()),
-        },
-    )?;
-    if o.stack {
-        plan.record_user_stacks();
-    }
-    apply_filter(&mut plan, filter)?;
-    gate::choose_entry_points(&mut plan, o.gate);
-    let report = gate::check(&plan, o.gate);
-    print_notes(&plan, &report);
-    let guard = if !plan.managed.is_empty() || o.keep_r2r {
-        let guard = dotnet::preflight(
-            !plan.managed.is_empty(),
-            targeting,
-            dotnet_command,
-            o.keep_r2r,
-        )?;
-        dotnet::print_guard(&guard);
-        guard
-    } else {
-        dotnet::Guard::default()
-    };
-    Ok((plan, report, guard))
-}
-
-/// From this many uprobes on, a session says before placing them that it takes a while.
-const LARGE_SESSION_PROBES: usize = 10_000;
 
 /// Runs a live command (`trace`, `count`, `latency`); returns the process exit code.
 pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
@@ -311,146 +197,26 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         return Err(Error::usage("use either -p/--container or -c, not both"));
     }
     crate::run_as::check_user_with_command(o.user.as_deref(), o.command.as_deref())?;
-    let user = o.user.as_deref().map(RunAs::lookup).transpose()?;
-    if let Some(kb) = o.buffer_kb.filter(|&kb| kb == 0 || kb > MAX_BUFFER_KB) {
-        return Err(Error::usage(format!(
-            "--buffer-kb {kb}: the per-CPU ring buffer must be 1 to {MAX_BUFFER_KB} KiB (1 GiB); the default is 8192"
-        )));
-    }
     o.check_stack_options(mode)?;
     let metrics_addr = o.metrics_addr(mode)?;
-    let filter = o.filter.exprs()?;
-    let mut with_container;
-    let mut followed = None;
-    let o = match &o.container {
-        Some(c) => {
-            with_container = o.clone();
-            let (info, pids) = container_processes(c)?;
-            with_container.pids.extend(pids);
-            with_container.pids.sort_unstable();
-            with_container.pids.dedup();
-            // `--metrics` makes a long-running agent: it follows the container through restarts.
-            if metrics_addr.is_some() && o.pids.is_empty() {
-                followed = Some(info);
-            }
-            &with_container
-        }
-        None => o,
-    };
-    let argv = o.command.as_deref().map(split_command).transpose()?;
-    let targeting = match &argv {
-        Some(a) => Targeting::Command {
-            exe: crate::launch::find_program(&a[0])?,
-        },
-        None if !o.pids.is_empty() => {
-            for &p in &o.pids {
-                netprobe_core::process::Process::open(p)?.check_runs_user_code()?;
-            }
-            runner::remember_executables(&o.pids);
-            Targeting::Pids(o.pids.clone())
-        }
-        None => Targeting::SystemWide,
-    };
-    let dotnet_command = dotnet::command_of(argv.as_deref(), &targeting);
-    let me = std::process::id();
-    let name = cleanup::session_name(me);
-    let mut opts = SessionOptions::new(name.clone());
-    if let Some(kb) = o.buffer_kb {
-        opts.buffer_kb = kb;
-    }
-    // trace prints each hit as it comes (wake on any data); count and latency only aggregate, so
-    // they let a buffer fill to an eighth before waking up (the 200 ms poll tick bounds the
-    // delay). On a terminal, trace wakes on every hit so lines appear as calls happen; into a pipe
-    // or file it wakes like count does, which saves a wakeup per hit at high rates. An eighth, not
-    // a quarter: while the targets' threads hold every CPU the reader is scheduled sooner for
-    // less work, and lost 6x fewer hits at the kernel's max rate (BENCHMARKS.md, "Tracing one
-    // process").
-    // With --stack, frames are named from the target's maps while it runs: wake on every hit
-    // too, so a short-lived target is still there when its hits are read.
-    opts.buffer_percent = if o.stack || (mode == Mode::Trace && std::io::stdout().is_terminal()) {
-        0
-    } else {
-        12
-    };
-    // The kernel's share of starting a session (the instance, its clock and buffers: 30-60 ms of
-    // waits here, BENCHMARKS.md, "One name in a Go binary through `.gnu.hash`") runs while the names resolve; if resolving fails,
-    // what it made is removed before the error is shown.
-    let host_wide = matches!(targeting, Targeting::SystemWide);
-    if o.max_overhead.is_some() && host_wide {
-        return Err(Error::usage(
-            "--max-overhead needs -p, -c or --container: a host-wide session's probes trap in every process that maps the file, which no budget of its targets accounts for",
-        ));
-    }
-    let early = (!o.dry_run)
-        .then(|| EarlySession::begin(&opts, host_wide))
-        .flatten();
-    let (plan, report, guard) = checked_plan(
-        mode,
-        o,
-        &targeting,
-        dotnet_command.as_ref(),
-        &o.pids,
-        &filter,
-    )?;
+    // `--metrics` makes a long-running agent: it follows a container through restarts.
+    let builder = Session::builder(mode)
+        .specs(o.specs.iter().cloned())
+        .target(o.target(metrics_addr.is_some()))
+        .options(o.session_options(mode, metrics_addr.is_some()));
     if o.dry_run {
-        let script = dryrun::render(&plan, &report, &name, &o.pids, o.command.as_deref(), mode)?;
-        print!("{script}");
-        return report.error().map_or(Ok(0), Err);
+        let planned = builder.plan()?;
+        print!("{}", planned.dry_run_script()?);
+        return planned.refusal().map_or(Ok(0), Err);
     }
-    let plan = report.approve(plan)?;
-    // Dropped on an error below, `preparing` (declared last) removes its instance before the
-    // watchdog is let go.
-    let (tracefs, watchdog, preparing) = match early.and_then(EarlySession::into_parts) {
-        Some((tracefs, watchdog, preparing)) => (tracefs, watchdog, preparing),
-        None => {
-            let tracefs = Tracefs::open()?;
-            let watchdog = Watchdog::arm(&tracefs, &name)?;
-            (tracefs, watchdog, None)
-        }
-    };
+    let mut planned = builder.arm().plan()?;
+    planned.arm()?;
     // The port is bound before any probe is placed (a port in use fails with nothing left), and
-    // after the watchdog is forked (binding starts the HTTP server's accept thread).
+    // after the watchdog is forked (serving starts the HTTP server's threads).
     let listener = metrics_addr
         .map(|(addr, web)| sinks::metrics::http::Listener::bind(addr).map(|l| (l, web)))
         .transpose()?;
-    // Dead sessions are cleaned once this one is sure to start, so an error above is the only
-    // line it prints (a session killed a moment ago, still being cleaned by its own watchdog, would
-    // otherwise add a "removed ..." line to a one-line error).
-    report_stale(&tracefs);
-    let signals = SignalPipe::install()?;
-    let mut child = match &argv {
-        Some(a) => Some(PausedChild::spawn_with_env(
-            a,
-            &guard.child_env,
-            user.as_ref(),
-        )?),
-        None => None,
-    };
-    let mut pids: Vec<u32> = match &child {
-        Some(c) => vec![c.pid()],
-        None => o.pids.clone(),
-    };
-    opts.pids = (!pids.is_empty()).then(|| pids.clone());
-    if plan.probes.len() >= LARGE_SESSION_PROBES {
-        crate::printable::eprint_line(&format!(
-            "netprobe: placing {} uprobes; the kernel checks each new uprobe against every one already registered (`validate_ref_ctr_offset` in kernel/trace/trace_uprobe.c), so placing them takes time that grows with the square of their number (about 1.5 s for 10,000 and minutes for 70,000 here); a narrower pattern is faster",
-            plan.probes.len()
-        ));
-    }
-    check_overhead_plan(o, &plan)?;
-    let costs = session_hit_costs(o);
-    let in_kernel = counts_in_kernel(mode, o, listener.is_some(), &plan);
-    let mut session = start_session(
-        &tracefs,
-        &opts,
-        plan,
-        preparing,
-        Scoping {
-            held_command: child.is_some(),
-            in_kernel,
-            probe_per_event: o.max_overhead.is_some(),
-        },
-    )?;
+    let mut session = planned.start()?;
     // `--metrics`: the exported series, served from now on.
     let exported = match listener {
         Some((l, web)) => {
@@ -469,51 +235,27 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         }
         None => None,
     };
-    let start_ns = monotonic_ns();
     let started = Instant::now();
-    let mut guard = guard;
-    let mut lost_total = crate::backend::Lost::default();
+    let mut lost_total = Lost::default();
     let reason = loop {
-        say_attached(session.as_ref(), &pids);
-        if let Some(c) = child.as_mut() {
-            c.release()?;
-        }
-        let mut meter = overhead_meter(o, session.as_ref(), costs.as_ref());
-        let mut run_ctx = RunContext {
-            signals: &signals,
-            pids: &pids,
-            child: child.as_mut(),
-            limits: Limits {
-                duration: o.duration.map(|d| d.saturating_sub(started.elapsed())),
-                interval: o.interval,
-            },
-            meter: meter.as_mut(),
-        };
-        let generation = Generation {
-            metrics: exported.as_ref().map(|(m, _)| m),
-            container: followed.as_ref(),
-            tracefs: &tracefs,
-            guard: &guard,
-            start_ns,
-        };
-        let (reason, lost) = run_generation(mode, o, session.as_mut(), &mut run_ctx, &generation)?;
-        if let Some(m) = &meter {
-            let e = m.overall();
-            let typical = costs.as_ref().is_some_and(|c| !c.measured);
+        say_attached(&session);
+        let outcome = run_generation(mode, o, &mut session, exported.as_ref().map(|(m, _)| m))?;
+        let reason = outcome.reason;
+        if let Some((e, typical)) = &outcome.cost {
             crate::printable::eprint_line(&format!(
                 "netprobe: estimated cost to the targets over {:.1} s: {}{}",
                 e.seconds,
                 e.describe(),
-                if typical {
+                if *typical {
                     " (typical costs per hit: this machine's could not be measured, the kernel's uprobe PMU needs CAP_PERFMON)"
                 } else {
                     ""
                 }
             ));
         }
-        lost_total.counted = lost_total.counted.saturating_add(lost.counted);
-        lost_total.unknown_amount |= lost.unknown_amount;
-        let Some(info) = followed.as_ref().filter(|_| {
+        lost_total.counted = lost_total.counted.saturating_add(outcome.lost.counted);
+        lost_total.unknown_amount |= outcome.lost.unknown_amount;
+        let Some(info) = session.container().cloned().filter(|_| {
             matches!(
                 reason,
                 StopReason::TargetsExited | StopReason::TargetExeced(_)
@@ -532,33 +274,23 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
             info.name,
             short_id(&info.id),
         ));
-        match reattach(mode, o, info, &tracefs, &opts, &filter, &signals, started)? {
-            Reattached::Attached(a) => {
-                let Attachment {
-                    session: s,
-                    pids: p,
-                    guard: g,
-                    info: i,
-                } = *a;
-                session = s;
-                pids = p;
-                guard = g;
+        match session.reattach()? {
+            Reattached::Attached(i) => {
                 crate::printable::eprint_line(&format!(
                     "netprobe: container {} ({}): re-attached to pid {}",
                     i.name,
                     short_id(&i.id),
-                    join_pids(&pids)
+                    join_pids(session.pids())
                 ));
                 if let Some((m, _)) = &exported {
                     m.rebind(session.plan(), session.placed());
                 }
-                followed = Some(i);
             }
             Reattached::Stopped(reason) => {
                 if let Some((_, server)) = exported {
                     server.shutdown();
                 }
-                watchdog.disarm();
+                session.stop()?;
                 return finish(reason, started, lost_total);
             }
         }
@@ -566,17 +298,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
     if let Some((_, server)) = exported {
         server.shutdown();
     }
-    if let Some(c) = child.as_mut() {
-        c.terminate();
-    }
-    // Results are out; now the slow part (disabling each uprobe event), then the watchdog.
-    session.detach()?;
-    watchdog.disarm();
+    session.stop()?;
     finish(reason, started, lost_total)
 }
 
 /// Says why the session ended and what it lost; the exit code (3 when events were lost).
-fn finish(reason: StopReason, started: Instant, lost: crate::backend::Lost) -> Result<i32> {
+fn finish(reason: StopReason, started: Instant, lost: Lost) -> Result<i32> {
     crate::printable::eprint_line(&format!(
         "netprobe: {reason} after {:.1}s; probes removed",
         started.elapsed().as_secs_f64()
@@ -588,20 +315,9 @@ fn finish(reason: StopReason, started: Instant, lost: crate::backend::Lost) -> R
     Ok(0)
 }
 
-/// A container id as `docker ps` shows it (12 hex digits).
-fn short_id(id: &str) -> &str {
-    &id[..id.len().min(12)]
-}
-
-pub(crate) fn join_pids(pids: &[u32]) -> String {
-    pids.iter()
-        .map(|p| p.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// `netprobe: N probe(s) on M function(s), pid ...; Ctrl-C to stop` on stderr.
-fn say_attached(session: &dyn Backend, pids: &[u32]) {
+fn say_attached(session: &Session) {
+    let pids = session.pids();
     crate::printable::eprint_line(&format!(
         "netprobe: {} probe(s) on {} function(s){}; Ctrl-C to stop",
         session.placed(),
@@ -612,67 +328,4 @@ fn say_attached(session: &dyn Backend, pids: &[u32]) {
             format!(", pid {}", join_pids(pids))
         }
     ));
-}
-
-/// What a live command sets up before it resolves its names: tracefs opened, the watchdog forked
-/// (while the process has one thread), and the session's instance being prepared on a thread
-/// ([`PreparingInstance`]). Dropped before [`EarlySession::into_parts`]
-/// (resolving failed), it removes the instance, then lets the watchdog go: nothing is left.
-struct EarlySession {
-    tracefs: Tracefs,
-    watchdog: Option<Watchdog>,
-    preparing: Option<PreparingInstance>,
-}
-
-impl EarlySession {
-    /// `None` when tracefs does not open or the watchdog cannot be forked: both are then tried
-    /// after resolving, as before, and report their own errors.
-    /// `host_wide`: the session records every process, through a tracefs instance, which is
-    /// prepared now; a session scoped to processes needs none.
-    fn begin(opts: &SessionOptions, host_wide: bool) -> Option<EarlySession> {
-        let tracefs = Tracefs::open().ok()?;
-        let watchdog = Watchdog::arm(&tracefs, &opts.name).ok()?;
-        let preparing = host_wide.then(|| PreparingInstance::begin(&tracefs, opts));
-        Some(EarlySession {
-            tracefs,
-            watchdog: Some(watchdog),
-            preparing,
-        })
-    }
-
-    /// The parts, for the session to take over (always `Some`: the parts are only taken here).
-    fn into_parts(mut self) -> Option<(Tracefs, Watchdog, Option<PreparingInstance>)> {
-        let (watchdog, preparing) = (self.watchdog.take()?, self.preparing.take());
-        Some((self.tracefs.clone(), watchdog, preparing))
-    }
-}
-
-impl Drop for EarlySession {
-    fn drop(&mut self) {
-        drop(self.preparing.take());
-        if let Some(watchdog) = self.watchdog.take() {
-            watchdog.disarm();
-        }
-    }
-}
-
-/// Removes stale sessions, saying so on stderr; failures are reported, not fatal.
-fn report_stale(tracefs: &Tracefs) {
-    match cleanup::clean_stale(tracefs) {
-        Ok(removed) => {
-            for (name, r) in removed
-                .into_iter()
-                .filter(|(_, r)| !r.by_watchdog && !r.already_gone)
-            {
-                crate::printable::eprint_line(&format!(
-                    "netprobe: removed {} event(s){} left by dead session {name}",
-                    r.events.len(),
-                    if r.instance { " and its instance" } else { "" }
-                ));
-            }
-        }
-        Err(e) => crate::printable::eprint_line(&format!(
-            "netprobe: warning: could not remove a stale session: {e}"
-        )),
-    }
 }

@@ -1,7 +1,6 @@
 //! One module per subcommand.
 
 pub mod docs;
-pub mod follow;
 pub mod generation;
 pub mod live;
 pub mod offsets;
@@ -9,5 +8,4 @@ pub mod parse;
 pub mod probe;
 pub mod profile;
 pub mod ps;
-pub mod recording;
 pub mod symbols;

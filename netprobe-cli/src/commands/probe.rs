@@ -1,16 +1,16 @@
 //! `netprobe clean` and `netprobe probe add|list|remove`: the sessions dead netprobes left, and
 //! probes that outlive netprobe on purpose (for perf and other tools).
 
-use super::live::{apply_filter, container_pids, print_notes, FilterOptions};
+use crate::backend::tracefs::cleanup;
+use crate::backend::tracefs::dryrun;
 use crate::backend::tracefs::events::{probe_defs, removal_lines};
 use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::backend::tracefs::Tracefs;
-use crate::cleanup;
-use crate::dryrun;
 use crate::error::{Error, Result};
 use crate::gate::{self, GateOptions};
 use crate::lang::{build_plan, resolve_specs, PlanOptions};
 use crate::mode::Mode;
+use crate::session::{apply_filter, container_pids, print_notes, FilterOptions};
 use crate::spec::Targeting;
 use std::io::Write;
 

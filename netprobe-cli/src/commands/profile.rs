@@ -68,7 +68,7 @@ pub(crate) fn write_file(
 pub fn run(a: &ProfileArgs) -> Result<i32> {
     let mut pids = a.pids.clone();
     if let Some(c) = &a.container {
-        pids.extend(crate::commands::live::container_pids(c)?);
+        pids.extend(crate::session::container_pids(c)?);
     }
     crate::run_as::check_user_with_command(a.user.as_deref(), a.command.as_deref())?;
     let o = ProfileOptions {

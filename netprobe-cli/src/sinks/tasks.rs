@@ -1,28 +1,46 @@
 //! Which process a thread belongs to, as the sinks show it.
 
+use crate::backend::{Backend, ExitedThreads, PidMap};
 use std::collections::HashMap;
 
-/// Maps a tid to its process id, cached: `/proc/TID/status` (Tgid), else the kernel's
-/// `saved_tgids` table (kept for exited tasks while `options/record-tgid` is on).
-#[derive(Debug, Default)]
+/// Maps a tid to its process id, cached: `/proc/TID/status` (Tgid), else what the backend kept
+/// of exited threads ([`ExitedThreads`]).
+#[derive(Default)]
 pub struct TaskInfo {
     tgid: HashMap<u32, Option<u32>>,
-    saved_tgids: Option<HashMap<u32, u32>>,
-    tracefs_root: Option<std::path::PathBuf>,
+    exited: Option<Box<dyn ExitedThreads>>,
     /// Inside a pid namespace: kernel ids → ours (hits carry the kernel's).
-    translation: Option<crate::pidns::PidMap>,
+    translation: Option<PidMap>,
+}
+
+impl std::fmt::Debug for TaskInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskInfo")
+            .field("cached", &self.tgid.len())
+            .field("translation", &self.translation)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TaskInfo {
-    pub fn new(tracefs_root: Option<std::path::PathBuf>) -> TaskInfo {
+    /// Looks exited threads up in `exited` (`None`: in `/proc` only).
+    pub fn new(exited: Option<Box<dyn ExitedThreads>>) -> TaskInfo {
         TaskInfo {
-            tracefs_root,
+            exited,
             ..TaskInfo::default()
         }
     }
 
+    /// The thread lookups of `session`'s hits: its record of exited threads, and inside a pid
+    /// namespace its translation of the kernel's ids.
+    pub fn of(session: &dyn Backend) -> TaskInfo {
+        let mut t = TaskInfo::new(session.exited_threads());
+        t.set_translation(session.pid_map().cloned());
+        t
+    }
+
     /// Hits carry the kernel's ids; show `map`'s ids (our pid namespace's) instead.
-    pub fn set_translation(&mut self, map: Option<crate::pidns::PidMap>) {
+    pub fn set_translation(&mut self, map: Option<PidMap>) {
         self.translation = map;
     }
 
@@ -46,7 +64,9 @@ impl TaskInfo {
     pub fn bound_cache(&mut self, max: usize) {
         if self.tgid.len() > max {
             self.tgid.clear();
-            self.saved_tgids = None;
+            if let Some(e) = self.exited.as_mut() {
+                e.forget();
+            }
         }
     }
 
@@ -71,24 +91,7 @@ impl TaskInfo {
                     .find_map(|l| l.strip_prefix("Tgid:"))
                     .and_then(|v| v.trim().parse().ok())
             });
-        let p = from_proc.or_else(|| {
-            if self.saved_tgids.is_none() {
-                let text = self
-                    .tracefs_root
-                    .as_ref()
-                    .and_then(|r| std::fs::read_to_string(r.join("saved_tgids")).ok())
-                    .unwrap_or_default();
-                self.saved_tgids = Some(
-                    text.lines()
-                        .filter_map(|l| {
-                            let (a, b) = l.split_once(' ')?;
-                            Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
-                        })
-                        .collect(),
-                );
-            }
-            self.saved_tgids.as_ref()?.get(&tid).copied()
-        });
+        let p = from_proc.or_else(|| self.exited.as_mut()?.process_of(tid));
         self.tgid.insert(tid, p);
         p
     }

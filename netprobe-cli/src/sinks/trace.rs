@@ -18,6 +18,20 @@ pub struct TracePrinter<W: Write> {
 }
 
 impl<W: Write> TracePrinter<W> {
+    /// One line per hit into `out`, times relative to `start_ns` (CLOCK_MONOTONIC), processes
+    /// named by `tasks`; no event limit, no stacks.
+    pub fn new(out: W, format: Format, tasks: TaskInfo, start_ns: u64) -> TracePrinter<W> {
+        TracePrinter {
+            out,
+            format,
+            start_ns,
+            max_events: None,
+            printed: 0,
+            tasks,
+            stacks: None,
+        }
+    }
+
     /// Writes what comes before the first line (the text format's column titles).
     pub fn header(&mut self) -> std::io::Result<()> {
         self.format.printer().trace_header(&mut self.out)?;

@@ -547,6 +547,18 @@ impl Backend for PerTaskSession {
         self.teardown()
     }
 
+    fn exited_threads(&self) -> Option<Box<dyn crate::backend::ExitedThreads>> {
+        Some(Box::new(
+            crate::backend::tracefs::saved_tgids::SavedTgids::new(
+                self.tracefs.root().to_path_buf(),
+            ),
+        ))
+    }
+
+    fn definitions(&self) -> Vec<String> {
+        self.created.iter().map(|d| d.to_string()).collect()
+    }
+
     fn placed(&self) -> usize {
         self.created.len()
     }

@@ -17,9 +17,9 @@ use crate::backend::tracefs::instance::{threads_of, threads_of_processes, Instan
 use crate::backend::tracefs::probe::{self, GroupName, ProbeDef, ProbeLine};
 use crate::backend::tracefs::ringbuf::{parse_page, CpuReader, Missed};
 use crate::backend::tracefs::Tracefs;
+use crate::backend::PidMap;
 use crate::backend::{Backend, Lost};
 use crate::error::{Error, Result};
-use crate::pidns::PidMap;
 use crate::plan::{Hit, ProbePlan, UserStack};
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
@@ -265,11 +265,11 @@ impl Session {
         let inst = self.instance.as_ref().expect("just set");
         if let Some(pids) = &opts.pids {
             inst.set_event_fork(opts.follow_forks)?;
-            if crate::pidns::sees_global_pids() {
+            if netprobe_core::pid_namespace::sees_global_pids() {
                 filter_pids(inst, pids)?;
             } else {
                 // set_event_pid holds the kernel's global pids, which our namespace cannot name.
-                let map = crate::pidns::calibrate(inst, pids)?;
+                let map = crate::backend::tracefs::pidns::calibrate(inst, pids)?;
                 inst.set_event_pids(&map.globals())?;
                 self.pid_map = Some(map);
             }
@@ -708,6 +708,18 @@ impl Backend for Session {
 
     fn pid_map(&self) -> Option<&PidMap> {
         self.pid_map.as_ref()
+    }
+
+    fn exited_threads(&self) -> Option<Box<dyn crate::backend::ExitedThreads>> {
+        Some(Box::new(
+            crate::backend::tracefs::saved_tgids::SavedTgids::new(
+                self.tracefs.root().to_path_buf(),
+            ),
+        ))
+    }
+
+    fn definitions(&self) -> Vec<String> {
+        self.created.iter().map(|d| d.to_string()).collect()
     }
 }
 

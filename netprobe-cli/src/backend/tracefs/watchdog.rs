@@ -8,9 +8,9 @@
 //! its own session (`setsid`) and ignores SIGINT/SIGHUP, so Ctrl-C or a closed terminal, which hit
 //! netprobe's whole process group, do not take it down before it is needed.
 
+use crate::backend::tracefs::cleanup;
 use crate::backend::tracefs::probe::GroupName;
 use crate::backend::tracefs::Tracefs;
-use crate::cleanup;
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;

@@ -1,32 +1,24 @@
 //! Following a container through restarts (`count`/`latency --container NAME --metrics`): when
-//! its traced processes are gone, wait for its new ones and place the probes on them again.
+//! its traced processes are gone, the probes are taken out, and the session waits for the
+//! container's new processes and places the probes on them again.
 
-use super::live::{checked_plan, join_pids, LiveOptions};
-use super::recording::{check_overhead_plan, counts_in_kernel, start_session, Scoping};
-use crate::backend::tracefs::session::SessionOptions;
-use crate::backend::tracefs::Tracefs;
+use super::container::join_pids;
+use super::placing::{check_overhead_plan, counts_in_kernel, start_backend, Scoping};
+use super::planning::{checked_plan, PlanRequest};
+use super::Session;
 use crate::backend::Backend;
 use crate::error::Result;
-use crate::filter::Expr;
 use crate::lang::dotnet;
-use crate::mode::Mode;
-use crate::runner::{self, StopReason};
-use crate::signals::SignalPipe;
+use crate::runner::{Executables, StopReason};
 use crate::spec::Targeting;
+use netprobe_core::docker::ContainerInfo;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-/// A followed container's new processes, traced.
-pub(crate) struct Attachment {
-    pub session: Box<dyn Backend>,
-    pub pids: Vec<u32>,
-    pub guard: dotnet::Guard,
-    pub info: netprobe_core::docker::ContainerInfo,
-}
-
 /// How a followed container came back.
-pub(crate) enum Reattached {
-    Attached(Box<Attachment>),
+pub enum Reattached {
+    /// Its new processes are traced (the container as the engine now knows it).
+    Attached(ContainerInfo),
     /// A signal or the duration ended the wait.
     Stopped(StopReason),
 }
@@ -40,36 +32,49 @@ const REATTACH_POLL: Duration = Duration::from_millis(250);
 /// which execs the program a moment later.
 const REATTACH_QUIET: Duration = Duration::from_secs(2);
 
-/// Waits for container `info`'s new processes (those running a program: a zombie's
-/// `/proc/PID/exe` does not resolve), resolves the specs against them again (the image may be
-/// another build) and places the probes with the session options `opts` (the same session
-/// name, so the watchdog and `netprobe clean` know them). Ends early on a signal or the
-/// duration. A failure to resolve or attach is said once it persists, and retried.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn reattach(
-    mode: Mode,
-    o: &LiveOptions,
-    info: &netprobe_core::docker::ContainerInfo,
-    tracefs: &Tracefs,
-    opts: &SessionOptions,
-    filter: &(Option<Expr>, Option<Expr>),
-    signals: &SignalPipe,
-    started: Instant,
-) -> Result<Reattached> {
+impl Session {
+    /// Takes the probes out of the targets (a followed container's processes, which are gone or
+    /// run another program), keeping the session: [`Session::reattach`] may place them again.
+    pub fn detach(&mut self) -> Result<()> {
+        self.backend.detach()
+    }
+
+    /// After [`Session::detach`], waits for the followed container's new processes (those running a program: a zombie's
+    /// `/proc/PID/exe` does not resolve); resolves the specs against them again (the image may
+    /// be another build) and places the probes with the same session name, so the watchdog and
+    /// `netprobe clean` know them. Ends early on a signal or the duration. A failure to resolve
+    /// or attach is said once it persists, and retried. Without a followed container there is
+    /// nothing to wait for.
+    pub fn reattach(&mut self) -> Result<Reattached> {
+        let Some(info) = self.followed.clone() else {
+            return Ok(Reattached::Stopped(StopReason::TargetsExited));
+        };
+        match wait_for(self, &info)? {
+            Reattached::Attached(now) => {
+                self.followed = Some(now.clone());
+                Ok(Reattached::Attached(now))
+            }
+            stopped => Ok(stopped),
+        }
+    }
+}
+
+/// The waiting of [`Session::reattach`].
+fn wait_for(s: &mut Session, info: &ContainerInfo) -> Result<Reattached> {
     let socket = netprobe_core::docker::socket_path();
     let mut failing: Option<(Vec<u32>, Instant)> = None;
     let mut said = String::new();
     loop {
-        if let Some(sig) = signals.received() {
+        if let Some(sig) = s.signals.received() {
             return Ok(Reattached::Stopped(StopReason::Signal(sig)));
         }
-        if o.duration.is_some_and(|d| started.elapsed() >= d) {
+        if s.options.duration.is_some_and(|d| s.started.elapsed() >= d) {
             return Ok(Reattached::Stopped(StopReason::Duration));
         }
         let found = netprobe_core::docker::container_processes(
             &socket,
             &info.id,
-            crate::pidns::sees_global_pids(),
+            netprobe_core::pid_namespace::sees_global_pids(),
         );
         let attempt = match found {
             Ok((now, pids)) => {
@@ -78,7 +83,7 @@ pub(crate) fn reattach(
                     .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok())
                     .collect();
                 (!pids.is_empty()).then(|| {
-                    let tried = attach_to(mode, o, tracefs, opts, filter, &pids);
+                    let tried = attach_to(s, &pids);
                     (now, pids, tried)
                 })
             }
@@ -99,13 +104,17 @@ pub(crate) fn reattach(
             }
         };
         match attempt {
-            Some((now, pids, Ok((session, guard)))) => {
-                return Ok(Reattached::Attached(Box::new(Attachment {
-                    session,
-                    pids,
+            Some((now, pids, Ok(attached))) => {
+                let Attached {
+                    backend,
                     guard,
-                    info: now,
-                })))
+                    executables,
+                } = attached;
+                s.backend = backend;
+                s.guard = guard;
+                s.executables = executables;
+                s.pids = pids;
+                return Ok(Reattached::Attached(now));
             }
             Some((_, pids, Err(e))) => {
                 let since = match &failing {
@@ -128,7 +137,7 @@ pub(crate) fn reattach(
             None => failing = None,
         }
         let mut fd = libc::pollfd {
-            fd: signals.fd().as_raw_fd(),
+            fd: s.signals.fd().as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         };
@@ -137,31 +146,46 @@ pub(crate) fn reattach(
     }
 }
 
-/// Resolves and attaches to `pids` (a followed container's new processes); nothing stays
-/// placed on failure.
-fn attach_to(
-    mode: Mode,
-    o: &LiveOptions,
-    tracefs: &Tracefs,
-    opts: &SessionOptions,
-    filter: &(Option<Expr>, Option<Expr>),
-    pids: &[u32],
-) -> Result<(Box<dyn Backend>, dotnet::Guard)> {
+/// A followed container's new processes, traced.
+struct Attached {
+    backend: Box<dyn Backend>,
+    guard: dotnet::Guard,
+    executables: Executables,
+}
+
+/// Resolves and attaches to `pids` (a followed container's new processes) with the session's
+/// specs and options; nothing stays placed on failure.
+fn attach_to(s: &Session, pids: &[u32]) -> Result<Attached> {
     for &p in pids {
         netprobe_core::process::Process::open(p)?.check_runs_user_code()?;
     }
-    runner::remember_executables(pids);
+    let executables = Executables::of(pids);
     let targeting = Targeting::Pids(pids.to_vec());
-    let (plan, report, guard) = checked_plan(mode, o, &targeting, None, pids, filter)?;
+    let o = &s.options;
+    let (plan, report, guard) = checked_plan(&PlanRequest {
+        mode: s.mode,
+        specs: &s.specs,
+        targeting: &targeting,
+        dotnet_command: None,
+        pids,
+        filter: &s.filter,
+        force_uretprobe: o.force_uretprobe,
+        keep_r2r: o.keep_r2r,
+        stack: o.stack,
+        gate: o.gate,
+    })?;
     let plan = report.approve(plan)?;
-    let mut opts = opts.clone();
-    opts.pids = Some(pids.to_vec());
+    let mut instance = s.instance.clone();
+    instance.pids = Some(pids.to_vec());
     check_overhead_plan(o, &plan)?;
-    let in_kernel = counts_in_kernel(mode, o, false, &plan);
     let scoping = Scoping {
         held_command: false,
-        in_kernel,
+        in_kernel: counts_in_kernel(s.mode, o, &plan),
         probe_per_event: o.max_overhead.is_some(),
     };
-    Ok((start_session(tracefs, &opts, plan, None, scoping)?, guard))
+    Ok(Attached {
+        backend: start_backend(&s.tracefs, &instance, plan, None, scoping)?,
+        guard,
+        executables,
+    })
 }

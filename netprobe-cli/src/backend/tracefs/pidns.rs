@@ -15,42 +15,9 @@
 //! the kernel also sets the process's `oom_score_adj_min` to its current value.
 
 use crate::backend::tracefs::instance::{threads_of, Instance};
+use crate::backend::PidMap;
 use crate::error::{Error, Result};
 use netprobe_core::process::Process;
-use std::collections::HashMap;
-
-/// The initial pid namespace's inode (`PROC_PID_INIT_INO`, include/linux/proc_ns.h).
-pub use crate::cleanup::INITIAL_PIDNS;
-
-/// Whether this process sees the kernel's global pids (it is in the initial pid namespace).
-pub fn sees_global_pids() -> bool {
-    crate::cleanup::own_pidns() == INITIAL_PIDNS
-}
-
-/// Global thread id → (process id, thread id) in our namespace, for the target threads.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PidMap {
-    local: HashMap<u32, (u32, u32)>,
-}
-
-impl PidMap {
-    /// The global thread ids of the mapped threads.
-    pub fn globals(&self) -> Vec<u32> {
-        let mut g: Vec<u32> = self.local.keys().copied().collect();
-        g.sort_unstable();
-        g
-    }
-
-    /// Our (pid, tid) of the thread the kernel calls `global_tid`; `None` for threads not mapped
-    /// (created after the calibration: their events carry global ids only).
-    pub fn local(&self, global_tid: u32) -> Option<(u32, u32)> {
-        self.local.get(&global_tid).copied()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.local.is_empty()
-    }
-}
 
 const OOM_EVENT: &str = "events/oom/oom_score_adj_update";
 
@@ -72,7 +39,7 @@ pub fn calibrate(inst: &Instance, pids: &[u32]) -> Result<PidMap> {
             }
             for tid in tids {
                 if let Some(global) = global_tid(inst, pid, tid)? {
-                    map.local.insert(global, (pid, tid));
+                    map.insert(global, (pid, tid));
                 }
             }
         }

@@ -1,8 +1,8 @@
-//! How a live session records: which backend it gets (perf events on the targets' tasks for a
+//! How a session records: which backend it gets (perf events on the targets' tasks for a
 //! session scoped to processes, a tracefs instance host-wide), whether it counts in the kernel,
 //! and the meter of what it costs its targets (`--max-overhead`, `--interval`).
 
-use super::live::LiveOptions;
+use super::options::Options;
 use crate::backend::per_task::{self, PerTaskSession, TaskOptions};
 use crate::backend::tracefs::session::{PreparingInstance, Session, SessionOptions};
 use crate::backend::tracefs::Tracefs;
@@ -26,7 +26,7 @@ pub(crate) struct Scoping {
 
 /// `--max-overhead` takes probes out one function at a time, so each probe gets a kernel event of
 /// its own: at most [`per_task::MAX_BUDGETED_PROBES`] probes.
-pub(crate) fn check_overhead_plan(o: &LiveOptions, plan: &ProbePlan) -> Result<()> {
+pub(crate) fn check_overhead_plan(o: &Options, plan: &ProbePlan) -> Result<()> {
     if o.max_overhead.is_some() && plan.probes.len() > per_task::MAX_BUDGETED_PROBES {
         return Err(Error::usage(format!(
             "--max-overhead watches each probe through a kernel event of its own (the kernel takes about 80 ms to close each), at most {} probes; these patterns make {}: narrow them",
@@ -41,7 +41,7 @@ pub(crate) fn check_overhead_plan(o: &LiveOptions, plan: &ProbePlan) -> Result<(
 /// estimate): each probe's cost per hit on this machine, a record included when the session
 /// writes one per hit.
 pub(crate) fn overhead_meter(
-    o: &LiveOptions,
+    o: &Options,
     session: &dyn Backend,
     costs: Option<&overhead::HitCosts>,
 ) -> Option<OverheadMeter> {
@@ -55,14 +55,14 @@ pub(crate) fn overhead_meter(
 /// This machine's hit costs when the session estimates its cost (`--max-overhead`,
 /// `--interval`): measured before anything is placed (the first time, about a second), so the
 /// first window of the estimate starts when recording does.
-pub(crate) fn session_hit_costs(o: &LiveOptions) -> Option<overhead::HitCosts> {
+pub(crate) fn session_hit_costs(o: &Options) -> Option<overhead::HitCosts> {
     (o.max_overhead.is_some() || o.interval.is_some()).then(overhead::hit_costs)
 }
 
 /// Places `plan` and starts recording: on the target tasks alone when `opts` names processes
 /// ([`PerTaskSession`]: no other process that maps the probed files traps), host-wide through a
 /// tracefs instance otherwise (made by `preparing` when it was begun early).
-pub(crate) fn start_session(
+pub(crate) fn start_backend(
     tracefs: &Tracefs,
     opts: &SessionOptions,
     plan: CheckedPlan,
@@ -100,16 +100,10 @@ pub(crate) fn start_session(
 /// on counting events too, `perf_tp_event_match`), on processes (the per-task backend), without
 /// .NET methods (whose stall watch needs each hit), of at most
 /// [`per_task::MAX_COUNTED_PROBES`] probes.
-pub(crate) fn counts_in_kernel(
-    mode: Mode,
-    o: &LiveOptions,
-    metrics: bool,
-    plan: &ProbePlan,
-) -> bool {
+pub(crate) fn counts_in_kernel(mode: Mode, o: &Options, plan: &ProbePlan) -> bool {
     mode == Mode::Count
         && !o.stack
-        && o.max_events.is_none()
-        && !metrics
+        && !o.reads_each_hit
         && plan.managed.is_empty()
         && plan.probes.len() <= per_task::MAX_COUNTED_PROBES
 }

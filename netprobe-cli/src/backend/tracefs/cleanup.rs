@@ -16,14 +16,11 @@ use crate::backend::tracefs::instance::{remove_dir, Instance};
 use crate::backend::tracefs::probe::{self, GroupName, ProbeLine};
 use crate::backend::tracefs::Tracefs;
 use crate::error::{Error, Result};
+use netprobe_core::pid_namespace::{own_pidns, pidns_of, INITIAL_PIDNS};
 use std::time::{Duration, Instant};
 
 /// Prefix of session group/instance names.
 pub const SESSION_PREFIX: &str = "netprobe_";
-
-/// The initial pid namespace's inode number, a kernel constant (`PROC_PID_INIT_INO`,
-/// include/linux/proc_ns.h): a process that sees it as its own sees every process.
-pub const INITIAL_PIDNS: u64 = 0xEFFF_FFFC;
 
 /// Who owns a session: a netprobe process, by pid namespace and pid in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,21 +29,6 @@ pub struct SessionOwner {
     pub pidns: u64,
     /// The owner's pid in that namespace.
     pub pid: u32,
-}
-
-/// The inode of `/proc/PID/ns/pid` (`self` for `None`); `None` when unreadable.
-fn pidns_of(pid: Option<u32>) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let path = match pid {
-        Some(p) => format!("/proc/{p}/ns/pid"),
-        None => "/proc/self/ns/pid".to_string(),
-    };
-    std::fs::metadata(path).ok().map(|m| m.ino())
-}
-
-/// This process's pid namespace inode (0 when `/proc/self/ns/pid` is unreadable).
-pub fn own_pidns() -> u64 {
-    pidns_of(None).unwrap_or(0)
 }
 
 /// The session name for process `pid` of this pid namespace: `netprobe_<PIDNS>_<PID>`.
@@ -263,7 +245,7 @@ pub fn session_alive(tracefs: &Tracefs, owner: SessionOwner) -> bool {
 }
 
 /// Whether any process but a watchdog has a file open inside `instances/NAME/` (a watchdog
-/// holds them only while removing the instance, see [`crate::watchdog::WATCHDOG_COMM`]).
+/// holds them only while removing the instance, see [`crate::backend::tracefs::watchdog::WATCHDOG_COMM`]).
 fn instance_in_use(tracefs: &Tracefs, name: &GroupName) -> bool {
     let needle = format!("/instances/{}/", name.as_str());
     let root = tracefs.root().to_string_lossy().into_owned();
@@ -275,7 +257,7 @@ fn instance_in_use(tracefs: &Tracefs, name: &GroupName) -> bool {
             continue;
         };
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if comm.trim_end() == crate::watchdog::WATCHDOG_COMM {
+        if comm.trim_end() == crate::backend::tracefs::watchdog::WATCHDOG_COMM {
             continue;
         }
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
@@ -345,8 +327,9 @@ fn dying_netprobes() -> Vec<u32> {
                     p != me
                         && is_netprobe(p)
                         && is_dying(p)
-                        && std::fs::read_to_string(format!("/proc/{p}/comm"))
-                            .is_ok_and(|c| c.trim_end() != crate::watchdog::WATCHDOG_COMM)
+                        && std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| {
+                            c.trim_end() != crate::backend::tracefs::watchdog::WATCHDOG_COMM
+                        })
                 })
                 .collect()
         })
