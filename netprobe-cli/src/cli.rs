@@ -400,7 +400,7 @@ pub fn main() -> ExitCode {
         Command::Ps(a) => commands::ps::run(&a),
         Command::Completions { shell } => commands::docs::completions(shell),
         Command::Man { dir } => commands::docs::man(dir.as_deref()),
-        Command::Clean => tracing(probe::clean(&mut std::io::stdout())),
+        Command::Clean => tracing(commands::clean::clean(&mut std::io::stdout())),
         Command::Demo => tracing(crate::demo::run(&mut std::io::stdout())),
         Command::DemoTarget { calls } => Ok(ExitCode::from(crate::demo::demo_target(calls) as u8)),
     };

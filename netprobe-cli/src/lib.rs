@@ -2,13 +2,14 @@
 //! `cli`, on by default) the command line itself: arguments (`cli`), the commands (`commands`)
 //! and their output helpers (`output`). `main.rs` only calls `cli::main`.
 //!
-//! Engine layers, bottom up: [`spec`] (what users type) → [`lang`] (language rules, one
-//! [`lang::Planner`]) → [`plan`] (backend-neutral probes: functions, probe points, values at
-//! `netprobe_core::abi` locations) → [`gate`] (every probe checked) → [`backend`] (the
-//! [`backend::Backend`] trait; [`backend::tracefs`]: probe lines, instances, ring buffers, the live
-//! session) with [`watchdog`] and [`signals`] for cleanup whatever happens → [`runner`] (event
-//! loop) and [`sinks`] (trace lines, counts, latency; one printer per format) →
-//! `commands::live`, [`demo`]. `examples/engine.rs` walks these steps without the command line.
+//! The front door is [`session::Session`]: a builder takes the specs, the target and the options,
+//! `start` places the probes, `run` hands hits to a [`sinks::Sink`], `stop` removes everything.
+//! Below it, bottom up (ARCHITECTURE.md writes the order and `tests/layers.rs` keeps it):
+//! [`spec`] (what users type) → [`filter`] → [`plan`] (backend-neutral probes) → [`lang`]
+//! (language rules) → [`gate`] (every probe checked) → [`backend`] (the [`backend::Backend`] trait;
+//! [`backend::tracefs`] and everything that speaks tracefs, [`backend::per_task`],
+//! [`backend::perf_event`]) → [`runner`] (event loop), [`sinks`], [`overhead`], [`profile`] →
+//! [`session`] → [`demo`] and the commands.
 
 pub mod backend;
 #[cfg(feature = "cli")]
@@ -40,3 +41,8 @@ pub mod spec;
 pub mod stacks;
 
 pub use error::{Error, Result};
+
+/// The README's library example, compiled as a test (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExample;

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod clean;
 pub mod docs;
 pub mod generation;
 pub mod live;

@@ -1,5 +1,5 @@
-//! `netprobe clean` and `netprobe probe add|list|remove`: the sessions dead netprobes left, and
-//! probes that outlive netprobe on purpose (for perf and other tools).
+//! `netprobe probe add|list|remove`: probes that outlive netprobe on purpose (for perf and other
+//! tools), in a group of their own that `netprobe clean` never touches.
 
 use crate::backend::tracefs::cleanup;
 use crate::backend::tracefs::dryrun;
@@ -13,41 +13,6 @@ use crate::mode::Mode;
 use crate::session::{apply_filter, container_pids, print_notes, FilterOptions};
 use crate::spec::Targeting;
 use std::io::Write;
-
-/// `netprobe clean`: removes what dead netprobe processes left. Prints what went.
-pub fn clean(out: &mut dyn Write) -> Result<i32> {
-    let tracefs = Tracefs::open()?;
-    let removed = cleanup::clean_stale(&tracefs)?;
-    if removed.iter().all(|(_, r)| r.already_gone) {
-        let _ = writeln!(
-            out,
-            "nothing to clean: no probes or instances of dead netprobe processes"
-        );
-    }
-    for (name, r) in removed {
-        if r.already_gone {
-            let _ = writeln!(
-                out,
-                "{name}: already removed (its netprobe has exited and is not reaped yet; it or its watchdog removed the session)"
-            );
-            continue;
-        }
-        if r.by_watchdog {
-            let _ = writeln!(
-                out,
-                "{name}: removed by its own watchdog (its netprobe was killed a moment ago; waited for it to finish)"
-            );
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "removed {name}: {} event(s){}",
-            r.events.len(),
-            if r.instance { ", instance" } else { "" }
-        );
-    }
-    Ok(0)
-}
 
 /// Default group of persistent probes.
 pub const PERSIST_GROUP: &str = "netprobe_persist";
