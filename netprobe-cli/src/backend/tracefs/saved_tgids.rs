@@ -2,6 +2,7 @@
 //! while `options/record-tgid` is on; Documentation/trace/ftrace.rst, "saved_tgids"): where the
 //! process of a thread that has exited is still written.
 
+use crate::backend::tracefs::Tracefs;
 use crate::backend::ExitedThreads;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,6 +17,11 @@ pub struct SavedTgids {
 impl SavedTgids {
     pub fn new(root: PathBuf) -> SavedTgids {
         SavedTgids { root, table: None }
+    }
+
+    /// The lookup a backend on `tracefs` hands its sinks.
+    pub fn of(tracefs: &Tracefs) -> Option<Box<dyn ExitedThreads>> {
+        Some(Box::new(SavedTgids::new(tracefs.root().to_path_buf())))
     }
 }
 
