@@ -373,7 +373,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         12
     };
     // The kernel's share of starting a session (the instance, its clock and buffers: 30-60 ms of
-    // waits here, BENCHMARKS.md, "One name in a Go binary through `.gnu.hash`") runs while the names resolve; if resolving fails,
+    // waits here, BENCHMARKS.md, "Time until a probe is live") runs while the names resolve; if resolving fails,
     // what it made is removed before the error is shown.
     let host_wide = matches!(targeting, Targeting::SystemWide);
     if o.max_overhead.is_some() && host_wide {
