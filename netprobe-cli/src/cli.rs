@@ -20,12 +20,14 @@ fn tracing(r: crate::Result<i32>) -> anyhow::Result<ExitCode> {
 /// The probe-spec and filter grammars, shown under `--help` of every command that takes specs
 /// (trace, count, latency, probe add) and in their man pages (clap_mangen's EXTRA section). Written
 /// once here; the parsers' module docs (`crate::spec`, `crate::filter`) hold the same grammars.
-/// Grammar lines start with spaces so that roff keeps them on lines of their own.
+/// Grammar lines start with spaces so that roff keeps them on lines of their own; a blank line
+/// ends each block, so that the prose after it is not joined to its last line.
 pub const SPEC_AND_FILTER_GRAMMAR: &str = r#"PROBE SPECS
   SPEC     := [p: | r:] LOCATION { ARG }       p: entry (the default), r: return
   LOCATION := IMAGE:PATTERN | IMAGE:0xOFFSET | PATTERN
   ARG      := TYPE | NAME=TYPE | NAME=FETCHARG:KTYPE
   TYPE     := u8..u64 | s8..s64 | x8..x64 | string | utf16 | gostring
+
 IMAGE is a path, or with -p the name of a mapped file (libc.so.6, System.Private.CoreLib.dll).
 Without IMAGE the pattern is searched in every executable file the -p processes map, or in the
 -c command's executable (and a .NET app's framework). PATTERN is a name or glob as
@@ -48,6 +50,7 @@ FILTERS (--filter EXPR)
   OPERAND := NAME | $tid | $comm | INTEGER | STRING
   NAME    := an argument's name in the spec | arg0, arg1, ... by position | ret (returns)
   INTEGER := [-](decimal | 0x hex)          STRING := "..." or '...' (\" \' \\ escapes)
+
 ~ is a glob match on strings (*, ?, [...]); < <= > >= compare numbers only. The kernel tests the
 filter before a hit is recorded; what it cannot test (two arguments compared, arithmetic, .NET
 and Go string arguments) is refused before anything is placed. --tid and --comm join it with &&.
