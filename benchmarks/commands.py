@@ -15,8 +15,8 @@ It builds the release binary and the core-only examples (`list_r2r`, `list_go`) 
 - `netprobe trace -p PID 'System.Threading.Thread::Sleep'` until it says its probes are on
   (stderr "probe(s) on"), then SIGINT, against the same spec with `--dry-run` (resolution,
   argument typing and the tiering guard, nothing placed); medians of RUNS/3 runs. No peer
-  resolves a .NET method in a live process (bpftrace 0.17 refuses PE files; the seeds need
-  crossgen, which no SDK for this machine provides).
+  resolves a .NET method in a live process (bpftrace 0.17 refuses PE files; the hand recipe,
+  docs/offsets.md, needs crossgen, which no SDK for this machine provides).
 Prints markdown tables.
 """
 import json

@@ -17,10 +17,56 @@ fn tracing(r: crate::Result<i32>) -> anyhow::Result<ExitCode> {
         .map_err(anyhow::Error::from)
 }
 
+/// The probe-spec and filter grammars, shown under `--help` of every command that takes specs
+/// (trace, count, latency, probe add) and in their man pages (clap_mangen's EXTRA section). Written
+/// once here; the parsers' module docs (`crate::spec`, `crate::filter`) hold the same grammars.
+/// Grammar lines start with spaces so that roff keeps them on lines of their own; a blank line
+/// ends each block, so that the prose after it is not joined to its last line.
+pub const SPEC_AND_FILTER_GRAMMAR: &str = r#"PROBE SPECS
+  SPEC     := [p: | r:] LOCATION { ARG }       p: entry (the default), r: return
+  LOCATION := IMAGE:PATTERN | IMAGE:0xOFFSET | PATTERN
+  ARG      := TYPE | NAME=TYPE | NAME=FETCHARG:KTYPE
+  TYPE     := u8..u64 | s8..s64 | x8..x64 | string | utf16 | gostring
+
+IMAGE is a path, or with -p the name of a mapped file (libc.so.6, System.Private.CoreLib.dll).
+Without IMAGE the pattern is searched in every executable file the -p processes map, or in the
+-c command's executable (and a .NET app's framework). PATTERN is a name or glob as
+`netprobe symbols` lists it; 0xOFFSET is a file offset. The first single ':' ends IMAGE ('::' in
+.NET names belongs to the pattern); the location ends at the first space (use * for a space).
+ARGs are positional in the target's calling convention (System V: di, si, dx, cx, r8, r9; Go
+1.17+: ax, bx, cx, di, si, r8-r11; older Go: the stack), arguments past the registers read from
+the stack; string is a C char *, utf16 a .NET string, gostring a Go string. For r: the one TYPE
+is the return value's (default x64). .NET methods take their arguments from their signatures.
+NAME=FETCHARG:KTYPE is a raw kernel fetch-arg (len=+8(%si):s32), which takes no position.
+  Examples: './app:add s32 s32'  'r:./app:add s32'  'libc.so.6:puts string'
+            'System.Threading.Thread::Sleep'  'main.(*Calc).Add'  './app:0x1139 a=s32'
+
+FILTERS (--filter EXPR)
+  EXPR    := OR
+  OR      := AND { || AND }
+  AND     := UNARY { && UNARY }
+  UNARY   := ! UNARY | ( EXPR ) | CMP
+  CMP     := OPERAND OP OPERAND             OP := == | != | < | <= | > | >= | ~
+  OPERAND := NAME | $tid | $comm | INTEGER | STRING
+  NAME    := an argument's name in the spec | arg0, arg1, ... by position | ret (returns)
+  INTEGER := [-](decimal | 0x hex)          STRING := "..." or '...' (\" \' \\ escapes)
+
+~ is a glob match on strings (*, ?, [...]); < <= > >= compare numbers only. The kernel tests the
+filter before a hit is recorded; what it cannot test (two arguments compared, arithmetic, .NET
+and Go string arguments) is refused before anything is placed. --tid and --comm join it with &&.
+  Example: --filter 'arg0 > 5 && name ~ "/tmp/*"'
+"#;
+
 /// Dynamic tracing of .NET and Go programs with uprobes: finds where in which file a function's
 /// code is, places the probes, shows the calls, and cleans up.
 #[derive(Parser, Debug)]
-#[command(name = "netprobe", version, about, propagate_version = true)]
+#[command(
+    name = "netprobe",
+    version,
+    about,
+    propagate_version = true,
+    after_long_help = SPEC_AND_FILTER_GRAMMAR
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -34,8 +80,10 @@ pub enum Command {
     /// (what a calc-offsets.py over a crossgen map file prints, right on .NET 8 too).
     Offsets(OffsetsArgs),
     /// Print one line per hit: time, pid/tid, command, function, arguments or return value.
+    #[command(after_long_help = SPEC_AND_FILTER_GRAMMAR)]
     Trace(LiveArgs),
     /// Count calls per function (like bcc funccount).
+    #[command(after_long_help = SPEC_AND_FILTER_GRAMMAR)]
     Count {
         #[command(flatten)]
         live: LiveArgs,
@@ -51,6 +99,7 @@ pub enum Command {
         metrics: MetricsArgs,
     },
     /// Time calls per function: log2 histogram and p50/p90/p99/max (like bcc funclatency).
+    #[command(after_long_help = SPEC_AND_FILTER_GRAMMAR)]
     Latency {
         #[command(flatten)]
         live: LiveArgs,
@@ -96,7 +145,7 @@ pub enum Command {
 #[derive(clap::Args, Debug)]
 pub struct LiveArgs {
     /// Probe specs: [p:|r:][IMAGE:]PATTERN|IMAGE:0xOFFSET [ARG...], e.g. './app:add s32 s32',
-    /// 'r:./app:add s32', 'libc.so.6:puts string' (grammar: netprobe_cli::spec).
+    /// 'r:./app:add s32', 'libc.so.6:puts string' (grammar: PROBE SPECS below, in --help).
     #[arg(required = true)]
     pub probes: Vec<String>,
     /// Trace this process (repeatable); patterns without IMAGE search its mapped files.
@@ -194,7 +243,8 @@ pub struct MetricsArgs {
 pub struct FilterArgs {
     /// Keep only hits for which EXPR holds: comparisons of arguments (by name, or arg0, arg1, ...;
     /// ret on returns), $tid or $comm with constants (== != < <= > >=; strings: == != and ~ glob),
-    /// joined by && || ! and parentheses, e.g. 'arg0 > 5 && name ~ "tmp*"'.
+    /// joined by && || ! and parentheses, e.g. 'arg0 > 5 && name ~ "tmp*"' (grammar: FILTERS
+    /// below, in --help).
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,
     /// Keep only hits of this thread (repeatable).
@@ -259,6 +309,7 @@ impl LiveArgs {
 #[derive(Subcommand, Debug)]
 pub enum ProbeAction {
     /// Add probes (entry, or return for r: specs) to a group (default netprobe_persist).
+    #[command(after_long_help = SPEC_AND_FILTER_GRAMMAR)]
     Add {
         #[arg(required = true)]
         probes: Vec<String>,

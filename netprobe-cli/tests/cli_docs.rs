@@ -29,10 +29,11 @@ fn subcommands() -> Vec<String> {
     names
 }
 
-fn completions(shell: &str) -> String {
+/// What `netprobe ARGS...` prints on stdout; the test fails when it does not exit 0.
+fn netprobe_stdout(args: &[&str]) -> String {
     let out = Command::cargo_bin("netprobe")
         .unwrap()
-        .args(["completions", shell])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -41,6 +42,10 @@ fn completions(shell: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+fn completions(shell: &str) -> String {
+    netprobe_stdout(&["completions", shell])
 }
 
 #[test]
@@ -207,4 +212,50 @@ fn man_dir_replaces_a_planted_symlink_instead_of_writing_through_it() {
         .filter(|n| n.starts_with('.'))
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+/// Lines of the probe-spec and the filter grammar (`cli::SPEC_AND_FILTER_GRAMMAR`), as `--help`
+/// prints them and as `man` renders them (grammar lines are kept as lines of their own).
+const GRAMMAR_LINES: [&str; 4] = [
+    "SPEC     := [p: | r:] LOCATION { ARG }",
+    "LOCATION := IMAGE:PATTERN | IMAGE:0xOFFSET | PATTERN",
+    "UNARY   := ! UNARY | ( EXPR ) | CMP",
+    "OPERAND := NAME | $tid | $comm | INTEGER | STRING",
+];
+
+/// Whoever reads `--help` or a man page of a command that takes probe specs finds both grammars.
+#[test]
+fn spec_and_filter_grammars_are_in_help_and_man_pages() {
+    for command in [&["trace"][..], &["count"], &["latency"], &["probe", "add"]] {
+        let help = netprobe_stdout(&[command, &["--help"]].concat());
+        for line in GRAMMAR_LINES {
+            assert!(
+                help.contains(line),
+                "{command:?} --help lacks {line:?}:\n{help}"
+            );
+        }
+    }
+    // `netprobe man` (the main page) and the pages `man --dir` writes for those commands.
+    let dir = tempfile::tempdir().unwrap();
+    let main_page = dir.path().join("netprobe.1");
+    std::fs::write(&main_page, netprobe_stdout(&["man"])).unwrap();
+    let pages = dir.path().join("pages");
+    Command::cargo_bin("netprobe")
+        .unwrap()
+        .args(["man", "--dir"])
+        .arg(&pages)
+        .assert()
+        .success();
+    let command_pages = ["trace", "count", "latency", "probe-add"]
+        .map(|name| pages.join(format!("netprobe-{name}.1")));
+    for page in std::iter::once(main_page).chain(command_pages) {
+        let text = render(&page);
+        for line in GRAMMAR_LINES {
+            assert!(
+                text.contains(line),
+                "{} lacks {line:?}:\n{text}",
+                page.display()
+            );
+        }
+    }
 }

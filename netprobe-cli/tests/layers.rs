@@ -1,4 +1,4 @@
-//! The dependency rule of `docs/layout.md`, checked on the sources: which module may
+//! The dependency rule of `ARCHITECTURE.md`, checked on the sources: which module may
 //! name which. A line that names a module its layer may not see fails the test with the rule it
 //! breaks. Comments and doc comments are not code and are not checked.
 

@@ -50,7 +50,7 @@ mkdir -p "$out"
 # Rebuild when any source is newer than the output.
 if [[ ! -f "$dll" ]] || [[ -n "$(find "$here/src" -name '*.cs' -newer "$dll")" ]]; then
     # mcs names the assembly after -out's file name, so build under the final name in a
-    # temporary folder (the assembly is then `sample-netcore-app`, as in the seeds), then move.
+    # temporary folder (the assembly is then `sample-netcore-app`, as in the hand recipe's walkthrough), then move.
     tmp="$(mktemp -d "$out/.build.XXXXXX")"
     mcs -nologo -warnaserror+ -out:"$tmp/sample-netcore-app.dll" "$here"/src/*.cs >&2
     mv "$tmp/sample-netcore-app.dll" "$dll"

@@ -2,8 +2,8 @@
 //! (while the process has one thread: the watchdog runs ordinary Rust code after `fork`, which is
 //! only safe when no other thread could hold a lock), and for a host-wide session its tracefs
 //! instance prepared on a thread ([`PreparingInstance`]). The kernel's share of starting a
-//! session (the instance, its clock and buffers: 30-60 ms of waits, BENCHMARKS.md, "One name in a
-//! Go binary through `.gnu.hash`") then runs while the names resolve.
+//! session (the instance, its clock and buffers: 30-60 ms of waits, BENCHMARKS.md, "Time until a
+//! probe is live") then runs while the names resolve.
 
 use crate::backend::tracefs::probe::GroupName;
 use crate::backend::tracefs::session::{PreparingInstance, SessionOptions};

@@ -1,5 +1,5 @@
-// The .NET sample service of netprobe (after joe-elliott/sample-netcore-app, the app of seeds 000
-// and 001): an HTTP service with Echo and Fibonacci providers, plus modes that call precompiled
+// The .NET sample service of netprobe (after joe-elliott/sample-netcore-app, the app the hand
+// recipes of joe-elliott/netcore-debugging-tools trace): an HTTP service with Echo and Fibonacci providers, plus modes that call precompiled
 // (ReadyToRun) framework methods a known number of times with known arguments, for tracing tests.
 //
 // Builds with Debian's mcs (`mcs -out:sample-netcore-app.dll src/*.cs`, IL only: the app's own

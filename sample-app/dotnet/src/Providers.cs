@@ -1,5 +1,5 @@
 // The providers of joe-elliott/sample-netcore-app, with the same names and signatures, so their
-// methods are named as in seeds 000/001:
+// methods are named as in joe-elliott/netcore-debugging-tools's walkthrough:
 //   instance string [sample-netcore-app] sample_netcore_app.Providers.EchoProvider::calculateEchoValue(string)
 //   instance int32 [sample-netcore-app] sample_netcore_app.Providers.FibonacciProvider::calculateFibonacciValue(int32)
 namespace sample_netcore_app.Providers

@@ -11,7 +11,7 @@
 //! `__set_oom_adj`, which traces unconditionally). Recorded into netprobe's own instance before
 //! any pid filter is set, each event gives one (namespace tid, global tid) pair.
 //!
-//! Side effect: with CAP_SYS_RESOURCE (not granted to the sidecar set documented in docs/native-and-containers.md)
+//! Side effect: with CAP_SYS_RESOURCE (not granted to the sidecar set documented in docs/containers-and-metrics.md)
 //! the kernel also sets the process's `oom_score_adj_min` to its current value.
 
 use crate::backend::tracefs::instance::{threads_of, Instance};

@@ -107,7 +107,7 @@ struct Pending {
 /// Creates the instance of a session with `opts` and sets what does not depend on its plan: the
 /// clock, overwrite off, the buffer size and wake-up threshold, `record-tgid`. The kernel makes
 /// this slow (`trace_clock` waits for an RCU grace period before it resets the buffers, and the
-/// buffers are allocated: 30-60 ms here, BENCHMARKS.md, "One name in a Go binary through `.gnu.hash`"), hence
+/// buffers are allocated: 30-60 ms here, BENCHMARKS.md, "Time until a probe is live"), hence
 /// [`PreparingInstance`]. On error, an instance it created is removed.
 fn prepare_instance(tracefs: &Tracefs, opts: &SessionOptions) -> Result<Instance> {
     let inst = Instance::create(tracefs, &opts.name)?;
