@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 /// (files the rule applies to, text they may not contain in code, why).
 const RULES: &[(&[&str], &str, &str)] = &[
     (
-        &["spec.rs", "plan.rs", "mode.rs", "gate.rs", "runner.rs", "lang/", "sinks/"],
+        &["spec.rs", "plan/", "mode.rs", "gate.rs", "runner.rs", "lang/", "sinks/"],
         "backend::tracefs",
         "tracefs vocabulary stays in backend/tracefs/ and the commands; the engine speaks the neutral plan",
     ),
@@ -27,12 +27,12 @@ const RULES: &[(&[&str], &str, &str)] = &[
         "a backend sees plans, never what users typed",
     ),
     (
-        &["spec.rs", "plan.rs"],
+        &["spec.rs", "plan/"],
         "crate::lang",
         "specs and plans are below the language rules that fill them",
     ),
     (
-        &["spec.rs", "plan.rs", "lang/", "gate.rs", "backend/"],
+        &["spec.rs", "plan/", "lang/", "gate.rs", "backend/"],
         "crate::sinks",
         "planning and placing probes never depend on how hits are printed",
     ),

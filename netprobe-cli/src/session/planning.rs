@@ -68,7 +68,7 @@ pub fn apply_filter(plan: &mut ProbePlan, (user, task): &Filters) -> Result<()> 
     if user.is_none() && task.is_none() {
         return Ok(());
     }
-    crate::filter::apply(plan, user.as_ref(), task.as_ref())?;
+    crate::plan::apply_filter(plan, user.as_ref(), task.as_ref())?;
     let layout = crate::backend::tracefs::events::event_layout(plan)?;
     let texts: Vec<&str> = layout
         .events

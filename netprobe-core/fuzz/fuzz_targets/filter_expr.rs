@@ -1,4 +1,4 @@
-//! The `--filter` grammar (netprobe-cli/src/filter.rs): any text either parses or is refused with
+//! The `--filter` grammar (netprobe-cli/src/filter/): any text either parses or is refused with
 //! a message, and what parses prints back to text that parses to the same expression.
 #![no_main]
 use libfuzzer_sys::fuzz_target;

@@ -197,8 +197,8 @@ mod tests {
     use super::*;
     use crate::backend::tracefs::events::event_layout;
     use crate::backend::tracefs::fetch::tests::{c_function, pos};
-    use crate::filter::{apply, Expr};
-    use crate::plan::{ArgRequest, ProbePlan, Returns};
+    use crate::filter::Expr;
+    use crate::plan::{apply_filter, ArgRequest, ProbePlan, Returns};
     use netprobe_core::abi::ValueType;
     use std::fmt::Write;
 
@@ -231,7 +231,7 @@ mod tests {
             Ok(e) => e,
             Err(e) => return format!("parse error: {e}"),
         };
-        if let Err(e) = apply(&mut plan, Some(&expr), None) {
+        if let Err(e) = apply_filter(&mut plan, Some(&expr), None) {
             return format!("refused: {e}");
         }
         match event_layout(&plan) {
@@ -295,7 +295,7 @@ mod tests {
         let mut plan = ProbePlan::new(false);
         plan.add_function(c_function(vec![], Returns::None))
             .unwrap();
-        let e = apply(&mut plan, Some(&Expr::parse("arg0 > 5").unwrap()), None).unwrap_err();
+        let e = apply_filter(&mut plan, Some(&Expr::parse("arg0 > 5").unwrap()), None).unwrap_err();
         assert!(e.to_string().contains("reads no arguments of add"), "{e}");
     }
 }
