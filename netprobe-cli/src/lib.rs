@@ -18,6 +18,7 @@ pub mod cli;
 pub mod commands;
 pub mod demo;
 pub mod error;
+pub mod fetch_type;
 pub mod filter;
 pub mod gate;
 pub mod lang;

@@ -196,8 +196,10 @@ fn parse_arg(spec: &str, word: &str) -> Result<ArgRequest> {
                     ty,
                 });
             }
-            // A raw fetch-arg is a backend's own syntax: the backends check the text.
-            crate::backend::check_raw_arg(rest)
+            // A raw fetch-arg: its type must be one the kernel fetches (`crate::fetch_type`);
+            // the expression is the backend's to place or refuse.
+            crate::fetch_type::parse_raw(rest)
+                .map(|_| ())
                 .map_err(|why| bad(spec, format!("argument '{word}': {why}")))?;
             Ok(ArgRequest::Raw {
                 name: name.to_string(),

@@ -138,11 +138,3 @@ pub fn monotonic_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
-
-/// Whether `text`, a user's raw `FETCHARG:TYPE` after `NAME=` (`+8(%si):s32`), is something a
-/// backend can place; `Err` says why not. Raw fetch-args are tracefs syntax, so the tracefs
-/// backend decides; a backend without them refuses [`crate::plan::FetchValue::Backend`] values
-/// when attaching.
-pub fn check_raw_arg(text: &str) -> std::result::Result<(), String> {
-    tracefs::fetch::parse_raw(text).map(|_| ())
-}
