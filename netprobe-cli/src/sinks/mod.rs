@@ -7,8 +7,8 @@
 //!   bcc funccount);
 //! - [`latency::Latency`]: durations of calls, log2 histogram and percentiles (`netprobe latency`,
 //!   like bcc funclatency);
-//! - [`metrics::Exported`]: a decorator that also exports the hits of `count` and `latency` as
-//!   Prometheus metrics (`--metrics`), served by [`metrics::http`];
+//! - `metrics::Exported` (feature `metrics`): a decorator that also exports the hits of `count`
+//!   and `latency` as Prometheus metrics (`--metrics`), served by `metrics::http`;
 //! - [`text::TextPrinter`] and [`json::JsonPrinter`]: the two formats (JSON is one object a line,
 //!   <https://jsonlines.org/>).
 //!
@@ -18,6 +18,7 @@
 pub mod count;
 pub mod json;
 pub mod latency;
+#[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod stack;
 pub mod stall;
