@@ -32,7 +32,7 @@ for f in funcs:
     bp = gdb.Breakpoint("*%#x" % a, internal=True, temporary=True)
     bp.silent = True
     bps[bp.number] = f
-calls = open(calls_path, "w") if calls_path else None
+calls = open(calls_path, "w", buffering=1) if calls_path else None
 
 
 def callers():
@@ -60,6 +60,10 @@ def on_stop(ev):
 
 
 gdb.events.stop.connect(on_stop)
+# Breakpoints stay in the program while it is stopped: otherwise gdb takes out and puts back
+# every one of the thousands of breakpoints at each stop. (Set after they are made: made with it
+# on, each new one makes gdb go over all the others.)
+gdb.execute("set breakpoint always-inserted on")
 while True:
     try:
         gdb.execute("continue", to_string=True)
