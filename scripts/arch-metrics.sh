@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The figures of ARCHITECTURE.md's "Measured" section, reproducible:
 #   1. source files over 700 lines (netprobe-core/src, netprobe-cli/src);
-#   2. for two walks, the netprobe source files whose functions run: gdb (not netprobe) stops once at
+#   2. import circles between files (netprobe-cli/tests/layers.rs, NETPROBE_LAYERS_REPORT);
+#   3. for two walks, the netprobe source files whose functions run: gdb (not netprobe) stops once at
 #      every function of netprobe's debug binary from netprobe_cli/netprobe_core, the walk runs, and
 #      addr2line maps each function reached to its source file (debug build: nothing inlined, so a
-#      file that ran code shows up);
-#   3. (if the `duplicates` tool is installed) pairs of places sharing six or more lines.
+#      file that ran code shows up); at each stop gdb also records the thread and the call stack,
+#      from which scripts/arch-metrics-calls.py counts entries into files, returns to a file
+#      already left and calls that run back up a layer (the layers of tests/layers.rs);
+#   4. (if the `duplicates` tool is installed) pairs of places sharing six or more lines.
 # Needs root, gdb, binutils (addr2line, nm), the .NET 8 runtime and sample app
 # (sample-app/dotnet/fetch-runtimes.sh, run.sh) and the Go sample (Go toolchain).
 #
@@ -24,10 +27,23 @@ echo
 find netprobe-core/src netprobe-cli/src -name '*.rs' -print0 | xargs -0 wc -l | grep -v ' total$' |
     awk '$1 > 700 { printf "- `%s`: %d\n", $2, $1 }' | sort -t: -k2 -rn
 echo
+echo "### Test files over 700 lines"
+echo
+# Test files: the crates' tests/ folders and the test-support crates (fixtures, harness).
+find netprobe-core/tests netprobe-cli/tests fixtures harness -name '*.rs' -print0 | xargs -0 wc -l | grep -v ' total$' |
+    awk '$1 > 700 { printf "- `%s`: %d\n", $2, $1 }' | sort -t: -k2 -rn
+echo
+
+echo "### Import circles between files"
+echo
+NETPROBE_LAYERS_REPORT="$work/layers.txt" cargo test -q -p netprobe-cli --test layers \
+    each_module_names_only_what_its_layer_may_see > /dev/null 2>&1 || true
+sed '/^layer\t/,$d' "$work/layers.txt" | sed 's/^/    /'
+echo
 
 cargo build -q -p netprobe-cli --bin netprobe
 # A copy: a rebuild while the walks run must not move the functions under the breakpoints.
-cp "$root/target/debug/netprobe" "$work/netprobe"
+cp "${CARGO_TARGET_DIR:-$root/target}/debug/netprobe" "$work/netprobe"
 bin="$work/netprobe"
 
 # Every function of the two crates (and generic code instantiated with their types; addr2line
@@ -38,7 +54,7 @@ walk() { # walk NAME COMMAND...: runs COMMAND, prints the files it ran code in
     local name="$1"; shift
     # gdb (not netprobe) stops once at each function's first instruction: a temporary breakpoint
     # per function, so the walk costs one stop per function reached, not one per call.
-    WALK_FUNCS="$work/funcs" WALK_OUT="$work/$name.names" \
+    WALK_FUNCS="$work/funcs" WALK_OUT="$work/$name.names" WALK_CALLS="$work/$name.calls" \
         gdb -q -batch -x "$root/scripts/arch-metrics-walk.py" --args "$@" > "$work/$name.out" 2>&1 || true
     sed 's/^/0x/' "$work/$name.names" | addr2line -e "$bin" | sed 's/:.*//' |
         { grep -E '/netprobe-(cli|core)/src/' || true; } |
@@ -52,6 +68,8 @@ walk() { # walk NAME COMMAND...: runs COMMAND, prints the files it ran code in
     sed 's/^/- /' "$work/$name.files"
     echo
     echo '</details>'
+    echo
+    python3 "$root/scripts/arch-metrics-calls.py" "$bin" "$work/$name.calls" "$work/layers.txt"
     echo
 }
 
@@ -76,6 +94,6 @@ if command -v duplicates > /dev/null; then
     echo "### Duplicated blocks (six or more lines)"
     echo
     echo '```'
-    duplicates --most 1 --seconds 120 | head -1
+    duplicates --most 200 --seconds 120 | head -3
     echo '```'
 fi

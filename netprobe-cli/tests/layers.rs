@@ -1,134 +1,421 @@
-//! The dependency rule of `ARCHITECTURE.md`, checked on the sources: which module may
-//! name which. A line that names a module its layer may not see fails the test with the rule it
-//! breaks. Comments and doc comments are not code and are not checked.
+//! The layering rule of `ARCHITECTURE.md` ("Layers"), checked on the sources as the compiler
+//! reads them: every `.rs` file of `netprobe-cli/src` and `netprobe-core/src` is parsed with
+//! `syn`, the module tree is built from its `mod` declarations (`mod.rs` folders, `#[path]`,
+//! inline modules), and every `use` tree, path in code or type, and path inside a macro's tokens
+//! is resolved, through re-exports and glob imports, to the module file that defines what it
+//! names (`layers/graph.rs`; the Rust Reference, "Paths" and "Use declarations":
+//! <https://doc.rust-lang.org/reference/paths.html>). Comments and doc comments are not code
+//! and are never read. From that graph of module files:
+//!
+//! - each module names only modules of its own layer or below ([`LAYERS`]), and never what
+//!   [`NEVER`] forbids in particular;
+//! - no files form an import circle (a folder's `mod.rs` re-exporting its own submodules is its
+//!   face, not a use of them);
+//! - tracefs vocabulary (`backend::tracefs` and everything defined under it) is named only in
+//!   [`TRACEFS_NAMED_IN`];
+//! - netprobe-core names nothing of netprobe-cli and never speaks tracing; within the core only
+//!   [`CACHE_USERS`] name the image cache;
+//! - clap is named only in the top layer (the engine builds without the `cli` feature).
+//!
+//! Every violation is printed at once, sorted by file, as a to-do list. With
+//! `NETPROBE_LAYERS_REPORT=1` (and `-- --nocapture`) the graph's summary is printed too: each
+//! file's layer, the edges, the circles; any other value is a path the summary is written to.
 
-use std::path::{Path, PathBuf};
+#[path = "layers/graph.rs"]
+mod graph;
 
-/// (files the rule applies to, text they may not contain in code, why).
-const RULES: &[(&[&str], &str, &str)] = &[
+use graph::{circles, Edge, Graph};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The one written order of layers, bottom up: (layer, the modules in it). A module may name
+/// modules of its own layer and of the layers before it. A module is named by its path from its
+/// crate's root (`backend::tracefs` in netprobe-cli's library); `main` is the binary's root and
+/// `netprobe_core` the whole core crate. The longest matching prefix decides, so a submodule
+/// can be given a layer of its own. `ARCHITECTURE.md` prints this table (the test checks it).
+const LAYERS: &[(&str, &[&str])] = &[
+    ("core", &["netprobe_core"]),
     (
-        &["spec.rs", "plan/", "mode.rs", "gate.rs", "runner.rs", "lang/", "sinks/"],
-        "backend::tracefs",
-        "tracefs vocabulary stays in backend/tracefs/ and the commands; the engine speaks the neutral plan",
+        "support",
+        &[
+            "error",
+            "printable",
+            "shell",
+            "output_file",
+            "launch",
+            "run_as",
+        ],
+    ),
+    ("spec", &["spec", "fetch_type", "mode", "filter"]),
+    ("plan", &["plan"]),
+    ("lang", &["lang"]),
+    ("gate", &["gate", "probe_bytes"]),
+    ("backend", &["backend"]),
+    (
+        "engine",
+        &[
+            "overhead", "runner", "sinks", "profile", "stacks", "signals",
+        ],
+    ),
+    ("session", &["session"]),
+    ("demo", &["demo"]),
+    ("cli", &["cli", "commands", "output", "main"]),
+];
+
+/// Pairs the order alone allows but the design forbids: (module, module it never names, why).
+const NEVER: &[(&str, &str, &str)] = &[
+    (
+        "backend",
+        "spec",
+        "a backend sees checked plans, never what users typed",
     ),
     (
-        &["backend/"],
-        "crate::sinks",
-        "a backend hands hits to whoever reads it; it knows no output",
-    ),
-    (
-        &["backend/"],
-        "crate::lang",
+        "backend",
+        "lang",
         "a backend places a checked plan; language rules are done by then",
-    ),
-    (
-        &["backend/"],
-        "crate::spec",
-        "a backend sees plans, never what users typed",
-    ),
-    (
-        &["spec.rs", "plan/"],
-        "crate::lang",
-        "specs and plans are below the language rules that fill them",
-    ),
-    (
-        &["spec.rs", "plan/", "lang/", "gate.rs", "backend/"],
-        "crate::sinks",
-        "planning and placing probes never depend on how hits are printed",
-    ),
-    (
-        &[""],
-        "crate::commands",
-        "the commands are the top layer (feature `cli`); the engine never calls them",
-    ),
-    (
-        &[""],
-        "crate::cli",
-        "argument parsing is the top layer (feature `cli`); the engine never depends on it",
-    ),
-    (
-        &[""],
-        "clap::",
-        "the engine builds without clap (feature `cli` off)",
     ),
 ];
 
-/// Files exempt from every rule: the top layer itself.
-const TOP: &[&str] = &["cli.rs", "commands/", "main.rs", "output.rs"];
+/// The modules that may name `backend::tracefs` and anything defined under it.
+const TRACEFS_NAMED_IN: &[&str] = &["backend", "session", "commands"];
+const TRACEFS: &str = "backend::tracefs";
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+/// The core's image cache, and the only core modules that may name it: the parsers take bytes
+/// and know no cache; the cache sits above them.
+const CACHE: &str = "netprobe_core::cache";
+const CACHE_USERS: &[&str] = &["netprobe_core::cache", "netprobe_core::image::cached"];
 
-/// Code lines of a file (comment lines dropped), with their numbers.
-fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim_start()))
-        .filter(|(_, l)| !l.starts_with("//"))
-}
+/// What netprobe-core's literals and identifiers never say: the core never touches tracing.
+pub const CORE_NEVER_SAYS: &str = "uprobe_events";
+
+/// External crates only the top layer names.
+const TOP_ONLY_CRATES: &[&str] = &["clap"];
 
 #[test]
 fn each_module_names_only_what_its_layer_may_see() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&root, &mut files);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let graph = Graph::read(&repo);
     assert!(
-        files.len() > 20,
+        graph.files.len() > 100,
         "sources not found under {}",
-        root.display()
+        repo.display()
     );
-    let mut broken = Vec::new();
-    for file in &files {
-        let rel = file
-            .strip_prefix(&root)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        if TOP.iter().any(|t| rel.starts_with(t)) {
-            continue;
+    let found = graph.violations();
+    if let Ok(to) = std::env::var("NETPROBE_LAYERS_REPORT") {
+        let report = graph.report();
+        if to == "1" {
+            println!("{report}");
+        } else {
+            std::fs::write(&to, report).unwrap();
         }
-        let text = std::fs::read_to_string(file).unwrap();
-        for (scope, forbidden, why) in RULES {
-            if !scope.iter().any(|s| rel.starts_with(s)) {
-                continue;
+    }
+    assert!(
+        found.is_empty(),
+        "{} layering violations:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// `ARCHITECTURE.md` prints [`LAYERS`] as it is: the order is written once, in the test, and
+/// the document is checked against it.
+#[test]
+fn architecture_md_prints_the_layer_table() {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ARCHITECTURE.md");
+    let doc = std::fs::read_to_string(doc).unwrap();
+    let mut table = String::from("| layer (bottom up) | modules |\n|---|---|\n");
+    for (layer, modules) in LAYERS {
+        let modules: Vec<String> = modules.iter().map(|m| format!("`{m}`")).collect();
+        writeln!(table, "| {layer} | {} |", modules.join(", ")).unwrap();
+    }
+    assert!(
+        doc.contains(&table),
+        "ARCHITECTURE.md must hold the layer table of tests/layers.rs, verbatim:\n\n{table}"
+    );
+}
+
+/// The checker itself, on a small tree: a circle, a layer crossed, a path inside a macro, a
+/// comment that is not code.
+#[test]
+fn the_checker_finds_what_it_is_built_for() {
+    let files = [
+        ("netprobe-cli/src/lib.rs", "pub mod spec;\npub mod plan;\n"),
+        (
+            "netprobe-cli/src/spec.rs",
+            "// crate::backend::tracefs is a comment\npub struct Spec;\nfn f() { let _ = format!(\"{:?}\", crate::plan::Plan); }\n",
+        ),
+        (
+            "netprobe-cli/src/plan.rs",
+            "use crate::spec::Spec;\n#[derive(Debug)]\npub struct Plan;\n",
+        ),
+    ];
+    let graph = Graph::from_sources(
+        files
+            .iter()
+            .map(|(p, s)| (p.to_string(), syn::parse_file(s).unwrap())),
+    );
+    let found = graph.violations();
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(
+        found[0].contains("import circle of 2 files"),
+        "{}",
+        found[0]
+    );
+    assert!(
+        found[1].starts_with("netprobe-cli/src/spec.rs:3 `crate::plan::Plan`"),
+        "{}",
+        found[1]
+    );
+    assert!(
+        found[1].contains("layer spec names layer plan"),
+        "{}",
+        found[1]
+    );
+}
+
+impl Graph {
+    /// The module's key in [`LAYERS`]: its path, without `netprobe_cli::` for the library.
+    fn key(&self, m: usize) -> String {
+        let p = &self.modules[m].path;
+        if p[0] == "netprobe_cli" {
+            p[1..].join("::")
+        } else {
+            p.join("::")
+        }
+    }
+
+    /// The layer (index into [`LAYERS`]) of a module: the longest prefix that matches its key.
+    fn layer(&self, m: usize) -> Option<usize> {
+        let key = self.key(m);
+        let mut best: Option<(usize, usize)> = None;
+        for (i, (_, prefixes)) in LAYERS.iter().enumerate() {
+            for p in *prefixes {
+                if under(&key, p) && best.is_none_or(|(len, _)| p.len() > len) {
+                    best = Some((p.len(), i));
+                }
             }
-            for (n, line) in code_lines(&text) {
-                if line.contains(forbidden) {
-                    broken.push(format!(
-                        "src/{rel}:{n} names {forbidden}: {why}\n    {line}"
+        }
+        best.map(|(_, i)| i)
+    }
+
+    fn violations(&self) -> Vec<String> {
+        // (file, rule, named file) -> (lines, path at the first line).
+        let mut found: BTreeMap<(usize, String, usize), (BTreeSet<usize>, String)> =
+            BTreeMap::new();
+        let mut add = |e: &Edge, rule: String| {
+            let v = found
+                .entry((e.from, rule, e.to))
+                .or_insert_with(|| (BTreeSet::new(), e.path.clone()));
+            if v.0.first().is_none_or(|&l| e.line < l) {
+                v.1 = e.path.clone();
+            }
+            v.0.insert(e.line);
+        };
+        let mut lines_out = Vec::new();
+        for m in 0..self.modules.len() {
+            let md = &self.modules[m];
+            if self.layer(m).is_none() && md.parent.is_some() && md.path[0] != "netprobe_core" {
+                let above = md.parent.is_some_and(|p| self.modules[p].file == md.file);
+                if !above {
+                    lines_out.push(format!(
+                        "{}:1 module `{}` has no layer in LAYERS (tests/layers.rs): give it one, or move it into a module that has one",
+                        self.files[md.file],
+                        self.key(m)
                     ));
                 }
             }
         }
-    }
-    assert!(broken.is_empty(), "{}", broken.join("\n"));
-}
-
-/// netprobe-core is pure and below everything: it never names the engine or the command line.
-#[test]
-fn the_core_names_no_upper_layer() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../netprobe-core/src");
-    let mut files = Vec::new();
-    sources(&root, &mut files);
-    assert!(!files.is_empty());
-    let mut broken = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap();
-        for (n, line) in code_lines(&text) {
-            for forbidden in ["netprobe_cli", "clap::", "uprobe_events"] {
-                if line.contains(forbidden) {
-                    broken.push(format!("{}:{n} names {forbidden}", file.display()));
+        let edges = self.edges();
+        for (e, src, dst) in &edges {
+            let (skey, dkey) = (self.key(*src), self.key(*dst));
+            let src_core = self.modules[*src].path[0] == "netprobe_core";
+            let dst_core = self.modules[*dst].path[0] == "netprobe_core";
+            let cli_root = self.modules[*src].parent.is_none() && !src_core && skey.is_empty();
+            if !e.reexport && !cli_root {
+                if let (Some(ls), Some(ld)) = (self.layer(*src), self.layer(*dst)) {
+                    if ld > ls {
+                        add(e, format!(
+                            "layer {} names layer {} (above it): a module names only its own layer and those below (ARCHITECTURE.md, Layers)",
+                            LAYERS[ls].0, LAYERS[ld].0
+                        ));
+                    }
                 }
             }
+            for (from, never, why) in NEVER {
+                if under(&skey, from) && under(&dkey, never) {
+                    add(e, format!("`{from}` never names `{never}`: {why}"));
+                }
+            }
+            if !dst_core
+                && under(&dkey, TRACEFS)
+                && !TRACEFS_NAMED_IN.iter().any(|p| under(&skey, p))
+            {
+                add(
+                    e,
+                    format!(
+                        "tracefs vocabulary outside {}: the engine speaks the backend-neutral plan",
+                        TRACEFS_NAMED_IN.join(", ")
+                    ),
+                );
+            }
+            if src_core && !dst_core {
+                add(e, "netprobe-core names nothing of netprobe-cli".to_string());
+            }
+            if src_core && under(&dkey, CACHE) && !CACHE_USERS.iter().any(|p| under(&skey, p)) {
+                add(
+                    e,
+                    format!(
+                        "only {} name the image cache: parsers take bytes and know no cache",
+                        CACHE_USERS.join(", ")
+                    ),
+                );
+            }
         }
+        for (file, line, text) in &self.core_tracing {
+            lines_out.push(format!(
+                "{}:{line} `{text}`: netprobe-core is pure and never touches tracing",
+                self.files[*file]
+            ));
+        }
+        for r in &self.refs {
+            let first = r.segs[0].as_str();
+            let top = self.layer(r.module) == Some(LAYERS.len() - 1);
+            if TOP_ONLY_CRATES.contains(&first)
+                && !top
+                && self.lookup(r.module, first, true, 0).is_none()
+            {
+                lines_out.push(format!(
+                    "{}:{} `{}`: only the top layer names {first} (the engine builds without feature `cli`)",
+                    self.files[self.modules[r.module].file],
+                    r.line,
+                    r.segs.join("::")
+                ));
+            }
+        }
+        let circle_edges: Vec<&Edge> = edges
+            .iter()
+            .map(|(e, _, _)| e)
+            .filter(|e| !e.reexport)
+            .collect();
+        for circle in circles(self.files.len(), &circle_edges) {
+            let names: Vec<&str> = circle.iter().map(|&f| self.files[f].as_str()).collect();
+            let mut text = format!(
+                "{}:1 import circle of {} files: {}; cut one of its uses:",
+                names[0],
+                circle.len(),
+                names.join(", ")
+            );
+            let mut seen = BTreeSet::new();
+            for e in &circle_edges {
+                if circle.contains(&e.from) && circle.contains(&e.to) && seen.insert((e.from, e.to))
+                {
+                    write!(
+                        text,
+                        "\n    {}:{} `{}` -> {}",
+                        self.files[e.from], e.line, e.path, self.files[e.to]
+                    )
+                    .unwrap();
+                }
+            }
+            lines_out.push(text);
+        }
+        for ((from, rule, to), (lines, path)) in found {
+            let first = lines.first().unwrap();
+            let mut text = format!(
+                "{}:{first} `{path}` -> {}: {rule}",
+                self.files[from], self.files[to]
+            );
+            if lines.len() > 1 {
+                let more: Vec<String> = lines.iter().skip(1).map(|l| l.to_string()).collect();
+                write!(text, " (also lines {})", more.join(", ")).unwrap();
+            }
+            lines_out.push(text);
+        }
+        lines_out.sort_by_key(|a| sort_key(a));
+        lines_out
     }
-    assert!(broken.is_empty(), "{}", broken.join("\n"));
+
+    /// The graph's summary: each file's layer, the files' edges, the circles.
+    fn report(&self) -> String {
+        let edges = self.edges();
+        let mut pairs: BTreeSet<(usize, usize)> = BTreeSet::new();
+        for (e, _, _) in &edges {
+            if !e.reexport {
+                pairs.insert((e.from, e.to));
+            }
+        }
+        let mut out = String::new();
+        let core = self
+            .files
+            .iter()
+            .filter(|f| f.starts_with("netprobe-core/"))
+            .count();
+        writeln!(
+            out,
+            "files: {} ({core} netprobe-core, {} netprobe-cli); file-to-file uses: {}",
+            self.files.len(),
+            self.files.len() - core,
+            pairs.len()
+        )
+        .unwrap();
+        let pair_edges: Vec<Edge> = pairs
+            .iter()
+            .map(|&(from, to)| Edge {
+                from,
+                to,
+                line: 0,
+                path: String::new(),
+                reexport: false,
+            })
+            .collect();
+        let refs: Vec<&Edge> = pair_edges.iter().collect();
+        let cs = circles(self.files.len(), &refs);
+        for crate_dir in ["netprobe-core/", "netprobe-cli/"] {
+            let mine: Vec<&Vec<usize>> = cs
+                .iter()
+                .filter(|c| self.files[c[0]].starts_with(crate_dir))
+                .collect();
+            let sizes: Vec<String> = mine.iter().map(|c| c.len().to_string()).collect();
+            writeln!(
+                out,
+                "import circles in {crate_dir}: {} (sizes {})",
+                mine.len(),
+                sizes.join(", ")
+            )
+            .unwrap();
+        }
+        for c in &cs {
+            let names: Vec<&str> = c.iter().map(|&f| self.files[f].as_str()).collect();
+            writeln!(out, "  circle of {}: {}", c.len(), names.join(" ")).unwrap();
+        }
+        writeln!(out, "layer\tfile").unwrap();
+        for (f, name) in self.files.iter().enumerate() {
+            let m = self.modules.iter().position(|md| md.file == f).unwrap();
+            let layer = self
+                .layer(m)
+                .map_or("?".to_string(), |l| format!("{l}:{}", LAYERS[l].0));
+            writeln!(out, "{layer}\t{name}").unwrap();
+        }
+        writeln!(out, "uses\tfrom\tto").unwrap();
+        for (from, to) in pairs {
+            writeln!(out, "use\t{}\t{}", self.files[from], self.files[to]).unwrap();
+        }
+        out
+    }
+}
+
+fn sort_key(line: &str) -> (String, usize) {
+    let mut parts = line.splitn(3, ':');
+    let file = parts.next().unwrap_or_default().to_string();
+    let n = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    (file, n)
+}
+
+/// `key` is `prefix` or a module under it.
+fn under(key: &str, prefix: &str) -> bool {
+    key == prefix
+        || key
+            .strip_prefix(prefix)
+            .is_some_and(|r| r.starts_with("::"))
 }
