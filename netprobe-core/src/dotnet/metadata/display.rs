@@ -423,6 +423,7 @@ fn ildasm_array_shape(rank: u32, sizes: &[u32], lower_bounds: &[i32], out: &mut 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dotnet::metadata::signature::decode::tests::{enc_method, enc_type, type_sig};
     use proptest::prelude::*;
 
     proptest! {
@@ -450,6 +451,60 @@ mod tests {
         assert_eq!(shape(2, &[3, 4], &[]), "[3,4]");
         assert_eq!(shape(1, &[3], &[1]), "[1...3]");
         assert_eq!(shape(3, &[], &[0, 0, 0]), "[0...,0...,0...]");
+    }
+
+    /// Metadata with no rows: every token prints as its unreadable form, the same on both paths.
+    fn empty_metadata() -> (crate::dotnet::metadata::MetadataLayout, Vec<u8>) {
+        let mut md = Vec::new();
+        md.extend(0x424a_5342u32.to_le_bytes()); // BSJB
+        md.extend([1, 0, 1, 0, 0, 0, 0, 0]); // version 1.1, reserved
+        md.extend(4u32.to_le_bytes());
+        md.extend(*b"v4\0\0");
+        md.extend([0, 0, 1, 0]); // flags, one stream
+        md.extend(36u32.to_le_bytes()); // #~ at 36
+        md.extend(24u32.to_le_bytes()); // 24 bytes
+        md.extend(*b"#~\0\0");
+        md.extend([0u8; 24]); // no heaps wide, no tables
+        let layout = crate::dotnet::metadata::MetadataLayout::parse(&md).unwrap();
+        (layout, md)
+    }
+
+    proptest! {
+        /// A name printed straight from a signature's bytes is the name printed from its
+        /// decoded form: both are one walk into one printer.
+        #[test]
+        fn bytes_and_decoded_signatures_print_alike(
+            has_this in any::<bool>(),
+            ret in type_sig(),
+            params in proptest::collection::vec(type_sig(), 0..4),
+        ) {
+            let (layout, bytes) = empty_metadata();
+            let names = Names {
+                md: crate::dotnet::metadata::Metadata::new(&layout, &bytes),
+                enclosing: &[],
+                foreign: None,
+                type_names: None,
+            };
+            for t in params.iter().chain([&ret]) {
+                let mut enc = Vec::new();
+                enc_type(t, &mut enc);
+                let (mut from_bytes, mut decoded) = (String::new(), String::new());
+                names.ildasm_from_sig(&mut SigReader::new(&enc), &mut from_bytes, 0).unwrap();
+                names.ildasm(t, &mut decoded);
+                prop_assert_eq!(&from_bytes, &decoded);
+                let (mut from_bytes, mut decoded) = (String::new(), String::new());
+                names.reflection_from_sig(&mut SigReader::new(&enc), &mut from_bytes, 0).unwrap();
+                names.reflection(t, &mut decoded);
+                prop_assert_eq!(&from_bytes, &decoded);
+            }
+            let m = MethodSig { has_this, explicit_this: false, calling_convention: 0, generic_params: 0, ret, params, sentinel: None };
+            let mut enc = Vec::new();
+            enc_method(&m, &mut enc);
+            let (mut from_bytes, mut decoded) = (String::new(), String::new());
+            names.method_from_sig(&mut SigReader::new(&enc), "T::M", None, &mut from_bytes, 0).unwrap();
+            names.method_sig_text(&m, "T::M", &mut decoded);
+            prop_assert_eq!(from_bytes, decoded);
+        }
     }
 
     #[test]

@@ -146,7 +146,7 @@ impl Metadata<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::dotnet::metadata::compressed::tests::{enc_s, enc_u};
     use crate::dotnet::metadata::types::table;
@@ -161,7 +161,7 @@ mod tests {
         enc_u(t.rid << 2 | tag, out);
     }
 
-    fn enc_type(t: &TypeSig, out: &mut Vec<u8>) {
+    pub(crate) fn enc_type(t: &TypeSig, out: &mut Vec<u8>) {
         let simple = |b: u8, out: &mut Vec<u8>| out.push(b);
         match t {
             TypeSig::Void => simple(0x01, out),
@@ -262,7 +262,7 @@ mod tests {
         }
     }
 
-    fn enc_method(m: &MethodSig, out: &mut Vec<u8>) {
+    pub(crate) fn enc_method(m: &MethodSig, out: &mut Vec<u8>) {
         let mut cc = m.calling_convention;
         if m.has_this {
             cc |= 0x20;
@@ -300,7 +300,7 @@ mod tests {
             })
     }
 
-    fn type_sig() -> impl Strategy<Value = TypeSig> {
+    pub(crate) fn type_sig() -> impl Strategy<Value = TypeSig> {
         let leaf = prop_oneof![
             Just(TypeSig::Boolean),
             Just(TypeSig::Char),
@@ -398,6 +398,17 @@ mod tests {
             let mut r = SigReader::new(&bytes);
             prop_assert_eq!(r.method_sig(0).unwrap(), m);
             prop_assert!(r.rest().is_empty());
+        }
+
+        /// Skipping a type refuses exactly what decoding it refuses, with the same reason, and
+        /// stops where decoding does: one walk of the grammar.
+        #[test]
+        fn skipping_agrees_with_decoding(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let (mut decoding, mut skipping) = (SigReader::new(&bytes), SigReader::new(&bytes));
+            let decoded = decoding.type_sig(0);
+            let skipped = skipping.skip_type(0);
+            prop_assert_eq!(decoded.as_ref().err(), skipped.as_ref().err());
+            prop_assert_eq!(decoding.pos, skipping.pos);
         }
 
         /// Arbitrary bytes never panic the signature decoder.

@@ -5,7 +5,7 @@
 //! the grammar built from them; `decode.rs` turns a walk into [`super::TypeSig`]s and [`super::MethodSig`]s,
 //! and `super::display` into names.
 
-mod decode;
+pub(super) mod decode;
 mod walk;
 
 pub(crate) use walk::{
