@@ -9,6 +9,42 @@ use super::owners::owner_type;
 use crate::bytes::us;
 use crate::dotnet::metadata::{MethodSig, Names, SigReader, TypeSig};
 
+/// A record's start, up to its owner type: its flags and the module its method token refers to
+/// (UpdateContext's, else the owner type's module override, else 0).
+fn entry_flags_and_module(r: &mut SigReader<'_>) -> Result<(u32, u32), String> {
+    let flags = r.uint()?;
+    let mut module = 0;
+    let mut module_from_context = false;
+    if flags & msf::UPDATE_CONTEXT != 0 {
+        module = r.uint()?;
+        module_from_context = true;
+    }
+    // The owner's module override, when it has one, is also the method token's module.
+    if flags & msf::OWNER_TYPE != 0 && !module_from_context && r.peek_byte() == Some(0x3f) {
+        let mut peek = SigReader::new(r.rest());
+        peek.pos = 1;
+        module = peek.uint()?;
+    }
+    Ok((flags, module))
+}
+
+/// The method token's row, after the owner type.
+fn entry_method_rid(r: &mut SigReader<'_>, flags: u32) -> Result<u32, String> {
+    if flags & msf::SLOT_INSTEAD_OF_TOKEN != 0 {
+        return Err("instance entry names its method by slot, which netprobe cannot name".into());
+    }
+    r.uint()
+}
+
+/// The number of types of the method instantiation that follows.
+fn instantiation_count(r: &mut SigReader<'_>) -> Result<u32, String> {
+    let n = r.uint()?;
+    if us(n) > r.rest().len() {
+        return Err("instantiation count exceeds the entry".into());
+    }
+    Ok(n)
+}
+
 /// One decoded INSTANCE_METHOD_ENTRYPOINTS record.
 pub(super) struct InstanceEntry {
     /// Module whose metadata the method token refers to (0 = this image).
@@ -22,35 +58,15 @@ pub(super) struct InstanceEntry {
 pub(super) fn parse_instance_entry(data: &[u8], pos: usize) -> Result<InstanceEntry, String> {
     let sig = data.get(pos..).ok_or("instance entry outside the image")?;
     let mut r = SigReader::new(sig);
-    let flags = r.uint()?;
-    let mut module = 0;
-    let mut module_from_context = false;
-    if flags & msf::UPDATE_CONTEXT != 0 {
-        module = r.uint()?;
-        module_from_context = true;
-    }
+    let (flags, module) = entry_flags_and_module(&mut r)?;
     let mut owner = None;
     if flags & msf::OWNER_TYPE != 0 {
-        // The owner's module override, when it has one, is also the method token's module.
-        let rest = r.rest();
-        if !module_from_context && rest.first() == Some(&0x3f) {
-            let mut peek = SigReader::new(rest);
-            peek.pos = 1;
-            module = peek.uint()?;
-        }
         owner = Some(r.type_sig(0)?);
     }
-    if flags & msf::SLOT_INSTEAD_OF_TOKEN != 0 {
-        return Err("instance entry names its method by slot, which netprobe cannot name".into());
-    }
-    let rid = r.uint()?;
+    let rid = entry_method_rid(&mut r, flags)?;
     let mut method_inst = Vec::new();
     if flags & msf::METHOD_INSTANTIATION != 0 {
-        let n = r.uint()?;
-        if us(n) > r.rest().len() {
-            return Err("instantiation count exceeds the entry".into());
-        }
-        for _ in 0..n {
+        for _ in 0..instantiation_count(&mut r)? {
             method_inst.push(r.type_sig(0)?);
         }
     }
@@ -81,33 +97,15 @@ pub(super) struct InstanceScan {
 pub(super) fn scan_instance_entry(data: &[u8], pos: usize) -> Result<InstanceScan, String> {
     let sig = data.get(pos..).ok_or("instance entry outside the image")?;
     let mut r = SigReader::new(sig);
-    let flags = r.uint()?;
-    let mut module = 0;
-    let mut module_from_context = false;
-    if flags & msf::UPDATE_CONTEXT != 0 {
-        module = r.uint()?;
-        module_from_context = true;
-    }
+    let (flags, module) = entry_flags_and_module(&mut r)?;
     let mut owner_at = None;
     if flags & msf::OWNER_TYPE != 0 {
-        if !module_from_context && r.peek_byte() == Some(0x3f) {
-            let mut peek = SigReader::new(r.rest());
-            peek.pos = 1;
-            module = peek.uint()?;
-        }
         owner_at = Some(pos + r.pos);
         r.skip_type(0)?;
     }
-    if flags & msf::SLOT_INSTEAD_OF_TOKEN != 0 {
-        return Err("instance entry names its method by slot, which netprobe cannot name".into());
-    }
-    let rid = r.uint()?;
+    let rid = entry_method_rid(&mut r, flags)?;
     if flags & msf::METHOD_INSTANTIATION != 0 {
-        let n = r.uint()?;
-        if us(n) > r.rest().len() {
-            return Err("instantiation count exceeds the entry".into());
-        }
-        for _ in 0..n {
+        for _ in 0..instantiation_count(&mut r)? {
             r.skip_type(0)?;
         }
     }
