@@ -489,19 +489,30 @@ mod tests {
                 let mut enc = Vec::new();
                 enc_type(t, &mut enc);
                 let (mut from_bytes, mut decoded) = (String::new(), String::new());
-                names.ildasm_from_sig(&mut SigReader::new(&enc), &mut from_bytes, 0).unwrap();
+                let mut r = SigReader::new(&enc);
+                names.ildasm_from_sig(&mut r, &mut from_bytes, 0).unwrap();
                 names.ildasm(t, &mut decoded);
                 prop_assert_eq!(&from_bytes, &decoded);
                 let (mut from_bytes, mut decoded) = (String::new(), String::new());
-                names.reflection_from_sig(&mut SigReader::new(&enc), &mut from_bytes, 0).unwrap();
+                let mut r = SigReader::new(&enc);
+                names.reflection_from_sig(&mut r, &mut from_bytes, 0).unwrap();
                 names.reflection(t, &mut decoded);
                 prop_assert_eq!(&from_bytes, &decoded);
             }
-            let m = MethodSig { has_this, explicit_this: false, calling_convention: 0, generic_params: 0, ret, params, sentinel: None };
+            let m = MethodSig {
+                has_this,
+                explicit_this: false,
+                calling_convention: 0,
+                generic_params: 0,
+                ret,
+                params,
+                sentinel: None,
+            };
             let mut enc = Vec::new();
             enc_method(&m, &mut enc);
             let (mut from_bytes, mut decoded) = (String::new(), String::new());
-            names.method_from_sig(&mut SigReader::new(&enc), "T::M", None, &mut from_bytes, 0).unwrap();
+            let mut r = SigReader::new(&enc);
+            names.method_from_sig(&mut r, "T::M", None, &mut from_bytes, 0).unwrap();
             names.method_sig_text(&m, "T::M", &mut decoded);
             prop_assert_eq!(from_bytes, decoded);
         }

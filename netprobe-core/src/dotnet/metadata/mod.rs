@@ -1,7 +1,8 @@
 //! ECMA-335 metadata: enough to name every method the way crossgen and the runtime do.
 //!
-//! The metadata of an assembly (ECMA-335 Partition II, <https://ecma-international.org/publications-and-standards/standards/ecma-335/>),
-//! one concept per file:
+//! The metadata of an assembly, ECMA-335 Partition II
+//! (<https://ecma-international.org/publications-and-standards/standards/ecma-335/>), one concept
+//! per file:
 //! - `tables.rs`: the metadata root, its streams and the `#~` tables' row layout (II.24.2);
 //! - `heaps.rs`: the `#Strings`, `#Blob` and `#GUID` heaps (II.24.2.3-5);
 //! - `rows.rs`: the typed rows netprobe reads (II.22);

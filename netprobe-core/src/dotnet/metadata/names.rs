@@ -181,8 +181,8 @@ impl<'a> Names<'a> {
         }
         for (i, &t) in chain[..n].iter().rev().enumerate() {
             // Past the longest name, nothing more is written: whoever composes a name with it
-            // refuses that ([`name_too_long`](super::display::name_too_long)). Measured from where this name starts:
-            // [`TypeNames`] writes every type's name into one text.
+            // refuses that ([`name_too_long`](super::display::name_too_long)). Measured from
+            // where this name starts: [`TypeNames`] writes every type's name into one text.
             if out.len() - start > MAX_NAME {
                 return;
             }

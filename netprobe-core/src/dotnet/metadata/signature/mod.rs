@@ -2,8 +2,8 @@
 //!
 //! [`SigReader`] reads the pieces a signature is made of: bytes, compressed integers
 //! (II.23.2) and `TypeDefOrRefOrSpecEncoded` tokens (II.23.2.8). `walk.rs` is the one walk of
-//! the grammar built from them; `decode.rs` turns a walk into [`super::TypeSig`]s and [`super::MethodSig`]s,
-//! and `super::display` into names.
+//! the grammar built from them; `decode.rs` turns a walk into [`super::TypeSig`]s and
+//! [`super::MethodSig`]s, and `super::display` into names.
 
 pub(super) mod decode;
 mod walk;
