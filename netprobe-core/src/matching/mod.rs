@@ -10,10 +10,22 @@
 //! A pattern that names a symbol exactly, literally, selects only the exact matches even if it
 //! contains glob characters: Go's `net/http.(*conn).serve` and .NET's `string[]` contain `*` and
 //! `[]`, and typing a full name must not select its look-alikes.
+//!
+//! One concept per file: this file (a pattern, and what it selects), `glob.rs` (the glob
+//! language), `keys.rs` (the names a symbol answers to), `edit_distance.rs` (the nearest names,
+//! for suggestions).
 
-use crate::error::{Error, Result};
+mod edit_distance;
+mod glob;
+mod keys;
+
+pub use edit_distance::{edit_distance, edit_distance_within};
+pub use keys::match_keys;
+
+use crate::error::Result;
 use crate::symbol::{Symbol, SymbolKind};
-use std::borrow::Cow;
+use glob::{bad, compile, glob_match, Token};
+use keys::could_equal_a_key;
 
 /// A parsed name pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,19 +34,8 @@ pub struct Pattern {
     glob: Option<Vec<Token>>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Token {
-    Literal(char),
-    AnyOne,
-    AnyRun,
-    Class {
-        negated: bool,
-        items: Vec<(char, char)>,
-    },
-}
-
 impl Pattern {
-    /// Parses `text`. Errors ([`Error::BadPattern`]): empty pattern, unclosed `[`, trailing `\`.
+    /// Parses `text`. Errors ([`Error::BadPattern`](crate::error::Error::BadPattern)): empty pattern, unclosed `[`, trailing `\`.
     pub fn parse(text: &str) -> Result<Pattern> {
         if text.is_empty() {
             return Err(bad(
@@ -236,258 +237,6 @@ impl Pattern {
     }
 }
 
-fn bad(pattern: &str, why: &str) -> Error {
-    Error::BadPattern {
-        pattern: pattern.to_string(),
-        why: why.to_string(),
-    }
-}
-
-fn compile(text: &str) -> Result<Vec<Token>> {
-    let mut out = Vec::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' => {
-                if out.last() != Some(&Token::AnyRun) {
-                    out.push(Token::AnyRun);
-                }
-            }
-            '?' => out.push(Token::AnyOne),
-            '\\' => match chars.next() {
-                Some(e) => out.push(Token::Literal(e)),
-                None => return Err(bad(text, "trailing '\\' escapes nothing")),
-            },
-            // `[]` and `[,]`, `[,,]`...: an array type in a full name (.NET's `char[]`,
-            // `int32[,]`, Go's `[]byte`), never a character class (a class needs a member).
-            '[' if {
-                let mut ahead = chars.clone();
-                let mut next = ahead.next();
-                while next == Some(',') {
-                    next = ahead.next();
-                }
-                next == Some(']')
-            } =>
-            {
-                out.push(Token::Literal('['));
-                for c in chars.by_ref() {
-                    out.push(Token::Literal(c));
-                    if c == ']' {
-                        break;
-                    }
-                }
-            }
-            '[' => {
-                let negated = matches!(chars.peek(), Some('!') | Some('^'));
-                if negated {
-                    chars.next();
-                }
-                let mut items = Vec::new();
-                let mut first = true;
-                loop {
-                    let Some(c) = chars.next() else {
-                        return Err(bad(
-                            text,
-                            "unclosed '[' (write '\\[' for a literal bracket)",
-                        ));
-                    };
-                    if c == ']' && !first {
-                        break;
-                    }
-                    first = false;
-                    let lo = if c == '\\' {
-                        chars
-                            .next()
-                            .ok_or_else(|| bad(text, "trailing '\\' escapes nothing"))?
-                    } else {
-                        c
-                    };
-                    let is_range = chars.peek() == Some(&'-')
-                        && chars.clone().nth(1).is_some_and(|n| n != ']');
-                    if is_range {
-                        chars.next();
-                        let hi = chars.next().unwrap_or(lo);
-                        items.push((lo.min(hi), lo.max(hi)));
-                    } else {
-                        items.push((lo, lo));
-                    }
-                }
-                out.push(Token::Class { negated, items });
-            }
-            c => out.push(Token::Literal(c)),
-        }
-    }
-    Ok(out)
-}
-
-fn token_matches(t: &Token, c: char) -> bool {
-    match t {
-        Token::Literal(l) => *l == c,
-        Token::AnyOne => true,
-        Token::AnyRun => true,
-        Token::Class { negated, items } => {
-            items.iter().any(|(lo, hi)| *lo <= c && c <= *hi) != *negated
-        }
-    }
-}
-
-/// Iterative glob matching with single-star backtracking: O(len(pattern) * len(text)) worst
-/// case, no recursion.
-fn glob_match(tokens: &[Token], text: &str) -> bool {
-    // Positions are byte offsets of character starts in `text` (nothing is collected: this runs
-    // once per name of 70,000-function binaries).
-    let char_at = |s: usize| text[s..].chars().next();
-    let (mut t, mut s) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while let Some(c) = char_at(s) {
-        if t < tokens.len() && tokens[t] == Token::AnyRun {
-            star = Some((t, s));
-            t += 1;
-        } else if t < tokens.len() && token_matches(&tokens[t], c) {
-            t += 1;
-            s += c.len_utf8();
-        } else if let Some((st, ss)) = star {
-            // The star takes one more character.
-            let next = ss + char_at(ss).map_or(1, char::len_utf8);
-            t = st + 1;
-            s = next;
-            star = Some((st, next));
-        } else {
-            return false;
-        }
-    }
-    tokens[t..].iter().all(|tok| *tok == Token::AnyRun)
-}
-
-/// Whether `text` can equal one of the names [`match_keys`] gives `name`, told without building
-/// them: a native function's names are `name` and a prefix of it; a Go function's are `name`, a
-/// suffix of it, and `name` with `·` written `.`. `true` for managed methods (their short names
-/// are composed).
-fn could_equal_a_key(text: &str, name: &str, kind: SymbolKind) -> bool {
-    match kind {
-        SymbolKind::Function | SymbolKind::Ifunc => name.starts_with(text),
-        SymbolKind::GoFunction => name.ends_with(text) || name.contains('·'),
-        SymbolKind::ManagedMethod => true,
-    }
-}
-
-/// The names a symbol answers to, full name first.
-///
-/// - native functions: the name, and without its `@VERSION`/`@@VERSION` suffix;
-/// - managed methods in crossgen's format `[instance] RET [Assembly] NS.Type::Method(ARGS)`:
-///   `NS.Type::Method(ARGS)`, `NS.Type::Method`, `Type::Method(ARGS)`, `Type::Method`, and for a
-///   nested type `NS.Outer+Inner` also `Inner::Method(ARGS)` and `Inner::Method`;
-/// - Go functions: the name, and for methods the name without its package path
-///   (`net/http.(*conn).serve` → `(*conn).serve`), the package ending at the first `.` after the
-///   last `/` as in Go's `debug/gosym` (`Sym.PackageName`).
-pub fn match_keys(name: &str, kind: SymbolKind) -> Vec<Cow<'_, str>> {
-    let mut keys: Vec<Cow<'_, str>> = vec![Cow::Borrowed(name)];
-    match kind {
-        SymbolKind::Function | SymbolKind::Ifunc => {
-            if let Some(at) = name.find('@') {
-                if at > 0 {
-                    keys.push(Cow::Borrowed(&name[..at]));
-                }
-            }
-        }
-        SymbolKind::ManagedMethod => managed_keys(name, &mut keys),
-        SymbolKind::GoFunction => {
-            // The pclntab writes `·` where the ELF tables and users write `.`
-            // (`type..eq.net.dialResult·1`).
-            if name.contains('·') {
-                keys.push(Cow::Owned(name.replace('·', ".")));
-            }
-            let path_end = name.rfind('/').map_or(0, |i| i + 1);
-            if let Some(dot) = name[path_end..].find('.') {
-                let rest = &name[path_end + dot + 1..];
-                // A method: Type.Method or (*Type).Method after the package.
-                if rest.contains('.') {
-                    keys.push(Cow::Borrowed(rest));
-                }
-            }
-        }
-    }
-    keys
-}
-
-fn managed_keys<'a>(name: &'a str, keys: &mut Vec<Cow<'a, str>>) {
-    let Some(sep) = name.find("::") else {
-        return;
-    };
-    let type_start = name[..sep].rfind(' ').map_or(0, |i| i + 1);
-    let qualified_with_sig = &name[type_start..];
-    let paren = name[sep..].find('(').map(|p| sep + p);
-    let qualified = match paren {
-        Some(p) => &name[type_start..p],
-        None => qualified_with_sig,
-    };
-    let sig = paren.map_or("", |p| &name[p..]);
-    let type_path = &name[type_start..sep];
-    let method = &qualified[sep - type_start + 2..];
-    if qualified_with_sig != name {
-        keys.push(Cow::Borrowed(qualified_with_sig));
-    }
-    if qualified != qualified_with_sig {
-        keys.push(Cow::Borrowed(qualified));
-    }
-    // Short type: after the namespace (last '.' before any generic arguments).
-    let plain_end = type_path.find('<').unwrap_or(type_path.len());
-    let short_start = type_path[..plain_end].rfind('.').map_or(0, |i| i + 1);
-    let short_type = &type_path[short_start..];
-    let mut push_short = |ty: &str| {
-        if ty != type_path {
-            keys.push(Cow::Owned(format!("{ty}::{method}{sig}")));
-            if !sig.is_empty() {
-                keys.push(Cow::Owned(format!("{ty}::{method}")));
-            }
-        }
-    };
-    push_short(short_type);
-    if let Some(plus) = short_type[..short_type.find('<').unwrap_or(short_type.len())].rfind('+') {
-        push_short(&short_type[plus + 1..]);
-    }
-}
-
-/// [`edit_distance`] when it is at most `limit`; `None` as soon as it is certain to exceed it
-/// (the lengths differ by more, or a whole row of the table does).
-pub fn edit_distance_within(a: &str, b: &str, limit: usize) -> Option<usize> {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    if a.len().abs_diff(b.len()) > limit {
-        return None;
-    }
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        if cur.iter().min().is_some_and(|&m| m > limit) {
-            return None;
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    Some(prev[b.len()]).filter(|&d| d <= limit)
-}
-
-/// Levenshtein distance, O(len(a) * len(b)) time, O(len(b)) space.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -619,88 +368,9 @@ mod tests {
     }
 
     #[test]
-    fn array_brackets_are_literal() {
-        let m = |p: &str, t: &str| glob_match(&compile(p).unwrap(), t);
-        assert!(m(
-            "System.String::.ctor(char[])",
-            "System.String::.ctor(char[])"
-        ));
-        assert!(!m(
-            "System.String::.ctor(char[])",
-            "System.String::.ctor(char)"
-        ));
-        assert!(m("*(int32[,])", "M(int32[,])"));
-        assert!(m("main.f([]byte)", "main.f([]byte)"));
-        assert!(m("*[ab]", "xa"));
-        assert!(!m("*[ab]", "x[ab]"));
-    }
-
-    #[test]
-    fn glob_basics() {
-        let m = |p: &str, t: &str| glob_match(&compile(p).unwrap(), t);
-        assert!(m("*", ""));
-        assert!(m("main*", "main_loop"));
-        assert!(!m("main*", "xmain"));
-        assert!(m(
-            "*Echo*::Calc*",
-            "sample.EchoProvider::CalculateEchoValue(string)"
-        ));
-        assert!(m("f?o", "foo"));
-        assert!(m("[a-c]x", "bx"));
-        assert!(!m("[!a-c]x", "bx"));
-        assert!(m("\\*x", "*x"));
-        assert!(!m("\\*x", "ax"));
-        assert!(m("a*b*c", "aXXbYYc"));
-        assert!(!m("a*b*c", "aXXbYY"));
-    }
-
-    #[test]
     fn bad_patterns() {
         assert!(Pattern::parse("").is_err());
         assert!(Pattern::parse("foo[").is_err());
         assert!(Pattern::parse("foo\\").is_err());
-    }
-
-    #[test]
-    fn managed_keys_of_seed_names() {
-        let k = match_keys(
-            "instance string [sample-netcore-app] sample_netcore_app.Providers.EchoProvider::calculateEchoValue(string)",
-            SymbolKind::ManagedMethod,
-        );
-        let k: Vec<&str> = k.iter().map(|c| c.as_ref()).collect();
-        assert!(
-            k.contains(&"sample_netcore_app.Providers.EchoProvider::calculateEchoValue(string)")
-        );
-        assert!(k.contains(&"sample_netcore_app.Providers.EchoProvider::calculateEchoValue"));
-        assert!(k.contains(&"EchoProvider::calculateEchoValue(string)"));
-        assert!(k.contains(&"EchoProvider::calculateEchoValue"));
-
-        let k = match_keys(
-            "instance class [Microsoft.AspNetCore.Mvc.Core]Microsoft.AspNetCore.Mvc.ActionResult`1<string> [sample-netcore-app] sample_netcore_app.Controllers.EchoController::Get(string)",
-            SymbolKind::ManagedMethod,
-        );
-        assert!(k.iter().any(|c| c == "EchoController::Get"));
-
-        let k = match_keys("void [A] NS.Outer+Inner::Run()", SymbolKind::ManagedMethod);
-        assert!(k.iter().any(|c| c == "Outer+Inner::Run"));
-        assert!(k.iter().any(|c| c == "Inner::Run"));
-    }
-
-    #[test]
-    fn go_keys() {
-        let k = match_keys("net/http.(*conn).serve", SymbolKind::GoFunction);
-        assert!(k.iter().any(|c| c == "(*conn).serve"));
-        let k = match_keys("main.fib", SymbolKind::GoFunction);
-        assert_eq!(k.len(), 1);
-        let k = match_keys("type..eq.net.dialResult·1", SymbolKind::GoFunction);
-        assert!(k.iter().any(|c| c == "type..eq.net.dialResult.1"));
-        let k = match_keys("main.(*Calc).Add", SymbolKind::GoFunction);
-        assert!(k.iter().any(|c| c == "(*Calc).Add"));
-    }
-
-    #[test]
-    fn distance() {
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
     }
 }
