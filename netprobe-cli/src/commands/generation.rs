@@ -2,7 +2,7 @@
 //! counts, stack counts, latency; with `--metrics`, exported too), the event loop until the session
 //! stops, and the report of what it saw.
 
-use super::live::LiveOptions;
+use super::live_options::LiveOptions;
 use crate::error::Result;
 use crate::mode::Mode;
 use crate::session::{Outcome, Session};

@@ -4,6 +4,7 @@ pub mod clean;
 pub mod docs;
 pub mod generation;
 pub mod live;
+pub mod live_options;
 pub mod offsets;
 pub mod parse;
 pub mod probe;

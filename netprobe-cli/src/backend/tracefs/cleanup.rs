@@ -19,6 +19,11 @@ use crate::error::{Error, Result};
 use netprobe_core::pid_namespace::{own_pidns, pidns_of, INITIAL_PIDNS};
 use std::time::{Duration, Instant};
 
+/// The watchdog's command name (`/proc/PID/comm`, set with `prctl(PR_SET_NAME)`, at most 15
+/// bytes): `netprobe clean` tells it from a reader of a live session by it, since the files it
+/// holds open in the instance while removing it do not mean the session is in use.
+pub const WATCHDOG_COMM: &str = "netprobe-watch";
+
 /// Prefix of session group/instance names.
 pub const SESSION_PREFIX: &str = "netprobe_";
 
@@ -245,7 +250,7 @@ pub fn session_alive(tracefs: &Tracefs, owner: SessionOwner) -> bool {
 }
 
 /// Whether any process but a watchdog has a file open inside `instances/NAME/` (a watchdog
-/// holds them only while removing the instance, see [`crate::backend::tracefs::watchdog::WATCHDOG_COMM`]).
+/// holds them only while removing the instance, see [`WATCHDOG_COMM`]).
 fn instance_in_use(tracefs: &Tracefs, name: &GroupName) -> bool {
     let needle = format!("/instances/{}/", name.as_str());
     let root = tracefs.root().to_string_lossy().into_owned();
@@ -257,7 +262,7 @@ fn instance_in_use(tracefs: &Tracefs, name: &GroupName) -> bool {
             continue;
         };
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if comm.trim_end() == crate::backend::tracefs::watchdog::WATCHDOG_COMM {
+        if comm.trim_end() == WATCHDOG_COMM {
             continue;
         }
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
@@ -327,9 +332,8 @@ fn dying_netprobes() -> Vec<u32> {
                     p != me
                         && is_netprobe(p)
                         && is_dying(p)
-                        && std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| {
-                            c.trim_end() != crate::backend::tracefs::watchdog::WATCHDOG_COMM
-                        })
+                        && std::fs::read_to_string(format!("/proc/{p}/comm"))
+                            .is_ok_and(|c| c.trim_end() != WATCHDOG_COMM)
                 })
                 .collect()
         })

@@ -18,10 +18,7 @@ use std::time::Duration;
 /// The byte netprobe sends when it has cleaned up itself.
 pub const CLEAN_EXIT: u8 = b'C';
 
-/// The watchdog's command name (`/proc/PID/comm`, set with `prctl(PR_SET_NAME)`, at most 15
-/// bytes): `netprobe clean` tells it from a reader of a live session by it, since the files it
-/// holds open in the instance while removing it do not mean the session is in use.
-pub const WATCHDOG_COMM: &str = "netprobe-watch";
+pub use crate::backend::tracefs::cleanup::WATCHDOG_COMM;
 
 /// The parent's handle on its watchdog.
 #[derive(Debug)]

@@ -52,21 +52,6 @@ fn labels<'a>(
     ]
 }
 
-/// The `image` label of a function's file: the path as the process names it, without the
-/// `/proc/PID/root` through which netprobe opened a container's file (proc(5), `/proc/pid/root`),
-/// so a restarted container's series keep their labels.
-pub fn image_label(path: &std::path::Path) -> String {
-    let text = path.to_string_lossy();
-    if let Some(rest) = text.strip_prefix("/proc/") {
-        if let Some((pid, inside)) = rest.split_once("/root/") {
-            if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) {
-                return format!("/{inside}");
-            }
-        }
-    }
-    text.into_owned()
-}
-
 /// The text a label holds for a pid (`unknown` when netprobe could not find the process).
 fn pid_text(pid: Option<u32>) -> String {
     pid.map_or_else(|| "unknown".to_string(), |p| p.to_string())

@@ -36,7 +36,7 @@ mod series;
 pub mod web_config;
 
 pub use exported::Exported;
-pub use exposition::image_label;
+pub use series::image_label;
 pub use series::{Metrics, Task, DEFAULT_MAX_SERIES};
 
 #[cfg(test)]

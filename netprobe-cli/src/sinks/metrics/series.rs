@@ -3,7 +3,6 @@
 //! otherwise; a hit of a new label set past it is counted as dropped, not stored), and carried
 //! over to a restarted target's plan ([`Metrics::rebind`]).
 
-use super::exposition::image_label;
 use crate::backend::Lost;
 use crate::plan::{FunctionId, ProbePlan};
 use crate::sinks::latency::bucket_of;
@@ -235,4 +234,19 @@ impl Metrics {
         let mut st = self.state();
         st.lost = st.lost.max(st.lost_before.saturating_add(lost.counted));
     }
+}
+
+/// The `image` label of a function's file: the path as the process names it, without the
+/// `/proc/PID/root` through which netprobe opened a container's file (proc(5), `/proc/pid/root`),
+/// so a restarted container's series keep their labels.
+pub fn image_label(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy();
+    if let Some(rest) = text.strip_prefix("/proc/") {
+        if let Some((pid, inside)) = rest.split_once("/root/") {
+            if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) {
+                return format!("/{inside}");
+            }
+        }
+    }
+    text.into_owned()
 }

@@ -4,23 +4,14 @@
 
 use super::reading::Request;
 use super::request::parse_head;
-use super::response::{response, route};
+use super::response::{response, route, Answering};
 use super::{RESPONSE_DEADLINE, STALL_LIMIT, TICK};
-use crate::sinks::metrics::basic_auth::BasicAuth;
-use prometheus_client::registry::Registry;
 use std::io::{self, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Instant;
-
-/// What the handlers share.
-pub(super) struct Answering {
-    pub(super) registry: Registry,
-    pub(super) auth: Option<BasicAuth>,
-    pub(super) stop: Arc<AtomicBool>,
-}
 
 /// A handler thread: answers requests from `queue` until the reading thread has stopped.
 pub(super) fn answer_requests(queue: &Mutex<Receiver<Request>>, shared: &Answering) {

@@ -35,9 +35,10 @@ mod response;
 
 use super::web_config::WebConfig;
 use crate::error::{Error, Result};
-use answering::{answer_requests, Answering};
+use answering::answer_requests;
 use prometheus_client::registry::Registry;
 use reading::{read_requests, Request};
+use response::Answering;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,11 +1,21 @@
 //! The answers: what a request gets (credentials first, then the path: `/metrics`, `/`, 404,
 //! 405) and the bytes of a whole HTTP/1.1 response that closes the connection (RFC 9112).
 
-use super::answering::Answering;
 use super::request::Head;
 use super::CONTENT_TYPE;
+use crate::sinks::metrics::basic_auth::BasicAuth;
 use crate::sinks::metrics::basic_auth::Verdict;
 use crate::sinks::metrics::Metrics;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// What the handlers share.
+pub(super) struct Answering {
+    pub(super) registry: Registry,
+    pub(super) auth: Option<BasicAuth>,
+    pub(super) stop: Arc<AtomicBool>,
+}
 
 /// The answer to a request: credentials first, then the path.
 pub(super) fn route(h: &Head<'_>, shared: &Answering) -> Vec<u8> {
