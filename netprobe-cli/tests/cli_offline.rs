@@ -122,8 +122,8 @@ fn reader_closing_the_pipe_ends_quietly() {
     // netprobe's own symbol table lists far more than a pipe and the output buffer hold.
     let own = netprobe::bin();
     for json in [false, true] {
-        let mut cmd = std::process::Command::new(&own);
-        cmd.arg("symbols").arg(&own);
+        let mut cmd = std::process::Command::new(own);
+        cmd.arg("symbols").arg(own);
         if json {
             cmd.arg("--json");
         }
@@ -233,10 +233,10 @@ fn permission_denied_names_the_fix() {
     let mut cmd = if is_root {
         let mut c = std::process::Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&np);
+            .arg(np);
         c
     } else {
-        std::process::Command::new(&np)
+        std::process::Command::new(np)
     };
     let out = cmd.args(["offsets", "1", "libc.so.6"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

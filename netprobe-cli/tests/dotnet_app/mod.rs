@@ -214,7 +214,7 @@ pub fn no_tiering_messages(stderr: &str) -> Result<(), String> {
 /// One trial per runtime (.NET 8, .NET 9, .NET Core 3.1) of each `(name, test, needs)`, named
 /// `NAME_TAG`; the sample app is built once per runtime first, and a failed build shows up in every
 /// trial of that runtime.
-pub fn per_runtime(tests: &[(&str, Test, fn(Runtime) -> Vec<Need>)]) -> Vec<e2e::E2eTrial> {
+pub fn per_runtime(tests: &[(&str, Test, NeedsOf)]) -> Vec<e2e::E2eTrial> {
     let mut trials = Vec::new();
     for rt in [NET8, NET9, NET31] {
         let built = e2e::unmet(&rt.needs()[2..]).is_none() && build_app(rt).is_ok();
@@ -236,6 +236,9 @@ pub fn per_runtime(tests: &[(&str, Test, fn(Runtime) -> Vec<Need>)]) -> Vec<e2e:
 
 /// A test of one runtime.
 pub type Test = fn(Runtime) -> Result<(), String>;
+
+/// What a test of one runtime needs on that runtime.
+pub type NeedsOf = fn(Runtime) -> Vec<Need>;
 
 /// What a live trial needs: root, tracefs, `mcs` and the runtime.
 pub fn all(rt: Runtime) -> Vec<Need> {
