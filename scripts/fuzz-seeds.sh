@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds the seed corpora of the fuzz targets (netprobe-core/fuzz) that are too big for git, from
+# Builds the seed corpora of the fuzz targets (netprobe-core/fuzz; netprobe-cli/fuzz's
+# grammars and tracefs texts need none beyond their committed ones) that are too big for git, from
 # the files the tests already fetch and from tiny programs built here, into DEST/<target>/:
 #
 #   scripts/fuzz-seeds.sh DEST
 #
-# Small hand-made or recorded seeds live in git (netprobe-core/fuzz/seeds/, fixtures/recorded/);
+# Small hand-made or recorded seeds live in git (<crate>/fuzz/seeds/, fixtures/recorded/);
 # scripts/fuzz.sh passes both. Inputs missing from the cache are left out with a note (the
 # committed seeds still run). Idempotent: the programs built once are kept (in DEST/.work).
 #

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of netprobe's parsers (netprobe-core/fuzz, one libFuzzer target per
-# parser) on the stable toolchain: builds the targets, builds the big seeds
+# Coverage-guided fuzzing of netprobe's parsers (one libFuzzer target per parser, kept with the
+# crate it tests: netprobe-core/fuzz for the core's, netprobe-cli/fuzz for the CLI engine's
+# grammars and the tracefs and perf_event parsers) on the stable toolchain: builds the targets, builds the big seeds
 # (scripts/fuzz-seeds.sh), runs each target for SECONDS and prints a table of executions,
 # coverage and crashes per target. Exits non-zero when any target crashed (the input that did
 # is kept under TARGET_DIR/fuzz/artifacts/<target>/).
@@ -28,13 +29,24 @@
 # and proc macros stay uninstrumented. Debug assertions and overflow checks are on.
 #
 # Corpora grow across runs in TARGET_DIR/fuzz/corpus/<target> (never in git); the seeds are the
-# committed netprobe-core/fuzz/seeds/<target>, fixtures/recorded/, the built ones, and every
-# input that once crashed a target (netprobe-core/fuzz/regressions/<target>/, which
-# netprobe-core/tests/fuzz_regressions.rs replays in the test suite).
+# committed <crate>/fuzz/seeds/<target>, fixtures/recorded/, the built ones, and every input that
+# once crashed a target (<crate>/fuzz/regressions/<target>/, which <crate>/tests/fuzz_regressions.rs
+# replays in the test suite).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-crate="$root/netprobe-core/fuzz"
-targets_all=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$crate/Cargo.toml" | grep -v '^netprobe-fuzz$')
+crates=("$root/netprobe-core/fuzz" "$root/netprobe-cli/fuzz")
+# The targets of a fuzz crate: its [[bin]] names.
+crate_targets() { sed -n '/^\[\[bin\]\]$/,/^$/s/^name = "\(.*\)"$/\1/p' "$1/Cargo.toml"; }
+# The fuzz crate that holds target $1.
+crate_of() {
+	local c
+	for c in "${crates[@]}"; do
+		crate_targets "$c" | grep -qx "$1" && echo "$c" && return
+	done
+	echo "fuzz: no target named $1 (scripts/fuzz.sh --list)" >&2
+	return 1
+}
+targets_all=$(for c in "${crates[@]}"; do crate_targets "$c"; done)
 if [[ ${1:-} == --list ]]; then
 	echo "$targets_all"
 	exit 0
@@ -52,6 +64,7 @@ if [[ ${1:-} =~ ^[0-9]+$ ]]; then
 	shift
 fi
 targets=${*:-$targets_all}
+for t in $targets; do crate_of "$t" >/dev/null || exit 2; done
 if [[ $seconds -eq 0 && -z $runs ]]; then
 	echo "== fuzz: skipped (NETPROBE_FUZZ_SECONDS=0)"
 	exit 0
@@ -68,9 +81,14 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
 echo "== fuzz: building $(wc -w <<<"$targets") targets (libfuzzer-sys, sancov via -Cpasses; $(rustc --version))"
-bins=()
-for t in $targets; do bins+=(--bin "$t"); done
-(cd "$crate" && cargo build --release --locked --target "$triple" --target-dir "$tdir" "${bins[@]}")
+for c in "${crates[@]}"; do
+	bins=()
+	for t in $targets; do
+		[[ $(crate_of "$t") == "$c" ]] && bins+=(--bin "$t")
+	done
+	[[ ${#bins[@]} -eq 0 ]] && continue
+	(cd "$c" && cargo build --release --locked --target "$triple" --target-dir "$tdir" "${bins[@]}")
+done
 "$root/scripts/fuzz-seeds.sh" "$tdir/seeds" 2>"$tdir/seeds.log" || {
 	cat "$tdir/seeds.log" >&2
 	exit 1
@@ -105,6 +123,7 @@ for t in $targets; do
 	seeds=()
 	real=
 	[[ ${NETPROBE_FUZZ_REAL_GO:-} == 1 ]] && real="$tdir/seeds/real/$t"
+	crate=$(crate_of "$t")
 	for d in "$crate/seeds/$t" "$crate/regressions/$t" "$tdir/seeds/$t" $real $(recorded "$t"); do
 		[[ -d $d ]] && seeds+=("$d")
 	done

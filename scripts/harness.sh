@@ -3,7 +3,7 @@
 #
 #   scripts/harness.sh docker               Docker end to end: starts the engine (docker-up.sh),
 #                                           fetches the .NET runtimes when the fetch script is
-#                                           there, runs `cargo test -p harness --test docker_e2e`
+#                                           there, runs the docker_sidecar_e2e and docker_checks_e2e tests
 #   scripts/harness.sh kernels [NAME...]    kernel matrix: every row, or the named ones
 #                                           (debian-6.1, debian-6.12, host); prints the table,
 #                                           writes target/harness-kernels/matrix.md
@@ -37,7 +37,7 @@ case "$cmd" in
         if [[ -x sample-app/dotnet/fetch-runtimes.sh ]]; then
             sample-app/dotnet/fetch-runtimes.sh >/dev/null
         fi
-        exec cargo test -p harness --test docker_e2e -- "$@"
+        exec cargo test -p harness --test docker_sidecar_e2e --test docker_checks_e2e -- "$@"
         ;;
     kernels)
         need_root

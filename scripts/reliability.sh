@@ -3,7 +3,8 @@
 #   1. coverage-guided fuzzing of every parser   scripts/fuzz.sh ${NETPROBE_FUZZ_SECONDS:-30}
 #   2. the kill soak                             scripts/soak.sh ${NETPROBE_SOAK_KILLS:-500}
 #      and the metrics soak                      scripts/soak-metrics.sh ${NETPROBE_METRICS_SOAK_SECS:-600}
-#   3. privilege, vanishing targets, hostile inputs: netprobe-cli/tests/reliability_e2e.rs
+#   3. privilege, vanishing targets, hostile inputs: netprobe-cli/tests/privilege_e2e.rs,
+#      vanishing_targets_e2e.rs, hostile_inputs_e2e.rs
 #   4. peak memory (max RSS, /usr/bin/time -v) of `netprobe symbols` on the largest inputs the
 #      tests fetch and on adversarial files built here
 #
@@ -11,7 +12,7 @@
 #                                     # --metrics at 10k calls/s): ~45 minutes
 #   scripts/reliability.sh memory     # step 4 only
 # The test command (scripts/test.sh) runs the short versions: fuzz 10 s/target, 20 kills, 20 s of
-# the metrics soak, and reliability_e2e.
+# the metrics soak, and those three test files.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -69,5 +70,5 @@ fi
 "$root/scripts/fuzz.sh" "${NETPROBE_FUZZ_SECONDS:-30}"
 "$root/scripts/soak.sh" "${NETPROBE_SOAK_KILLS:-500}"
 "$root/scripts/soak-metrics.sh" "${NETPROBE_METRICS_SOAK_SECS:-600}"
-cargo test --locked -p netprobe-cli --test reliability_e2e
+cargo test --locked -p netprobe-cli --test privilege_e2e --test vanishing_targets_e2e --test hostile_inputs_e2e
 memory

@@ -12,9 +12,12 @@ start=$(date +%s)
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
-cargo fmt --manifest-path netprobe-core/fuzz/Cargo.toml --check
-# The fuzz crate has its own lock file: check it matches the workspace now, not after the tests.
-cargo metadata --locked --format-version 1 --manifest-path netprobe-core/fuzz/Cargo.toml >/dev/null
+# The fuzz crates (one per crate they test) are not workspace members and have their own lock
+# files: check them now, not after the tests.
+for fuzz in netprobe-core/fuzz netprobe-cli/fuzz; do
+	cargo fmt --manifest-path $fuzz/Cargo.toml --check
+	cargo metadata --locked --format-version 1 --manifest-path $fuzz/Cargo.toml >/dev/null
+done
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== the engine without the command line: netprobe-cli --no-default-features (no clap)"
@@ -22,7 +25,7 @@ cargo clippy -p netprobe-cli --no-default-features --lib --examples --locked -- 
 echo "== cargo test --workspace"
 cargo test --workspace --locked --no-fail-fast
 
-# Coverage-guided fuzzing of every parser (netprobe-core/fuzz, figures in RELIABILITY.md), the
+# Coverage-guided fuzzing of every parser (netprobe-core/fuzz and netprobe-cli/fuzz, figures in RELIABILITY.md), the
 # short run: NETPROBE_FUZZ_SECONDS per target (default 10: about 3.5 minutes for the 20 targets,
 # plus about 2 minutes to build them the first time); 0 skips it, 600 is the long run.
 echo "== fuzz: every parser, ${NETPROBE_FUZZ_SECONDS:-10} s per target (scripts/fuzz.sh)"

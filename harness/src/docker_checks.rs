@@ -3,7 +3,7 @@
 //! host pid), while the test drives the app. Each row asserts hits == calls made and decoded
 //! arguments == values sent, read by [`crate::checks::evaluate`] like the kernel checks.
 //!
-//! To add a check, add a row to [`DOCKER_CHECKS`]; `tests/docker_e2e.rs` makes a trial of each.
+//! To add a check, add a row to [`DOCKER_CHECKS`]; `tests/docker_checks_e2e.rs` makes a trial of each.
 
 use crate::checks::{KernelCheck, Reading};
 

@@ -10,13 +10,13 @@
 //! it under CI=true.
 
 use fixtures::e2e::{self, err, json_lines, Need};
+use fixtures::netprobe;
 use serde_json::Value as Json;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const TRACEFS: &str = "/sys/kernel/tracing";
 const READLINE: &str = "System.IO.StreamReader::ReadLine()";
 const BLANK: &str = "System.String::IsNullOrWhiteSpace(string)";
@@ -48,8 +48,8 @@ fn input() -> String {
 /// Runs `netprobe ARGS` to the end with `stdin` as its (and its `-c` command's) standard input;
 /// the bundle extracts its native libraries into `extract`. Returns stdout and stderr; fails
 /// when netprobe fails or leaves anything in tracefs.
-fn netprobe(args: &[&str], stdin: &str, extract: &Path) -> Result<(String, String), String> {
-    let mut child = Command::new(NP)
+fn run_with_stdin(args: &[&str], stdin: &str, extract: &Path) -> Result<(String, String), String> {
+    let mut child = netprobe::command()
         .args(args)
         .env("DOTNET_BUNDLE_EXTRACT_BASE_DIR", extract)
         .stdin(Stdio::piped())
@@ -110,7 +110,7 @@ fn command_mode(mode: &str, specs: &[&str]) -> Result<(Vec<Json>, String), Strin
         &cmd,
     ];
     args.extend_from_slice(specs);
-    let (stdout, stderr) = netprobe(&args, &input(), extract.path())?;
+    let (stdout, stderr) = run_with_stdin(&args, &input(), extract.path())?;
     check_app_output(&stdout)?;
     Ok((json_lines(stdout.as_bytes()), stderr))
 }
@@ -194,7 +194,7 @@ fn count_on_a_running_bundle() -> Result<(), String> {
     }
     let mut run = || -> Result<(String, String, String), String> {
         // `offsets` (what calc-offsets.py printed from a crossgen map) places the method where `symbols` does.
-        let listed = Command::new(NP)
+        let listed = netprobe::command()
             .args([
                 "symbols",
                 &bundle("uncompressed")
@@ -213,7 +213,7 @@ fn count_on_a_running_bundle() -> Result<(), String> {
                     .map(|o| o.trim_start_matches("0x").to_string())
             })
             .ok_or("symbols listed no offset")?;
-        let placed = Command::new(NP)
+        let placed = netprobe::command()
             .args([
                 "offsets",
                 &pid.to_string(),
@@ -227,7 +227,7 @@ fn count_on_a_running_bundle() -> Result<(), String> {
             return Err(format!("offsets printed {placed:?}, symbols {offset}"));
         }
         let (np, stderr) = fixtures::live::spawn_until_live(
-            Command::new(NP).args([
+            netprobe::command().args([
                 "count",
                 "--json",
                 "--duration",
@@ -282,7 +282,7 @@ fn count_on_a_running_bundle() -> Result<(), String> {
 fn compressed_bundle_is_explained() -> Result<(), String> {
     let extract = tempfile::tempdir().map_err(err)?;
     let cmd = format!("{} version", bundle("compressed").display());
-    let mut child = Command::new(NP)
+    let mut child = netprobe::command()
         .args(["count", "-c", &cmd, READLINE])
         .env("DOTNET_BUNDLE_EXTRACT_BASE_DIR", extract.path())
         .stdout(Stdio::piped())
@@ -310,7 +310,7 @@ fn compressed_bundle_is_explained() -> Result<(), String> {
     }
     // Naming the assembly gets the per-entry explanation; so does a running bundle (-p).
     let refused = |args: &[&str], expect: &str| -> Result<(), String> {
-        let out = Command::new(NP).args(args).output().map_err(err)?;
+        let out = netprobe::command().args(args).output().map_err(err)?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         if out.status.code() != Some(1) || !stderr.contains(expect) {
             return Err(format!("{args:?}: {}: {stderr}", out.status));
@@ -353,7 +353,7 @@ fn compressed_bundle_is_explained() -> Result<(), String> {
 /// what can be probed.
 fn symbols_of_a_bundle() -> Result<(), String> {
     let run = |args: &[&str]| -> Result<String, String> {
-        let out = Command::new(NP)
+        let out = netprobe::command()
             .arg("symbols")
             .args(args)
             .output()
@@ -394,7 +394,7 @@ fn symbols_of_a_bundle() -> Result<(), String> {
 /// explanation and the publish option, not "no match" (exit 1, before anything is placed).
 fn app_code_is_explained() -> Result<(), String> {
     let cmd = format!("{} version", bundle("uncompressed").display());
-    let out = Command::new(NP)
+    let out = netprobe::command()
         .args([
             "count",
             "--dry-run",
@@ -428,7 +428,7 @@ fn tiering_guard_on_a_bundle() -> Result<(), String> {
         bundle("uncompressed").display()
     );
     let args = ["count", "--json", "--duration", "90s", "-c", &cmd, READLINE];
-    let (stdout, stderr) = netprobe(&args, &input(), extract.path())?;
+    let (stdout, stderr) = run_with_stdin(&args, &input(), extract.path())?;
     check_app_output(&stdout)?;
     if !stderr.contains("the command (.NET 10.0.13")
         || !stderr.contains("runs with tiered compilation on")
@@ -459,7 +459,7 @@ fn tiering_guard_on_a_bundle() -> Result<(), String> {
         let pid = app.id();
         let result =
             fixtures::live::wait_reading_stdin(pid, Duration::from_secs(60)).and_then(|_| {
-                let out = Command::new(NP)
+                let out = netprobe::command()
                     .args(["trace", "--dry-run", "-p", &pid.to_string(), READLINE])
                     .output()
                     .map_err(err)?;

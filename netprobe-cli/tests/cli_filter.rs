@@ -3,12 +3,8 @@
 //! with exit status 1 that say what is wrong and how to write it, and `--dry-run` shows the
 //! kernel filter text netprobe would write.
 
-use assert_cmd::Command;
+use fixtures::netprobe;
 use fixtures::CProgram;
-
-fn netprobe() -> Command {
-    Command::cargo_bin("netprobe").unwrap()
-}
 
 fn target() -> String {
     CProgram::new("filtered")
@@ -20,7 +16,7 @@ fn target() -> String {
 
 /// Runs netprobe expecting failure; returns stderr, checked to be one line without a panic.
 fn fails(args: &[&str]) -> String {
-    let out = netprobe().args(args).output().unwrap();
+    let out = netprobe::command().args(args).output().unwrap();
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{args:?} should exit 1: {err}");
     assert!(!err.contains("panicked"), "{err}");
@@ -99,7 +95,7 @@ fn bad_filters_are_one_line_errors_that_say_why() {
 #[test]
 fn dry_run_shows_the_kernel_filter_per_event() {
     let bin = target();
-    let out = netprobe()
+    let out = netprobe::command()
         .args([
             "trace",
             "--dry-run",
@@ -130,7 +126,7 @@ fn dry_run_shows_the_kernel_filter_per_event() {
 
 #[test]
 fn container_errors_need_no_engine_to_be_clear() {
-    let out = netprobe()
+    let out = netprobe::command()
         .args(["count", "--container", "web", "main.Add3"])
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
         .output()

@@ -2,13 +2,9 @@
 //! hold shell metacharacters, newlines and terminal escapes, at a path holding more of them
 //! (`fixtures::hostile`). Offline: no root, no tracefs.
 
-use assert_cmd::Command;
 use fixtures::hostile::{hostile_names_library, HOSTILE_NAMES};
+use fixtures::netprobe;
 use std::path::{Path, PathBuf};
-
-fn netprobe() -> Command {
-    Command::cargo_bin("netprobe").unwrap()
-}
 
 /// The hostile library copied to `dir/NAME/libhostile.so`.
 fn library_in(dir: &Path, name: &str) -> PathBuf {
@@ -56,7 +52,7 @@ fn dry_run_script_replayed_through_sh_runs_no_name_or_path() {
     let lib = library_in(tmp.path(), "d'$(touch${IFS}mpath)'`touch${IFS}mtick`;x");
     let lib_text = lib.to_str().unwrap();
     for mode in ["trace", "count", "latency"] {
-        let out = netprobe()
+        let out = netprobe::command()
             .args([mode, "--dry-run", &format!("{lib_text}:*")])
             .output()
             .unwrap();
@@ -146,7 +142,11 @@ fn dry_run_script_replayed_through_sh_runs_no_name_or_path() {
 #[test]
 fn symbols_table_escapes_control_characters_of_names() {
     let lib = hostile_names_library();
-    let out = netprobe().arg("symbols").arg(&lib).output().unwrap();
+    let out = netprobe::command()
+        .arg("symbols")
+        .arg(&lib)
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let bad: Vec<u8> = out
         .stdout
@@ -163,7 +163,7 @@ fn symbols_table_escapes_control_characters_of_names() {
         "a name's newline started a line:\n{text}"
     );
     // A pattern that matches nothing: the error names the nearest functions, escaped too.
-    let out = netprobe()
+    let out = netprobe::command()
         .arg("symbols")
         .arg(&lib)
         .arg("np_e]0")
@@ -180,7 +180,7 @@ fn dry_run_error(mode: &str, dir: &str) -> String {
     let tmp = tempfile::tempdir().unwrap();
     let lib = library_in(tmp.path(), dir);
     let spec = format!("{}:np_plain", lib.display());
-    let out = netprobe()
+    let out = netprobe::command()
         .args([mode, "--dry-run", &spec])
         .output()
         .unwrap();

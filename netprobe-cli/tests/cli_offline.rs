@@ -1,12 +1,8 @@
 //! The CLI on files and recorded maps (no root needed): output formats and error messages.
 
-use assert_cmd::Command;
+use fixtures::netprobe;
 use fixtures::{recorded, CProgram};
 use std::path::PathBuf;
-
-fn netprobe() -> Command {
-    Command::cargo_bin("netprobe").unwrap()
-}
 
 fn offsets_program() -> PathBuf {
     CProgram::new("offsets")
@@ -16,7 +12,7 @@ fn offsets_program() -> PathBuf {
 
 /// Runs netprobe expecting failure; returns stderr, checked to be one line without a panic.
 fn fails(args: &[&str]) -> String {
-    let out = netprobe().args(args).output().unwrap();
+    let out = netprobe::command().args(args).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{args:?} should exit 1");
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(!err.contains("panicked"), "{err}");
@@ -27,7 +23,7 @@ fn fails(args: &[&str]) -> String {
 
 #[test]
 fn offsets_reproduces_calc_offsets_listing_line_for_line() {
-    let out = netprobe()
+    let out = netprobe::command()
         .args(["offsets", "112", "sample-netcore-app.ni.exe", "--maps"])
         .arg(recorded("maps/dotnet22-crossgen-sample-netcore-app.maps"))
         .arg("--map")
@@ -44,7 +40,7 @@ fn offsets_reproduces_calc_offsets_listing_line_for_line() {
 
 #[test]
 fn offsets_pattern_selects_type_method_without_signature() {
-    let out = netprobe()
+    let out = netprobe::command()
         .args([
             "offsets",
             "112",
@@ -67,7 +63,7 @@ fn offsets_pattern_selects_type_method_without_signature() {
 
 #[test]
 fn offsets_explain_on_net8_names_the_shared_mapping_trap() {
-    let out = netprobe()
+    let out = netprobe::command()
         .args([
             "offsets",
             "1",
@@ -93,7 +89,7 @@ fn offsets_explain_on_net8_names_the_shared_mapping_trap() {
 #[test]
 fn symbols_table_and_json() {
     let bin = offsets_program();
-    let out = netprobe()
+    let out = netprobe::command()
         .arg("symbols")
         .arg(&bin)
         .arg("np_*")
@@ -104,7 +100,7 @@ fn symbols_table_and_json() {
     insta::with_settings!({filters => vec![(r"0x[0-9a-f]+", "[HEX]"), (r" +[0-9]+ ", " [SIZE] ")]}, {
         insta::assert_snapshot!(text);
     });
-    let out = netprobe()
+    let out = netprobe::command()
         .arg("symbols")
         .arg(&bin)
         .arg("np_far_function")
@@ -124,10 +120,10 @@ fn symbols_table_and_json() {
 fn reader_closing_the_pipe_ends_quietly() {
     use std::io::BufRead;
     // netprobe's own symbol table lists far more than a pipe and the output buffer hold.
-    let own = assert_cmd::cargo::cargo_bin("netprobe");
+    let own = netprobe::bin();
     for json in [false, true] {
-        let mut cmd = std::process::Command::new(&own);
-        cmd.arg("symbols").arg(&own);
+        let mut cmd = std::process::Command::new(own);
+        cmd.arg("symbols").arg(own);
         if json {
             cmd.arg("--json");
         }
@@ -197,7 +193,7 @@ fn errors_are_one_line_with_cause_and_fix() {
 #[test]
 fn offsets_live_on_own_process_libc() {
     let pid = std::process::id().to_string();
-    let out = netprobe()
+    let out = netprobe::command()
         .args(["offsets", &pid, "c", "malloc"])
         .output()
         .unwrap();
@@ -229,7 +225,7 @@ fn image_without_executable_mapping() {
 /// Reading another user's process maps needs ptrace access: as root, drop to nobody first.
 #[test]
 fn permission_denied_names_the_fix() {
-    let np = assert_cmd::cargo::cargo_bin("netprobe");
+    let np = netprobe::bin();
     let is_root = std::fs::read_to_string("/proc/self/status")
         .unwrap()
         .lines()
@@ -237,10 +233,10 @@ fn permission_denied_names_the_fix() {
     let mut cmd = if is_root {
         let mut c = std::process::Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&np);
+            .arg(np);
         c
     } else {
-        std::process::Command::new(&np)
+        std::process::Command::new(np)
     };
     let out = cmd.args(["offsets", "1", "libc.so.6"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -261,7 +257,7 @@ fn function_without_file_offset_says_why() {
     use netprobe_core::addr::VirtAddr;
     let bin = CProgram::new("code_in_data").flags(&["-O1"]).build();
     let path = bin.to_str().unwrap();
-    let out = netprobe()
+    let out = netprobe::command()
         .args(["symbols", path, "np_in_data"])
         .output()
         .unwrap();
@@ -273,7 +269,7 @@ fn function_without_file_offset_says_why() {
             && text.contains("lies in a segment that is not executable (data)"),
         "{text}"
     );
-    let out = netprobe()
+    let out = netprobe::command()
         .args(["symbols", path, "np_in_data", "--json"])
         .output()
         .unwrap();
@@ -324,7 +320,7 @@ fn function_without_file_offset_says_why() {
             && e.contains("--unsafe-offset places it anyway"),
         "{e}"
     );
-    let out = netprobe()
+    let out = netprobe::command()
         .args(["trace", "--dry-run", "--unsafe-offset", &raw])
         .output()
         .unwrap();
@@ -372,7 +368,7 @@ fn image_id(path: &std::path::Path) -> String {
 #[test]
 fn each_image_is_opened_and_parsed_once_per_run() {
     let check = |args: &[&str], must_see: &std::path::Path| {
-        let out = netprobe()
+        let out = netprobe::command()
             .args(args)
             .env("NETPROBE_PARSE_STATS", "1")
             .output()
@@ -481,7 +477,7 @@ fn each_image_is_opened_and_parsed_once_per_run() {
 /// the text table has a header and one row per JSON object.
 #[test]
 fn ps_lists_user_processes_and_skips_kernel_threads() {
-    let out = netprobe().args(["ps", "--json"]).output().unwrap();
+    let out = netprobe::command().args(["ps", "--json"]).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -500,7 +496,7 @@ fn ps_lists_user_processes_and_skips_kernel_threads() {
     let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
     assert_eq!(me["comm"], comm.trim_end(), "{me}");
     assert!(entries.iter().all(|e| e["pid"] != 2), "kthreadd listed");
-    let text = netprobe().arg("ps").output().unwrap();
+    let text = netprobe::command().arg("ps").output().unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
@@ -555,7 +551,7 @@ fn stack_flags_bad_inputs_are_one_line_errors() {
         &["trace", "--folded", "f", "/bin/true:main"][..],
         &["trace", "--stack", "--stack-depth", "x", "/bin/true:main"][..],
     ] {
-        let out = netprobe().args(args).output().unwrap();
+        let out = netprobe::command().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     }
@@ -637,7 +633,7 @@ fn metrics_bad_inputs_are_one_line_errors() {
         "{err}"
     );
     // trace has no --metrics: clap refuses it (exit 2), no panic.
-    let out = netprobe()
+    let out = netprobe::command()
         .args(["trace", "--metrics", "127.0.0.1:9464", "/bin/true:main"])
         .output()
         .unwrap();

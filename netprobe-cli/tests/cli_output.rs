@@ -1,7 +1,15 @@
 //! Output formats: dry-run (uprobe_events lines, perf probe, bpftrace) through the real binary, and
-//! trace/count/latency rendering of decoded hits. Snapshots filter paths, pids and offsets.
+//! trace/count/latency rendering of decoded hits.
+//!
+//! Snapshots mask only what changes from run to run: the tracee's path (built at test time, its
+//! name carrying a content hash) and the session names (pids). Offsets stay: an offset into the
+//! tracee is written `[FUNCTION]` only where it is that function's file offset by tools netprobe
+//! did not write (`nm` and `readelf -sW` agree on its address, `readelf -lW` maps it to the file:
+//! `fixtures::binutils`); any other offset is kept as netprobe printed it, so a wrong one changes
+//! the snapshot.
 
 use assert_cmd::Command;
+use fixtures::tracee;
 use netprobe_cli::backend::Lost;
 use netprobe_cli::plan::{
     ArgRequest, FunctionPlan, Hit, PairingKey, ProbePlan, Returns, Role, Value,
@@ -10,25 +18,10 @@ use netprobe_cli::sinks::{Counter, Format, Latency, Sink, TaskInfo, TracePrinter
 use netprobe_core::abi::{CallingConvention, IntType as FetchType, ValueType as ArgType};
 use netprobe_core::addr::FileOffset;
 
-/// Built once per test process: the fixture builder names its temporary file by pid, so two test
-/// threads building the same fixture at once would collide.
-fn tracee() -> String {
-    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        fixtures::CProgram::new("tracee")
-            .flags(&["-O2"])
-            .build()
-            .display()
-            .to_string()
-    })
-    .clone()
-}
-
 fn filters(bin: &str) -> Vec<(String, String)> {
     vec![
         (fixtures::live::regex_escape(bin), "[TRACEE]".into()),
         (r"netprobe_\d+_\d+".into(), "netprobe_[SESSION]".into()),
-        (r":0x[0-9a-f]+".into(), ":[OFFSET]".into()),
         // The fixture's file name carries a content hash.
         (r"tracee[-_][0-9a-f]{16}".into(), "tracee-[HASH]".into()),
     ]
@@ -48,19 +41,47 @@ fn dry_run(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `out` with each `:0x…` offset that is the file offset of a function of `bin`, by
+/// [`fixtures::binutils::agreed_function_offsets`], written `:[FUNCTION]`; other offsets as they
+/// are.
+fn name_offsets(out: &str, bin: &str) -> String {
+    let functions = fixtures::binutils::agreed_function_offsets(std::path::Path::new(bin))
+        .unwrap_or_else(|e| panic!("nm/readelf on {bin}: {e}"));
+    let mut named = String::with_capacity(out.len());
+    let mut rest = out;
+    while let Some(at) = rest.find(":0x") {
+        named.push_str(&rest[..at]);
+        let digits = rest[at + 3..]
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(rest.len() - at - 3);
+        let hex = &rest[at + 3..at + 3 + digits];
+        match u64::from_str_radix(hex, 16)
+            .ok()
+            .and_then(|o| functions.get(&o))
+        {
+            Some(name) => named.push_str(&format!(":[{name}]")),
+            None => named.push_str(&rest[at..at + 3 + digits]),
+        }
+        rest = &rest[at + 3 + digits..];
+    }
+    named.push_str(rest);
+    named
+}
+
 macro_rules! snap {
     ($name:expr, $bin:expr, $value:expr) => {{
+        let value = name_offsets(&$value, $bin);
         let f = filters($bin);
         let refs: Vec<(&str, &str)> = f.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
         insta::with_settings!({filters => refs}, {
-            insta::assert_snapshot!($name, $value);
+            insta::assert_snapshot!($name, value);
         });
     }};
 }
 
 #[test]
 fn dry_run_trace_with_command() {
-    let bin = tracee();
+    let bin = tracee::path();
     let cmd = format!("{bin} now 3");
     let out = dry_run(&[
         "trace",
@@ -75,14 +96,14 @@ fn dry_run_trace_with_command() {
 
 #[test]
 fn dry_run_count_system_wide() {
-    let bin = tracee();
+    let bin = tracee::path();
     let out = dry_run(&["count", "--dry-run", &format!("{bin}:np_*")]);
     snap!("dry_run_count_system_wide", &bin, out);
 }
 
 #[test]
 fn dry_run_latency_with_pid() {
-    let bin = tracee();
+    let bin = tracee::path();
     let out = dry_run(&[
         "latency",
         "--dry-run",
@@ -97,7 +118,7 @@ fn dry_run_latency_with_pid() {
 /// a call graph to perf, and `ustack` to bpftrace.
 #[test]
 fn dry_run_count_with_stacks() {
-    let bin = tracee();
+    let bin = tracee::path();
     let out = dry_run(&[
         "count",
         "--stack",
@@ -111,7 +132,7 @@ fn dry_run_count_with_stacks() {
 
 #[test]
 fn dry_run_persistent_probe() {
-    let bin = tracee();
+    let bin = tracee::path();
     let out = dry_run(&[
         "probe",
         "add",

@@ -6,10 +6,10 @@
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::Waiting;
-use std::process::{Command, Output};
+use fixtures::netprobe;
+use std::process::Command;
 use std::time::Duration;
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const TRACEFS: &str = "/sys/kernel/tracing";
 /// Workload rounds: Add3(i, 10i, 100i) for i = 0..ROUNDS-1.
 const ROUNDS: i64 = 5;
@@ -22,10 +22,6 @@ fn text(b: &[u8]) -> String {
 
 fn h<T>(r: anyhow::Result<T>) -> Result<T, String> {
     r.map_err(|e| format!("{e:#}"))
-}
-
-fn netprobe(args: &[&str]) -> Result<Output, String> {
-    Command::new(NP).args(args).output().map_err(err)
 }
 
 /// `count --json` counts of `function`.
@@ -92,7 +88,7 @@ fn sample_app_traced_by_container_name() -> R {
             args.extend(["--filter".into(), f.into()]);
         }
         let (child, stderr) = fixtures::live::spawn_until_live(
-            Command::new(NP).args(&args),
+            netprobe::command().args(&args),
             Duration::from_secs(120),
         )?;
         let np_pid = child.id();
@@ -124,7 +120,7 @@ fn container_errors_are_one_line() -> R {
     h(harness::docker::ensure_engine())?;
     let owner = harness::owner::Owner::current();
     let missing = owner.container_name("filters-none");
-    let out = netprobe(&["count", "--container", &missing, "main.Add3"])?;
+    let out = netprobe::output(&["count", "--container", &missing, "main.Add3"])?;
     let stderr = text(&out.stderr);
     if out.status.success()
         || stderr.lines().count() != 1
@@ -144,7 +140,7 @@ fn container_errors_are_one_line() -> R {
         image.reference(),
         "/app/sampleapp",
     ]))?;
-    let out = netprobe(&["trace", "--container", created.name(), "main.Add3"])?;
+    let out = netprobe::output(&["trace", "--container", created.name(), "main.Add3"])?;
     let stderr = text(&out.stderr);
     if out.status.success()
         || stderr.lines().count() != 1
@@ -152,7 +148,7 @@ fn container_errors_are_one_line() -> R {
     {
         return Err(format!("created container: {stderr}"));
     }
-    let out = Command::new(NP)
+    let out = netprobe::command()
         .args(["latency", "--container", "web", "main.Add3"])
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
         .output()

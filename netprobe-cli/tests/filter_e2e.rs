@@ -10,12 +10,12 @@
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::Waiting;
+use fixtures::netprobe;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const TRACEFS: &str = "/sys/kernel/tracing";
 /// Calls of the main thread: np_value(i % 10) and np_name(NAMES[i % 4]) for i = 0..N-1.
 const N: usize = 100;
@@ -131,7 +131,7 @@ fn around_filtered_in(args: &[&str], scoped: bool) -> Result<Around, String> {
     }
     full.extend(["--duration".into(), "60s".into()]);
     let (child, stderr) =
-        fixtures::live::spawn_until_live(Command::new(NP).args(&full), Duration::from_secs(60))?;
+        fixtures::live::spawn_until_live(netprobe::command().args(&full), Duration::from_secs(60))?;
     let np_pid = child.id();
     let done = target.go()?;
     if !done.starts_with("done") {
@@ -397,17 +397,13 @@ fn go_bin() -> PathBuf {
         .join("sampleapp-default")
 }
 
-fn netprobe(args: &[&str]) -> Result<Output, String> {
-    Command::new(NP).args(args).output().map_err(err)
-}
-
 /// A Go argument by name: Add3's `b` (10i) and Classify's `v` on the register ABI; a Go string
 /// argument is refused with the reason.
 fn go_arguments_by_name() -> R {
     let bin = go_bin();
     let b = bin.display();
     let cmd = format!("{b} workload -n {ROUNDS}");
-    let out = netprobe(&[
+    let out = netprobe::output(&[
         "count",
         "--json",
         "-c",
@@ -427,7 +423,7 @@ fn go_arguments_by_name() -> R {
             text(&out.stderr)
         ));
     }
-    let out = netprobe(&[
+    let out = netprobe::output(&[
         "count",
         "--json",
         "-c",
@@ -441,7 +437,7 @@ fn go_arguments_by_name() -> R {
         return Err(format!("Classify: {stdout} {}", text(&out.stderr)));
     }
     // Classify's four RETs (one uprobe each, sharing one event) return -1, 0, 1, 2.
-    let out = netprobe(&[
+    let out = netprobe::output(&[
         "count",
         "--json",
         "-c",
@@ -457,7 +453,7 @@ fn go_arguments_by_name() -> R {
     {
         return Err(format!("Classify returns: {stdout} {stderr}"));
     }
-    let out = netprobe(&[
+    let out = netprobe::output(&[
         "count",
         "-c",
         &cmd,
@@ -494,7 +490,7 @@ fn dotnet_string_filter_is_refused() -> R {
         root.join("dotnet").display(),
         app.display()
     );
-    let out = netprobe(&[
+    let out = netprobe::output(&[
         "trace",
         "--keep-r2r",
         "-c",
@@ -556,12 +552,12 @@ fn persistent_probe_gets_the_filter() -> R {
     let bin = filtered();
     let spec = format!("{}:np_value n=s32", bin.display());
     let group = "nptest_filters_persist";
-    let out = netprobe(&[
+    let out = netprobe::output(&[
         "probe", "add", "--group", group, &spec, "--filter", "n >= 7",
     ])?;
     let stdout = text(&out.stdout);
     let filter = std::fs::read_to_string(format!("{TRACEFS}/events/{group}/np_value_e0/filter"));
-    let removed = netprobe(&["probe", "remove", "--group", group])?;
+    let removed = netprobe::output(&["probe", "remove", "--group", group])?;
     if !out.status.success()
         || filter.as_ref().ok().map(|f| f.trim()) != Some("n >= 7")
         || !stdout.contains(&format!("perf record -e '{group}:*' --filter 'n >= 7' -a"))
@@ -572,7 +568,7 @@ fn persistent_probe_gets_the_filter() -> R {
             text(&out.stderr)
         ));
     }
-    let out = netprobe(&[
+    let out = netprobe::output(&[
         "probe",
         "add",
         "--group",

@@ -9,12 +9,12 @@
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::{spawn_until_live, Waiting};
+use fixtures::netprobe;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const NEEDS: &[Need] = &[Need::Root, Need::Tracefs, Need::CCompiler];
 /// The host's C library: the file a hostile target points its library's path at.
 const HOST_LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
@@ -32,7 +32,7 @@ fn text(b: &[u8]) -> String {
 }
 
 fn np(args: &[&str]) -> Result<Output, String> {
-    Command::new(NP).args(args).output().map_err(err)
+    netprobe::command().args(args).output().map_err(err)
 }
 
 /// Device and inode of what `path` opens.
@@ -90,7 +90,7 @@ fn probes_the_mapped_file(target: &mut Waiting, lib_copy: &Path) -> Result<(), S
         ));
     }
     let (child, stderr) = spawn_until_live(
-        Command::new(NP).args(["count", "-p", &pid, "libnp.so:np_add", "--duration", "20s"]),
+        netprobe::command().args(["count", "-p", &pid, "libnp.so:np_add", "--duration", "20s"]),
         Duration::from_secs(30),
     )?;
     let done = target.go()?;
@@ -224,7 +224,7 @@ fn runtimeconfig_device_or_fifo() -> Result<(), String> {
         )?;
         let pid = target.pid().to_string();
         let start = Instant::now();
-        let mut child = Command::new(NP)
+        let mut child = netprobe::command()
             .args(["ps", "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

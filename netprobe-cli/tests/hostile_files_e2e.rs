@@ -8,13 +8,13 @@
 //! programs (`python3`): they map a file (so `netprobe ps` reads it) and then change it.
 
 use fixtures::e2e::{self, err, text, Need};
+use fixtures::netprobe;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const NOBODY: u32 = 65534;
 
 /// What a hostile process does with the file it maps: `MODE SRC DST [...]`. `shrink` cuts DST to
@@ -59,7 +59,7 @@ fn nobodys_dir(tag: &str) -> Result<tempfile::TempDir, String> {
 fn large_elf_in(dir: &Path) -> Result<PathBuf, String> {
     use std::os::unix::fs::PermissionsExt;
     let orig = dir.join("orig");
-    std::fs::copy(NP, &orig).map_err(err)?;
+    std::fs::copy(netprobe::bin(), &orig).map_err(err)?;
     std::fs::set_permissions(&orig, std::fs::Permissions::from_mode(0o644)).map_err(err)?;
     Ok(orig)
 }
@@ -111,7 +111,7 @@ impl Drop for Hostile {
 
 /// Runs netprobe with `args`, killing it after `limit`: `Err` when it took longer.
 fn np_within(args: &[&str], limit: Duration) -> Result<Output, String> {
-    let child = Command::new(NP)
+    let child = netprobe::command()
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -450,7 +450,7 @@ fn symbols_refused_within_bounds(
     let start = Instant::now();
     let out = Command::new("prlimit")
         .arg(format!("--as={}", 1u64 << 30))
-        .arg(NP)
+        .arg(netprobe::bin())
         .arg("symbols")
         .arg(file)
         .args(pattern)

@@ -10,23 +10,18 @@
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::{free_loopback_port, Waiting};
+use fixtures::netprobe;
 use fixtures::prometheus::Prometheus;
-use std::path::PathBuf;
+use fixtures::tracee;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const TRACEFS: &str = "/sys/kernel/tracing";
 /// Calls the target makes.
 const N: u64 = 137;
 
 type R = Result<(), String>;
-
-fn tracee() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| fixtures::CProgram::new("tracee").flags(&["-O2"]).build())
-        .clone()
-}
 
 /// Runs `netprobe MODE --metrics 127.0.0.1:PORT` on one run of `tracee stdin N` with Prometheus
 /// scraping it; after the calls, `queries` (with PID and SELF replaced by the target's pid and
@@ -49,12 +44,12 @@ fn scraped_by(
     scheme: &str,
     also: &dyn Fn(&Prometheus) -> R,
 ) -> R {
-    let bin = tracee();
+    let bin = tracee::bin();
     let mut target = Waiting::start(Command::new(&bin).args(["stdin", &N.to_string()]))?;
     let pid = target.pid().to_string();
     let spec = format!("{}:np_add", bin.display());
     let (child, stderr) = fixtures::live::spawn_until_live(
-        Command::new(NP)
+        netprobe::command()
             .args([
                 mode,
                 "--metrics",
@@ -435,7 +430,7 @@ fn restarted(role: &str, end: End) -> R {
     let first_pid = pid_of()?;
     let port = free_loopback_port()?;
     let prom = Prometheus::start(port)?;
-    let mut child = Command::new(NP)
+    let mut child = netprobe::command()
         .args([
             "latency",
             "--metrics",
@@ -561,7 +556,7 @@ fn restarted(role: &str, end: End) -> R {
 /// the error, when a trial running alongside had just killed a netprobe).
 fn port_in_use_is_one_line_and_leaves_nothing() -> R {
     use std::os::unix::fs::MetadataExt;
-    let bin = tracee();
+    let bin = tracee::bin();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").map_err(err)?;
     let port = taken.local_addr().map_err(err)?.port();
     // A dead session's instance: named after a process that has exited.
@@ -579,7 +574,7 @@ fn port_in_use_is_one_line_and_leaves_nothing() -> R {
 
 fn port_in_use_run(bin: &std::path::Path, port: u16) -> R {
     let target = Waiting::start(Command::new(bin).args(["stdin", "1"]))?;
-    let child = Command::new(NP)
+    let child = netprobe::command()
         .args(["count", "--metrics", &format!("127.0.0.1:{port}"), "-p"])
         .arg(target.pid().to_string())
         .arg(format!("{}:np_add", bin.display()))
@@ -610,7 +605,7 @@ fn main() {
     let needs = fixtures::prometheus::needs_with_tracing();
     // Build once, before the trials run in threads.
     if e2e::unmet(&needs).is_none() {
-        tracee();
+        tracee::bin();
     }
     let c = vec![Need::Root, Need::Tracefs, Need::CCompiler];
     let restart = [

@@ -15,11 +15,11 @@
 
 use fixtures::e2e::{self, err};
 use fixtures::live::{free_loopback_port, Waiting};
+use fixtures::netprobe;
 use fixtures::prometheus::Prometheus;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const TRACEFS: &str = "/sys/kernel/tracing";
 /// How much netprobe's RSS may grow after the warm-up: a leak of one byte per call is 4.8 MB
 /// over the 8 minutes after the 10-minute run's warm-up; what does not leak but stays is the
@@ -59,7 +59,7 @@ fn metrics_soak_counts_every_call_in_flat_memory() -> R {
     let mut target = Waiting::start(Command::new(&bin).args([rate.to_string(), secs.to_string()]))?;
     let pid = target.pid();
     let (child, stderr) = fixtures::live::spawn_until_live(
-        Command::new(NP).args([
+        netprobe::command().args([
             "latency",
             "--metrics",
             &format!("127.0.0.1:{port}"),

@@ -8,20 +8,14 @@
 //! it.
 
 use fixtures::e2e::{self, err, Need};
-use std::path::PathBuf;
+use fixtures::netprobe;
+use fixtures::tracee;
 use std::process::Command;
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const TRACEFS: &str = "/sys/kernel/tracing";
 const SECS: u64 = 2;
 
 type R = Result<(), String>;
-
-fn tracee() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| fixtures::CProgram::new("tracee").flags(&["-O2"]).build())
-        .clone()
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -54,14 +48,14 @@ fn estimated_share(stderr: &str) -> Option<f64> {
 /// `count --interval 1` on fast_tick: the estimate it prints for the session is within 2x of
 /// the CPU time the target spent beyond its calls' own (measured alone in the same run).
 fn estimate_is_within_2x_of_the_measured_cost() -> R {
-    let bin = tracee().display().to_string();
+    let bin = tracee::bin().display().to_string();
     let alone = Command::new(&bin)
         .args(["fastspin", &SECS.to_string()])
         .output()
         .map_err(err)?;
     let (calls0, cpu0) = summary(&text(&alone.stdout)).ok_or("no summary alone")?;
     let per_call = cpu0 / calls0 as f64;
-    let out = Command::new(NP)
+    let out = netprobe::command()
         .args(["count", "--interval", "1", "-c"])
         .arg(format!("{bin} fastspin {SECS}"))
         .arg(format!("{bin}:fast_tick"))
@@ -93,9 +87,9 @@ fn estimate_is_within_2x_of_the_measured_cost() -> R {
 /// taken out after the first window of at most a second, said on stderr with its rate and cost;
 /// the target runs on uncounted; nothing is left registered.
 fn max_overhead_removes_the_probe_within_a_second() -> R {
-    let bin = tracee().display().to_string();
+    let bin = tracee::bin().display().to_string();
     let secs = 3;
-    let np = Command::new(NP)
+    let np = netprobe::command()
         .args(["count", "--max-overhead", "1%", "-c"])
         .arg(format!("{bin} fastspin {secs}"))
         .arg(format!("{bin}:fast_tick"))
@@ -147,8 +141,8 @@ fn max_overhead_removes_the_probe_within_a_second() -> R {
 /// `--max-overhead` with a host-wide session is refused: its probes trap in every process that
 /// maps the file, not only in targets a budget could speak for.
 fn max_overhead_needs_targets() -> R {
-    let bin = tracee().display().to_string();
-    let out = Command::new(NP)
+    let bin = tracee::bin().display().to_string();
+    let out = netprobe::command()
         .args(["count", "--max-overhead", "1%"])
         .arg(format!("{bin}:fast_tick"))
         .output()

@@ -9,13 +9,13 @@
 //! from `--dry-run` and the instruction there is checked in `objdump -d` / `go tool objdump`.
 
 use fixtures::e2e::{self, err, text, Need};
+use fixtures::netprobe;
 use fixtures::objdump::CodeAt;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 /// Calls per function in one run of a target.
 const N: i64 = 60;
 
@@ -39,14 +39,9 @@ fn go_bin() -> Result<PathBuf, String> {
         .clone()
 }
 
-fn netprobe(args: &[&str]) -> Result<std::process::Output, String> {
-    let out = Command::new(NP).args(args).output().map_err(err)?;
-    e2e::succeeded(out, &args.join(" "))
-}
-
 /// `(address, file offset)` of `name` in `bin`, as `netprobe symbols --json` lists it.
 fn symbol(bin: &Path, name: &str) -> Result<(u64, u64), String> {
-    let out = netprobe(&["symbols", "--json", &bin.display().to_string(), name])?;
+    let out = netprobe::output_ok(&["symbols", "--json", &bin.display().to_string(), name])?;
     let hex = |v: &Json| {
         v.as_str()
             .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
@@ -64,7 +59,7 @@ fn symbol(bin: &Path, name: &str) -> Result<(u64, u64), String> {
 fn dry_run_entries(args: &[&str]) -> Result<BTreeMap<String, (u64, String)>, String> {
     let mut full = vec![args[0], "--dry-run"];
     full.extend(&args[1..]);
-    let out = netprobe(&full)?;
+    let out = netprobe::output_ok(&full)?;
     let s = text(&out.stdout);
     let mut offsets = Vec::new();
     // `echo 'LINE' >> ...`, or `printf '%s\n' 'LINE' >> ...` for a line with a backslash.
@@ -234,7 +229,7 @@ fn c_trace_arguments_with_and_without_the_move() -> R {
         {
             return Err(format!("pp_loop: {}", entries["pp_loop"].1));
         }
-        let out = netprobe(&args)?;
+        let out = netprobe::output_ok(&args)?;
         let hits = traced_args(&out.stdout);
         let want = |f: fn(i64) -> Vec<i64>| (1..=N).map(f).collect::<Vec<_>>();
         let expect: [Expected; 4] = [
@@ -281,7 +276,7 @@ fn c_count_and_latency_with_and_without_the_move() -> R {
                 ("pp_argwrite", d(4), if exact { "lea" } else { "push" }),
             ],
         )?;
-        let counts = counted(&netprobe(&args)?.stdout)?;
+        let counts = counted(&netprobe::output_ok(&args)?.stdout)?;
         for name in ["pp_sum", "pp_endbr", "pp_loop", "pp_argwrite"] {
             if counts.get(name) != Some(&(N as u64)) {
                 return Err(format!(
@@ -295,7 +290,7 @@ fn c_count_and_latency_with_and_without_the_move() -> R {
         if exact {
             lat.push("--exact-entry");
         }
-        let out = netprobe(&lat)?;
+        let out = netprobe::output_ok(&lat)?;
         for name in ["pp_sum", "pp_endbr", "pp_loop", "pp_argwrite"] {
             let found = text(&out.stdout)
                 .lines()
@@ -350,7 +345,7 @@ fn go_trace_arguments_with_and_without_the_move() -> R {
         if !exact && !entries["main_Scale"].1.contains("kept:") {
             return Err(format!("Scale: {}", entries["main_Scale"].1));
         }
-        let out = netprobe(&args)?;
+        let out = netprobe::output_ok(&args)?;
         let hits = traced_args(&out.stdout);
         let mut fib: Vec<i64> = values(&hits, "main.Fib", &["n"]).concat();
         fib.sort_unstable();

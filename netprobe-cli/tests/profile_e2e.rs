@@ -7,40 +7,22 @@
 //!   a thread started after netprobe attached is sampled too (`-c`, from the first instruction).
 //! - `fixtures/c/prologue_target.c` samples mostly where a frame-pointer walk skips the caller (a
 //!   frameless leaf, a function's first instruction and `ret`): every stack is still exact.
-//! - The Go sample app, stripped, serving CPU-bound `/spin` requests: the top frame is
-//!   `main.Spin`, under `main.SpinHandler` and `net/http.(*conn).serve`; every Go function named is one
-//!   `go tool nm` lists in the unstripped build of the same source.
 //! - The flame graph SVG renders in headless Chromium (PNG kept under
 //!   `target/profile-artifacts/`) and holds the frames' titles.
-//! - .NET 8 (the IL sample app's `spin` mode): CoreLib's ReadyToRun frames named as `netprobe
-//!   symbols` prints them; the JIT-compiled frames named from the runtime's perf map when
-//!   `DOTNET_PerfMapEnabled=1` (tiering default), unknown with a note saying how to name them
-//!   otherwise.
 //! - `--dry-run` prints perf's command line; a missing pid is a one-line error.
+//!
+//! Go and .NET programs: `profile_go_e2e.rs`, `profile_dotnet_e2e.rs`.
 
 use fixtures::e2e::{self, err, succeeded, text, Need};
-use fixtures::live::{http_get, GoSampleServer, Waiting};
+use fixtures::live::Waiting;
 use fixtures::CProgram;
+use fixtures::{netprobe, profile};
 use serde_json::Value as Json;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::Duration;
-
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
+use std::process::Command;
 
 type R = Result<(), String>;
-
-/// The JSON object of a `profile --json -c` run: the last line (the command's own output
-/// shares stdout).
-fn profile_json(out: &Output) -> Result<Json, String> {
-    text(&out.stdout)
-        .lines()
-        .rfind(|l| l.starts_with('{'))
-        .ok_or("no JSON line")
-        .and_then(|l| serde_json::from_str(l).map_err(|_| "bad JSON line"))
-        .map_err(err)
-}
 
 /// A C fixture built for frame-pointer walks: frame pointers kept and no tail calls (a function
 /// must keep its frame while it calls; see the sources).
@@ -61,7 +43,7 @@ fn target_c() -> PathBuf {
 
 /// `netprobe profile --json -p PID --duration D -F 1999` and `extra` arguments; its JSON.
 fn profile_pid(pid: u32, duration: &str, extra: &[&std::ffi::OsStr]) -> Result<Json, String> {
-    let out = Command::new(NP)
+    let out = netprobe::command()
         .args(["profile", "-p", &pid.to_string(), "--duration", duration])
         .args(["-F", "1999", "--json"])
         .args(extra)
@@ -69,45 +51,6 @@ fn profile_pid(pid: u32, duration: &str, extra: &[&std::ffi::OsStr]) -> Result<J
         .map_err(err)?;
     let out = succeeded(out, "profile -p")?;
     serde_json::from_slice(&out.stdout).map_err(err)
-}
-
-fn artifacts() -> PathBuf {
-    let d = fixtures::build::target_dir().join("profile-artifacts");
-    std::fs::create_dir_all(&d).expect("create target/profile-artifacts");
-    d
-}
-
-/// The frames (root first) and count of each stack of a `--json` profile.
-fn stacks(v: &Json) -> Vec<(Vec<String>, u64)> {
-    v["stacks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|s| {
-            let frames = s["frames"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|f| f["function"].as_str().unwrap_or("").to_string())
-                .collect();
-            (frames, s["count"].as_u64().unwrap_or(0))
-        })
-        .collect()
-}
-
-/// Self samples of `name` in a `--json` profile.
-fn self_samples(v: &Json, name: &str) -> u64 {
-    v["functions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|f| f["name"] == name)
-        .and_then(|f| f["self"].as_u64())
-        .unwrap_or(0)
-}
-
-fn pct(n: u64, of: u64) -> f64 {
-    100.0 * n as f64 / of.max(1) as f64
 }
 
 /// File offset ranges of `bin`'s PLT sections (`.plt`, `.plt.got`, `.plt.sec`), from `readelf -SW`.
@@ -146,8 +89,11 @@ fn in_plt(bin: &Path, f: &str, plt: &[(u64, u64)]) -> bool {
 /// hot ≈ 75% and warm ≈ 25% of the samples of the C target's work (within 5 points).
 fn check_shares(v: &Json) -> R {
     let samples = v["samples"].as_u64().unwrap_or(0);
-    let (hot, warm) = (self_samples(v, "hot"), self_samples(v, "warm"));
-    let (hp, wp) = (pct(hot, samples), pct(warm, samples));
+    let (hot, warm) = (
+        profile::self_samples(v, "hot"),
+        profile::self_samples(v, "warm"),
+    );
+    let (hp, wp) = (profile::pct(hot, samples), profile::pct(warm, samples));
     eprintln!("samples={samples} hot={hot} ({hp:.1}%) warm={warm} ({wp:.1}%)");
     // CPU-clock samples come only while the target runs on a CPU: fewer on a busy machine.
     // From 800 samples on, the sampling error of a 75% share is at most 1.5 points (one
@@ -171,7 +117,7 @@ fn check_shares(v: &Json) -> R {
 fn c_hot_warm_shares_by_pid() -> R {
     let bin = target_c();
     let target = Waiting::start(Command::new(&bin).arg("8")).map_err(err)?;
-    let dir = artifacts();
+    let dir = profile::artifacts();
     let (folded, svg) = (dir.join("c.folded"), dir.join("c.svg"));
     let v = profile_pid(
         target.pid(),
@@ -189,7 +135,7 @@ fn c_hot_warm_shares_by_pid() -> R {
     // so it may be unknown); from main on every frame is the program's, named. A sample on a
     // function's first instructions or its `ret` keeps its caller (the frame-pointer walk
     // misses it there; netprobe puts it back), so every stack of hot and warm is exact.
-    for (frames, n) in stacks(&v) {
+    for (frames, n) in profile::stacks(&v) {
         let Some(m) = frames.iter().position(|f| f == "main") else {
             return Err(format!("a stack ({n} samples) without main: {frames:?}"));
         };
@@ -214,7 +160,7 @@ fn c_hot_warm_shares_by_pid() -> R {
             }
         }
     }
-    let hot = self_samples(&v, "hot");
+    let hot = profile::self_samples(&v, "hot");
     let folded = std::fs::read_to_string(&folded).map_err(err)?;
     let line = folded
         .lines()
@@ -244,7 +190,7 @@ fn c_prologue_and_leaf_samples_keep_their_caller() -> R {
     let target = Waiting::start(Command::new(&bin).arg("6")).map_err(err)?;
     let v = profile_pid(target.pid(), "3s", &[])?;
     let (mut leaf, mut step, mut outer) = (0u64, 0u64, 0u64);
-    for (frames, n) in stacks(&v) {
+    for (frames, n) in profile::stacks(&v) {
         let Some(m) = frames.iter().position(|f| f == "main") else {
             return Err(format!("a stack ({n} samples) without main: {frames:?}"));
         };
@@ -300,27 +246,27 @@ fn c_prologue_and_leaf_samples_keep_their_caller() -> R {
 /// one second in (after the events were opened) is sampled too, with the same shares.
 fn c_command_and_late_thread() -> R {
     let bin = target_c();
-    let out = Command::new(NP)
+    let out = netprobe::command()
         .args(["profile", "-F", "1999", "--json", "-c"])
         .arg(format!("{} 3 1", bin.display()))
         .output()
         .map_err(err)?;
     let out = succeeded(out, "profile -c")?;
-    let v = profile_json(&out)?;
+    let v = profile::json_of(&out)?;
     check_shares(&v)?;
-    let in_thread: u64 = stacks(&v)
+    let in_thread: u64 = profile::stacks(&v)
         .iter()
         .filter(|(f, _)| f.iter().any(|x| x == "thread_main"))
         .map(|(_, n)| n)
         .sum();
     let samples = v["samples"].as_u64().unwrap_or(0);
     // The thread runs for 2 of the 3 seconds beside main on two CPUs: about 40% of samples.
-    if pct(in_thread, samples) < 20.0 {
+    if profile::pct(in_thread, samples) < 20.0 {
         return Err(format!(
             "{in_thread} of {samples} samples in the late thread: {v}"
         ));
     }
-    let in_main: u64 = stacks(&v)
+    let in_main: u64 = profile::stacks(&v)
         .iter()
         .filter(|(f, _)| f.iter().any(|x| x == "main"))
         .map(|(_, n)| n)
@@ -337,11 +283,11 @@ fn c_command_and_late_thread() -> R {
 /// an artifact) and its text has the frame titles.
 fn svg_renders_in_chromium() -> R {
     let bin = target_c();
-    let dir = artifacts();
+    let dir = profile::artifacts();
     let svg = dir.join("chromium.svg");
     let png = dir.join("flamegraph.png");
     let _ = std::fs::remove_file(&png);
-    let out = Command::new(NP)
+    let out = netprobe::command()
         .args(["profile", "-F", "199", "--svg"])
         .arg(&svg)
         .arg("-c")
@@ -395,306 +341,8 @@ fn svg_renders_in_chromium() -> R {
     Ok(())
 }
 
-/// Function names `go tool nm` lists in `bin` (text symbols). Assembly functions carry an
-/// `.abi0` suffix in the symbol table that their pclntab names lack (`runtime.usleep.abi0`;
-/// `cmd/internal/obj` names ABI0 symbols so).
-fn go_nm(bin: &Path) -> Result<std::collections::HashSet<String>, String> {
-    let out = Command::new("go")
-        .args(["tool", "nm"])
-        .arg(bin)
-        .output()
-        .map_err(err)?;
-    Ok(text(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let (_, kind) = (w.next()?, w.next()?);
-            let name = w.collect::<Vec<_>>().join(" ");
-            (kind == "T" || kind == "t")
-                .then(|| name.strip_suffix(".abi0").unwrap_or(&name).to_string())
-        })
-        .collect())
-}
-
-/// The stripped Go sample app serving `/spin?n=10000000` (about 10 ms of CPU each) in a loop:
-/// main.Spin is the top frame, under its handler and net/http's connection loop, every frame
-/// named as go tool nm names it.
-fn go_stripped_spin_is_the_top_frame() -> R {
-    let dir = fixtures::go::sample_app_variants();
-    let app = GoSampleServer::start(&dir.join("sampleapp-stripped"))?;
-    let port = app.port;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let client = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut n = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if http_get(port, "/spin?n=10000000").is_ok() {
-                    n += 1;
-                }
-            }
-            n
-        })
-    };
-    let out = Command::new(NP)
-        .args([
-            "profile",
-            "-p",
-            &app.pid().to_string(),
-            "--duration",
-            "4s",
-            "-F",
-            "299",
-            "--json",
-        ])
-        .output()
-        .map_err(err);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let requests = client.join().unwrap_or(0);
-    drop(app);
-    let out = succeeded(out?, "profile -p (Go)")?;
-    let v: Json = serde_json::from_slice(&out.stdout).map_err(err)?;
-    let samples = v["samples"].as_u64().unwrap_or(0);
-    let top = v["functions"][0]["name"].as_str().unwrap_or("");
-    eprintln!(
-        "{requests} requests, {samples} samples, top {top} self {}, unknown {} of {}",
-        v["functions"][0]["self"], v["unknown_frames"], v["frames"]
-    );
-    if top != "main.Spin" || pct(self_samples(&v, "main.Spin"), samples) < 50.0 {
-        return Err(format!(
-            "main.Spin is not the top frame: {}",
-            v["functions"]
-        ));
-    }
-    // Every sample in Spin was reached from net/http's connection loop through its handler.
-    // main.Spin is a leaf without a frame (no BP push: `go tool objdump -s main.Spin`), so the
-    // kernel's frame-pointer walk from it continues at SpinHandler's caller, as perf's does.
-    for (f, n) in stacks(&v) {
-        if f.last().is_some_and(|l| l == "main.Spin") {
-            let s = f.join(";");
-            if !(s.contains("net/http.(*conn).serve;")
-                && s.ends_with("net/http.HandlerFunc.ServeHTTP;main.Spin"))
-            {
-                return Err(format!("{n} samples of main.Spin under {s}"));
-            }
-        }
-    }
-    // Unknown frames may only be outside the binary (the vDSO, or where the walk left the
-    // frame chain in runtime assembly that keeps none); none inside it, stripped as it is.
-    let (mut unknown, mut all) = (0, 0);
-    for (f, n) in stacks(&v) {
-        all += n * f.len() as u64;
-        for x in f.iter().filter(|x| x.starts_with("[unknown]")) {
-            unknown += n;
-            if x.contains("sampleapp") {
-                return Err(format!("an unknown frame in the Go binary: {x}"));
-            }
-        }
-    }
-    if pct(unknown, all) > 1.0 {
-        return Err(format!("{unknown} of {all} frames unknown"));
-    }
-    // Functions that ran as calls are symbols of the unstripped build (inlined ones have none).
-    let nm = go_nm(&dir.join("sampleapp-default"))?;
-    let called = v["stacks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| s["frames"].as_array().into_iter().flatten())
-        .filter(|f| f["inlined"] == false && f["unknown"] == false);
-    for f in called {
-        let name = f["function"].as_str().unwrap_or("");
-        // The vDSO's functions (the kernel's own image, symbols versioned `LINUX_2.6`) run under
-        // Go's time calls and are named from the vDSO, not the Go binary.
-        if name.ends_with("@@LINUX_2.6") {
-            continue;
-        }
-        if !nm.contains(name) {
-            return Err(format!("{name} is not a function go tool nm lists"));
-        }
-    }
-    Ok(())
-}
-
-/// The .NET sample app built by its run.sh for .NET 8, copied with its runtimeconfig.json into
-/// a folder of this test process: run.sh rewrites the shared cache's runtimeconfig.json on every
-/// call (other test processes call it too), and a runtime starting meanwhile can read half a file.
-fn dotnet_app() -> Result<PathBuf, String> {
-    static APP: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
-    APP.get_or_init(|| {
-        let script = fixtures::workspace_root().join("sample-app/dotnet/run.sh");
-        succeeded(
-            Command::new(script)
-                .args(["--runtime", "8", "--build-only"])
-                .output()
-                .map_err(err)?,
-            "building the .NET sample app",
-        )?;
-        let built = fixtures::cache_dir()
-            .join("sample-app-dotnet")
-            .join("net8.0");
-        let dir = artifacts().join(format!("dotnet-app-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(err)?;
-        for f in [
-            "sample-netcore-app.dll",
-            "sample-netcore-app.runtimeconfig.json",
-        ] {
-            std::fs::copy(built.join(f), dir.join(f)).map_err(err)?;
-        }
-        Ok(dir.join("sample-netcore-app.dll"))
-    })
-    .clone()
-}
-
-fn dotnet8() -> PathBuf {
-    fixtures::cache_dir().join("dotnet").join("8")
-}
-
-/// `netprobe profile -c` on the .NET 8 sample app's `spin` mode (SpinLoop, JIT-compiled app
-/// code, calling CoreLib's String.Replace for 3 s) with `env`; the JSON line and stderr.
-fn profile_dotnet_spin(env: &[(&str, &str)]) -> Result<(Json, String), String> {
-    let app = dotnet_app()?;
-    let out = Command::new(NP)
-        .args(["profile", "-F", "499", "--json", "-c"])
-        .arg(format!(
-            "{} {} spin --ms 3000",
-            dotnet8().join("dotnet").display(),
-            app.display()
-        ))
-        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
-        .envs(env.iter().copied())
-        .output()
-        .map_err(err)?;
-    let out = succeeded(out, "profile -c dotnet")?;
-    if !text(&out.stdout).contains("done calls=") {
-        return Err(format!(
-            "the app did not finish its run: {}",
-            text(&out.stderr)
-        ));
-    }
-    let v = profile_json(&out)?;
-    Ok((v, text(&out.stderr)))
-}
-
-/// Total samples of the function named `name` (exactly), or of the first whose name contains
-/// `part`.
-fn total_of(v: &Json, pred: impl Fn(&str) -> bool) -> (String, u64) {
-    v["functions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|f| f["name"].as_str().is_some_and(&pred))
-        .map(|f| {
-            (
-                f["name"].as_str().unwrap_or("").to_string(),
-                f["total"].as_u64().unwrap_or(0),
-            )
-        })
-        .max_by_key(|(_, n)| *n)
-        .unwrap_or_default()
-}
-
-const REPLACE: &str =
-    "instance string [System.Private.CoreLib] System.String::Replace(string,string)";
-
-/// .NET 8, IL app, tiering off, no perf map: String.Replace's ReadyToRun frames carry the name
-/// `netprobe symbols` prints for CoreLib; the JIT-compiled SpinLoop is unknown and netprobe says
-/// how to name it.
-fn dotnet8_r2r_frames_named_as_symbols_prints() -> R {
-    let (v, stderr) = profile_dotnet_spin(&[
-        ("DOTNET_TieredCompilation", "0"),
-        ("DOTNET_PerfMapEnabled", "0"),
-    ])?;
-    let samples = v["samples"].as_u64().unwrap_or(0);
-    let corelib = dotnet8().join("shared/Microsoft.NETCore.App/8.0.4/System.Private.CoreLib.dll");
-    let symbols = succeeded(
-        Command::new(NP)
-            .arg("symbols")
-            .arg(&corelib)
-            .arg("System.String::Replace(string,string)")
-            .output()
-            .map_err(err)?,
-        "symbols",
-    )?;
-    if !text(&symbols.stdout).contains(REPLACE) {
-        return Err(format!("symbols does not print {REPLACE}"));
-    }
-    let (_, replace) = total_of(&v, |n| n == REPLACE);
-    eprintln!("{samples} samples, {replace} under {REPLACE}");
-    if pct(replace, samples) < 50.0 {
-        return Err(format!(
-            "{replace} of {samples} samples under {REPLACE}: {}",
-            v["functions"]
-        ));
-    }
-    let (name, spin) = total_of(&v, |n| n.contains("Program::SpinLoop"));
-    if spin > 0 {
-        return Err(format!("{name} named without a perf map"));
-    }
-    if !stderr.contains("DOTNET_PerfMapEnabled=1") {
-        return Err(format!("no note on how to name JIT frames: {stderr}"));
-    }
-    Ok(())
-}
-
-/// .NET 8, IL app, tiering default, DOTNET_PerfMapEnabled=1, profiled with `-p` once warm (its
-/// methods at their final tiers): SpinLoop (JIT) is named from the runtime's perf map,
-/// String.Replace (tier-1 JIT code by then) too, under it; no JIT frame is left unknown.
-fn dotnet8_jit_frames_named_with_perf_maps() -> R {
-    let app = dotnet_app()?;
-    let mut target = Command::new(dotnet8().join("dotnet"))
-        .arg(&app)
-        .args(["spin", "--ms", "9000"])
-        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
-        .env("DOTNET_PerfMapEnabled", "1")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .map_err(err)?;
-    std::thread::sleep(Duration::from_secs(3));
-    let out = Command::new(NP)
-        .args(["profile", "-F", "499", "--json", "--duration", "4s", "-p"])
-        .arg(target.id().to_string())
-        .output()
-        .map_err(err);
-    let _ = target.kill();
-    let _ = target.wait();
-    let out = succeeded(out?, "profile -p dotnet")?;
-    let v: Json = serde_json::from_slice(&out.stdout).map_err(err)?;
-    let samples = v["samples"].as_u64().unwrap_or(0);
-    let (spin_name, spin) = total_of(&v, |n| {
-        n.contains("[sample-netcore-app] sample_netcore_app.Program::SpinLoop(string,int32)")
-    });
-    let (replace_name, replace) =
-        total_of(&v, |n| n.contains("System.String::Replace(string,string)"));
-    eprintln!("{samples} samples: {spin} under {spin_name}, {replace} under {replace_name}");
-    if samples < 100 || pct(spin, samples) < 50.0 || pct(replace, samples) < 50.0 {
-        return Err(format!(
-            "SpinLoop {spin} / Replace {replace} of {samples}: {}",
-            v["functions"]
-        ));
-    }
-    let under = stacks(&v).iter().any(|(f, _)| {
-        let s = f.iter().position(|x| *x == spin_name);
-        let r = f.iter().position(|x| *x == replace_name);
-        matches!((s, r), (Some(s), Some(r)) if s < r)
-    });
-    if !under {
-        return Err("no stack with String.Replace under SpinLoop".into());
-    }
-    // Anonymous memory is JIT code and stubs here: every such frame is in the perf map.
-    let anon: Vec<String> = stacks(&v)
-        .into_iter()
-        .flat_map(|(f, _)| f)
-        .filter(|f| f.starts_with("[unknown] (0x"))
-        .collect();
-    if !anon.is_empty() {
-        return Err(format!("JIT frames left unknown: {anon:?}"));
-    }
-    Ok(())
-}
-
 fn dry_run_prints_perf_record() -> R {
-    let out = Command::new(NP)
+    let out = netprobe::command()
         .args(["profile", "-p", "1", "--duration", "10s", "--dry-run"])
         .output()
         .map_err(err)?;
@@ -706,7 +354,7 @@ fn dry_run_prints_perf_record() -> R {
 }
 
 fn missing_pid_is_one_line_error() -> R {
-    let out = Command::new(NP)
+    let out = netprobe::command()
         .args(["profile", "-p", "999999999", "--duration", "1s"])
         .output()
         .map_err(err)?;
@@ -715,7 +363,7 @@ fn missing_pid_is_one_line_error() -> R {
     if out.status.code() != Some(1) || last.len() != 1 || !last[0].contains("999999999") {
         return Err(format!("expected one error line naming the pid, got {e:?}"));
     }
-    let out = Command::new(NP)
+    let out = netprobe::command()
         .args(["profile", "-p", "1", "-F", "0"])
         .output()
         .map_err(err)?;
@@ -723,14 +371,6 @@ fn missing_pid_is_one_line_error() -> R {
         return Err(format!("-F 0: {:?}", text(&out.stderr)));
     }
     Ok(())
-}
-
-fn dotnet_needs() -> Vec<Need> {
-    vec![
-        Need::Root,
-        Need::Program("mcs"),
-        Need::Path(dotnet8().join("dotnet")),
-    ]
 }
 
 /// `--folded FILE` and `--svg FILE` as root into a folder another user can write: a symlink
@@ -744,7 +384,7 @@ fn output_files_replace_a_planted_symlink() -> R {
     for link in [&folded, &svg] {
         std::os::unix::fs::symlink(&outside, link).map_err(err)?;
     }
-    let out = Command::new(NP)
+    let out = netprobe::command()
         .args(["profile", "-F", "999", "-c"])
         .arg(format!("{} 1", bin.display()))
         .arg("--folded")
@@ -787,21 +427,6 @@ fn main() {
             "svg_renders_in_chromium",
             &[Need::Root, Need::CCompiler, Need::Program("chromium")],
             svg_renders_in_chromium,
-        ),
-        e2e::trial(
-            "go_stripped_spin_is_the_top_frame",
-            &[Need::Root, Need::Go],
-            go_stripped_spin_is_the_top_frame,
-        ),
-        e2e::trial(
-            "dotnet8_r2r_frames_named_as_symbols_prints",
-            &dotnet_needs(),
-            dotnet8_r2r_frames_named_as_symbols_prints,
-        ),
-        e2e::trial(
-            "dotnet8_jit_frames_named_with_perf_maps",
-            &dotnet_needs(),
-            dotnet8_jit_frames_named_with_perf_maps,
         ),
         e2e::trial(
             "output_files_replace_a_planted_symlink",

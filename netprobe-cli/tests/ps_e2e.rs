@@ -7,21 +7,13 @@
 //! Needs root, tracefs, `mcs`, the .NET 8 runtime, Go, a C compiler and Docker; a missing one
 //! skips outside CI and fails under CI=true.
 
+use fixtures::dotnet;
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::{DotnetSampleApp, Waiting};
+use fixtures::netprobe;
 use serde_json::Value as Json;
 use std::path::PathBuf;
 use std::process::Command;
-
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
-
-fn dotnet_root() -> PathBuf {
-    fixtures::cache_dir().join("dotnet/8")
-}
-
-fn dotnet_app() -> PathBuf {
-    fixtures::cache_dir().join("sample-app-dotnet/net8.0/sample-netcore-app.dll")
-}
 
 /// The .NET 8 sample app in `sleep --wait` mode: started, runtime loaded, waiting on stdin.
 struct DotnetApp {
@@ -34,8 +26,8 @@ struct DotnetApp {
 
 impl DotnetApp {
     fn start(env: &[(&str, &str)]) -> Result<DotnetApp, String> {
-        let mut cmd = Command::new(dotnet_root().join("dotnet"));
-        cmd.arg(dotnet_app())
+        let mut cmd = Command::new(dotnet::dotnet8().join("dotnet"));
+        cmd.arg(dotnet::sample_app())
             .args(["sleep", "--count", "1", "--wait"])
             .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
             .env_remove("DOTNET_TieredCompilation")
@@ -115,7 +107,7 @@ fn docker_inspect(name: &str, format: &str) -> Result<String, String> {
 
 /// `netprobe ps --json` and `netprobe ps`, both.
 fn ps() -> Result<(Vec<Json>, String), String> {
-    let json = Command::new(NP)
+    let json = netprobe::command()
         .args(["ps", "--json"])
         .output()
         .map_err(err)?;
@@ -129,7 +121,7 @@ fn ps() -> Result<(Vec<Json>, String), String> {
         .lines()
         .map(|l| serde_json::from_str(l).map_err(|e| format!("{e}: {l}")))
         .collect::<Result<Vec<Json>, String>>()?;
-    let text = Command::new(NP).arg("ps").output().map_err(err)?;
+    let text = netprobe::command().arg("ps").output().map_err(err)?;
     Ok((entries, String::from_utf8_lossy(&text.stdout).into_owned()))
 }
 
@@ -297,7 +289,7 @@ fn main() {
         Need::Root,
         Need::Tracefs,
         Need::Program("mcs"),
-        Need::Path(dotnet_root().join("dotnet")),
+        Need::Path(dotnet::dotnet8().join("dotnet")),
         Need::Go,
         Need::CCompiler,
         Need::Program("/usr/bin/docker"),

@@ -11,11 +11,11 @@
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::live::{spawn_until_live, Waiting};
+use fixtures::netprobe;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const TRACEFS: &str = "/sys/kernel/tracing";
 /// Calls the other process makes per run: about a millisecond alone; at least a second when each
 /// traps (a hit costs 1.5-20 µs here, BENCHMARKS.md "Cheaper entry hits").
@@ -77,7 +77,7 @@ fn counted(out: &str, function: &str) -> Option<u64> {
 
 /// Starts `netprobe ARGS` and waits until its probes are live.
 fn session(args: &[&str]) -> Result<(Child, std::thread::JoinHandle<String>), String> {
-    spawn_until_live(Command::new(NP).args(args), Duration::from_secs(60))
+    spawn_until_live(netprobe::command().args(args), Duration::from_secs(60))
 }
 
 /// One trial at a time: the control of [`scoped_to_one_process`] places a host-wide probe on the

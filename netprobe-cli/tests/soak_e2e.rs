@@ -16,6 +16,7 @@
 //! requested `--duration` elapsed (teardown).
 
 use fixtures::e2e::{self, err, Need};
+use fixtures::netprobe;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -23,7 +24,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// xorshift64*: a reproducible stream of delays from a printed seed.
@@ -205,7 +205,7 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
         } else {
             ["-p", pid.as_str()]
         };
-        let mut np = Command::new(NP)
+        let mut np = netprobe::command()
             .arg(mode)
             .args(target_args)
             .arg("--duration")
@@ -248,7 +248,7 @@ fn soak(kills: u32, seed: u64) -> Result<Tally, String> {
         unsafe { libc::kill(np.id() as i32, libc::SIGKILL) };
         let killed = Instant::now();
         // At once, while the killed netprobe is a zombie (not reaped yet).
-        let clean = Command::new(NP).arg("clean").output().map_err(err)?;
+        let clean = netprobe::command().arg("clean").output().map_err(err)?;
         let took = killed.elapsed();
         // The killed netprobe as clean left it (state, pending signals, and each thread's name
         // and state): evidence for a leftover.

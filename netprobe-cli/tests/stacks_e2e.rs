@@ -8,24 +8,17 @@
 //!   kernel replaced is named `[uretprobe trampoline]`.
 //! - The same program in a Docker container, probed from the host through `/proc/PID/root`; and
 //!   netprobe with the program in a pid namespace of their own (a sidecar's situation).
-//! - The stripped Go sample app (`fixtures::go`), `main.Echo` probed under HTTP requests: frames
-//!   named from the pclntab, each as `go tool addr2line` names its address in the unstripped
-//!   build; `count --stack` on its workload's 65-deep direct recursion counts each depth
-//!   exactly (every frame returns to the same address, each is still counted).
-//! - .NET 8, the IL sample app calling CoreLib's Thread.Sleep(int32): the ReadyToRun frame named
-//!   as `netprobe symbols` prints it, the JIT-compiled caller from the perf map when
-//!   `DOTNET_PerfMapEnabled=1`, unknown with one note otherwise; `count --stack` counts the
-//!   three calls on one such stack.
+//!
+//! Go and .NET programs: `stacks_go_e2e.rs`, `stacks_dotnet_e2e.rs`.
 
 use fixtures::e2e::{self, err, Need};
-use fixtures::live::{http_get, spawn_until_live, GoSampleServer, Waiting};
+use fixtures::live::{spawn_until_live, Waiting};
 use fixtures::CProgram;
+use fixtures::{netprobe, stacks};
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-
-const NP: &str = env!("CARGO_BIN_EXE_netprobe");
 
 type R = Result<(), String>;
 
@@ -47,7 +40,7 @@ fn run_on_stacks(bin: &Path, args: &[&str]) -> Result<String, String> {
 /// [`run_on_stacks`] on a started `target` whose process is `pid` (seen from here).
 fn run_on(mut target: Waiting, pid: u32, args: &[&str]) -> Result<String, String> {
     let pid = pid.to_string();
-    let mut cmd = Command::new(NP);
+    let mut cmd = netprobe::command();
     cmd.args(args).args(["-p", &pid, "--max-events", "5"]);
     let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
     let np_pid = child.id();
@@ -142,7 +135,7 @@ fn c_in_pid_namespace_frames_match_paths() -> R {
     use std::io::Write;
     let bin = stacks_c();
     let mut child = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", NP])
+        .args(["--pid", "--fork", "--mount-proc", netprobe::bin()])
         // --duration bounds the wait if the hits never come.
         .args([
             "trace",
@@ -307,7 +300,7 @@ fn c_count_stack_counts_each_path() -> R {
     let bin = stacks_c();
     let probe = format!("{}:probed", bin.display());
     let out = run_on_stacks(&bin, &["count", "--stack", "--json", &probe])?;
-    let got: Vec<(Vec<String>, u64)> = counted_stacks(&out)?
+    let got: Vec<(Vec<String>, u64)> = stacks::counted_stacks(&out)?
         .into_iter()
         .map(|(frames, count, _)| {
             let below_main = frames.into_iter().take_while(|n| n != "main").collect();
@@ -370,368 +363,12 @@ fn c_folded_output_is_exact() -> R {
     Ok(())
 }
 
-/// `go tool addr2line` on `bin`: the function holding each address (the outermost one where
-/// code was inlined).
-fn go_addr2line(bin: &Path, addrs: &[u64]) -> Result<Vec<String>, String> {
-    use std::io::Write;
-    let mut child = Command::new("go")
-        .args(["tool", "addr2line"])
-        .arg(bin)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .map_err(err)?;
-    let input: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
-    child
-        .stdin
-        .take()
-        .ok_or("no stdin")?
-        .write_all(input.as_bytes())
-        .map_err(err)?;
-    let out = child.wait_with_output().map_err(err)?;
-    // Two lines per address: the function, then file:line.
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .step_by(2)
-        .map(str::to_string)
-        .collect())
-}
-
-/// The stripped Go sample app serving `/echo`, `main.Echo` probed: every hit's stack runs from
-/// main.Echo through main.EchoHandler and net/http to runtime.goexit, every frame named from the
-/// pclntab as `go tool addr2line` names its address in the unstripped build of the same source.
-fn go_stripped_frames_match_addr2line() -> R {
-    let dir = fixtures::go::sample_app_variants();
-    let bin = dir.join("sampleapp-stripped");
-    let app = GoSampleServer::start(&bin)?;
-    let port = app.port;
-    let result = (|| {
-        let probe = format!("{}:main.Echo gostring", bin.display());
-        let pid = app.pid().to_string();
-        let mut cmd = Command::new(NP);
-        cmd.args([
-            "trace",
-            "--stack",
-            "--json",
-            "-p",
-            &pid,
-            "--max-events",
-            "3",
-            &probe,
-        ]);
-        let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
-        for i in 0..3 {
-            http_get(port, &format!("/echo?msg=s{i}"))?;
-        }
-        let out = child.wait_with_output().map_err(err)?;
-        let stderr = stderr.join().unwrap_or_default();
-        if !out.status.success() {
-            return Err(format!("netprobe exited with {}: {stderr}", out.status));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    })();
-    drop(app);
-    let out = result?;
-    let unstripped = dir.join("sampleapp-default");
-    let mut hits = 0;
-    for line in out.lines().filter(|l| l.starts_with('{')) {
-        let v: Json = serde_json::from_str(line).map_err(err)?;
-        hits += 1;
-        let frames = v["stack"].as_array().ok_or("no stack")?;
-        let names: Vec<&str> = frames
-            .iter()
-            .map(|f| f["function"].as_str().unwrap_or("?"))
-            .collect();
-        if names.first() != Some(&"main.Echo")
-            || names.get(1) != Some(&"main.EchoHandler")
-            || names.last() != Some(&"runtime.goexit")
-            || !names.contains(&"net/http.(*conn).serve")
-        {
-            return Err(format!("stack {names:?}"));
-        }
-        let mut addrs = Vec::new();
-        for (i, f) in frames.iter().enumerate() {
-            if f["source"] != "go_pclntab" || f["inlined"] != false {
-                return Err(format!("a frame not named from the pclntab as a call: {f}"));
-            }
-            let a = f["address"]
-                .as_str()
-                .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
-                .ok_or("frame without address")?;
-            // Return addresses: the call instruction is the byte before.
-            addrs.push(if i == 0 { a } else { a - 1 });
-        }
-        let want = go_addr2line(&unstripped, &addrs)?;
-        if want != names {
-            return Err(format!("netprobe {names:?}\ngo tool addr2line {want:?}"));
-        }
-    }
-    if hits != 3 {
-        return Err(format!("{hits} hits for 3 requests:\n{out}"));
-    }
-    Ok(())
-}
-
-/// The frames of each counted stack (by name) and its count, most frequent first, with whether
-/// the kernel's record was full (`cut`), from `count --stack --json`'s last line; an error when
-/// a hit came without its stack, was lost, or the session did not read all.
-fn counted_stacks(out: &str) -> Result<Vec<(Vec<String>, u64, bool)>, String> {
-    let v: Json = serde_json::from_str(out.lines().rfind(|l| l.starts_with('{')).ok_or("no JSON")?)
-        .map_err(err)?;
-    if v["without_stack"] != 0 || v["lost"] != 0 || v["complete"] != true {
-        return Err(format!("hits without stacks, lost, or not all read: {v}"));
-    }
-    Ok(v["stacks"]
-        .as_array()
-        .ok_or("no stacks")?
-        .iter()
-        .map(|s| {
-            let frames = s["frames"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|f| f["name"].as_str().unwrap_or("?").to_string())
-                .collect();
-            (
-                frames,
-                s["count"].as_u64().unwrap_or(0),
-                !s["cut"].is_null(),
-            )
-        })
-        .collect())
-}
-
-/// `count --stack` on the stripped Go sample app's workload, `main.Recurse` probed: each round
-/// calls `Recurse(64)` in a new goroutine, 65 nested calls of which the k-th has k `Recurse`
-/// frames, its goroutine's function and `runtime.goexit` under it. The caller the frame-pointer
-/// walk misses at the entry probe is restored, so every stack is whole, one per depth, each
-/// counted once a round. Every frame in a direct recursion returns to the same address: each
-/// must still be counted (the restored caller is not mistaken for the walk's first frame).
-fn go_count_stack_counts_each_depth() -> R {
-    let bin = fixtures::go::sample_app_variants().join("sampleapp-stripped");
-    let rounds = 3u64;
-    // Held after its calls until netprobe has stopped: frames are named from its maps.
-    let mut target = Waiting::start(Command::new(&bin).args([
-        "workload",
-        "-n",
-        &rounds.to_string(),
-        "-wait",
-        "-hold",
-    ]))?;
-    let pid = target.pid().to_string();
-    let mut cmd = Command::new(NP);
-    cmd.args([
-        "count",
-        "--stack",
-        "--json",
-        "-p",
-        &pid,
-        "--max-events",
-        "195",
-    ])
-    .arg(format!("{}:main.Recurse", bin.display()));
-    let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
-    target.go()?;
-    let out = child.wait_with_output().map_err(err)?;
-    let stderr = stderr.join().unwrap_or_default();
-    let said = target.finish();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() || !said.contains("Recurse calls=195 outer=3") {
-        return Err(format!(
-            "netprobe exited with {}: {stdout}{stderr}; the workload said {said}",
-            out.status
-        ));
-    }
-    let stacks = counted_stacks(&stdout)?;
-    let recurse = |k: usize| vec!["main.Recurse".to_string(); k];
-    let goroutine = stacks
-        .iter()
-        .find_map(|(f, _, _)| f.get(1).filter(|n| n.starts_with("main.workload.")))
-        .cloned()
-        .ok_or_else(|| {
-            format!("no stack of main.Recurse under main.workload's goroutine: {stacks:?}")
-        })?;
-    let whole = |k: usize| [recurse(k), vec![goroutine.clone(), "runtime.goexit".into()]].concat();
-    // A session scoped to the process reads perf's call chain, up to
-    // kernel.perf_event_max_stack (127) entries: every depth of the recursion is whole.
-    let mut want: Vec<(Vec<String>, u64, bool)> =
-        (1..=65).map(|k| (whole(k), rounds, false)).collect();
-    let mut got = stacks.clone();
-    got.sort();
-    want.sort();
-    if got != want {
-        return Err(format!("stacks\n{got:#?}\nwant\n{want:#?}"));
-    }
-    Ok(())
-}
-
-fn dotnet8() -> PathBuf {
-    fixtures::cache_dir().join("dotnet").join("8")
-}
-
-/// The IL sample app built for .NET 8 by its run.sh, copied into a folder of this test process
-/// (run.sh rewrites the shared cache's runtimeconfig.json on every call).
-fn dotnet_app() -> Result<PathBuf, String> {
-    let script = fixtures::workspace_root().join("sample-app/dotnet/run.sh");
-    let out = Command::new(script)
-        .args(["--runtime", "8", "--build-only"])
-        .output()
-        .map_err(err)?;
-    if !out.status.success() {
-        return Err(format!(
-            "building the .NET sample app: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let built = fixtures::cache_dir()
-        .join("sample-app-dotnet")
-        .join("net8.0");
-    let dir = fixtures::build::target_dir()
-        .join("stacks-artifacts")
-        .join(format!("dotnet-app-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(err)?;
-    for f in [
-        "sample-netcore-app.dll",
-        "sample-netcore-app.runtimeconfig.json",
-    ] {
-        std::fs::copy(built.join(f), dir.join(f)).map_err(err)?;
-    }
-    Ok(dir.join("sample-netcore-app.dll"))
-}
-
-/// Thread.Sleep(int32) of .NET 8's CoreLib as `netprobe symbols` names it.
-fn corelib_sleep_name() -> Result<String, String> {
-    let corelib = dotnet8().join("shared/Microsoft.NETCore.App/8.0.4/System.Private.CoreLib.dll");
-    let symbols = Command::new(NP)
-        .arg("symbols")
-        .arg(&corelib)
-        .arg("System.Threading.Thread::Sleep(int32)")
-        .output()
-        .map_err(err)?;
-    String::from_utf8_lossy(&symbols.stdout)
-        .lines()
-        .find_map(|l| {
-            l.find("void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)")
-                .map(|i| l[i..].trim().to_string())
-        })
-        .ok_or_else(|| "netprobe symbols does not list Thread::Sleep(int32)".to_string())
-}
-
-/// netprobe `args` with `-c` on the sample `app` sleeping three times (tiering off, so the
-/// ReadyToRun code of Thread.Sleep stays), Thread.Sleep(int32) probed.
-fn sleep_three_times(
-    args: &[&str],
-    app: &Path,
-    perf_map: &str,
-) -> Result<std::process::Output, String> {
-    Command::new(NP)
-        .args(args)
-        .arg("-c")
-        .arg(format!(
-            "{} {} sleep --count 3 --ms 100",
-            dotnet8().join("dotnet").display(),
-            app.display()
-        ))
-        .arg("System.Private.CoreLib.dll:System.Threading.Thread::Sleep(int32)")
-        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
-        .env("DOTNET_TieredCompilation", "0")
-        .env("DOTNET_PerfMapEnabled", perf_map)
-        .output()
-        .map_err(err)
-}
-
-/// `count --stack` on the same calls, perf maps on: one stack counted 3 times, whose frames are
-/// Thread.Sleep from ReadyToRun (as `symbols` names it), then the JIT-compiled
-/// `Program::SleepMode` and `Program::Main` from the perf map.
-fn dotnet8_count_stack_one_path() -> R {
-    let app = dotnet_app()?;
-    let sleep = corelib_sleep_name()?;
-    let out = sleep_three_times(&["count", "--stack", "--json"], &app, "1")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(format!(
-            "netprobe exited with {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let stacks = counted_stacks(&stdout)?;
-    let [(frames, 3, _)] = stacks.as_slice() else {
-        return Err(format!("want one stack counted 3 times: {stacks:?}"));
-    };
-    let named = frames.first() == Some(&sleep)
-        && frames
-            .get(1)
-            .is_some_and(|f| f.contains("sample_netcore_app.Program::SleepMode("))
-        && frames
-            .get(2)
-            .is_some_and(|f| f.contains("sample_netcore_app.Program::Main("));
-    if !named {
-        return Err(format!("frames {frames:?}"));
-    }
-    Ok(())
-}
-
-/// `trace --stack --json -c` on the .NET 8 sample app calling CoreLib's Thread.Sleep(int32)
-/// three times from the JIT-compiled `Program::SleepMode` (tiering off, so the ReadyToRun code
-/// stays): the innermost frame is named from ReadyToRun exactly as `netprobe symbols` prints
-/// it; the caller is named from the runtime's perf map with `DOTNET_PerfMapEnabled=1`, unknown
-/// otherwise, with one note saying how to name it.
-fn dotnet8_r2r_and_jit_frames() -> R {
-    let app = dotnet_app()?;
-    let sleep = corelib_sleep_name()?;
-    for perf_map in ["1", "0"] {
-        let out = sleep_three_times(&["trace", "--stack", "--json"], &app, perf_map)?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() {
-            return Err(format!("netprobe exited with {}: {stderr}", out.status));
-        }
-        let hits = e2e::json_lines_strict(&out.stdout)?;
-        if hits.len() != 3 {
-            return Err(format!("{} hits for 3 calls: {stdout}", hits.len()));
-        }
-        for h in &hits {
-            let f0 = &h["stack"][0];
-            let f1 = &h["stack"][1];
-            if f0["function"].as_str() != Some(&sleep) || f0["source"] != "dotnet_r2r" {
-                return Err(format!(
-                    "innermost frame {f0}, want {sleep} from ReadyToRun"
-                ));
-            }
-            let caller = f1["function"].as_str().unwrap_or("");
-            let named = f1["source"] == "perf_map" && caller.contains("Program::SleepMode(");
-            let unknown = f1["source"] == "unknown" && f1["image"].is_null();
-            if (perf_map == "1" && !named) || (perf_map == "0" && !unknown) {
-                return Err(format!(
-                    "DOTNET_PerfMapEnabled={perf_map}: caller frame {f1}"
-                ));
-            }
-        }
-        let notes = stderr
-            .matches("DOTNET_PerfMapEnabled=1 to name them")
-            .count();
-        if notes != usize::from(perf_map == "0") {
-            return Err(format!(
-                "DOTNET_PerfMapEnabled={perf_map}: {notes} notes: {stderr}"
-            ));
-        }
-    }
-    Ok(())
-}
-
 fn main() {
     let live = [
         Need::Root,
         Need::Tracefs,
         Need::CCompiler,
         Need::Program("objdump"),
-    ];
-    let dotnet = [
-        Need::Root,
-        Need::Tracefs,
-        Need::Program("mcs"),
-        Need::Path(dotnet8().join("dotnet")),
     ];
     e2e::run(vec![
         e2e::trial(
@@ -771,26 +408,6 @@ fn main() {
                 Need::Docker,
             ],
             c_in_container_frames_match_paths,
-        ),
-        e2e::trial(
-            "go_stripped_frames_match_addr2line",
-            &[Need::Root, Need::Tracefs, Need::Go],
-            go_stripped_frames_match_addr2line,
-        ),
-        e2e::trial(
-            "go_count_stack_counts_each_depth",
-            &[Need::Root, Need::Tracefs, Need::Go],
-            go_count_stack_counts_each_depth,
-        ),
-        e2e::trial(
-            "dotnet8_r2r_and_jit_frames",
-            &dotnet,
-            dotnet8_r2r_and_jit_frames,
-        ),
-        e2e::trial(
-            "dotnet8_count_stack_one_path",
-            &dotnet,
-            dotnet8_count_stack_one_path,
         ),
     ]);
 }

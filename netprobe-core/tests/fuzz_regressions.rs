@@ -1,7 +1,9 @@
 //! Inputs the coverage-guided fuzz targets (`netprobe-core/fuzz`, `scripts/fuzz.sh`) found to
 //! crash or hang a parser, replayed through the same public entry points as the target that found
 //! them: each must finish quickly, without a panic. The inputs live in
-//! `netprobe-core/fuzz/regressions/<target>/` (scripts/fuzz.sh also replays them as seeds).
+//! `netprobe-core/fuzz/regressions/<target>/` (scripts/fuzz.sh also replays them as seeds). The
+//! targets of netprobe-cli's code live in `netprobe-cli/fuzz`, and their regressions are replayed
+//! by netprobe-cli/tests/fuzz_regressions.rs.
 
 use netprobe_core::bytes::FileBytes;
 use netprobe_core::dotnet::bundle::{parser, Bundle};

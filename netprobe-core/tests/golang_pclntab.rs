@@ -1,7 +1,7 @@
 //! Pure tests of the Go readers: synthetic tables of every pclntab layout built from the format
 //! description (Go's `debug/gosym/pclntab.go`, `runtime/symtab.go`), and proptest that no input
 //! (arbitrary or mutated bytes) makes any reader panic. Real binaries are checked against Go's
-//! own tools in `golang_e2e.rs`.
+//! own tools in `go_readers.rs` (and `go_third_party_binaries.rs`, `go_toolchain_matrix.rs`).
 
 use netprobe_core::addr::VirtAddr;
 use netprobe_core::elf::LoadSegments;

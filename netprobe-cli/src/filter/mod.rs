@@ -33,7 +33,7 @@ pub use resolved::{int_range, Constant, FieldKind, ProbeFilter, Subject, Test};
 
 #[cfg(test)]
 mod tests {
-    /// Found by the `filter_expr` fuzz target (netprobe-core/fuzz/regressions/filter_expr/): 32
+    /// Found by the `filter_expr` fuzz target (netprobe-cli/fuzz/regressions/filter_expr/): 32
     /// `!` in a row parsed, but the printer's `!(…)` for each made 64 levels and its output was
     /// refused. `!(` now counts as one level.
     #[test]

@@ -5,7 +5,7 @@
 //! the owner type in reflection style (nested types joined by `+`, generic arguments in `[...]`),
 //! the return and parameter types in ILDASM style (`int32`, `class [Asm]Ns.T`, `valuetype Ns.S`,
 //! nested types joined by `/`, `!0`, `!!0`, `T&`, `T*`, `T[]`, `G`1<int32>`).
-//! Verified against the .NET 8 runtime's `[PreJIT]` jitdump records (tests/dotnet_runtimes.rs).
+//! Verified against the .NET 8 runtime's `[PreJIT]` jitdump records (tests/dotnet_live_runtime.rs).
 //!
 //! Each style is one [`SigVisitor`] of the signature walk (ECMA-335 II.23.2,
 //! `signature/walk.rs`): it prints straight from a signature's bytes (tens of thousands of

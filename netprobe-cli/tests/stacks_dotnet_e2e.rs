@@ -1,0 +1,154 @@
+//! `trace --stack` and `count --stack` on .NET 8 (root, tracefs, mcs and the .NET 8 runtime of
+//! sample-app/dotnet/fetch-runtimes.sh): the IL sample app calling CoreLib's Thread.Sleep(int32).
+//! The ReadyToRun frame is named as `netprobe symbols` prints it, the JIT-compiled caller from the
+//! perf map when `DOTNET_PerfMapEnabled=1`, unknown with one note otherwise; `count --stack`
+//! counts the three calls on one such stack.
+
+use fixtures::dotnet;
+use fixtures::e2e::{self, err, Need};
+use fixtures::{netprobe, stacks};
+use std::path::Path;
+
+type R = Result<(), String>;
+
+/// Thread.Sleep(int32) of .NET 8's CoreLib as `netprobe symbols` names it.
+fn corelib_sleep_name() -> Result<String, String> {
+    let corelib = dotnet::corelib8();
+    let symbols = netprobe::command()
+        .arg("symbols")
+        .arg(&corelib)
+        .arg("System.Threading.Thread::Sleep(int32)")
+        .output()
+        .map_err(err)?;
+    String::from_utf8_lossy(&symbols.stdout)
+        .lines()
+        .find_map(|l| {
+            l.find("void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)")
+                .map(|i| l[i..].trim().to_string())
+        })
+        .ok_or_else(|| "netprobe symbols does not list Thread::Sleep(int32)".to_string())
+}
+
+/// netprobe `args` with `-c` on the sample `app` sleeping three times (tiering off, so the
+/// ReadyToRun code of Thread.Sleep stays), Thread.Sleep(int32) probed.
+fn sleep_three_times(
+    args: &[&str],
+    app: &Path,
+    perf_map: &str,
+) -> Result<std::process::Output, String> {
+    netprobe::command()
+        .args(args)
+        .arg("-c")
+        .arg(format!(
+            "{} {} sleep --count 3 --ms 100",
+            dotnet::dotnet8().join("dotnet").display(),
+            app.display()
+        ))
+        .arg("System.Private.CoreLib.dll:System.Threading.Thread::Sleep(int32)")
+        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env("DOTNET_TieredCompilation", "0")
+        .env("DOTNET_PerfMapEnabled", perf_map)
+        .output()
+        .map_err(err)
+}
+
+/// `count --stack` on the same calls, perf maps on: one stack counted 3 times, whose frames are
+/// Thread.Sleep from ReadyToRun (as `symbols` names it), then the JIT-compiled
+/// `Program::SleepMode` and `Program::Main` from the perf map.
+fn dotnet8_count_stack_one_path() -> R {
+    let app = dotnet::sample_app_copy(&fixtures::build::target_dir().join("stacks-artifacts"))?;
+    let sleep = corelib_sleep_name()?;
+    let out = sleep_three_times(&["count", "--stack", "--json"], &app, "1")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "netprobe exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let stacks = stacks::counted_stacks(&stdout)?;
+    let [(frames, 3, _)] = stacks.as_slice() else {
+        return Err(format!("want one stack counted 3 times: {stacks:?}"));
+    };
+    let named = frames.first() == Some(&sleep)
+        && frames
+            .get(1)
+            .is_some_and(|f| f.contains("sample_netcore_app.Program::SleepMode("))
+        && frames
+            .get(2)
+            .is_some_and(|f| f.contains("sample_netcore_app.Program::Main("));
+    if !named {
+        return Err(format!("frames {frames:?}"));
+    }
+    Ok(())
+}
+
+/// `trace --stack --json -c` on the .NET 8 sample app calling CoreLib's Thread.Sleep(int32)
+/// three times from the JIT-compiled `Program::SleepMode` (tiering off, so the ReadyToRun code
+/// stays): the innermost frame is named from ReadyToRun exactly as `netprobe symbols` prints
+/// it; the caller is named from the runtime's perf map with `DOTNET_PerfMapEnabled=1`, unknown
+/// otherwise, with one note saying how to name it.
+fn dotnet8_r2r_and_jit_frames() -> R {
+    let app = dotnet::sample_app_copy(&fixtures::build::target_dir().join("stacks-artifacts"))?;
+    let sleep = corelib_sleep_name()?;
+    for perf_map in ["1", "0"] {
+        let out = sleep_three_times(&["trace", "--stack", "--json"], &app, perf_map)?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(format!("netprobe exited with {}: {stderr}", out.status));
+        }
+        let hits = e2e::json_lines_strict(&out.stdout)?;
+        if hits.len() != 3 {
+            return Err(format!("{} hits for 3 calls: {stdout}", hits.len()));
+        }
+        for h in &hits {
+            let f0 = &h["stack"][0];
+            let f1 = &h["stack"][1];
+            if f0["function"].as_str() != Some(&sleep) || f0["source"] != "dotnet_r2r" {
+                return Err(format!(
+                    "innermost frame {f0}, want {sleep} from ReadyToRun"
+                ));
+            }
+            let caller = f1["function"].as_str().unwrap_or("");
+            let named = f1["source"] == "perf_map" && caller.contains("Program::SleepMode(");
+            let unknown = f1["source"] == "unknown" && f1["image"].is_null();
+            if (perf_map == "1" && !named) || (perf_map == "0" && !unknown) {
+                return Err(format!(
+                    "DOTNET_PerfMapEnabled={perf_map}: caller frame {f1}"
+                ));
+            }
+        }
+        let notes = stderr
+            .matches("DOTNET_PerfMapEnabled=1 to name them")
+            .count();
+        if notes != usize::from(perf_map == "0") {
+            return Err(format!(
+                "DOTNET_PerfMapEnabled={perf_map}: {notes} notes: {stderr}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let dotnet = [
+        Need::Root,
+        Need::Tracefs,
+        Need::Program("mcs"),
+        Need::Path(dotnet::dotnet8().join("dotnet")),
+    ];
+    e2e::run(vec![
+        e2e::trial(
+            "dotnet8_r2r_and_jit_frames",
+            &dotnet,
+            dotnet8_r2r_and_jit_frames,
+        ),
+        e2e::trial(
+            "dotnet8_count_stack_one_path",
+            &dotnet,
+            dotnet8_count_stack_one_path,
+        ),
+    ]);
+}
