@@ -4,10 +4,10 @@
 //! The inputs live in `netprobe-cli/fuzz/regressions/<target>/` (scripts/fuzz.sh also replays them
 //! as seeds); netprobe-core/tests/fuzz_regressions.rs does the same for the core's targets.
 
+use netprobe_cli::backend::tracefs::cleanup::session_owner;
 use netprobe_cli::backend::tracefs::probe::{
     kernel_isspace, parse_error_log, parse_listing, EventName, GroupName, ProbePath,
 };
-use netprobe_cli::backend::tracefs::cleanup::session_owner;
 use netprobe_cli::filter::{Expr, MAX_FILTER_LEN};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
