@@ -21,7 +21,7 @@ pub(crate) struct Attachment {
     pub session: Box<dyn Backend>,
     pub pids: Vec<u32>,
     pub guard: dotnet::Guard,
-    pub info: netprobe_core::docker::ContainerInfo,
+    pub info: netprobe_core::ipc::docker::ContainerInfo,
 }
 
 /// How a followed container came back.
@@ -49,14 +49,14 @@ const REATTACH_QUIET: Duration = Duration::from_secs(2);
 pub(crate) fn reattach(
     mode: Mode,
     o: &LiveOptions,
-    info: &netprobe_core::docker::ContainerInfo,
+    info: &netprobe_core::ipc::docker::ContainerInfo,
     tracefs: &Tracefs,
     opts: &SessionOptions,
     filter: &(Option<Expr>, Option<Expr>),
     signals: &SignalPipe,
     started: Instant,
 ) -> Result<Reattached> {
-    let socket = netprobe_core::docker::socket_path();
+    let socket = netprobe_core::ipc::docker::socket_path();
     let mut failing: Option<(Vec<u32>, Instant)> = None;
     let mut said = String::new();
     loop {
@@ -66,7 +66,7 @@ pub(crate) fn reattach(
         if o.duration.is_some_and(|d| started.elapsed() >= d) {
             return Ok(Reattached::Stopped(StopReason::Duration));
         }
-        let found = netprobe_core::docker::container_processes(
+        let found = netprobe_core::ipc::docker::container_processes(
             &socket,
             &info.id,
             crate::pidns::sees_global_pids(),
@@ -84,8 +84,8 @@ pub(crate) fn reattach(
             }
             // Stopped, restarting, or between processes: wait.
             Err(
-                netprobe_core::docker::ContainerError::NotRunning { .. }
-                | netprobe_core::docker::ContainerError::NoVisibleProcess { .. },
+                netprobe_core::ipc::docker::ContainerError::NotRunning { .. }
+                | netprobe_core::ipc::docker::ContainerError::NoVisibleProcess { .. },
             ) => None,
             Err(e) => {
                 let text = e.to_string();

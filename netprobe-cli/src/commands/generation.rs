@@ -22,7 +22,7 @@ use std::time::Instant;
 /// tiering guard (the stall watcher's advice).
 pub(crate) struct Generation<'a> {
     pub metrics: Option<&'a std::sync::Arc<sinks::metrics::Metrics>>,
-    pub container: Option<&'a netprobe_core::docker::ContainerInfo>,
+    pub container: Option<&'a netprobe_core::ipc::docker::ContainerInfo>,
     pub tracefs: &'a Tracefs,
     pub guard: &'a dotnet::Guard,
     /// CLOCK_MONOTONIC at the session's start (trace lines show times relative to it).
@@ -54,7 +54,7 @@ pub(crate) fn run_generation(
     };
     fn export<'s>(
         inner: Exported<'s>,
-        container: Option<&netprobe_core::docker::ContainerInfo>,
+        container: Option<&netprobe_core::ipc::docker::ContainerInfo>,
     ) -> Exported<'s> {
         match container {
             Some(c) => inner.known_container(&c.id, &c.name),

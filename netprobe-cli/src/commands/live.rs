@@ -201,9 +201,9 @@ pub fn container_pids(name_or_id: &str) -> Result<Vec<u32>> {
 /// said on stderr.
 fn container_processes(
     name_or_id: &str,
-) -> Result<(netprobe_core::docker::ContainerInfo, Vec<u32>)> {
-    let (info, pids) = netprobe_core::docker::container_processes(
-        &netprobe_core::docker::socket_path(),
+) -> Result<(netprobe_core::ipc::docker::ContainerInfo, Vec<u32>)> {
+    let (info, pids) = netprobe_core::ipc::docker::container_processes(
+        &netprobe_core::ipc::docker::socket_path(),
         name_or_id,
         crate::pidns::sees_global_pids(),
     )

@@ -441,8 +441,11 @@ fn container_label(pid: u32, names: &mut HashMap<String, String>) -> String {
         .or_else(|| {
             (c.engine == "docker")
                 .then(|| {
-                    netprobe_core::docker::inspect(&netprobe_core::docker::socket_path(), &c.id)
-                        .ok()
+                    netprobe_core::ipc::docker::inspect(
+                        &netprobe_core::ipc::docker::socket_path(),
+                        &c.id,
+                    )
+                    .ok()
                 })
                 .flatten()
                 .map(|i| i.name)
