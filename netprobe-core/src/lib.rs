@@ -8,9 +8,11 @@
 //! `golang/`), each split into `parser.rs` / `resolver.rs` / `types.rs`; address-to-file-offset
 //! normalization is its own module (`normalize`), and every offset formula lives in `formulas`
 //! with its source cited. Untrusted bytes are read only through `bytes` (bounds-checked, the one
-//! `unsafe` mmap) and ELF headers only through `elf::parser::ElfView` (panic-guarded); every
-//! entry point opens and parses an image once per run through `cache`. The one module with
-//! effects outside this process is `ipc` (sockets to the Docker engine and to .NET runtimes).
+//! `unsafe` mmap) and ELF headers only through `elf::parser::ElfView` (panic-guarded). The
+//! parsers take bytes and know no cache; `image::cached`, above them, parses each part of an
+//! image once per run through a `cache::ImageCache` (passed in, or the process-wide one), and
+//! every path-based entry point goes through it. The one module with effects outside this
+//! process is `ipc` (sockets to the Docker engine and to .NET runtimes).
 
 #![deny(unsafe_code)]
 

@@ -37,13 +37,13 @@
 
 use crate::addr::{FileOffset, Rva, VirtAddr};
 use crate::bytes::FileBytes;
-use crate::cache::{Image, Parsed, Part};
 use crate::dotnet::pe::PeSection;
 use crate::dotnet::Assembly;
 use crate::elf::parser::{ElfView, RawFunction};
 use crate::elf::LoadSegments;
 use crate::golang::GoBinary;
-use crate::image::{sniff, ImageFormat};
+use crate::image::cached::{Image, Parsed, Part};
+use crate::image::format::{sniff, ImageFormat};
 use crate::x86;
 use goblin::elf::section_header::{SHF_EXECINSTR, SHT_NOBITS};
 use serde::Serialize;
@@ -341,7 +341,7 @@ impl CodeRange {
 /// One probed file, opened for checking.
 pub struct CodeFile {
     path: PathBuf,
-    /// Its bytes and tables: parsed once per run ([`crate::cache`]) for a file opened by
+    /// Its bytes and tables: parsed once per run ([`crate::image::cached`]) for a file opened by
     /// [`CodeFile::open`].
     image: Arc<Image>,
 }
@@ -358,7 +358,7 @@ pub(crate) struct ElfSection {
 /// The tables of a file as the cache keeps them (a refusal when they cannot be read).
 pub(crate) type CachedTables<'a> = Arc<Result<Tables<'a>, Refusal>>;
 
-/// The format-specific tables of a file, read once per image ([`crate::cache::Part::SafetyTables`]).
+/// The format-specific tables of a file, read once per image ([`crate::image::cached::Part::SafetyTables`]).
 pub(crate) enum Tables<'a> {
     Elf {
         ranges: Vec<CodeRange>,
@@ -437,12 +437,12 @@ fn r2r_pad(b: u8) -> bool {
 }
 
 impl CodeFile {
-    /// Opens `path` (mapped; once per run, with its tables, [`crate::cache`]). Errors: I/O
+    /// Opens `path` (mapped; once per run, with its tables, [`crate::image::cached`]). Errors: I/O
     /// errors naming the path.
     pub fn open(path: &Path) -> crate::Result<CodeFile> {
         Ok(CodeFile {
             path: path.to_path_buf(),
-            image: crate::cache::image(path)?,
+            image: crate::image::cached::image(path)?,
         })
     }
 
@@ -949,7 +949,7 @@ impl CodeFile {
     }
 
     /// The file's ELF function symbols (`.symtab`, `.dynsym`), read once per run
-    /// ([`crate::cache::Image::elf`]); empty when they cannot be read.
+    /// ([`crate::image::cached::Image::elf`]); empty when they cannot be read.
     fn elf_functions<'t>(&self, slot: &'t std::sync::OnceLock<ElfFunctions>) -> &'t ElfFunctions {
         slot.get_or_init(|| ElfFunctions::new(self.image.elf(&self.path).ok()))
     }
@@ -1000,7 +1000,7 @@ pub fn missing_offset_reasons<'s>(
     symbols: impl IntoIterator<Item = &'s crate::symbol::Symbol>,
 ) -> Vec<Option<String>> {
     use crate::symbol::{Address, SymbolOrigin};
-    let image = crate::cache::image(path).ok();
+    let image = crate::image::cached::image(path).ok();
     let elf = image
         .as_ref()
         .filter(|i| sniff(i.bytes()) == Some(ImageFormat::Elf));
