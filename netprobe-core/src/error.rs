@@ -132,7 +132,7 @@ pub enum Error {
     #[error("{} is a composite ReadyToRun image of {components} assemblies: netprobe does not resolve composite images yet; list a component assembly's methods from a non-composite build (publish without -p:PublishReadyToRunComposite=true)", .path.display())]
     CompositeImage { path: PathBuf, components: u32 },
 
-    #[error("{} has ReadyToRun format {major}.{minor}, which netprobe does not know (it reads formats {}.x to {}.x, which .NET Core 2.1 to .NET 10 write): use a netprobe release that supports this .NET version", .path.display(), crate::dotnet::r2r::parser::MIN_MAJOR, crate::dotnet::r2r::parser::MAX_MAJOR)]
+    #[error("{} has ReadyToRun format {major}.{minor}, which netprobe does not know (it reads formats {}.x to {}.x, which .NET Core 2.1 to .NET 10 write): use a netprobe release that supports this .NET version", .path.display(), crate::dotnet::r2r::versions::MIN_MAJOR, crate::dotnet::r2r::versions::MAX_MAJOR)]
     UnsupportedR2rVersion {
         path: PathBuf,
         major: u16,

@@ -454,12 +454,13 @@ pub fn read_path(process: &Process, img: &MappedImage) -> Result<PathBuf> {
 }
 
 /// Right before a probe on `path` is written: `path` must still name the file this run read
-/// there ([`crate::cache::identity_read_at`]: same device, inode, size and modification time),
-/// since its offsets were computed from those bytes. A path never read (a raw offset placed
-/// with `--unsafe-offset`) has nothing to compare and passes. Errors:
+/// there ([`crate::cache::ImageCache::identity_read_at`] of the process-wide cache: same device,
+/// inode, size and modification time), since its offsets were computed from those bytes. A path
+/// never read (a raw offset placed with `--unsafe-offset`) has nothing to compare and passes.
+/// Errors:
 /// [`Error::ProbeFileChanged`] naming what the path is now and what was read.
 pub fn verify_probe_file(path: &Path) -> Result<()> {
-    let Some(read) = crate::cache::identity_read_at(path) else {
+    let Some(read) = crate::cache::ImageCache::shared().identity_read_at(path) else {
         return Ok(());
     };
     match crate::file_id::FileId::of(path) {
@@ -571,7 +572,7 @@ mod tests {
         std::fs::write(&path, b"first contents").unwrap();
         // Never read: nothing to compare.
         verify_probe_file(&path).unwrap();
-        crate::cache::image(&path).unwrap();
+        crate::cache::ImageCache::shared().open(&path).unwrap();
         verify_probe_file(&path).unwrap();
         // Another file put at the path (as a target can do to a path in a folder it owns).
         let other = dir.path().join("other");

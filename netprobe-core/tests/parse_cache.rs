@@ -1,4 +1,5 @@
-//! The per-run parse cache (`netprobe_core::cache`): resolving names in an ELF program, a Go
+//! The per-run parse cache (`netprobe_core::cache`, its parts parsed by
+//! `netprobe_core::image::cached`): resolving names in an ELF program, a Go
 //! binary and .NET CoreLib, from several threads at once and again one after the other, then
 //! checking the resolved probes with the probe-safety gate on the same files, opens each file
 //! once and parses each of its parts once.
@@ -9,8 +10,9 @@
 //! fails under CI=true.
 
 use fixtures::e2e::{self, err, Need};
-use netprobe_core::cache::{self, Part};
+use netprobe_core::cache::ImageCache;
 use netprobe_core::file_id::FileId;
+use netprobe_core::image::cached::Part;
 use netprobe_core::probe_safety::{CodeFile, ProbeRequest};
 use netprobe_core::resolve::{resolve_file, ProbeTarget};
 use std::path::{Path, PathBuf};
@@ -108,7 +110,7 @@ fn each_image_parsed_once() -> Result<(), String> {
         ));
     }
 
-    let stats = cache::stats();
+    let stats = ImageCache::shared().stats();
     let mut report = Vec::new();
     for (path, _) in &files {
         let id = FileId::of(path).ok_or_else(|| format!("cannot stat {}", path.display()))?;

@@ -193,9 +193,9 @@ fn dotnet8_enable_perf_map() -> Result<(), String> {
             "anonymous executable mappings {anon_exec:x?}, notes {notes:?}"
         ));
     }
-    netprobe_core::symbolize::dotnet_ipc::enable_perf_map(
+    netprobe_core::ipc::dotnet_diagnostics::enable_perf_map(
         app.pid,
-        netprobe_core::symbolize::dotnet_ipc::PerfMapType::All,
+        netprobe_core::ipc::dotnet_diagnostics::PerfMapType::All,
     )
     .map_err(err)?;
     let deadline = Instant::now() + Duration::from_secs(10);

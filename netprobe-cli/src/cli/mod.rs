@@ -105,7 +105,7 @@ pub fn one_line(e: &anyhow::Error) -> String {
 /// stderr line per image (`netprobe: parse stats: DEV:INO[+OFFSET] opens=N PART=N ...`), so a
 /// test can check that every image is parsed once per run.
 fn print_parse_stats() {
-    let stats = netprobe_core::cache::stats();
+    let stats = netprobe_core::cache::ImageCache::shared().stats();
     for (key, opens) in &stats.opens {
         let mut line = format!("netprobe: parse stats: {}:{}", key.file.dev, key.file.ino);
         if let Some((offset, _)) = key.member {

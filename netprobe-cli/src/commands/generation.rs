@@ -22,7 +22,7 @@ pub(crate) fn run_generation(
     let container = session.container().cloned();
     fn export<'s>(
         inner: Exported<'s>,
-        container: Option<&netprobe_core::docker::ContainerInfo>,
+        container: Option<&netprobe_core::ipc::docker::ContainerInfo>,
     ) -> Exported<'s> {
         match container {
             Some(c) => inner.known_container(&c.id, &c.name),

@@ -149,7 +149,7 @@ impl GoImages {
 /// Reads the Go facts of `path` for `locs`; `None` when it is not a Go binary.
 fn read_image(path: &Path, locs: &[&Location]) -> Option<GoImage> {
     // The Go tables the resolver and the probe-safety gate use too: parsed once per run.
-    netprobe_core::cache::image(path)
+    netprobe_core::image::cached::image(path)
         .ok()?
         .with_go(path, |bin| read_functions(path, bin?, locs))
         .ok()?

@@ -2,7 +2,7 @@
 //! Docker Engine API (`netprobe_core::docker`), and how netprobe names it on stderr.
 
 use crate::error::{Error, Result};
-use netprobe_core::docker::ContainerInfo;
+use netprobe_core::ipc::docker::ContainerInfo;
 
 /// The processes of Docker container `name_or_id` (`--container`), said on stderr.
 pub fn container_pids(name_or_id: &str) -> Result<Vec<u32>> {
@@ -11,8 +11,8 @@ pub fn container_pids(name_or_id: &str) -> Result<Vec<u32>> {
 
 /// What the Docker engine says about container `name_or_id`, and its processes, said on stderr.
 pub(crate) fn container_processes(name_or_id: &str) -> Result<(ContainerInfo, Vec<u32>)> {
-    let (info, pids) = netprobe_core::docker::container_processes(
-        &netprobe_core::docker::socket_path(),
+    let (info, pids) = netprobe_core::ipc::docker::container_processes(
+        &netprobe_core::ipc::docker::socket_path(),
         name_or_id,
         netprobe_core::pid_namespace::sees_global_pids(),
     )

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::lang::dotnet;
 use crate::runner::{Executables, StopReason};
 use crate::spec::Targeting;
-use netprobe_core::docker::ContainerInfo;
+use netprobe_core::ipc::docker::ContainerInfo;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -61,7 +61,7 @@ impl Session {
 
 /// The waiting of [`Session::reattach`].
 fn wait_for(s: &mut Session, info: &ContainerInfo) -> Result<Reattached> {
-    let socket = netprobe_core::docker::socket_path();
+    let socket = netprobe_core::ipc::docker::socket_path();
     let mut failing: Option<(Vec<u32>, Instant)> = None;
     let mut said = String::new();
     loop {
@@ -71,7 +71,7 @@ fn wait_for(s: &mut Session, info: &ContainerInfo) -> Result<Reattached> {
         if s.options.duration.is_some_and(|d| s.started.elapsed() >= d) {
             return Ok(Reattached::Stopped(StopReason::Duration));
         }
-        let found = netprobe_core::docker::container_processes(
+        let found = netprobe_core::ipc::docker::container_processes(
             &socket,
             &info.id,
             netprobe_core::pid_namespace::sees_global_pids(),
@@ -89,8 +89,8 @@ fn wait_for(s: &mut Session, info: &ContainerInfo) -> Result<Reattached> {
             }
             // Stopped, restarting, or between processes: wait.
             Err(
-                netprobe_core::docker::ContainerError::NotRunning { .. }
-                | netprobe_core::docker::ContainerError::NoVisibleProcess { .. },
+                netprobe_core::ipc::docker::ContainerError::NotRunning { .. }
+                | netprobe_core::ipc::docker::ContainerError::NoVisibleProcess { .. },
             ) => None,
             Err(e) => {
                 let text = e.to_string();

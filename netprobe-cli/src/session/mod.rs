@@ -59,7 +59,7 @@ use crate::plan::ProbePlan;
 use crate::runner::Executables;
 use crate::signals::SignalPipe;
 use crate::sinks::{Sink, TaskInfo};
-use netprobe_core::docker::ContainerInfo;
+use netprobe_core::ipc::docker::ContainerInfo;
 use std::time::Instant;
 
 /// A tracing session whose probes are in place. Fields drop in order: the backend (its probes

@@ -20,7 +20,7 @@ use crate::plan::ProbePlan;
 use crate::run_as::RunAs;
 use crate::runner::Executables;
 use crate::signals::SignalPipe;
-use netprobe_core::docker::ContainerInfo;
+use netprobe_core::ipc::docker::ContainerInfo;
 use std::time::Instant;
 
 /// The processes a planned session traces.

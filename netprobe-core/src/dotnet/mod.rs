@@ -49,14 +49,20 @@ pub struct Assembly {
     /// Where the assembly's first byte lies in the file it is stored in: 0 for an assembly file,
     /// the entry's offset for an assembly inside a single-file bundle.
     file_base: FileOffset,
-    /// [`Assembly::methods`], listed on first use and shared by every clone (the cache hands
-    /// out clones of one parse, [`crate::cache`]).
+    /// [`Assembly::methods`], listed on first use and shared by every clone (the image cache
+    /// hands out clones of one parse, [`crate::image::cached`]).
     methods: std::sync::Arc<std::sync::Mutex<Option<Vec<R2rMethod>>>>,
     /// [`Assembly::methods_named`], by own name, decoded once each and shared as `methods` is.
     named: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<R2rMethod>>>>,
     /// [`Assembly::type_names`], written on first use and shared as `methods` is.
     type_names: std::sync::Arc<std::sync::OnceLock<metadata::TypeNames>>,
+    /// How the assemblies this one references are opened by path ([`Assembly::open_sibling`]).
+    sibling_opener: Option<SiblingOpener>,
 }
+
+/// Opens an assembly by path: how [`Assembly::open_sibling`] reaches the assemblies beside one
+/// (`<dir>/<name>.dll`) through whatever opened it ([`crate::image::cached`]'s cache).
+pub type SiblingOpener = std::sync::Arc<dyn Fn(&Path) -> Result<Assembly> + Send + Sync>;
 
 /// The ReadyToRun part of an assembly.
 #[derive(Clone, Debug)]
@@ -69,27 +75,6 @@ pub struct R2rImage {
 }
 
 impl Assembly {
-    /// Reads and parses the assembly at `path`.
-    ///
-    /// Returns `Err(Error::Io/PermissionDenied)` when the file cannot be read, and the errors of
-    /// [`Assembly::parse`] otherwise.
-    ///
-    /// `path` may name an assembly inside a .NET single-file bundle as if the bundle were a
-    /// folder (`./app/System.Private.CoreLib.dll`, see [`bundle::split_member_path`]); it is
-    /// then opened in place ([`bundle::Bundle::assembly`]).
-    ///
-    /// The file is opened and parsed once per run ([`crate::cache`]).
-    pub fn open(path: impl AsRef<Path>) -> Result<Assembly> {
-        let path = path.as_ref();
-        match crate::cache::image(path) {
-            Ok(image) => image.assembly(path).map(|a| a.with_path(path)),
-            Err(e) => match bundle::open_member(path)? {
-                Some(asm) => Ok(asm),
-                None => Err(e),
-            },
-        }
-    }
-
     /// Parses an assembly from its bytes (`path` is only used in messages).
     ///
     /// Returns:
@@ -160,9 +145,27 @@ impl Assembly {
             methods: Default::default(),
             named: Default::default(),
             type_names: Default::default(),
+            sibling_opener: None,
         };
         asm.r2r = asm.parse_r2r()?;
         Ok(asm)
+    }
+
+    /// This assembly, opening the assemblies it references with `open` ([`Assembly::open_sibling`]).
+    pub fn with_sibling_opener(self, open: SiblingOpener) -> Assembly {
+        Assembly {
+            sibling_opener: Some(open),
+            ..self
+        }
+    }
+
+    /// The assembly at `path` that this one references (a file beside it): opened as this one
+    /// was opened ([`Assembly::with_sibling_opener`]), else read and parsed now.
+    pub fn open_sibling(&self, path: &Path) -> Result<Assembly> {
+        match &self.sibling_opener {
+            Some(open) => open(path),
+            None => Assembly::from_bytes(path, FileBytes::open(path)?),
+        }
     }
 
     /// This assembly named `path` in messages (the cache shares one parse between the paths of
@@ -568,7 +571,7 @@ impl SymbolSource for Assembly {
     /// stores the assembly: shifted by [`Assembly::file_base`]). `Err(IlOnly)` for an IL-only
     /// assembly.
     fn symbols(&self) -> Result<Vec<Symbol>> {
-        // Symbols are cached per image ([`crate::cache`]): a listing not cached yet is not
+        // Symbols are cached per image ([`crate::image::cached`]): a listing not cached yet is not
         // copied into the methods cache as well.
         let cached = self
             .methods

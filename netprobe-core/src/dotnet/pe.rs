@@ -112,7 +112,7 @@ impl PeImage {
     /// Parses the headers. `Err(what)` names the first structure that is missing or cut short;
     /// a file that does not start with `MZ` + `PE\0\0` gives `Err("not a PE file")`.
     pub fn parse(data: &[u8]) -> Result<PeImage, String> {
-        if crate::image::sniff(data) != Some(crate::image::ImageFormat::Pe) {
+        if crate::image::format::sniff(data) != Some(crate::image::format::ImageFormat::Pe) {
             return Err("not a PE file".into());
         }
         let pe = us(u32_at(data, 0x3c).ok_or("DOS header cut short")?);

@@ -366,9 +366,9 @@ pub fn runtime_of_process(pid: u32) -> Option<(RuntimeVersion, PathBuf)> {
         return Some((v, lib.path.clone()));
     }
     // The mapped file itself ([`crate::resolve::open_path`]), opened once per run
-    // ([`crate::cache`]), as the symbol readers open it.
+    // ([`crate::image::cached`]), as the symbol readers open it.
     let open = crate::resolve::open_path(&process, lib).ok()?;
-    let image = crate::cache::image(&open).ok()?;
+    let image = crate::image::cached::image(&open).ok()?;
     let version = version_from_sccsid(image.bytes());
     // A version read from zeros (the file shrank while scanned) is no answer.
     image.bytes().check_unchanged(&open).ok()?;
@@ -381,7 +381,7 @@ pub fn runtime_of_process(pid: u32) -> Option<(RuntimeVersion, PathBuf)> {
 /// (`TieredCompilationManager::`, in every release `libcoreclr.so` from 3.1 to 10 and in
 /// single-file hosts, absent from plain apphosts and `libhostfxr.so`). `None` for anything else.
 pub fn single_file_runtime(exe: &Path) -> Option<RuntimeVersion> {
-    let image = crate::cache::image(exe).ok()?;
+    let image = crate::image::cached::image(exe).ok()?;
     let version = memchr_find(image.bytes(), b"TieredCompilationManager::")
         .and_then(|_| version_from_sccsid(image.bytes()));
     // A scan that read zeros where the file shrank under it found nothing certain.

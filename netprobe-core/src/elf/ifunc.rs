@@ -92,8 +92,8 @@ pub fn resolve_ifunc(
         let Ok(path) = open_path(process, img) else {
             continue;
         };
-        // Opened once per run ([`crate::cache`]), shared with the symbol readers.
-        let Ok(image) = crate::cache::image(&path) else {
+        // Opened once per run ([`crate::image::cached`]), shared with the symbol readers.
+        let Ok(image) = crate::image::cached::image(&path) else {
             continue;
         };
         let Ok(elf) = parse_elf(&path, image.bytes()) else {

@@ -13,7 +13,7 @@
 use crate::addr::VirtAddr;
 use crate::elf::gnu_hash::{GnuHash, SHT_GNU_HASH};
 use crate::error::{Error, Result};
-use crate::image::{sniff, ImageFormat};
+use crate::image::format::{sniff, ImageFormat};
 use crate::name_budget::NameBudget;
 use crate::symbol::{SymbolKind, SymbolOrigin};
 use goblin::container::Ctx;
@@ -445,11 +445,11 @@ impl ElfView<'_> {
 }
 
 /// What the rest of netprobe reads of an ELF file, parsed once per image
-/// ([`crate::cache::Part::Elf`]): loadable segments, section headers with their names, and
+/// ([`crate::image::cached::Part::Elf`]): loadable segments, section headers with their names, and
 /// function symbols ([`ElfView::functions`]).
 #[derive(Clone, Debug)]
 pub struct ElfFacts {
-    pub segments: crate::elf::LoadSegments,
+    pub segments: crate::elf::segments::LoadSegments,
     pub section_headers: Vec<SectionHeader>,
     /// The name of each section header, in order ("" when unreadable).
     pub section_names: Vec<String>,
@@ -475,7 +475,9 @@ impl ElfFacts {
             .collect::<Option<Vec<String>>>()
             .ok_or_else(|| budget.error(path))?;
         Ok(ElfFacts {
-            segments: crate::elf::LoadSegments::from_program_headers(&view.program_headers),
+            segments: crate::elf::segments::LoadSegments::from_program_headers(
+                &view.program_headers,
+            ),
             section_names,
             section_headers: view.section_headers,
             functions,

@@ -1,7 +1,7 @@
 //! Turning an ELF file's function symbols into [`Symbol`]s with file offsets, and explaining how
 //! an offset comes about.
 
-use super::parser::{parse_elf, ElfView, RawFunction};
+use super::parser::{parse_elf, ElfFacts, ElfView, RawFunction};
 use super::segments::LoadSegments;
 use super::types::{OffsetExplanation, SectionInfo};
 use crate::addr::VirtAddr;
@@ -13,45 +13,59 @@ use goblin::elf::section_header::SHF_EXECINSTR;
 use goblin::elf::Elf;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// An ELF file opened for symbol lookup.
 #[derive(Debug)]
 pub struct ElfFile {
     path: PathBuf,
     bytes: FileBytes,
-    /// The cached image it was opened from ([`ElfFile::open`]); `None` for bytes handed in.
-    image: Option<std::sync::Arc<crate::cache::Image>>,
+    /// Where its function symbols come from when they are parsed once elsewhere and kept
+    /// (`ElfFile::open`, [`crate::image::cached`]); `None` for bytes handed in.
+    facts: Option<FactsSource>,
+}
+
+/// The function symbols and segments of an opened file, as another layer parses them once and
+/// keeps them ([`crate::image::cached`]); asked for by the first [`ElfFile::symbols`].
+#[derive(Clone)]
+pub struct FactsSource(Arc<ReadFacts>);
+
+/// Reads (or hands out the kept) facts of the file its argument names in messages.
+type ReadFacts = dyn Fn(&Path) -> Result<Arc<ElfFacts>> + Send + Sync;
+
+impl FactsSource {
+    pub fn new(f: impl Fn(&Path) -> Result<Arc<ElfFacts>> + Send + Sync + 'static) -> FactsSource {
+        FactsSource(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for FactsSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FactsSource")
+    }
 }
 
 impl ElfFile {
-    /// Opens and checks `path`. Errors: [`crate::Error::NotAnObjectFile`] when it is no ELF file,
-    /// [`crate::Error::Malformed`] when its headers are truncated or corrupt, I/O errors naming
-    /// the path. The file is opened once per run ([`crate::cache`]); its symbol tables are parsed
-    /// (once per run) by the first [`SymbolSource::symbols`], not here: asking a 75 MB Go binary
-    /// for its segments or sections must not read its 170,000 `.dynsym` names.
-    pub fn open(path: &Path) -> Result<ElfFile> {
-        let image = crate::cache::image(path)?;
-        if crate::image::sniff(image.bytes()) != Some(crate::image::ImageFormat::Elf) {
-            return Err(crate::Error::NotAnObjectFile {
-                path: path.to_path_buf(),
-            });
-        }
-        ElfView::parse(path, image.bytes())?;
-        Ok(ElfFile {
-            path: path.to_path_buf(),
-            bytes: image.bytes().clone(),
-            image: Some(image),
-        })
-    }
-
-    /// Wraps bytes already read (or mapped); checks them as [`ElfFile::open`] does.
+    /// Wraps bytes already read (or mapped) and checks their headers. Errors:
+    /// [`crate::Error::NotAnObjectFile`] when they are no ELF file, [`crate::Error::Malformed`]
+    /// when the headers are truncated or corrupt. (`ElfFile::open`, in [`crate::image::cached`],
+    /// opens a path once per run.)
     pub fn from_bytes(path: &Path, bytes: FileBytes) -> Result<ElfFile> {
         ElfView::parse(path, &bytes)?;
         Ok(ElfFile {
             path: path.to_path_buf(),
             bytes,
-            image: None,
+            facts: None,
         })
+    }
+
+    /// Bytes whose headers were checked, with their function symbols from `facts`.
+    pub fn with_facts(path: &Path, bytes: FileBytes, facts: FactsSource) -> ElfFile {
+        ElfFile {
+            path: path.to_path_buf(),
+            bytes,
+            facts: Some(facts),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -133,8 +147,8 @@ impl SymbolSource for ElfFile {
     /// lacks the function, e.g. in stripped libraries). File offsets come
     /// from the segment formula; `None` for a symbol outside every executable `PT_LOAD`.
     fn symbols(&self) -> Result<Vec<Symbol>> {
-        if let Some(image) = &self.image {
-            let facts = image.elf(&self.path)?;
+        if let Some(FactsSource(facts)) = &self.facts {
+            let facts = facts(&self.path)?;
             return Ok(symbols_of(&facts.functions, &facts.segments));
         }
         let view = self.view()?;

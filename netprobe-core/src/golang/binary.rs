@@ -8,7 +8,7 @@ use crate::abi::go::{abi_for, GoAbi};
 use crate::addr::{AddressSet, FileOffset, VirtAddr};
 use crate::elf::parser::ElfView;
 use crate::elf::LoadSegments;
-use crate::image::{sniff, ImageFormat};
+use crate::image::format::{sniff, ImageFormat};
 use crate::symbol::{Address, Symbol, SymbolKind, SymbolOrigin, SymbolSource};
 use crate::x86;
 use crate::{Error, Result};

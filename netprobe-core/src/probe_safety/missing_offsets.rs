@@ -19,7 +19,7 @@ pub fn missing_offset_reasons<'s>(
     symbols: impl IntoIterator<Item = &'s crate::symbol::Symbol>,
 ) -> Vec<Option<String>> {
     use crate::symbol::{Address, SymbolOrigin};
-    let image = crate::cache::image(path).ok();
+    let image = crate::image::cached::image(path).ok();
     let elf = image
         .as_ref()
         .filter(|i| sniff(i.bytes()) == Some(ImageFormat::Elf));

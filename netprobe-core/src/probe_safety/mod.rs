@@ -56,7 +56,7 @@ pub use units::{CodeUnit, UnitSource};
 
 use crate::addr::{FileOffset, VirtAddr};
 use crate::bytes::FileBytes;
-use crate::cache::{Image, Part};
+use crate::image::cached::{Image, Part};
 use crate::x86;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -85,18 +85,18 @@ pub struct Passed {
 /// One probed file, opened for checking.
 pub struct CodeFile {
     path: PathBuf,
-    /// Its bytes and tables: parsed once per run ([`crate::cache`]) for a file opened by
+    /// Its bytes and tables: parsed once per run ([`crate::image::cached`]) for a file opened by
     /// [`CodeFile::open`].
     image: Arc<Image>,
 }
 
 impl CodeFile {
-    /// Opens `path` (mapped; once per run, with its tables, [`crate::cache`]). Errors: I/O
+    /// Opens `path` (mapped; once per run, with its tables, [`crate::image::cached`]). Errors: I/O
     /// errors naming the path.
     pub fn open(path: &Path) -> crate::Result<CodeFile> {
         Ok(CodeFile {
             path: path.to_path_buf(),
-            image: crate::cache::image(path)?,
+            image: crate::image::cached::image(path)?,
         })
     }
 

@@ -1,11 +1,11 @@
 //! The tables of each format the checks read, built once per image
-//! ([`crate::cache::Part::SafetyTables`]): ELF's executable `PT_LOAD` segments, sections and
+//! ([`crate::image::cached::Part::SafetyTables`]): ELF's executable `PT_LOAD` segments, sections and
 //! function symbols, Go's pclntab (and how well its entries meet the code), a bundle's
 //! ReadyToRun assemblies; PE's executable sections and RUNTIME_FUNCTIONS; and the padding
 //! each format's linker leaves between functions.
 
 use super::{CodeFile, Refusal};
-use crate::cache::Parsed;
+use crate::image::cached::Parsed;
 use crate::dotnet::pe::PeSection;
 use crate::dotnet::Assembly;
 use crate::elf::parser::{ElfView, RawFunction};
@@ -45,7 +45,7 @@ pub(crate) struct ElfSection {
 /// The tables of a file as the cache keeps them (a refusal when they cannot be read).
 pub(crate) type CachedTables<'a> = Arc<Result<Tables<'a>, Refusal>>;
 
-/// The format-specific tables of a file, read once per image ([`crate::cache::Part::SafetyTables`]).
+/// The format-specific tables of a file, read once per image ([`crate::image::cached::Part::SafetyTables`]).
 pub(crate) enum Tables<'a> {
     Elf {
         ranges: Vec<CodeRange>,
@@ -189,7 +189,7 @@ impl CodeFile {
     }
 
     /// The file's ELF function symbols (`.symtab`, `.dynsym`), read once per run
-    /// ([`crate::cache::Image::elf`]); empty when they cannot be read.
+    /// ([`crate::image::cached::Image::elf`]); empty when they cannot be read.
     pub(super) fn elf_functions<'t>(
         &self,
         slot: &'t std::sync::OnceLock<ElfFunctions>,

@@ -192,7 +192,9 @@ impl ImageIndex {
             }
             Some(ImageFormat::Pe) => {
                 // A mapped file's clone shares the mapping.
-                match Assembly::from_bytes(path, bytes.clone()).and_then(|a| a.methods()) {
+                let asm = Assembly::from_bytes(path, bytes.clone())
+                    .map(|a| a.with_sibling_opener(crate::image::cached::sibling_opener()));
+                match asm.and_then(|a| a.methods()) {
                     Ok(methods) => b.r2r(&methods, FileOffset(0), 0),
                     Err(Error::IlOnly { .. }) => {}
                     Err(e) => return Err(e),

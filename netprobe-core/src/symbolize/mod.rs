@@ -8,7 +8,8 @@
 //!
 //! Layout after blazesym's: [`types`] (what a frame is), [`index`] (one file's code ranges,
 //! sorted by file offset), [`jit`] (one process's JIT names), [`resolver`] (the [`Symbolizer`]
-//! with its caches), [`note`] and [`dotnet_ipc`] (getting JIT names turned on).
+//! with its caches), [`note`] (what to do when JIT names are missing; turning them on in a
+//! running process writes to its diagnostics socket: [`crate::ipc::dotnet_diagnostics`]).
 //!
 //! ```no_run
 //! use netprobe_core::symbolize::Symbolizer;
@@ -19,7 +20,6 @@
 //! # Ok::<(), netprobe_core::Error>(())
 //! ```
 
-pub mod dotnet_ipc;
 pub mod index;
 pub mod jit;
 pub mod note;

@@ -53,7 +53,7 @@ pub(super) fn container_label(pid: u32, names: &mut HashMap<String, String>) -> 
         .or_else(|| {
             (c.engine == "docker")
                 .then(|| {
-                    netprobe_core::docker::inspect(&netprobe_core::docker::socket_path(), &c.id)
+                    netprobe_core::ipc::docker::inspect(&netprobe_core::ipc::docker::socket_path(), &c.id)
                         .ok()
                 })
                 .flatten()

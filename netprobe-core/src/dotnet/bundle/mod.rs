@@ -1,8 +1,9 @@
 //! .NET single-file bundles (`dotnet publish -p:PublishSingleFile=true`): an app host (ELF)
 //! followed by the app's files and a manifest.
 //!
-//! [`Bundle::open`] finds the manifest ([`parser`]); [`Bundle::assembly`] opens a bundled
-//! assembly in place (a read-only mapping of its bytes, no copy) whose symbols carry file
+//! [`Bundle::from_bytes`] finds the manifest ([`parser`]); `Bundle::assembly` (in
+//! [`crate::image::cached`], which opens bundles by path and parses each once per run) opens a
+//! bundled assembly in place (a read-only mapping of its bytes, no copy) whose symbols carry file
 //! offsets *in the bundle file*: the runtime maps uncompressed assemblies straight from the
 //! bundle, so a uprobe on the bundle at `entry offset + offset in the assembly` hits (see
 //! [`Placement`]). Compressed entries are decompressed into anonymous memory at run time and
@@ -16,7 +17,6 @@ pub mod types;
 
 use crate::addr::FileOffset;
 use crate::bytes::FileBytes;
-use crate::dotnet::Assembly;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -33,23 +33,13 @@ pub struct Bundle {
 }
 
 impl Bundle {
-    /// Opens `path` as a bundle: `Ok(None)` when it is a file but not a single-file bundle
-    /// (not ELF, or an ELF without a bundle manifest); `Err` for I/O errors and for a bundle
-    /// whose manifest is corrupt ([`Error::Malformed`]) or of an unknown format version
-    /// ([`Error::Unsupported`]).
-    ///
-    /// The file is opened and its manifest parsed once per run ([`crate::cache`]).
-    pub fn open(path: impl AsRef<Path>) -> Result<Option<Bundle>> {
-        let path = path.as_ref();
-        Ok(crate::cache::image(path)?.bundle(path)?.map(|b| Bundle {
-            path: path.to_path_buf(),
-            ..b.as_ref().clone()
-        }))
-    }
-
-    /// [`Bundle::open`] over bytes already read (`path` only names the bundle in messages).
+    /// Reads the bundle in `data` (`path` only names the bundle in messages): `Ok(None)` when it
+    /// is not a single-file bundle (not ELF, or an ELF without a bundle manifest); `Err` for a
+    /// manifest that is corrupt ([`Error::Malformed`]) or of an unknown format version
+    /// ([`Error::Unsupported`]). Opening by path, once per run, is
+    /// [`crate::image::cached`]'s `Bundle::open`.
     pub fn from_bytes(path: &Path, data: FileBytes) -> Result<Option<Bundle>> {
-        if crate::image::sniff(&data) != Some(crate::image::ImageFormat::Elf)
+        if crate::image::format::sniff(&data) != Some(crate::image::format::ImageFormat::Elf)
             || ends_with_its_elf_image(&data)
         {
             return Ok(None);
@@ -139,65 +129,39 @@ impl Bundle {
         })
     }
 
-    /// Opens bundled assembly `entry` in place. Its [`Assembly::file_base`] is the entry's
-    /// offset, so its symbols' file offsets are offsets in the bundle file.
-    ///
-    /// Errors: [`Error::CompressedBundleEntry`] (not probe-able; the fix is to publish without
-    /// compression), [`Error::ExtractedBundleEntry`] (the runtime uses an extracted copy),
-    /// [`Error::NotDotnet`] for a file that is no assembly, and the assembly's own errors.
-    pub fn assembly(&self, entry: &BundleEntry) -> Result<Assembly> {
-        let member = self.member_path(entry);
-        self.member_image(entry)?
-            .assembly(&member)
-            .map(|a| a.with_path(&member))
-    }
-
-    /// The image of bundled assembly `entry` (opened and parsed once per run,
-    /// [`crate::cache`], when the bundle is a mapped file); errors as [`Bundle::assembly`].
-    pub(crate) fn member_image(
-        &self,
-        entry: &BundleEntry,
-    ) -> Result<std::sync::Arc<crate::cache::Image>> {
-        let member = self.member_path(entry);
+    /// `Ok` when the runtime maps `entry` from the bundle ([`Placement::Mapped`]), so it can be
+    /// opened in place; else why not: [`Error::CompressedBundleEntry`] (not probe-able; the fix
+    /// is to publish without compression), [`Error::ExtractedBundleEntry`] (the runtime uses an
+    /// extracted copy), [`Error::NotDotnet`] for a file that is no assembly.
+    pub(crate) fn check_mapped(&self, entry: &BundleEntry) -> Result<()> {
         match self.placement(entry) {
-            Placement::Mapped => {}
-            Placement::Compressed => {
-                return Err(Error::CompressedBundleEntry {
-                    bundle: self.path.clone(),
-                    entry: entry.path.clone(),
-                })
-            }
-            Placement::Extracted => {
-                return Err(Error::ExtractedBundleEntry {
-                    bundle: self.path.clone(),
-                    entry: entry.path.clone(),
-                    bundle_id: self.manifest.header.bundle_id.clone(),
-                })
-            }
-            Placement::Data => return Err(Error::NotDotnet { path: member }),
-        }
-        match &self.data {
-            FileBytes::Mapped(_) => {
-                crate::cache::member_image(&self.path, &member, entry.offset.0, entry.size)
-            }
-            FileBytes::Owned(_) => Ok(std::sync::Arc::new(crate::cache::Image::uncached_at(
-                &member,
-                FileBytes::Owned(
-                    self.stored_bytes(entry)
-                        .ok_or_else(|| Error::malformed(&self.path, "entry outside the bundle"))?
-                        .to_vec(),
-                ),
-                entry.offset,
-            ))),
+            Placement::Mapped => Ok(()),
+            Placement::Compressed => Err(Error::CompressedBundleEntry {
+                bundle: self.path.clone(),
+                entry: entry.path.clone(),
+            }),
+            Placement::Extracted => Err(Error::ExtractedBundleEntry {
+                bundle: self.path.clone(),
+                entry: entry.path.clone(),
+                bundle_id: self.manifest.header.bundle_id.clone(),
+            }),
+            Placement::Data => Err(Error::NotDotnet {
+                path: self.member_path(entry),
+            }),
         }
     }
 
-    /// Every assembly the runtime maps from the bundle ([`Placement::Mapped`]), in manifest
-    /// order, with the result of opening it.
-    pub fn mapped_assemblies(&self) -> Vec<(&BundleEntry, Result<Assembly>)> {
-        self.mapped_entries()
-            .map(|e| (e, self.assembly(e)))
-            .collect()
+    /// The bundle's bytes.
+    pub(crate) fn data(&self) -> &FileBytes {
+        &self.data
+    }
+
+    /// This bundle named `path` (the cache shares one parse between the paths of one file).
+    pub(crate) fn with_path(&self, path: &Path) -> Bundle {
+        Bundle {
+            path: path.to_path_buf(),
+            ..self.clone()
+        }
     }
 
     /// The entries of the assemblies the runtime maps from the bundle, in manifest order.
@@ -246,15 +210,6 @@ pub fn split_member_path(path: &Path) -> Option<(PathBuf, String)> {
     None
 }
 
-/// Opens the bundled assembly a member path names (see [`split_member_path`]); `Ok(None)` when
-/// `path` is no member path of a bundle.
-pub fn open_member(path: &Path) -> Result<Option<Assembly>> {
-    let Some((bundle, rel)) = bundle_of_member(path)? else {
-        return Ok(None);
-    };
-    bundle.assembly(bundle.entry(&rel)?).map(Some)
-}
-
 /// Whether `data` ends where the ELF image it starts with ends: at or before the end of its
 /// section header table, of a section's contents or of a segment's file bytes. The bundler
 /// appends the bundled files and then the manifest after the app host's own bytes
@@ -281,26 +236,6 @@ fn ends_with_its_elf_image(data: &[u8]) -> bool {
         .map(|p| p.p_offset.saturating_add(p.p_filesz));
     let end = sections.chain(segments).fold(header_table, u64::max);
     end >= data.len() as u64
-}
-
-/// [`open_member`]'s image (parsed once per run, [`crate::cache`]): `Ok(None)` when `path` is
-/// no member path of a bundle.
-pub(crate) fn open_member_image(
-    path: &Path,
-) -> Result<Option<std::sync::Arc<crate::cache::Image>>> {
-    let Some((bundle, rel)) = bundle_of_member(path)? else {
-        return Ok(None);
-    };
-    bundle.member_image(bundle.entry(&rel)?).map(Some)
-}
-
-/// The bundle a member path names and the member's path inside it; `Ok(None)` when `path` is
-/// no member path of a bundle.
-fn bundle_of_member(path: &Path) -> Result<Option<(Bundle, String)>> {
-    let Some((bundle_path, rel)) = split_member_path(path) else {
-        return Ok(None);
-    };
-    Ok(Bundle::open(&bundle_path)?.map(|b| (b, rel)))
 }
 
 /// Whether `member` names a file inside the bundle at `bundle` (a member path built by

@@ -4,5 +4,6 @@ pub mod native_format;
 pub mod parser;
 pub mod resolver;
 pub mod types;
+pub mod versions;
 
 pub use resolver::SiblingAssemblies;

@@ -49,7 +49,7 @@ impl SiblingAssemblies {
                 })
             };
             let Some(name) = name else { continue };
-            if let Ok(other) = Assembly::open(dir.join(format!("{name}.dll"))) {
+            if let Ok(other) = asm.open_sibling(&dir.join(format!("{name}.dll"))) {
                 let enclosing = other.enclosing_types().to_vec();
                 modules.push((index, other, enclosing));
             }

@@ -1,47 +1,17 @@
-//! Opening any image netprobe can probe, and choosing its symbol sources.
-//!
-//! The format is told by the file's first bytes, never by its name: `\x7fELF` (System V gABI,
-//! `e_ident`) or `MZ` (PE/COFF: the DOS stub that every PE file, .NET assemblies included, starts
-//! with).
+//! The symbols of any image netprobe can probe, from the best sources for its format
+//! ([`super::format::sniff`]), each image's parts read once per run ([`super::cached`]).
 
+use super::cached::{self, Image, Parsed, Part};
+use super::format::{sniff, ImageFormat};
 use crate::addr::FileOffset;
 use crate::addr::VirtAddr;
+use crate::cache::ImageCache;
 use crate::dotnet::bundle::Bundle;
 use crate::error::{Error, Result};
 use crate::matching::Pattern;
 use crate::symbol::{Symbol, SymbolKind, SymbolSource};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
-
-/// The object-file formats netprobe reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ImageFormat {
-    Elf,
-    Pe,
-}
-
-/// The format of `bytes`, by magic; `None` for anything else.
-pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
-    if bytes.starts_with(b"\x7fELF") {
-        Some(ImageFormat::Elf)
-    } else if bytes.starts_with(b"MZ") {
-        Some(ImageFormat::Pe)
-    } else {
-        None
-    }
-}
-
-/// The format of the file at `path` by its first bytes ([`sniff`]; reads at most 4 bytes).
-/// `Ok(None)` for any other or a shorter file; `Err` when it cannot be opened or read.
-pub fn sniff_file(path: &Path) -> std::io::Result<Option<ImageFormat>> {
-    use std::io::Read;
-    let mut magic = Vec::with_capacity(4);
-    // Opened without blocking, regular files only: a FIFO would block the open or the read.
-    let (file, _) = crate::regular_file::open(path).map_err(std::io::Error::other)?;
-    file.take(4).read_to_end(&mut magic)?;
-    Ok(sniff(&magic))
-}
+use std::sync::Arc;
 
 /// Every probe-able function or method of the file at `path`, from the best sources for its
 /// format:
@@ -54,32 +24,41 @@ pub fn sniff_file(path: &Path) -> std::io::Result<Option<ImageFormat>> {
 /// PE files the .NET-specific errors (IL-only assembly: not probe-able). A Go table that cannot be
 /// read leaves the ELF tables as the only source; without them its error is returned.
 ///
-/// The file is opened and parsed once per run ([`crate::cache`]); each call returns a copy of
-/// the list.
+/// The file is opened and parsed once per run ([`ImageCache::shared`]); each call returns a copy
+/// of the list.
 pub fn load_symbols(path: &Path) -> Result<Vec<Symbol>> {
-    shared_symbols(path).map(|s| s.as_ref().clone())
+    load_symbols_in(ImageCache::shared(), path)
 }
 
-/// [`load_symbols`], shared with the per-run cache.
-fn shared_symbols(path: &Path) -> Result<std::sync::Arc<Vec<Symbol>>> {
-    let image = match crate::cache::image(path) {
+/// [`load_symbols`] through `cache`.
+pub fn load_symbols_in(cache: &ImageCache, path: &Path) -> Result<Vec<Symbol>> {
+    shared_symbols(cache, path).map(|s| s.as_ref().clone())
+}
+
+/// [`load_symbols`], shared with the cache.
+fn shared_symbols(cache: &ImageCache, path: &Path) -> Result<Arc<Vec<Symbol>>> {
+    let image = match Image::open(cache, path) {
         Ok(i) => i,
         // An assembly inside a single-file bundle, named as a file in a folder named after the
         // bundle (`./app/System.Private.CoreLib.dll`).
-        Err(e) => match crate::dotnet::bundle::open_member_image(path)? {
+        Err(e) => match cached::open_member_image(cache, path)? {
             Some(image) => image,
             None => return Err(e),
         },
     };
-    image.symbols(path)
+    symbols_of_image(&image, path)
 }
 
-/// [`load_symbols`] of a cached image (computed once per image by [`crate::cache::Image::symbols`]).
-pub(crate) fn symbols_of(
-    image: &crate::cache::Image,
-    path: &Path,
-    p: &crate::cache::Parsed<'_>,
-) -> Result<Vec<Symbol>> {
+/// The image's symbols as [`load_symbols`] gives them, computed once per image
+/// ([`Part::Symbols`]).
+fn symbols_of_image(image: &Image, path: &Path) -> Result<Arc<Vec<Symbol>>> {
+    image.part(Part::Symbols, || {
+        image.unchanged(path, image.with(|p| symbols_of(image, path, p)))
+    })
+}
+
+/// [`load_symbols`] of an image: the one dispatch on its format for listing.
+fn symbols_of(image: &Image, path: &Path, p: &Parsed<'_>) -> Result<Vec<Symbol>> {
     match sniff(p.bytes) {
         Some(ImageFormat::Elf) => {
             let (go, go_error) = match image.go(path, p) {
@@ -176,25 +155,29 @@ pub struct SharedImageSymbols {
     /// As [`ImageSymbols::file_base`].
     pub file_base: FileOffset,
     /// As [`ImageSymbols::symbols`], shared with the cache.
-    pub symbols: std::sync::Arc<Vec<Symbol>>,
+    pub symbols: Arc<Vec<Symbol>>,
 }
 
 /// [`load_image_symbols`] without copying the lists out of the per-run cache: what a listing
 /// that only reads them wants (copying 70,000 symbols costs as much as naming them).
 pub fn load_shared_image_symbols(path: &Path) -> Result<Vec<SharedImageSymbols>> {
+    let cache = ImageCache::shared();
     let mut out = vec![SharedImageSymbols {
         image: path.to_path_buf(),
         file_base: FileOffset(0),
-        symbols: shared_symbols(path)?,
+        symbols: shared_symbols(cache, path)?,
     }];
     // A bundled assembly named as `BUNDLE/NAME.dll` is one image already.
     let member = crate::dotnet::bundle::split_member_path(path).is_some();
-    if let Some(bundle) = (!member).then(|| Bundle::open(path)).transpose()?.flatten() {
+    if let Some(bundle) = (!member)
+        .then(|| Bundle::open_in(cache, path))
+        .transpose()?
+        .flatten()
+    {
         for entry in bundle.mapped_entries() {
-            // Each bundled assembly is parsed and listed once per run ([`crate::cache`]).
-            let symbols = bundle
-                .member_image(entry)
-                .and_then(|i| i.symbols(&bundle.member_path(entry)));
+            // Each bundled assembly is parsed and listed once per run.
+            let symbols = cached::member_image(cache, &bundle, entry)
+                .and_then(|i| symbols_of_image(&i, &bundle.member_path(entry)));
             let Ok(symbols) = symbols else { continue };
             out.push(SharedImageSymbols {
                 image: bundle.member_path(entry),
@@ -221,11 +204,12 @@ pub fn load_image_symbols_matching(path: &Path, pattern: &Pattern) -> Result<Vec
         }
         Ok(groups)
     };
-    let image = match crate::cache::image(path) {
+    let cache = ImageCache::shared();
+    let image = match Image::open(cache, path) {
         Ok(i) => i,
         // An assembly inside a single-file bundle, named as a file in a folder named after the
         // bundle (as in `load_symbols`); any other file that does not open is not tried again.
-        Err(e) => match crate::dotnet::bundle::open_member_image(path)? {
+        Err(e) => match cached::open_member_image(cache, path)? {
             Some(_) => return whole(path),
             None => return Err(e),
         },
@@ -265,9 +249,9 @@ pub fn load_image_symbols_matching(path: &Path, pattern: &Pattern) -> Result<Vec
 /// ([`Pattern::matches_name`]), in its order: the Go table's, then the ELF functions at
 /// addresses the Go table does not name.
 fn elf_symbols_matching(
-    image: &crate::cache::Image,
+    image: &Image,
     path: &Path,
-    p: &crate::cache::Parsed<'_>,
+    p: &Parsed<'_>,
     pattern: &Pattern,
 ) -> Result<Vec<Symbol>> {
     let elf_keep = |name: &str, kind| pattern.matches_name(name, kind);

@@ -64,11 +64,11 @@ pub fn connect_diagnostic_socket(pid: u32) -> Result<Option<(PathBuf, UnixStream
     use rustix::fs::{AtFlags, FileType};
     use std::os::fd::AsRawFd;
     let process = Process::open(pid)?;
-    let nspid = super::jit::namespace_pid(&process);
+    let nspid = crate::symbolize::jit::namespace_pid(&process);
     // The runtime binds the socket in its `TMPDIR`, `/tmp` without one
     // (`src/native/eventpipe/ds-ipc-pal-socket.c`, `ipc_transport_get_default_name`).
-    let tmpdir =
-        super::jit::env_var(&process, &["TMPDIR"]).unwrap_or_else(|| PathBuf::from("/tmp"));
+    let tmpdir = crate::symbolize::jit::env_var(&process, &["TMPDIR"])
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
     let shown = process
         .root()
         .join(tmpdir.strip_prefix("/").unwrap_or(&tmpdir));
