@@ -1,5 +1,5 @@
 //! A Docker container as a session's target (`--container NAME|ID`): its processes, asked of the
-//! Docker Engine API (`netprobe_core::docker`), and how netprobe names it on stderr.
+//! Docker Engine API (`netprobe_core::ipc::docker`), and how netprobe names it on stderr.
 
 use crate::error::{Error, Result};
 use netprobe_core::ipc::docker::ContainerInfo;

@@ -5,12 +5,12 @@
 //! each format's linker leaves between functions.
 
 use super::{CodeFile, Refusal};
-use crate::image::cached::Parsed;
 use crate::dotnet::pe::PeSection;
 use crate::dotnet::Assembly;
 use crate::elf::parser::{ElfView, RawFunction};
 use crate::elf::LoadSegments;
 use crate::golang::GoBinary;
+use crate::image::cached::Parsed;
 use crate::image::{sniff, ImageFormat};
 use goblin::elf::section_header::{SHF_EXECINSTR, SHT_NOBITS};
 use std::sync::Arc;

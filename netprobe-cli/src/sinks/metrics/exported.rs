@@ -53,8 +53,11 @@ pub(super) fn container_label(pid: u32, names: &mut HashMap<String, String>) -> 
         .or_else(|| {
             (c.engine == "docker")
                 .then(|| {
-                    netprobe_core::ipc::docker::inspect(&netprobe_core::ipc::docker::socket_path(), &c.id)
-                        .ok()
+                    netprobe_core::ipc::docker::inspect(
+                        &netprobe_core::ipc::docker::socket_path(),
+                        &c.id,
+                    )
+                    .ok()
                 })
                 .flatten()
                 .map(|i| i.name)
