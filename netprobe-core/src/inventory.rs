@@ -19,9 +19,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// `PF_KTHREAD` in the `flags` field of `/proc/PID/stat` (`include/linux/sched.h`): a kernel
-/// thread, which has no user code to probe.
-pub(crate) const PF_KTHREAD: u64 = 0x0020_0000;
+use crate::process::PF_KTHREAD;
 
 /// One process as `netprobe ps` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -229,17 +227,7 @@ fn entry_with(
     })
 }
 
-/// `comm` and `flags` from `/proc/PID/stat` (`proc(5)`: `pid (comm) state ppid ... flags` with
-/// flags the 9th field). The comm may hold spaces and parentheses, so it ends at the LAST `)`.
-pub fn parse_stat(stat: &[u8]) -> Option<(String, u64)> {
-    let open = stat.iter().position(|&b| b == b'(')?;
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let comm = String::from_utf8_lossy(stat.get(open + 1..close)?).into_owned();
-    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
-    // After the comm: state(3) ppid(4) pgrp(5) session(6) tty_nr(7) tpgid(8) flags(9).
-    let flags = rest.split_ascii_whitespace().nth(6)?.parse().ok()?;
-    Some((comm, flags))
-}
+pub use crate::process::parse_stat;
 
 /// The container a `/proc/PID/cgroup` text names, from the innermost path component that holds a
 /// container id. Layouts (the cgroup paths each engine creates):

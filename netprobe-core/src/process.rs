@@ -44,7 +44,7 @@ impl Process {
     /// its parent; `proc(5)`), [`Error::NoSuchProcess`] when it is gone.
     pub fn check_runs_user_code(&self) -> Result<()> {
         let stat = self.read("stat")?;
-        let Some((comm, flags)) = crate::inventory::parse_stat(&stat) else {
+        let Some((comm, flags)) = parse_stat(&stat) else {
             return Err(Error::malformed(
                 self.dir.join("stat"),
                 "no command name in parentheses",
@@ -54,7 +54,7 @@ impl Process {
         let mut fields = rest.split_ascii_whitespace();
         let state = fields.next().unwrap_or("");
         let parent = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        if flags & crate::inventory::PF_KTHREAD != 0 {
+        if flags & PF_KTHREAD != 0 {
             return Err(Error::KernelThread {
                 pid: self.pid,
                 comm,
@@ -293,6 +293,22 @@ fn after_comm(stat: &[u8]) -> String {
 
 fn libc_esrch() -> i32 {
     3 // ESRCH on Linux (asm-generic/errno-base.h)
+}
+
+/// `PF_KTHREAD` in the `flags` field of `/proc/PID/stat` (`include/linux/sched.h`): a kernel
+/// thread, which has no user code to probe.
+pub(crate) const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// `comm` and `flags` from `/proc/PID/stat` (`proc(5)`: `pid (comm) state ppid ... flags` with
+/// flags the 9th field). The comm may hold spaces and parentheses, so it ends at the LAST `)`.
+pub fn parse_stat(stat: &[u8]) -> Option<(String, u64)> {
+    let open = stat.iter().position(|&b| b == b'(')?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let comm = String::from_utf8_lossy(stat.get(open + 1..close)?).into_owned();
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    // After the comm: state(3) ppid(4) pgrp(5) session(6) tty_nr(7) tpgid(8) flags(9).
+    let flags = rest.split_ascii_whitespace().nth(6)?.parse().ok()?;
+    Some((comm, flags))
 }
 
 #[cfg(test)]

@@ -118,9 +118,9 @@ impl CodeFile {
     /// (`00 00` decodes as an instruction, so zeros could pass the boundary check).
     pub fn check(&self, requests: &[ProbeRequest]) -> Vec<Result<Passed, Refusal>> {
         let results: Vec<_> = self.image.with(|p| {
-            let tables = p
-                .safety
-                .get_or_init(&self.image, Part::SafetyTables, || Arc::new(self.tables(p)));
+            let tables = p.safety.get_or_init(&self.image, Part::SafetyTables, || {
+                Arc::new(self.tables(p.bytes, || self.image.go(&self.path, p).ok().flatten()))
+            });
             match tables.as_ref() {
                 Ok(t) => requests.iter().map(|r| self.check_one(t, r)).collect(),
                 Err(e) => requests.iter().map(|_| Err(e.clone())).collect(),
@@ -148,9 +148,9 @@ impl CodeFile {
     /// (`Ok` with `None` bytes). Functions inside a .NET bundle are not looked up.
     pub fn function_code(&self, entry: FileOffset) -> Result<(CodeUnit, Option<Vec<u8>>), Refusal> {
         self.image.with(|p| {
-            let tables = p
-                .safety
-                .get_or_init(&self.image, Part::SafetyTables, || Arc::new(self.tables(p)));
+            let tables = p.safety.get_or_init(&self.image, Part::SafetyTables, || {
+                Arc::new(self.tables(p.bytes, || self.image.go(&self.path, p).ok().flatten()))
+            });
             let t = tables.as_ref().as_ref().map_err(Clone::clone)?;
             let ranges = match t {
                 Tables::Elf { ranges, .. } | Tables::Pe { ranges, .. } => ranges,
@@ -186,9 +186,9 @@ impl CodeFile {
     pub fn direct_branch_targets(&self) -> Vec<(FileOffset, FileOffset)> {
         use iced_x86::OpKind;
         self.image.with(|p| {
-            let tables = p
-                .safety
-                .get_or_init(&self.image, Part::SafetyTables, || Arc::new(self.tables(p)));
+            let tables = p.safety.get_or_init(&self.image, Part::SafetyTables, || {
+                Arc::new(self.tables(p.bytes, || self.image.go(&self.path, p).ok().flatten()))
+            });
             let Ok(t) = tables.as_ref() else {
                 return Vec::new();
             };

@@ -10,7 +10,6 @@ use crate::dotnet::Assembly;
 use crate::elf::parser::{ElfView, RawFunction};
 use crate::elf::LoadSegments;
 use crate::golang::GoBinary;
-use crate::image::cached::Parsed;
 use crate::image::{sniff, ImageFormat};
 use goblin::elf::section_header::{SHF_EXECINSTR, SHT_NOBITS};
 use std::sync::Arc;
@@ -124,13 +123,19 @@ pub(super) fn r2r_pad(b: u8) -> bool {
 }
 
 impl CodeFile {
-    pub(super) fn tables<'a>(&self, p: &Parsed<'a>) -> Result<Tables<'a>, Refusal> {
+    /// The tables of a file whose bytes are `bytes`; `go` gives its Go tables (parsed once per
+    /// image by the caller's cache), asked only of an ELF file.
+    pub(super) fn tables<'a>(
+        &self,
+        bytes: &'a [u8],
+        go: impl FnOnce() -> Option<Arc<GoBinary<'a>>>,
+    ) -> Result<Tables<'a>, Refusal> {
         let unreadable = |e: crate::Error| Refusal::Unreadable(e.to_string());
         let image = &self.image;
-        match sniff(p.bytes) {
+        match sniff(bytes) {
             Some(ImageFormat::Elf) => {
                 // The headers only: the function symbols are read on demand.
-                let view = ElfView::parse(&self.path, p.bytes).map_err(unreadable)?;
+                let view = ElfView::parse(&self.path, bytes).map_err(unreadable)?;
                 let ranges: Vec<CodeRange> =
                     LoadSegments::from_program_headers(&view.program_headers)
                         .0
@@ -153,7 +158,7 @@ impl CodeFile {
                         nobits: sh.sh_type == SHT_NOBITS,
                     })
                     .collect();
-                let go = image.go(&self.path, p).ok().flatten();
+                let go = go();
                 let go_misaligned = go
                     .as_deref()
                     .map_or((0, 0), |g| self.go_alignment(&ranges, g));
