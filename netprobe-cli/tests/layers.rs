@@ -20,6 +20,7 @@
 //! Every violation is printed at once, sorted by file, as a to-do list. With
 //! `NETPROBE_LAYERS_REPORT=1` (and `-- --nocapture`) the graph's summary is printed too: each
 //! file's layer, the edges, the circles; any other value is a path the summary is written to.
+//! `NETPROBE_LAYERS_REPO=DIR` checks the sources of another checkout instead.
 
 #[path = "layers/graph.rs"]
 mod graph;
@@ -112,7 +113,11 @@ const TOP_ONLY_CRATES: &[&str] = &["clap"];
 
 #[test]
 fn each_module_names_only_what_its_layer_may_see() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // Another checkout's sources with NETPROBE_LAYERS_REPO (the "before" figures of
+    // ARCHITECTURE.md are this test's report on an older commit).
+    let repo = std::env::var_os("NETPROBE_LAYERS_REPO")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
     let graph = Graph::read(&repo);
     assert!(
         graph.files.len() > 100,

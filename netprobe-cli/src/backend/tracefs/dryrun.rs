@@ -293,7 +293,7 @@ pub fn render(
         }
     }
     if plan.user_stacks {
-        // What `Session` does for `--stack` (backend/tracefs/session.rs): the option makes the
+        // What `Session` does for `--stack` (backend/tracefs/session/): the option makes the
         // kernel write a `user_stack` record after each event of the instance (kernel
         // `Documentation/trace/ftrace.rst`, "userstacktrace"; `ftrace_trace_userstack` in
         // `kernel/trace/trace.c`).
