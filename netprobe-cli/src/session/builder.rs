@@ -134,7 +134,8 @@ impl SessionBuilder {
         let name = cleanup::session_name(std::process::id());
         let instance = self.instance_options(&name);
         let (plan, report, guard) = match self.made {
-            Some(plan) => {
+            Some(mut plan) => {
+                super::planning::apply_filter(&mut plan, &filter)?;
                 let report = gate::check(&plan, self.options.gate);
                 (plan, report, dotnet::Guard::default())
             }
