@@ -7,7 +7,7 @@
 #
 # BASE must carry a glibc at least as new as the one netprobe was built against (Debian bookworm:
 # 2.36) and a shell for `kubectl exec`/`docker exec`. The harness builds this very file with BASE set
-# to a local image (no registry on its machines) in tests/docker_e2e.rs.
+# to a local image (no registry on its machines) in tests/docker_sidecar_e2e.rs and tests/docker_checks_e2e.rs.
 #
 # Run it next to the app, in the app's PID namespace, with what uprobes need:
 #   docker run -d --name netprobe --pid=container:<app> \
