@@ -4,10 +4,10 @@
 //! that keep a hostile name from becoming a wrong `uprobe_events` line.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use netprobe_cli::backend::tracefs::cleanup::session_owner;
 use netprobe_cli::backend::tracefs::probe::{
     kernel_isspace, parse_error_log, parse_listing, EventName, GroupName, ProbePath,
 };
-use netprobe_cli::backend::tracefs::cleanup::session_owner;
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
