@@ -29,6 +29,12 @@ want busybox busybox-static
 want qemu-system-x86_64 qemu-system-x86
 want /usr/bin/docker docker.io
 want perf linux-perf
+# Debug info: gdb's `bt` is the reference for unwinding without frame pointers, libc6-dbg is
+# Debian's detached libc debug file (found by build-id under /usr/lib/debug/.build-id/), and a
+# loopback debuginfod server serves a stripped binary's debug file in the debug-info tests.
+want gdb gdb
+want /usr/share/doc/libc6-dbg libc6-dbg
+want debuginfod debuginfod
 want bpftrace bpftrace
 want funccount-bpfcc bpfcc-tools
 want hyperfine hyperfine
