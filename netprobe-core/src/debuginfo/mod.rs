@@ -3,8 +3,15 @@
 //! read with gimli.
 //!
 //! Layout: [`sections`] reads the sections of one ELF file (inflating compressed ones) into
-//! shared buffers every reader here uses.
+//! shared buffers every reader here uses;
+//! [`params`] reads a function's formal parameters (names, types, locations at a probe point).
 
+mod params;
 mod sections;
 
+pub use params::{
+    cfa_at, find_function, params_at, prologue_end, Cfa, Field, FunctionDie, FunctionParams,
+    FunctionQuery, Location, Param, ParamType, Piece, Place, FRAME_NOT_BUILT, MAX_PARAMS,
+    MAX_TYPE_DEPTH,
+};
 pub use sections::{DebugSections, Reader, MAX_SECTION_BYTES};
