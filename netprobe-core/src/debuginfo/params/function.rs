@@ -1,7 +1,7 @@
 //! Finding a function's subprogram DIE and its formal parameters, and where its prologue ends.
 
 use super::location::{evaluate, frame_base, Cfa};
-use super::types::{resolve_type, ParamType};
+use super::types::{resolve_type, ParamType, TypeUnits};
 use super::{Param, MAX_PARAMS};
 use crate::debuginfo::Reader;
 use crate::error::{Error, Result};
@@ -219,12 +219,13 @@ pub(super) fn read_params(
     pc: u64,
     cfa: Option<Cfa>,
 ) -> Result<Vec<Param>> {
-    let unit = unit_at(dwarf, function.unit)?;
+    let unit = std::rc::Rc::new(unit_at(dwarf, function.unit)?);
+    let units = TypeUnits::new(dwarf);
     let mut tree = unit
         .entries_tree(Some(UnitOffset(function.die)))
         .map_err(malformed)?;
     let root = tree.root().map_err(malformed)?;
-    let base = frame_base(dwarf, &unit, root.entry(), pc, cfa);
+    let base = frame_base(dwarf, &unit, root.entry(), pc, function.entry, cfa);
     let mut children = root.children();
     let mut out = Vec::new();
     while let Some(child) = children.next().map_err(malformed)? {
@@ -244,8 +245,8 @@ pub(super) fn read_params(
         let name = name_of(dwarf, &unit, e, gimli::DW_AT_name)
             .unwrap_or_else(|| format!("arg{}", out.len()));
         let ty = attr_followed(&unit, e, gimli::DW_AT_type)
-            .and_then(|v| unit_ref(&unit, v))
-            .map(|t| resolve_type(dwarf, &unit, t))
+            .and_then(|v| units.target(&unit, v))
+            .map(|(u, t)| resolve_type(&units, &u, t))
             .unwrap_or(ParamType::Other {
                 name: "?".into(),
                 why: "no type".into(),

@@ -160,28 +160,40 @@ pub(super) fn frame_base(
     unit: &Unit<Reader>,
     entry: &DebuggingInformationEntry<'_, '_, Reader>,
     pc: u64,
+    entry_pc: u64,
     cfa: Option<Cfa>,
 ) -> FrameBase {
     let v = attr_followed(unit, entry, gimli::DW_AT_frame_base)
-        .ok_or("the function has no frame base (DW_AT_frame_base)")?;
-    let expr = expression_at(dwarf, unit, v, pc)?;
+        .ok_or("in the frame, but the function has no frame base (DW_AT_frame_base)")?;
+    let expr =
+        expression_at(dwarf, unit, v, pc).map_err(|why| format!("in the frame, but {why}"))?;
     let mut ops = expr.operations(unit.encoding());
     let op = ops
         .next()
-        .map_err(|e| format!("its frame base is malformed ({e})"))?
-        .ok_or("its frame base is empty")?;
+        .map_err(|e| format!("in the frame, but the frame base is malformed ({e})"))?
+        .ok_or("in the frame, but the frame base is empty")?;
     if !matches!(ops.next(), Ok(None)) {
-        return Err("its frame base is a computed expression".into());
+        return Err("in the frame, but the frame base is a computed expression".into());
     }
+    // A frame base that is a register (LLVM: `DW_OP_reg7`, rsp after `sub rsp, N`; GCC without
+    // CFA: `DW_OP_breg6`) names the frame as the prologue leaves it: at the first instruction
+    // the register does not hold that yet.
+    let at_entry = pc == entry_pc;
     match op {
-        Operation::CallFrameCFA => cfa
-            .map(|c| (c.register, c.offset))
-            .ok_or_else(|| "no call-frame information gives the frame's CFA there".into()),
+        Operation::CallFrameCFA => cfa.map(|c| (c.register, c.offset)).ok_or_else(|| {
+            "in the frame, but no call-frame information gives the frame's address there".into()
+        }),
+        Operation::Register { .. } | Operation::RegisterOffset { .. } if at_entry => {
+            Err(super::FRAME_NOT_BUILT.into())
+        }
         Operation::Register { register } => Ok((register_or_why(register)?, 0)),
         Operation::RegisterOffset {
             register, offset, ..
         } => Ok((register_or_why(register)?, offset)),
-        other => Err(format!("its frame base is {}", describe(&other))),
+        other => Err(format!(
+            "in the frame, but the frame base is {}",
+            describe(&other)
+        )),
     }
 }
 
@@ -191,8 +203,11 @@ fn describe(op: &Operation<Reader>) -> String {
         Operation::EntryValue { .. } => {
             "its value at the call (DW_OP_entry_value), which needs the caller's registers".into()
         }
-        Operation::StackValue | Operation::ImplicitValue { .. } => {
-            "a value the debug info computes from others (DW_OP_stack_value)".into()
+        Operation::StackValue
+        | Operation::ImplicitValue { .. }
+        | Operation::UnsignedConstant { .. }
+        | Operation::SignedConstant { .. } => {
+            "a value the debug info computes (a constant, or from other values): not in a register or memory".into()
         }
         Operation::ImplicitPointer { .. } => {
             "a pointer to a value that was optimized out (DW_OP_implicit_pointer)".into()
@@ -280,9 +295,7 @@ fn pieces(
                 })
             }
             Operation::FrameOffset { offset } => {
-                let (reg, off) = base
-                    .clone()
-                    .map_err(|why| format!("in the frame, but {why}"))?;
+                let (reg, off) = base.clone()?;
                 current = Some(Place::Memory {
                     base: reg,
                     offset: off.checked_add(offset).ok_or("a frame offset overflows")?,

@@ -5,9 +5,11 @@
 //! and `synthesizeslicetypes`); rustc writes `&str` as `{data_ptr: *const u8, length: usize}`.
 //! These headers are recognised by their members, not by their names alone.
 
-use super::function::{name_of, unit_ref};
+use super::function::name_of;
 use crate::debuginfo::Reader;
 use gimli::{AttributeValue, Unit, UnitOffset};
+use std::cell::RefCell;
+use std::rc::Rc;
 
 /// How many type DIEs one resolution walks through (typedef chains, pointers, fields); a cycle
 /// in a hostile file ends here.
@@ -117,13 +119,77 @@ fn other(name: impl Into<String>, why: impl Into<String>) -> ParamType {
     }
 }
 
+/// Units type references lead to. Go's linker refers to types in another unit
+/// (`DW_FORM_ref_addr`): each such unit is parsed once per function.
+pub(super) struct TypeUnits<'a> {
+    dwarf: &'a gimli::Dwarf<Reader>,
+    loaded: RefCell<Vec<Rc<Unit<Reader>>>>,
+}
+
+/// Most units a function's types may lead to.
+const MAX_TYPE_UNITS: usize = 16;
+
+impl<'a> TypeUnits<'a> {
+    pub(super) fn new(dwarf: &'a gimli::Dwarf<Reader>) -> TypeUnits<'a> {
+        TypeUnits {
+            dwarf,
+            loaded: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The DIE a reference attribute `v` of a DIE in `unit` names.
+    pub(super) fn target(
+        &self,
+        unit: &Rc<Unit<Reader>>,
+        v: AttributeValue<Reader>,
+    ) -> Option<(Rc<Unit<Reader>>, UnitOffset)> {
+        match v {
+            AttributeValue::UnitRef(o) => Some((unit.clone(), o)),
+            AttributeValue::DebugInfoRef(o) => {
+                if let Some(u) = o.to_unit_offset(&unit.header) {
+                    return Some((unit.clone(), u));
+                }
+                let other = self.unit_holding(o)?;
+                let u = o.to_unit_offset(&other.header)?;
+                Some((other, u))
+            }
+            _ => None,
+        }
+    }
+
+    fn unit_holding(&self, o: gimli::DebugInfoOffset) -> Option<Rc<Unit<Reader>>> {
+        if let Some(u) = self
+            .loaded
+            .borrow()
+            .iter()
+            .find(|u| o.to_unit_offset(&u.header).is_some())
+        {
+            return Some(u.clone());
+        }
+        if self.loaded.borrow().len() >= MAX_TYPE_UNITS {
+            return None;
+        }
+        let mut headers = self.dwarf.units();
+        while let Ok(Some(h)) = headers.next() {
+            let start = h.offset().as_debug_info_offset()?.0;
+            let end = start.checked_add(h.length_including_self())?;
+            if (start..end).contains(&o.0) {
+                let u = Rc::new(self.dwarf.unit(h).ok()?);
+                self.loaded.borrow_mut().push(u.clone());
+                return Some(u);
+            }
+        }
+        None
+    }
+}
+
 /// The type at `offset` in `unit`.
 pub(super) fn resolve_type(
-    dwarf: &gimli::Dwarf<Reader>,
-    unit: &Unit<Reader>,
+    units: &TypeUnits<'_>,
+    unit: &Rc<Unit<Reader>>,
     offset: UnitOffset,
 ) -> ParamType {
-    resolve(dwarf, unit, offset, 0)
+    resolve(units, unit, offset, 0)
 }
 
 fn udata(v: Option<AttributeValue<Reader>>) -> Option<u64> {
@@ -131,11 +197,12 @@ fn udata(v: Option<AttributeValue<Reader>>) -> Option<u64> {
 }
 
 fn resolve(
-    dwarf: &gimli::Dwarf<Reader>,
-    unit: &Unit<Reader>,
+    units: &TypeUnits<'_>,
+    unit: &Rc<Unit<Reader>>,
     offset: UnitOffset,
     depth: usize,
 ) -> ParamType {
+    let dwarf = units.dwarf;
     if depth >= MAX_TYPE_DEPTH {
         return other("?", "its type is nested too deep (or refers to itself)");
     }
@@ -148,7 +215,7 @@ fn resolve(
         e.attr_value(gimli::DW_AT_type)
             .ok()
             .flatten()
-            .and_then(|v| unit_ref(unit, v))
+            .and_then(|v| units.target(unit, v))
     };
     match e.tag() {
         gimli::DW_TAG_typedef
@@ -156,10 +223,10 @@ fn resolve(
         | gimli::DW_TAG_restrict_type
         | gimli::DW_TAG_atomic_type
         | gimli::DW_TAG_const_type => {
-            let Some(t) = inner() else {
+            let Some((u, t)) = inner() else {
                 return other("void", "void");
             };
-            let resolved = resolve(dwarf, unit, t, depth + 1);
+            let resolved = resolve(units, &u, t, depth + 1);
             match (e.tag(), name) {
                 (gimli::DW_TAG_typedef, Some(n)) => resolved.renamed(n),
                 (gimli::DW_TAG_const_type, _) => {
@@ -208,9 +275,9 @@ fn resolve(
                     name,
                     bytes: n as u8,
                     signed: inner()
-                        .map(|t| {
+                        .map(|(u, t)| {
                             matches!(
-                                resolve(dwarf, unit, t, depth + 1),
+                                resolve(units, &u, t, depth + 1),
                                 ParamType::Int { signed: true, .. }
                             )
                         })
@@ -222,7 +289,7 @@ fn resolve(
         gimli::DW_TAG_pointer_type
         | gimli::DW_TAG_reference_type
         | gimli::DW_TAG_rvalue_reference_type => {
-            let target = inner().map(|t| resolve(dwarf, unit, t, depth + 1));
+            let target = inner().map(|(u, t)| resolve(units, &u, t, depth + 1));
             let sigil = if e.tag() == gimli::DW_TAG_pointer_type {
                 "*"
             } else {
@@ -241,7 +308,7 @@ fn resolve(
             }
         }
         gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type => {
-            structure(dwarf, unit, offset, name, size, depth)
+            structure(units, unit, offset, name, size, depth)
         }
         gimli::DW_TAG_union_type => other(
             name.unwrap_or_else(|| "union".into()),
@@ -257,8 +324,8 @@ fn resolve(
 
 /// A struct: a Go string or slice header, a Rust `&str`, or a small struct by field.
 fn structure(
-    dwarf: &gimli::Dwarf<Reader>,
-    unit: &Unit<Reader>,
+    units: &TypeUnits<'_>,
+    unit: &Rc<Unit<Reader>>,
     offset: UnitOffset,
     name: Option<String>,
     size: Option<u64>,
@@ -287,7 +354,7 @@ fn structure(
         if members.len() == MAX_FIELDS {
             return other(name, format!("a struct of more than {MAX_FIELDS} fields"));
         }
-        let field_name = name_of(dwarf, unit, m, gimli::DW_AT_name).unwrap_or_default();
+        let field_name = name_of(units.dwarf, unit, m, gimli::DW_AT_name).unwrap_or_default();
         let Some(field_offset) = udata(
             m.attr_value(gimli::DW_AT_data_member_location)
                 .ok()
@@ -304,8 +371,8 @@ fn structure(
             .attr_value(gimli::DW_AT_type)
             .ok()
             .flatten()
-            .and_then(|v| unit_ref(unit, v))
-            .map(|t| resolve(dwarf, unit, t, depth + 1))
+            .and_then(|v| units.target(unit, v))
+            .map(|(u, t)| resolve(units, &u, t, depth + 1))
             .unwrap_or_else(|| other("?", "no type"));
         members.push(Field {
             name: field_name,
