@@ -52,9 +52,6 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
         .file
         .canonicalize()
         .unwrap_or_else(|_| args.file.clone());
-    let spec = ProbeSpec::parse(&format!("{}:{func}", file.display()))?;
-    let locs = spec::resolve(&spec, &Targeting::SystemWide)?;
-    let go = crate::lang::go::GoImages::analyze(&locs);
     let sections = dwarf_args::sections_of(&file)?;
     if !sections.has_debug_info() {
         anyhow::bail!(
@@ -62,21 +59,25 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
             args.file.display()
         );
     }
+    let spec = ProbeSpec::parse(&format!("{}:{func}", file.display()))?;
+    let locs = spec::resolve(&spec, &Targeting::SystemWide)?;
+    let go = crate::lang::go::GoImages::analyze(&locs);
     let mut out = Out::new();
-    let mut found: Vec<DwarfArgs> = Vec::new();
+    let mut found: Vec<(DwarfArgs, bool)> = Vec::new();
     for loc in &locs {
         let entry = match loc.symbol.as_ref().map(|s| s.address) {
             Some(netprobe_core::symbol::Address::Virt(v)) => Some(v.0),
             _ => None,
         };
-        let point = match (go.function(loc), entry) {
-            (Some((_, f)), _) => ProbePoint::At(f.entry_probe.0),
-            _ => ProbePoint::NativeEntry,
+        let is_go = go.function(loc);
+        let point = match is_go {
+            Some((_, f)) => ProbePoint::At(f.entry_probe.0),
+            None => ProbePoint::NativeEntry,
         };
         if let Some(a) =
             dwarf_args::dwarf_args(&sections, &file, entry, loc.file_offset, &loc.name, point)?
         {
-            found.push(a);
+            found.push((a, is_go.is_some()));
         }
     }
     if found.is_empty() {
@@ -85,17 +86,17 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
             args.file.display()
         );
     }
-    for a in &found {
+    for (a, is_go) in &found {
         let at = a.pc.saturating_sub(a.function.entry);
         if !args.json {
             out.line(&format!(
                 "{} at {:#x} ({}):",
                 a.function.name,
                 a.pc,
-                if at == 0 {
-                    "its entry".to_string()
-                } else {
-                    format!("entry+{at:#x}, where the prologue ends")
+                match (at, is_go) {
+                    (0, _) => "its entry".to_string(),
+                    (_, true) => format!("entry+{at:#x}, after its stack check"),
+                    (_, false) => format!("entry+{at:#x}, where the prologue ends"),
                 }
             ))?;
             out.line(&format!(

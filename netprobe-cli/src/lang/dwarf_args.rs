@@ -180,10 +180,9 @@ fn no_branch_into(
         }
         boundary |= i.ip() == until;
         let t = i.near_branch_target();
-        if i.is_jcc_short_or_near() || i.is_jmp_short_or_near() || i.is_call_near() {
-            if t > entry && t <= until {
-                return false;
-            }
+        let branch = i.is_jcc_short_or_near() || i.is_jmp_short_or_near() || i.is_call_near();
+        if branch && t > entry && t <= until {
+            return false;
         }
     }
     boundary
