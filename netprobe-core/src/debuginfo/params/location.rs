@@ -6,7 +6,7 @@
 //! DWARF register numbers are the x86-64 psABI's (§3.6.2, Figure 3.36: 0 rax, 1 rdx, 2 rcx,
 //! 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8-15 r8-r15, 17-32 xmm0-15).
 
-use super::function::{attr_followed, malformed};
+use super::die::{attr_followed, malformed};
 use crate::abi::Register;
 use crate::debuginfo::{DebugSections, Reader};
 use gimli::{AttributeValue, DebuggingInformationEntry, Expression, Operation, Unit};

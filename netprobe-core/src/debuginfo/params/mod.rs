@@ -22,6 +22,7 @@
 //! parameters and fields are capped, and every gimli error becomes an error or a reason, never a
 //! panic.
 
+mod die;
 mod function;
 mod location;
 mod types;

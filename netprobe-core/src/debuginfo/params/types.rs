@@ -5,7 +5,7 @@
 //! and `synthesizeslicetypes`); rustc writes `&str` as `{data_ptr: *const u8, length: usize}`.
 //! These headers are recognised by their members, not by their names alone.
 
-use super::function::name_of;
+use super::die::name_of;
 use crate::debuginfo::Reader;
 use gimli::{AttributeValue, Unit, UnitOffset};
 use std::cell::RefCell;
