@@ -22,11 +22,14 @@
 //! a union, or anything DWARF does not locate in a register or memory there is named in one
 //! note, never guessed.
 
+mod reading;
+
+pub use reading::{describe_location, describe_param_location, Reading};
+
 use crate::plan::ArgRequest;
-use netprobe_core::abi::{ArgLocation, IntType, ValueType};
 use netprobe_core::debuginfo::{
     find_function, params_at, prologue_end, DebugSections, FunctionDie, FunctionQuery, Location,
-    Param, ParamType, Place, FRAME_NOT_BUILT,
+    Param, FRAME_NOT_BUILT,
 };
 use std::path::Path;
 
@@ -37,14 +40,6 @@ pub enum ProbePoint {
     NativeEntry,
     /// Exactly this address (Go: after the stack check).
     At(u64),
-}
-
-/// What netprobe does with one parameter: the values it reads (a struct or slice gives
-/// several), and what it does not read and why (the whole parameter, or some fields).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct Reading {
-    pub values: Vec<ArgRequest>,
-    pub not_read: Option<String>,
 }
 
 /// A function's parameters as a probe at `pc` reads them.
@@ -145,7 +140,7 @@ pub fn dwarf_args(
         .params
         .into_iter()
         .map(|p| {
-            let reading = reading(&p, &mut names);
+            let reading = reading::reading(&p, &mut names);
             (p, reading)
         })
         .collect();
@@ -186,221 +181,6 @@ fn no_branch_into(
         }
     }
     boundary
-}
-
-/// A fetch-arg name for a source name, unique among `taken` (which it joins).
-fn unique_name(wanted: &str, taken: &mut Vec<String>, extra_fields: &[&str]) -> String {
-    let base = netprobe_core::abi::dotnet::args::field_name(wanted, "arg");
-    let mut name = base.clone();
-    let mut k = 2;
-    let clash = |n: &str, taken: &Vec<String>| {
-        std::iter::once(n.to_string())
-            .chain(extra_fields.iter().map(|s| format!("{n}{s}")))
-            .any(|f| taken.contains(&f))
-    };
-    while clash(&name, taken) {
-        name = format!("{base}_{k}");
-        k += 1;
-    }
-    taken.push(name.clone());
-    taken.extend(extra_fields.iter().map(|s| format!("{name}{s}")));
-    name
-}
-
-fn int_type(bytes: u8, signed: bool) -> Option<IntType> {
-    Some(match (bytes, signed) {
-        (1, true) => IntType::S8,
-        (2, true) => IntType::S16,
-        (4, true) => IntType::S32,
-        (8, true) => IntType::S64,
-        (1, false) => IntType::U8,
-        (2, false) => IntType::U16,
-        (4, false) => IntType::U32,
-        (8, false) => IntType::U64,
-        _ => return None,
-    })
-}
-
-/// The integer type a scalar parameter type is fetched as; `Err` says why it is not fetched.
-fn scalar(ty: &ParamType) -> Result<(ValueType, u64), String> {
-    let int = |bytes: u8, signed| {
-        int_type(bytes, signed)
-            .map(|t| (ValueType::Int(t), bytes as u64))
-            .ok_or_else(|| format!("a {bytes}-byte integer"))
-    };
-    match ty {
-        ParamType::Int { bytes, signed, .. } => int(*bytes, *signed),
-        ParamType::Bool { bytes, .. } => int(*bytes, false),
-        ParamType::Char { signed, .. } => int(1, *signed),
-        ParamType::Pointer { .. } => Ok((ValueType::Int(IntType::X64), 8)),
-        ParamType::CString { .. } => Ok((ValueType::CString, 8)),
-        ParamType::Float { .. } => {
-            Err("a floating-point value (fetch-args read integer registers and memory only)".into())
-        }
-        ParamType::Other { why, .. } => Err(why.clone()),
-        ParamType::PtrLen { .. } | ParamType::Slice { .. } | ParamType::Struct { .. } => {
-            Err("a struct inside a struct".into())
-        }
-    }
-}
-
-/// Where the `size` bytes at byte `offset` of a value located by `pieces` are, as one fetchable
-/// location.
-fn word_at(location: &Location, offset: u64, size: u64) -> Result<ArgLocation, String> {
-    let pieces = match location {
-        Location::Pieces(p) => p,
-        Location::Unreadable(why) => return Err(why.clone()),
-    };
-    let mut start = 0u64;
-    for p in pieces {
-        let len = p.bytes.unwrap_or(u64::MAX);
-        if offset >= start && offset - start < len {
-            let within = offset - start;
-            if size > len.saturating_sub(within) {
-                return Err("it spans two pieces of its location".into());
-            }
-            return match p.place {
-                Place::Register(r) if within == 0 && size <= 8 => Ok(ArgLocation::Register(r)),
-                Place::Register(r) => Err(format!(
-                    "in the upper bytes of %{r}, which fetch-args cannot shift out"
-                )),
-                Place::Memory { base, offset: o } => {
-                    let o = i64::try_from(within)
-                        .ok()
-                        .and_then(|w| o.checked_add(w))
-                        .ok_or("an offset out of range")?;
-                    Ok(ArgLocation::Register(base).deref(o))
-                }
-                Place::OptimizedOut => Err("optimized out (this part of it)".into()),
-            };
-        }
-        start = start.saturating_add(len);
-    }
-    Err("its location is shorter than its type".into())
-}
-
-/// How one parameter is read, its names joining `taken`.
-fn reading(p: &Param, taken: &mut Vec<String>) -> Reading {
-    match reading_of(p, taken) {
-        Ok(r) => r,
-        Err(why) => Reading {
-            values: vec![],
-            not_read: Some(why),
-        },
-    }
-}
-
-fn read_all(values: Vec<ArgRequest>) -> Result<Reading, String> {
-    Ok(Reading {
-        values,
-        not_read: None,
-    })
-}
-
-fn reading_of(p: &Param, taken: &mut Vec<String>) -> Result<Reading, String> {
-    let loc = &p.location;
-    if let Location::Unreadable(why) = loc {
-        return Err(why.clone());
-    }
-    let located = |name: String, ty: ValueType, words: Vec<ArgLocation>| ArgRequest::Located {
-        name,
-        ty,
-        words,
-    };
-    match &p.ty {
-        ParamType::PtrLen { .. } => {
-            let words = vec![word_at(loc, 0, 8)?, word_at(loc, 8, 8)?];
-            let name = unique_name(&p.name, taken, &["_len"]);
-            read_all(vec![located(name, ValueType::GoString, words)])
-        }
-        ParamType::Slice { .. } => {
-            let words = [
-                word_at(loc, 0, 8)?,
-                word_at(loc, 8, 8)?,
-                word_at(loc, 16, 8)?,
-            ];
-            let base = unique_name(&p.name, taken, &["_ptr", "_len", "_cap"]);
-            taken.retain(|t| *t != base);
-            read_all(
-                ["_ptr", "_len", "_cap"]
-                    .iter()
-                    .zip(words)
-                    .map(|(suffix, w)| {
-                        let ty = if *suffix == "_ptr" {
-                            IntType::X64
-                        } else {
-                            IntType::S64
-                        };
-                        located(format!("{base}{suffix}"), ValueType::Int(ty), vec![w])
-                    })
-                    .collect(),
-            )
-        }
-        ParamType::Struct { fields, .. } => {
-            let mut out = Vec::new();
-            let mut why = Vec::new();
-            for f in fields {
-                match scalar(&f.ty).and_then(|(ty, size)| Ok((ty, word_at(loc, f.offset, size)?))) {
-                    Ok((ty, at)) => {
-                        let name = unique_name(&format!("{}_{}", p.name, f.name), taken, &[]);
-                        out.push(located(name, ty, vec![at]));
-                    }
-                    Err(w) => why.push(format!("field {}: {w}", f.name)),
-                }
-            }
-            if out.is_empty() && why.is_empty() {
-                return Err("a struct without fields".into());
-            }
-            if out.is_empty() {
-                return Err(why.join(", "));
-            }
-            Ok(Reading {
-                values: out,
-                not_read: (!why.is_empty()).then(|| why.join(", ")),
-            })
-        }
-        ty => {
-            let (vt, size) = scalar(ty)?;
-            let at = word_at(loc, 0, size)?;
-            let name = unique_name(&p.name, taken, &[]);
-            read_all(vec![located(name, vt, vec![at])])
-        }
-    }
-}
-
-/// `%di`, `+8(%sp)`, `-20(%bp)`: a location as the kernel's fetch-args write it.
-pub fn describe_location(at: &ArgLocation) -> String {
-    match at {
-        ArgLocation::Register(r) => format!("%{r}"),
-        ArgLocation::EntryStack { offset } => format!("+{offset}(%sp)"),
-        ArgLocation::ReturnValue => "$retval".into(),
-        ArgLocation::Deref { base, offset } => {
-            let b = describe_location(base);
-            if *offset < 0 {
-                format!("{offset}({b})")
-            } else {
-                format!("+{offset}({b})")
-            }
-        }
-    }
-}
-
-/// A parameter's location in words: `%di`, `%ax+%bx` (pieces), `-20(%bp)`.
-pub fn describe_param_location(location: &Location) -> String {
-    match location {
-        Location::Unreadable(_) => "-".into(),
-        Location::Pieces(pieces) => pieces
-            .iter()
-            .map(|p| match p.place {
-                Place::Register(r) => format!("%{r}"),
-                Place::Memory { base, offset } => {
-                    describe_location(&ArgLocation::Register(base).deref(offset))
-                }
-                Place::OptimizedOut => "(optimized out)".into(),
-            })
-            .collect::<Vec<_>>()
-            .join("+"),
-    }
 }
 
 /// The debug sections of each file planning asks about, read once per command.
