@@ -189,7 +189,7 @@ pub(super) fn resolve_type(
     unit: &Rc<Unit<Reader>>,
     offset: UnitOffset,
 ) -> ParamType {
-    resolve(units, unit, offset, 0)
+    resolve(units, unit, offset, 0, true)
 }
 
 fn udata(v: Option<AttributeValue<Reader>>) -> Option<u64> {
@@ -201,6 +201,7 @@ fn resolve(
     unit: &Rc<Unit<Reader>>,
     offset: UnitOffset,
     depth: usize,
+    members: bool,
 ) -> ParamType {
     let dwarf = units.dwarf;
     if depth >= MAX_TYPE_DEPTH {
@@ -226,7 +227,7 @@ fn resolve(
             let Some((u, t)) = inner() else {
                 return other("void", "void");
             };
-            let resolved = resolve(units, &u, t, depth + 1);
+            let resolved = resolve(units, &u, t, depth + 1, members);
             match (e.tag(), name) {
                 (gimli::DW_TAG_typedef, Some(n)) => resolved.renamed(n),
                 (gimli::DW_TAG_const_type, _) => {
@@ -277,7 +278,7 @@ fn resolve(
                     signed: inner()
                         .map(|(u, t)| {
                             matches!(
-                                resolve(units, &u, t, depth + 1),
+                                resolve(units, &u, t, depth + 1, false),
                                 ParamType::Int { signed: true, .. }
                             )
                         })
@@ -289,7 +290,7 @@ fn resolve(
         gimli::DW_TAG_pointer_type
         | gimli::DW_TAG_reference_type
         | gimli::DW_TAG_rvalue_reference_type => {
-            let target = inner().map(|(u, t)| resolve(units, &u, t, depth + 1));
+            let target = inner().map(|(u, t)| resolve(units, &u, t, depth + 1, false));
             let sigil = if e.tag() == gimli::DW_TAG_pointer_type {
                 "*"
             } else {
@@ -308,6 +309,15 @@ fn resolve(
             }
         }
         gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type => {
+            if !members {
+                // Behind a pointer or inside a struct only the name matters: members are read
+                // for a parameter's own type alone, so a struct of pointers to itself costs one
+                // level, not a tree.
+                return other(
+                    name.unwrap_or_else(|| "struct".into()),
+                    "a struct inside a struct",
+                );
+            }
             structure(units, unit, offset, name, size, depth)
         }
         gimli::DW_TAG_union_type => other(
@@ -372,7 +382,7 @@ fn structure(
             .ok()
             .flatten()
             .and_then(|v| units.target(unit, v))
-            .map(|(u, t)| resolve(units, &u, t, depth + 1))
+            .map(|(u, t)| resolve(units, &u, t, depth + 1, false))
             .unwrap_or_else(|| other("?", "no type"));
         members.push(Field {
             name: field_name,
