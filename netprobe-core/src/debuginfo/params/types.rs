@@ -78,36 +78,32 @@ pub struct Field {
     pub ty: ParamType,
 }
 
+/// `$body` with `$name` bound to the name every [`ParamType`] variant carries.
+macro_rules! with_name {
+    ($ty:expr, $name:ident => $body:expr) => {
+        match $ty {
+            ParamType::Int { name: $name, .. }
+            | ParamType::Bool { name: $name, .. }
+            | ParamType::Char { name: $name, .. }
+            | ParamType::Float { name: $name, .. }
+            | ParamType::Pointer { name: $name }
+            | ParamType::CString { name: $name }
+            | ParamType::PtrLen { name: $name }
+            | ParamType::Slice { name: $name }
+            | ParamType::Struct { name: $name, .. }
+            | ParamType::Other { name: $name, .. } => $body,
+        }
+    };
+}
+
 impl ParamType {
     /// The type's name as the source spells it.
     pub fn name(&self) -> &str {
-        match self {
-            ParamType::Int { name, .. }
-            | ParamType::Bool { name, .. }
-            | ParamType::Char { name, .. }
-            | ParamType::Float { name, .. }
-            | ParamType::Pointer { name }
-            | ParamType::CString { name }
-            | ParamType::PtrLen { name }
-            | ParamType::Slice { name }
-            | ParamType::Struct { name, .. }
-            | ParamType::Other { name, .. } => name,
-        }
+        with_name!(self, name => name)
     }
 
     fn renamed(mut self, new: String) -> ParamType {
-        match &mut self {
-            ParamType::Int { name, .. }
-            | ParamType::Bool { name, .. }
-            | ParamType::Char { name, .. }
-            | ParamType::Float { name, .. }
-            | ParamType::Pointer { name }
-            | ParamType::CString { name }
-            | ParamType::PtrLen { name }
-            | ParamType::Slice { name }
-            | ParamType::Struct { name, .. }
-            | ParamType::Other { name, .. } => *name = new,
-        }
+        with_name!(&mut self, name => *name = new);
         self
     }
 }
