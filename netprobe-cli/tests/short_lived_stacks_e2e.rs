@@ -1,0 +1,124 @@
+//! End-to-end test of `trace --stack` on a process that exits within milliseconds of its hits:
+//! `fixtures/c/short_lived.c` run by netprobe (`-c`) calls main → np_a → np_b → np_probed and
+//! exits at once, so its `/proc/PID/maps` is gone before its stacks are named. Every frame must
+//! still be named, from what the process had mapped when the hit happened (the kernel's mmap
+//! records), and equal what `addr2line -f` says for the same raw addresses (the program is built
+//! `-no-pie`, so its runtime addresses are the ELF file's). Ten runs in a row: the race the
+//! process's exit used to lose in most runs must never be lost.
+
+use fixtures::e2e::{self, err, Need};
+use fixtures::{netprobe, CProgram};
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+type R = Result<(), String>;
+
+/// Runs of the program, each a session of its own.
+const RUNS: usize = 10;
+/// Calls each run makes.
+const CALLS: usize = 3;
+
+fn short_lived() -> PathBuf {
+    CProgram::new("short_lived")
+        .flags(&["-O0", "-fno-omit-frame-pointer", "-no-pie"])
+        .build()
+}
+
+/// The functions `addr2line -f` names at `addrs` of `bin` (one name per address).
+fn addr2line(bin: &Path, addrs: &[u64]) -> Result<Vec<String>, String> {
+    let out = Command::new("addr2line")
+        .arg("-f")
+        .arg("-e")
+        .arg(bin)
+        .args(addrs.iter().map(|a| format!("{a:#x}")))
+        .output()
+        .map_err(err)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Two lines per address: the function, then file:line.
+    Ok(text.lines().step_by(2).map(str::to_string).collect())
+}
+
+/// The innermost frames of each hit's stack: (function name, address), from `trace --json`.
+fn hit_stacks(out: &str) -> Result<Vec<Vec<(String, u64)>>, String> {
+    out.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| {
+            let v: Json = serde_json::from_str(l).map_err(err)?;
+            let frames = v["stack"]
+                .as_array()
+                .ok_or_else(|| format!("hit without a stack: {l}"))?;
+            frames
+                .iter()
+                .map(|f| {
+                    let name = f["function"].as_str().unwrap_or("[unknown]").to_string();
+                    let addr = f["address"]
+                        .as_str()
+                        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+                        .ok_or_else(|| format!("frame without an address: {f}"))?;
+                    Ok((name, addr))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// `trace --stack -c 'short_lived 3'`, ten times: every hit names np_probed, np_b, np_a, main,
+/// as addr2line does for the raw addresses (return addresses looked up one byte back, at the
+/// call).
+fn short_lived_frames_are_named() -> R {
+    let bin = short_lived();
+    let command = format!("{} {CALLS}", bin.display());
+    let probe = format!("{}:np_probed", bin.display());
+    let want = ["np_probed", "np_b", "np_a", "main"];
+    let mut failures = Vec::new();
+    for run in 1..=RUNS {
+        let out = netprobe::stdout_ok(&["trace", "--stack", "--json", "-c", &command, &probe])?;
+        let stacks = hit_stacks(&out)?;
+        if stacks.len() != CALLS {
+            return Err(format!(
+                "run {run}: {} hits, want {CALLS}:\n{out}",
+                stacks.len()
+            ));
+        }
+        for stack in &stacks {
+            let names: Vec<&str> = stack.iter().map(|(n, _)| n.as_str()).collect();
+            if stack.len() < want.len() {
+                failures.push(format!("run {run}: stack {names:?}"));
+                continue;
+            }
+            let lookups: Vec<u64> = stack[..want.len()]
+                .iter()
+                .enumerate()
+                .map(|(i, (_, a))| if i == 0 { *a } else { a - 1 })
+                .collect();
+            let truth = addr2line(&bin, &lookups)?;
+            if truth != want {
+                return Err(format!(
+                    "addr2line names {truth:?} at {lookups:x?}, not {want:?}"
+                ));
+            }
+            if names[..want.len()] != want {
+                failures.push(format!("run {run}: stack {names:?}, addr2line {truth:?}"));
+            }
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} of {} stacks misnamed:\n{}",
+            failures.len(),
+            RUNS * CALLS,
+            failures.join("\n")
+        ))
+    }
+}
+
+fn main() {
+    e2e::run(vec![e2e::trial(
+        "short_lived_frames_are_named",
+        &e2e::live(&[Need::CCompiler, Need::Program("addr2line")]),
+        short_lived_frames_are_named,
+    )])
+}
