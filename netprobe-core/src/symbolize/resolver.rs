@@ -5,6 +5,13 @@
 //! per process a snapshot of its maps, re-read when a user-space address falls in no mapping (the
 //! process mapped something since; at most once per 20 ms), and its JIT names ([`JitNames`]), re-read when an address in
 //! anonymous executable memory is not named and the files grew.
+//!
+//! A process whose maps are gone (it exited, or is a zombie whose maps read empty) is named from
+//! the mappings a session recorded of it ([`RecordedMaps`], given with
+//! [`Symbolizer::use_recorded_maps`]): each file opened under the process's root directory as
+//! held from its start ([`crate::regular_file::open_in_root`]) and read only when it has the
+//! recorded device and inode; netprobe then reads it through its own descriptor
+//! (`/proc/self/fd/N`), so the path is resolved once.
 
 use super::index::ImageIndex;
 use super::jit::JitNames;
@@ -14,7 +21,7 @@ use crate::bytes::FileBytes;
 use crate::error::Result;
 use crate::file_id::FileId;
 use crate::formulas;
-use crate::maps::{MapPath, MapsEntry};
+use crate::maps::{Device, MapPath, MapsEntry, RecordedMaps, RecordedView};
 use crate::normalize::MappedImage;
 use crate::process::Process;
 use std::collections::{HashMap, HashSet};
@@ -24,7 +31,14 @@ use std::time::{Duration, Instant};
 
 /// One process as last seen.
 struct ProcessView {
-    process: Process,
+    /// `None`: gone before it was first seen, known only from what was recorded of it.
+    process: Option<Process>,
+    pid: u32,
+    /// What a session recorded of the process's mappings, for when its maps are gone.
+    recorded: Option<RecordedMaps>,
+    /// Files of recorded mappings, opened under the process's root and held so that
+    /// `/proc/self/fd/N` keeps naming them.
+    held: Vec<std::fs::File>,
     /// Mappings by ascending start.
     maps: Vec<MapsEntry>,
     /// Per mapping: where netprobe opens its file and that file's identity (`None` for
@@ -52,11 +66,22 @@ const KERNEL_HALF: u64 = 0x8000_0000_0000;
 const VDSO: &str = "[vdso]";
 
 impl ProcessView {
-    fn read(pid: u32) -> Result<ProcessView> {
-        let process = Process::open(pid)?;
-        let jit = JitNames::for_process(&process);
+    fn read(pid: u32, recorded: Option<&RecordedMaps>) -> Result<ProcessView> {
+        let recorded = recorded.filter(|r| r.knows(pid)).cloned();
+        let process = match Process::open(pid) {
+            Ok(p) => Some(p),
+            Err(crate::Error::NoSuchProcess { .. }) if recorded.is_some() => None,
+            Err(e) => return Err(e),
+        };
+        let jit = process
+            .as_ref()
+            .map(JitNames::for_process)
+            .unwrap_or_default();
         let mut view = ProcessView {
             process,
+            pid,
+            recorded,
+            held: Vec::new(),
             maps: Vec::new(),
             open: Vec::new(),
             jit,
@@ -69,19 +94,78 @@ impl ProcessView {
     }
 
     fn refresh_maps(&mut self) -> Result<()> {
-        let mut maps = self.process.maps()?;
+        let live = match &self.process {
+            Some(p) => p.maps(),
+            None => Err(crate::Error::NoSuchProcess { pid: self.pid }),
+        };
+        // Gone, or a zombie (its maps read empty): what was recorded, when anything was.
+        let recorded = match &live {
+            Ok(maps) if !maps.is_empty() => None,
+            _ => self.recorded.as_ref().and_then(|r| r.view(self.pid)),
+        };
+        if let Some(view) = recorded {
+            return self.use_recorded(view);
+        }
+        let mut maps = live?;
         maps.sort_by_key(|m| m.start);
         let images = MappedImage::group(&maps);
         // Each file once: a path that opens what the process maps (a file that no longer opens
         // as mapped is not read, and its frames stay unnamed).
+        let opened: Vec<Option<(PathBuf, Option<FileId>)>> = match &self.process {
+            Some(process) => images
+                .iter()
+                .map(|img| {
+                    let open = crate::resolve::read_path(process, img).ok()?;
+                    let id = FileId::of(&open);
+                    Some((open, id))
+                })
+                .collect(),
+            None => vec![None; images.len()],
+        };
+        self.set_maps(maps, &images, &opened);
+        Ok(())
+    }
+
+    /// Takes the recorded mappings: each file opened under the recorded root and kept only
+    /// when it is the recorded file (device and inode); a path that opens another file, or
+    /// none, leaves that file's frames unnamed.
+    fn use_recorded(&mut self, view: RecordedView) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let images = MappedImage::group(&view.maps);
+        let mut held = Vec::new();
         let opened: Vec<Option<(PathBuf, Option<FileId>)>> = images
             .iter()
             .map(|img| {
-                let open = crate::resolve::read_path(&self.process, img).ok()?;
-                let id = FileId::of(&open);
-                Some((open, id))
+                let root = view.root.as_ref()?;
+                if img.deleted || img.inode == 0 || img.mappings.iter().any(|m| m.path.is_memfd()) {
+                    return None;
+                }
+                let shown = Path::new("/proc")
+                    .join(self.pid.to_string())
+                    .join("root")
+                    .join(img.path.strip_prefix("/").unwrap_or(&img.path));
+                let file = crate::regular_file::open_in_root(root, &img.path, &shown).ok()?;
+                let meta = file.metadata().ok()?;
+                if (Device::from_st_dev(meta.dev()), meta.ino()) != (img.dev, img.inode) {
+                    return None;
+                }
+                let open = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                held.push(file);
+                Some((open, Some(FileId::from_metadata(&meta))))
             })
             .collect();
+        self.set_maps(view.maps, &images, &opened);
+        self.held = held;
+        Ok(())
+    }
+
+    fn set_maps(
+        &mut self,
+        maps: Vec<MapsEntry>,
+        images: &[MappedImage],
+        opened: &[Option<(PathBuf, Option<FileId>)>],
+    ) {
         self.open = maps
             .iter()
             .map(|m| {
@@ -96,7 +180,6 @@ impl ProcessView {
             .any(|m| m.file_name().is_some_and(|n| n == "libcoreclr.so"));
         self.maps = maps;
         self.read_at = Instant::now();
-        Ok(())
     }
 
     /// The index of the vDSO mapped at `m`: the kernel's own small ELF image, in no file, read
@@ -142,6 +225,8 @@ pub struct Symbolizer {
     processes: HashMap<u32, ProcessView>,
     /// Processes already told about (see [`Symbolizer::take_notes`]).
     noted: HashSet<u32>,
+    /// What a session recorded of its processes' mappings ([`Symbolizer::use_recorded_maps`]).
+    recorded: Option<RecordedMaps>,
     notes: Vec<String>,
     /// Image indexes built (for tests and benchmarks: the thousandth lookup builds none).
     builds: u64,
@@ -150,6 +235,12 @@ pub struct Symbolizer {
 impl Symbolizer {
     pub fn new() -> Symbolizer {
         Symbolizer::default()
+    }
+
+    /// Names the frames of processes whose maps are gone from `recorded`: the mappings a session
+    /// recorded while they ran.
+    pub fn use_recorded_maps(&mut self, recorded: RecordedMaps) {
+        self.recorded = Some(recorded);
     }
 
     /// How many image indexes were built so far (each file version once).
@@ -222,7 +313,9 @@ impl Symbolizer {
     pub fn symbolize(&mut self, pid: u32, addr: u64) -> Result<Vec<Frame>> {
         let view = match self.processes.entry(pid) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(ProcessView::read(pid)?),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(ProcessView::read(pid, self.recorded.as_ref())?)
+            }
         };
         let i = match view.mapping(addr) {
             Some(i) => Some(i),
