@@ -76,11 +76,11 @@ impl RecordedMaps {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts keeping `process`'s mappings: its root directory opened now (`O_PATH`), and its
-    /// executable mappings from `/proc/PID/maps` as of time 0 (for a process already running;
-    /// a `-c` command held before its exec has none worth keeping, and its exec drops them).
-    /// Errors are those of reading the maps; the root is kept either way when it opens.
-    pub fn track(&self, process: &Process) -> crate::Result<()> {
+    /// Starts keeping `process`'s mappings: its root directory opened now (`O_PATH`), and with
+    /// `with_maps` its executable mappings from `/proc/PID/maps` as of time 0 (for a process
+    /// already running; a command held before its exec has none worth keeping). Errors are those
+    /// of reading the maps; the root is kept either way when it opens.
+    pub fn track(&self, process: &Process, with_maps: bool) -> crate::Result<()> {
         let root = rustix::fs::open(
             process.root(),
             rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
@@ -88,7 +88,11 @@ impl RecordedMaps {
         )
         .ok()
         .map(Arc::new);
-        let maps = process.maps();
+        let maps = if with_maps {
+            process.maps()
+        } else {
+            Ok(Vec::new())
+        };
         let mut inner = self.inner();
         if inner.default_root.is_none() {
             inner.default_root = root.clone();

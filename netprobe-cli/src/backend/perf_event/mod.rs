@@ -17,6 +17,7 @@
 
 pub mod record;
 pub mod ring;
+pub mod sideband;
 
 use ring::Ring;
 
