@@ -4,7 +4,8 @@
 //! still be named, from what the process had mapped when the hit happened (the kernel's mmap
 //! records), and equal what `addr2line -f` says for the same raw addresses (the program is built
 //! `-no-pie`, so its runtime addresses are the ELF file's). Ten runs in a row: the race the
-//! process's exit used to lose in most runs must never be lost.
+//! process's exit used to lose in most runs must never be lost. The same for children a shell
+//! command starts (they inherit the probes and the tracking of their mappings).
 
 use fixtures::e2e::{self, err, Need};
 use fixtures::{netprobe, CProgram};
@@ -63,21 +64,19 @@ fn hit_stacks(out: &str) -> Result<Vec<Vec<(String, u64)>>, String> {
         .collect()
 }
 
-/// `trace --stack -c 'short_lived 3'`, ten times: every hit names np_probed, np_b, np_a, main,
-/// as addr2line does for the raw addresses (return addresses looked up one byte back, at the
-/// call).
-fn short_lived_frames_are_named() -> R {
-    let bin = short_lived();
-    let command = format!("{} {CALLS}", bin.display());
+/// Runs `trace --stack --json -c COMMAND` on np_probed [`RUNS`] times: every run must make
+/// `calls` hits whose stacks name np_probed, np_b, np_a, main, as addr2line does for the raw
+/// addresses (return addresses looked up one byte back, at the call).
+fn every_run_names_every_frame(bin: &Path, command: &str, calls: usize) -> R {
     let probe = format!("{}:np_probed", bin.display());
     let want = ["np_probed", "np_b", "np_a", "main"];
     let mut failures = Vec::new();
     for run in 1..=RUNS {
-        let out = netprobe::stdout_ok(&["trace", "--stack", "--json", "-c", &command, &probe])?;
+        let out = netprobe::stdout_ok(&["trace", "--stack", "--json", "-c", command, &probe])?;
         let stacks = hit_stacks(&out)?;
-        if stacks.len() != CALLS {
+        if stacks.len() != calls {
             return Err(format!(
-                "run {run}: {} hits, want {CALLS}:\n{out}",
+                "run {run}: {} hits, want {calls}:\n{out}",
                 stacks.len()
             ));
         }
@@ -92,7 +91,7 @@ fn short_lived_frames_are_named() -> R {
                 .enumerate()
                 .map(|(i, (_, a))| if i == 0 { *a } else { a - 1 })
                 .collect();
-            let truth = addr2line(&bin, &lookups)?;
+            let truth = addr2line(bin, &lookups)?;
             if truth != want {
                 return Err(format!(
                     "addr2line names {truth:?} at {lookups:x?}, not {want:?}"
@@ -109,16 +108,44 @@ fn short_lived_frames_are_named() -> R {
         Err(format!(
             "{} of {} stacks misnamed:\n{}",
             failures.len(),
-            RUNS * CALLS,
+            RUNS * calls,
             failures.join("\n")
         ))
     }
 }
 
+/// `-c 'short_lived 3'`: the command itself exits within milliseconds of its hits.
+fn short_lived_frames_are_named() -> R {
+    let bin = short_lived();
+    every_run_names_every_frame(&bin, &format!("{} {CALLS}", bin.display()), CALLS)
+}
+
+/// `-c "sh -c 'short_lived 1; short_lived 2'"`: the hits come from children the shell starts
+/// (they inherit the probes and the tracking of their mappings), each gone within milliseconds.
+fn short_lived_children_frames_are_named() -> R {
+    let bin = short_lived();
+    let command = format!("/bin/sh -c '{0} 1; {0} 2'", bin.display());
+    every_run_names_every_frame(&bin, &command, 3)
+}
+
 fn main() {
-    e2e::run(vec![e2e::trial(
-        "short_lived_frames_are_named",
-        &e2e::live(&[Need::CCompiler, Need::Program("addr2line")]),
-        short_lived_frames_are_named,
-    )])
+    let needs = e2e::live(&[
+        Need::CCompiler,
+        Need::Program("addr2line"),
+        Need::Path("/bin/sh".into()),
+    ]);
+    // Built before the trials run in parallel threads (see `fixtures::tracee::bin`).
+    short_lived();
+    e2e::run(vec![
+        e2e::trial(
+            "short_lived_frames_are_named",
+            &needs,
+            short_lived_frames_are_named,
+        ),
+        e2e::trial(
+            "short_lived_children_frames_are_named",
+            &needs,
+            short_lived_children_frames_are_named,
+        ),
+    ])
 }
