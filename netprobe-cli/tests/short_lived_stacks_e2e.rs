@@ -128,6 +128,61 @@ fn short_lived_children_frames_are_named() -> R {
     every_run_names_every_frame(&bin, &command, 3)
 }
 
+/// `profile -c 'short_lived 3000000'` (about 25 ms of calls, exited before the sampling loop's
+/// next read): every sampled instruction is named in its image, and the samples in the program (all but the few in the
+/// loader and libc's start and exit code) name functions of its call chain main → np_a → np_b →
+/// np_probed, in that order. Before the mmap records were kept, every frame of such a run was
+/// `[unknown] (0x...)`.
+fn short_lived_profile_is_named() -> R {
+    let bin = short_lived();
+    let chain = ["main", "np_a", "np_b", "np_probed"];
+    for run in 1..=3 {
+        let dir = tempfile::tempdir().map_err(err)?;
+        let folded = dir.path().join("p.folded");
+        let command = format!("{} 3000000", bin.display());
+        netprobe::stdout_ok(&[
+            "profile",
+            "-F",
+            "999",
+            "--folded",
+            &folded.to_string_lossy(),
+            "-c",
+            &command,
+        ])?;
+        let text = std::fs::read_to_string(&folded).map_err(err)?;
+        let (mut total, mut in_program) = (0u64, 0u64);
+        for line in text.lines() {
+            let (stack, n) = line.rsplit_once(' ').ok_or("no count")?;
+            let n: u64 = n.parse().map_err(err)?;
+            total += n;
+            let frames: Vec<&str> = stack.split(';').collect();
+            // The sampled instruction is code of some image (the walk above it may read
+            // garbage in the loader, which keeps no frame pointers).
+            if frames
+                .last()
+                .is_some_and(|f| f.starts_with("[unknown] (0x"))
+            {
+                return Err(format!("run {run}: sampled code in no known image: {line}"));
+            }
+            if let Some(at) = frames.iter().position(|f| *f == "main") {
+                // In order along the chain; a frame-pointer walk may miss the caller of a
+                // function sampled in its first instructions (profile's own business).
+                let mut along = chain.iter();
+                if !frames[at..].iter().all(|f| along.any(|c| c == f)) {
+                    return Err(format!("run {run}: {line}: not along {chain:?}"));
+                }
+                in_program += n;
+            }
+        }
+        if total == 0 || in_program * 10 < total * 9 {
+            return Err(format!(
+                "run {run}: {in_program} of {total} samples in the program:\n{text}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let needs = e2e::live(&[
         Need::CCompiler,
@@ -146,6 +201,11 @@ fn main() {
             "short_lived_children_frames_are_named",
             &needs,
             short_lived_children_frames_are_named,
+        ),
+        e2e::trial(
+            "short_lived_profile_is_named",
+            &needs,
+            short_lived_profile_is_named,
         ),
     ])
 }

@@ -33,7 +33,7 @@ pub enum Record<'a> {
     Lost(u64),
     /// A mapping, fork or exec of a target (the events that track them, see
     /// [`super::events`]).
-    Sideband(Sideband<'a>),
+    Sideband(Sideband),
     /// Any other type (skipped).
     Other,
 }

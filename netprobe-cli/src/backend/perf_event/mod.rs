@@ -57,6 +57,8 @@ fn sampler_attr(frequency: u64, enable_on_exec: bool) -> sys::bindings::perf_eve
     a.set_exclude_hv(1);
     a.set_exclude_callchain_kernel(1);
     a.set_enable_on_exec(u64::from(enable_on_exec));
+    // Each event is its task's only one on its CPU: it also records the task's mappings.
+    sideband::track(&mut a);
     a
 }
 

@@ -1,6 +1,7 @@
 //! Decoding the records a sampler's ring buffer holds (`struct perf_event_header` and the record
 //! bodies of `include/uapi/linux/perf_event.h`), for the attribute `perf_event` opens:
-//! `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | STACK_USER`, no `sample_id_all`. Bounds-checked: a
+//! `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | STACK_USER`, with `sample_id_all` for the
+//! side-band records of the tasks' mappings ([`super::sideband`]). Bounds-checked: a
 //! malformed buffer ends decoding, never panics.
 
 /// `PERF_RECORD_LOST`: `{ header; u64 id; u64 lost; }`.
@@ -34,6 +35,8 @@ pub enum Record {
     Lost(u64),
     /// The kernel throttled sampling (too many interrupts).
     Throttle,
+    /// A mapping, fork or exec of a sampled task ([`super::sideband`]).
+    Sideband(super::sideband::Sideband),
     /// Any other record type (skipped).
     Other(u32),
 }
@@ -104,7 +107,9 @@ fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
         }
         PERF_RECORD_LOST => Some(Record::Lost(u64_at(rec, 16)?)),
         PERF_RECORD_THROTTLE => Some(Record::Throttle),
-        other => Some(Record::Other(other)),
+        other => {
+            Some(super::sideband::decode(other, rec).map_or(Record::Other(other), Record::Sideband))
+        }
     }
 }
 

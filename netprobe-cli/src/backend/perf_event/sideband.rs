@@ -44,13 +44,13 @@ pub fn track(a: &mut sys::bindings::perf_event_attr) {
 
 /// What one side-band record says.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Sideband<'a> {
+pub enum Sideband {
     Mmap {
         pid: u32,
         time: u64,
         record: MmapRecord,
         /// The record's name bytes (NUL-padded).
-        filename: &'a [u8],
+        filename: Vec<u8>,
     },
     Fork {
         parent: u32,
@@ -77,7 +77,7 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
 
 /// Decodes record `rec` (header included) of type `kind`; `None` for other types, a thread's
 /// fork (not a new process), a COMM that is no exec, a build-id mapping, or a cut record.
-pub fn decode(kind: u32, rec: &[u8]) -> Option<Sideband<'_>> {
+pub fn decode(kind: u32, rec: &[u8]) -> Option<Sideband> {
     let misc = u16::from_ne_bytes(rec.get(4..6)?.try_into().ok()?);
     let time_at_end = || u64_at(rec, rec.len().checked_sub(8)?);
     match kind {
@@ -98,7 +98,7 @@ pub fn decode(kind: u32, rec: &[u8]) -> Option<Sideband<'_>> {
                     prot: u32_at(rec, 64)?,
                     flags: u32_at(rec, 68)?,
                 },
-                filename: rec.get(72..end)?,
+                filename: rec.get(72..end)?.to_vec(),
             })
         }
         PERF_RECORD_FORK => {
@@ -117,7 +117,7 @@ pub fn decode(kind: u32, rec: &[u8]) -> Option<Sideband<'_>> {
     }
 }
 
-impl Sideband<'_> {
+impl Sideband {
     /// Adds what the record says to `maps`.
     pub fn apply(&self, maps: &RecordedMaps) {
         match *self {
@@ -125,7 +125,7 @@ impl Sideband<'_> {
                 pid,
                 time,
                 ref record,
-                filename,
+                ref filename,
             } => maps.mapped(pid, time, mmap_record_entry(record, filename)),
             Sideband::Fork {
                 parent,
@@ -142,7 +142,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn record(kind: u32, misc: u16, body: &[u8], time: u64) -> Vec<u8> {
+    fn framed(kind: u32, misc: u16, body: &[u8], time: u64) -> Vec<u8> {
         let mut rec = kind.to_ne_bytes().to_vec();
         rec.extend_from_slice(&misc.to_ne_bytes());
         let size = 8 + body.len() + SAMPLE_ID;
@@ -172,7 +172,7 @@ mod tests {
             body.extend_from_slice(&v.to_ne_bytes());
         }
         body.extend_from_slice(b"/usr/bin/p\0\0\0\0\0\0");
-        let rec = record(PERF_RECORD_MMAP2, 2, &body, 99);
+        let rec = framed(PERF_RECORD_MMAP2, 2, &body, 99);
         let Some(Sideband::Mmap {
             pid: 7,
             time: 99,
@@ -204,7 +204,7 @@ mod tests {
         assert_eq!(
             decode(
                 PERF_RECORD_MMAP2,
-                &record(PERF_RECORD_MMAP2, 2 | (1 << 14), &body, 1)
+                &framed(PERF_RECORD_MMAP2, 2 | (1 << 14), &body, 1)
             ),
             None
         );
@@ -215,7 +215,7 @@ mod tests {
             .chain(5u64.to_ne_bytes())
             .collect();
         assert_eq!(
-            decode(PERF_RECORD_FORK, &record(PERF_RECORD_FORK, 0, &fork, 5)),
+            decode(PERF_RECORD_FORK, &framed(PERF_RECORD_FORK, 0, &fork, 5)),
             Some(Sideband::Fork {
                 parent: 7,
                 child: 11,
@@ -228,7 +228,7 @@ mod tests {
             .chain(5u64.to_ne_bytes())
             .collect();
         assert_eq!(
-            decode(PERF_RECORD_FORK, &record(PERF_RECORD_FORK, 0, &thread, 5)),
+            decode(PERF_RECORD_FORK, &framed(PERF_RECORD_FORK, 0, &thread, 5)),
             None
         );
         let comm: Vec<u8> = [7u32, 7]
@@ -239,12 +239,12 @@ mod tests {
         assert_eq!(
             decode(
                 PERF_RECORD_COMM,
-                &record(PERF_RECORD_COMM, 1 << 13, &comm, 42)
+                &framed(PERF_RECORD_COMM, 1 << 13, &comm, 42)
             ),
             Some(Sideband::Exec { pid: 7, time: 42 })
         );
         assert_eq!(
-            decode(PERF_RECORD_COMM, &record(PERF_RECORD_COMM, 0, &comm, 42)),
+            decode(PERF_RECORD_COMM, &framed(PERF_RECORD_COMM, 0, &comm, 42)),
             None
         );
     }
