@@ -107,6 +107,14 @@ impl RecordedMaps {
         Ok(())
     }
 
+    /// Opens process `pid`'s files under `root` (a folder opened with `O_PATH`), e.g. a
+    /// container's root known from elsewhere.
+    pub fn set_root(&self, pid: u32, root: OwnedFd) {
+        let mut inner = self.inner();
+        evict(&mut inner, pid);
+        inner.procs.entry(pid).or_default().root = Some(Arc::new(root));
+    }
+
     /// The kernel announced `entry` mapped in process `pid` at `time`.
     pub fn mapped(&self, pid: u32, time: u64, entry: MapsEntry) {
         let mut inner = self.inner();

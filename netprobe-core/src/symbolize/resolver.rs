@@ -414,3 +414,95 @@ impl Symbolizer {
         self.processes.remove(&pid);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::maps::{mmap_record_entry, MmapRecord};
+    use std::os::unix::fs::MetadataExt;
+
+    /// A pid no process has (above the kernel's `PID_MAX_LIMIT` of 2^22).
+    const GONE: u32 = 4_000_000_000;
+
+    /// `np_probed`'s address in the `-no-pie` fixture (its runtime address), from `nm`.
+    fn probed_address(bin: &Path) -> u64 {
+        let out = std::process::Command::new("nm").arg(bin).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 3 && f[2] == "np_probed")
+                    .then(|| u64::from_str_radix(f[0], 16).unwrap())
+            })
+            .unwrap()
+    }
+
+    /// What the recorded mapping of `/app/NAME` (with `real`'s device and inode, at the
+    /// fixture's own addresses) names `np_probed`'s address as, for a gone process whose root is
+    /// `root`.
+    fn name_under(root: &Path, name: &str, real: &Path) -> Option<String> {
+        let meta = std::fs::metadata(real).unwrap();
+        let maps = RecordedMaps::new();
+        let dir = rustix::fs::open(
+            root,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        maps.set_root(GONE, dir);
+        let rec = MmapRecord {
+            addr: 0x40_0000,
+            len: 0x10_0000,
+            dev: Device::from_st_dev(meta.dev()),
+            ino: meta.ino(),
+            prot: 5,
+            ..MmapRecord::default()
+        };
+        maps.mapped(
+            GONE,
+            1,
+            mmap_record_entry(&rec, format!("/app/{name}").as_bytes()),
+        );
+        let mut s = Symbolizer::new();
+        s.use_recorded_maps(maps);
+        let frames = s.symbolize(GONE, probed_address(real)).unwrap();
+        frames.last().unwrap().function.clone()
+    }
+
+    #[test]
+    fn a_gone_process_is_named_from_its_recorded_file_and_only_from_that_file() {
+        let bin = fixtures::CProgram::new("short_lived")
+            .flags(&["-O0", "-fno-omit-frame-pointer", "-no-pie"])
+            .build();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("app")).unwrap();
+        // The recorded file itself (a hard link: same device and inode), when the target tree
+        // is on the fixture's filesystem; else a copy stands for it.
+        let real = root.join("app/p");
+        if std::fs::hard_link(&bin, &real).is_err() {
+            std::fs::copy(&bin, &real).unwrap();
+        }
+        assert_eq!(name_under(&root, "p", &real).as_deref(), Some("np_probed"));
+        // Another file with the same bytes under the recorded path: not the recorded file.
+        std::fs::copy(&bin, root.join("app/copy")).unwrap();
+        assert_eq!(name_under(&root, "copy", &real), None);
+        // A symlink to the file by its host path: resolved inside the root, where that path
+        // names nothing; never followed onto the host.
+        std::os::unix::fs::symlink(&real, root.join("app/link")).unwrap();
+        assert_eq!(name_under(&root, "link", &real), None);
+        // `..` stays in the root too.
+        let up = format!("../../{}", real.strip_prefix("/").unwrap().display());
+        assert_eq!(name_under(&root, &up, &real), None);
+    }
+
+    #[test]
+    fn without_records_a_gone_process_is_an_error() {
+        let mut s = Symbolizer::new();
+        s.use_recorded_maps(RecordedMaps::new());
+        assert!(matches!(
+            s.symbolize(GONE, 0x40_1000),
+            Err(crate::Error::NoSuchProcess { .. })
+        ));
+    }
+}
