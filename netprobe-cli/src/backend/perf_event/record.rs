@@ -41,12 +41,14 @@ pub enum Record {
     Other(u32),
 }
 
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+/// The native-endian u64 at `at` of `b`, if it is all there.
+pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     let bytes = b.get(at..at.checked_add(8)?)?;
     Some(u64::from_ne_bytes(bytes.try_into().ok()?))
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+/// The native-endian u32 at `at` of `b`, if it is all there.
+pub(crate) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     let bytes = b.get(at..at.checked_add(4)?)?;
     Some(u32::from_ne_bytes(bytes.try_into().ok()?))
 }

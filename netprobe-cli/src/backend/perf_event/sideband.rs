@@ -13,6 +13,7 @@
 //! u64 time`), so a record's time is its last eight bytes. Bounds-checked: a cut record decodes to
 //! nothing.
 
+use super::record::{u32_at, u64_at};
 use netprobe_core::maps::{mmap_record_entry, Device, MmapRecord, RecordedMaps};
 use perf_event_open_sys as sys;
 
@@ -61,18 +62,6 @@ pub enum Sideband {
         pid: u32,
         time: u64,
     },
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(
-        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(
-        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
 }
 
 /// Decodes record `rec` (header included) of type `kind`; `None` for other types, a thread's
@@ -209,11 +198,13 @@ mod tests {
             None
         );
 
-        let fork: Vec<u8> = [11u32, 7, 11, 7]
-            .iter()
-            .flat_map(|v| v.to_ne_bytes())
-            .chain(5u64.to_ne_bytes())
-            .collect();
+        let words = |w: &[u32], tail: &[u8]| -> Vec<u8> {
+            w.iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .chain(tail.iter().copied())
+                .collect()
+        };
+        let fork = words(&[11, 7, 11, 7], &5u64.to_ne_bytes());
         assert_eq!(
             decode(PERF_RECORD_FORK, &framed(PERF_RECORD_FORK, 0, &fork, 5)),
             Some(Sideband::Fork {
@@ -222,20 +213,12 @@ mod tests {
                 time: 5
             })
         );
-        let thread: Vec<u8> = [7u32, 7, 12, 7]
-            .iter()
-            .flat_map(|v| v.to_ne_bytes())
-            .chain(5u64.to_ne_bytes())
-            .collect();
+        let thread = words(&[7, 7, 12, 7], &5u64.to_ne_bytes());
         assert_eq!(
             decode(PERF_RECORD_FORK, &framed(PERF_RECORD_FORK, 0, &thread, 5)),
             None
         );
-        let comm: Vec<u8> = [7u32, 7]
-            .iter()
-            .flat_map(|v| v.to_ne_bytes())
-            .chain(*b"p\0\0\0\0\0\0\0")
-            .collect();
+        let comm = words(&[7, 7], b"p\0\0\0\0\0\0\0");
         assert_eq!(
             decode(
                 PERF_RECORD_COMM,
