@@ -122,6 +122,13 @@ impl ProcessView {
                 .collect(),
             None => vec![None; images.len()],
         };
+        // Exiting while its maps were read: its files no longer open through it (its root and
+        // map_files went with its memory), so what was recorded names them.
+        if !images.is_empty() && opened.iter().all(Option::is_none) {
+            if let Some(view) = self.recorded.as_ref().and_then(|r| r.view(self.pid)) {
+                return self.use_recorded(view);
+            }
+        }
         self.set_maps(maps, &images, &opened);
         Ok(())
     }
@@ -449,7 +456,7 @@ mod tests {
             rustix::fs::Mode::empty(),
         )
         .unwrap();
-        maps.set_root(GONE, dir);
+        maps.set_root(GONE, Some(dir));
         let rec = MmapRecord {
             addr: 0x40_0000,
             len: 0x10_0000,
