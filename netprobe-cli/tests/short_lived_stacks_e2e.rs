@@ -5,13 +5,16 @@
 //! records), and equal what `addr2line -f` says for the same raw addresses (the program is built
 //! `-no-pie`, so its runtime addresses are the ELF file's). Ten runs in a row: the race the
 //! process's exit used to lose in most runs must never be lost. The same for children a shell
-//! command starts (they inherit the probes and the tracking of their mappings).
+//! command starts (they inherit the probes and the tracking of their mappings), in a host-wide
+//! session, and under `profile`.
 
 use fixtures::e2e::{self, err, Need};
+use fixtures::live::spawn_until_live;
 use fixtures::{netprobe, CProgram};
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 type R = Result<(), String>;
 
@@ -69,10 +72,21 @@ fn hit_stacks(out: &str) -> Result<Vec<Vec<(String, u64)>>, String> {
 /// addresses (return addresses looked up one byte back, at the call).
 fn every_run_names_every_frame(bin: &Path, command: &str, calls: usize) -> R {
     let probe = format!("{}:np_probed", bin.display());
+    every_trace_names_every_frame(bin, calls, || {
+        netprobe::stdout_ok(&["trace", "--stack", "--json", "-c", command, &probe])
+    })
+}
+
+/// [`RUNS`] runs of `trace`, each `calls` hits, as [`every_run_names_every_frame`] checks them.
+fn every_trace_names_every_frame(
+    bin: &Path,
+    calls: usize,
+    mut trace: impl FnMut() -> Result<String, String>,
+) -> R {
     let want = ["np_probed", "np_b", "np_a", "main"];
     let mut failures = Vec::new();
     for run in 1..=RUNS {
-        let out = netprobe::stdout_ok(&["trace", "--stack", "--json", "-c", command, &probe])?;
+        let out = trace()?;
         let stacks = hit_stacks(&out)?;
         if stacks.len() != calls {
             return Err(format!(
@@ -98,7 +112,9 @@ fn every_run_names_every_frame(bin: &Path, command: &str, calls: usize) -> R {
                 ));
             }
             if names[..want.len()] != want {
-                failures.push(format!("run {run}: stack {names:?}, addr2line {truth:?}"));
+                failures.push(format!(
+                    "run {run}: stack {stack:x?}, addr2line {truth:?}\n{out}"
+                ));
             }
         }
     }
@@ -126,6 +142,39 @@ fn short_lived_children_frames_are_named() -> R {
     let bin = short_lived();
     let command = format!("/bin/sh -c '{0} 1; {0} 2'", bin.display());
     every_run_names_every_frame(&bin, &command, 3)
+}
+
+/// A host-wide session (the tracefs backend: no per-task events), the program started after it
+/// is live: the same frames.
+fn short_lived_host_wide_frames_are_named() -> R {
+    // A copy of its own: a host-wide probe on the shared binary would also trap in the other
+    // trials' processes, which started before this session and are not its subject.
+    let dir = tempfile::tempdir().map_err(err)?;
+    let bin = dir.path().join("short_lived");
+    std::fs::copy(short_lived(), &bin).map_err(err)?;
+    let probe = format!("{}:np_probed", bin.display());
+    let max = CALLS.to_string();
+    every_trace_names_every_frame(&bin, CALLS, || {
+        let mut cmd = netprobe::command();
+        cmd.args([
+            "trace",
+            "--stack",
+            "--json",
+            "--max-events",
+            &max,
+            "--duration",
+            "20s",
+            &probe,
+        ]);
+        let (child, stderr) = spawn_until_live(&mut cmd, Duration::from_secs(30))?;
+        let ran = Command::new(&bin).arg(&max).status().map_err(err)?;
+        let out = child.wait_with_output().map_err(err)?;
+        let stderr = stderr.join().unwrap_or_default();
+        if !ran.success() || !out.status.success() {
+            return Err(format!("program {ran}, netprobe {}: {stderr}", out.status));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    })
 }
 
 /// `profile -c 'short_lived 3000000'` (about 25 ms of calls, exited before the sampling loop's
@@ -201,6 +250,11 @@ fn main() {
             "short_lived_children_frames_are_named",
             &needs,
             short_lived_children_frames_are_named,
+        ),
+        e2e::trial(
+            "short_lived_host_wide_frames_are_named",
+            &needs,
+            short_lived_host_wide_frames_are_named,
         ),
         e2e::trial(
             "short_lived_profile_is_named",

@@ -42,6 +42,8 @@ struct ProcessMaps {
     exec_at: u64,
     /// Time of the last record, for eviction.
     touched: u64,
+    /// Its root could not be opened: its files are opened under none.
+    rootless: bool,
 }
 
 #[derive(Debug, Default)]
@@ -81,13 +83,7 @@ impl RecordedMaps {
     /// already running; a command held before its exec has none worth keeping). Errors are those
     /// of reading the maps; the root is kept either way when it opens.
     pub fn track(&self, process: &Process, with_maps: bool) -> crate::Result<()> {
-        let root = rustix::fs::open(
-            process.root(),
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .ok()
-        .map(Arc::new);
+        let root = open_root(&process.root()).map(Arc::new);
         let maps = if with_maps {
             process.maps()
         } else {
@@ -107,12 +103,34 @@ impl RecordedMaps {
         Ok(())
     }
 
-    /// Opens process `pid`'s files under `root` (a folder opened with `O_PATH`), e.g. a
-    /// container's root known from elsewhere.
-    pub fn set_root(&self, pid: u32, root: OwnedFd) {
+    /// Opens process `pid`'s files under `root` (a folder opened with `O_PATH`, e.g. its
+    /// `/proc/PID/root` opened while it ran); `None`: under no root, so its files are not opened
+    /// (the session's first target's root is not taken in its place either).
+    pub fn set_root(&self, pid: u32, root: Option<OwnedFd>) {
         let mut inner = self.inner();
         evict(&mut inner, pid);
-        inner.procs.entry(pid).or_default().root = Some(Arc::new(root));
+        let p = inner.procs.entry(pid).or_default();
+        p.root = root.map(Arc::new);
+        p.rootless = p.root.is_none();
+    }
+
+    /// Takes process `pid`'s root directory as it is now (`/proc/PID/root`) when it can still
+    /// be opened; whether it could (a gone process keeps the root it had).
+    pub fn root_from_proc(&self, pid: u32) -> bool {
+        let root = Process::open(pid).ok().and_then(|p| open_root(&p.root()));
+        let opened = root.is_some();
+        if opened {
+            self.set_root(pid, root);
+        }
+        opened
+    }
+
+    /// Whether process `pid` has a root of its own to open its files under.
+    pub fn has_root(&self, pid: u32) -> bool {
+        self.inner()
+            .procs
+            .get(&pid)
+            .is_some_and(|p| p.root.is_some())
     }
 
     /// The kernel announced `entry` mapped in process `pid` at `time`.
@@ -133,9 +151,12 @@ impl RecordedMaps {
         let Some(from) = inner.procs.get(&parent) else {
             return;
         };
-        let (root, maps) = (from.root.clone(), from.maps.clone());
+        let (root, rootless, maps) = (from.root.clone(), from.rootless, from.maps.clone());
         let p = inner.procs.entry(child).or_default();
-        p.root = p.root.take().or(root);
+        if p.root.is_none() {
+            p.root = root;
+            p.rootless = rootless;
+        }
         // Mapped before the fork; the child's own records (none before its first instruction)
         // come after.
         for (t, m) in maps.into_iter().filter(|(t, _)| *t <= time) {
@@ -202,7 +223,10 @@ impl RecordedMaps {
         maps.sort_by_key(|m| m.start);
         Some(RecordedView {
             maps,
-            root: p.root.clone().or_else(|| inner.default_root.clone()),
+            root: match p.rootless {
+                true => None,
+                false => p.root.clone().or_else(|| inner.default_root.clone()),
+            },
         })
     }
 }
@@ -273,6 +297,20 @@ pub fn mmap_record_entry(r: &MmapRecord, filename: &[u8]) -> MapsEntry {
         inode: ino,
         path,
     }
+}
+
+/// The folder `path` opened with `O_PATH` (a root to resolve paths under), if it opens.
+fn open_root(path: &std::path::Path) -> Option<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    if path.as_os_str().is_empty() {
+        return None;
+    }
+    rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
 }
 
 /// Appends a mapping, dropping the oldest past [`MAX_MAPPINGS`] and an exact repeat of the last.

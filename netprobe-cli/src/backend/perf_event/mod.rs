@@ -15,6 +15,7 @@
 //! per-thread event that is not bound to one CPU (`perf_mmap` in `kernel/events/core.c`), hence
 //! one event per CPU.
 
+pub mod host_mappings;
 pub mod record;
 pub mod ring;
 pub mod sideband;
