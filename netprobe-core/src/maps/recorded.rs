@@ -12,8 +12,9 @@
 //! across CPU buffers give the same answer.
 //!
 //! A record's path is bytes the target chose; it is only ever opened under the process's root
-//! directory, held open from when the process was first seen ([`RecordedMaps::track`]), and only
-//! read when the file opened has the record's device and inode (see
+//! directory, held open from when the process ran ([`RecordedMaps::track`],
+//! [`RecordedMaps::root_from_proc`]; a child starts with its parent's), and only read when the
+//! file opened has the record's device and inode (see
 //! `crate::symbolize::resolver`). Bounded: at most [`MAX_PROCESSES`] processes and
 //! [`MAX_MAPPINGS`] mappings each are kept (the oldest go first).
 
@@ -159,7 +160,12 @@ impl RecordedMaps {
         }
         // Mapped before the fork; the child's own records (none before its first instruction)
         // come after.
-        for (t, m) in maps.into_iter().filter(|(t, _)| *t <= time) {
+        // (An exec of the child read first dropped them already.)
+        let exec_at = p.exec_at;
+        for (t, m) in maps
+            .into_iter()
+            .filter(|(t, _)| *t <= time && *t >= exec_at)
+        {
             push(p, t, m);
         }
     }
@@ -406,7 +412,11 @@ mod tests {
         );
         r.forked(10, 11, 9);
         assert_eq!(r.view(11).unwrap().maps, v.maps);
-        assert!(r.view(12).is_none());
+        // The child's exec read before its fork: the parent's mappings are not its own.
+        r.exec(12, 20);
+        r.forked(10, 12, 15);
+        assert!(r.view(12).unwrap().maps.is_empty());
+        assert!(r.view(13).is_none());
     }
 
     #[test]
