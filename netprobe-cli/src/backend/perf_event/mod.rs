@@ -13,8 +13,11 @@
 //! (`PERF_EVENT_IOC_SET_OUTPUT`). Events are `inherit`ed, so threads (and processes) the targets
 //! start later are sampled into the same buffers; the kernel refuses `mmap` of an inherited
 //! per-thread event that is not bound to one CPU (`perf_mmap` in `kernel/events/core.c`), hence
-//! one event per CPU.
+//! one event per CPU. Each also records its task's mappings, forks and execs ([`sideband`]), so
+//! a process gone before its samples are named is named from what it had mapped; host-wide
+//! sessions get the same from one system-wide event per CPU ([`host_mappings`]).
 
+mod fields;
 pub mod host_mappings;
 pub mod record;
 pub mod ring;

@@ -4,6 +4,8 @@
 //! side-band records of the tasks' mappings ([`super::sideband`]). Bounds-checked: a
 //! malformed buffer ends decoding, never panics.
 
+use super::fields::{u16_at, u32_at, u64_at};
+
 /// `PERF_RECORD_LOST`: `{ header; u64 id; u64 lost; }`.
 pub const PERF_RECORD_LOST: u32 = 2;
 /// `PERF_RECORD_THROTTLE`: the kernel lowered the sampling rate for a while.
@@ -39,23 +41,6 @@ pub enum Record {
     Sideband(super::sideband::Sideband),
     /// Any other record type (skipped).
     Other(u32),
-}
-
-/// The native-endian u64 at `at` of `b`, if it is all there.
-pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    let bytes = b.get(at..at.checked_add(8)?)?;
-    Some(u64::from_ne_bytes(bytes.try_into().ok()?))
-}
-
-/// The native-endian u32 at `at` of `b`, if it is all there.
-pub(crate) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    let bytes = b.get(at..at.checked_add(4)?)?;
-    Some(u32::from_ne_bytes(bytes.try_into().ok()?))
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    let bytes = b.get(at..at.checked_add(2)?)?;
-    Some(u16::from_ne_bytes(bytes.try_into().ok()?))
 }
 
 /// Decodes one record body (`rec` = the whole record, header included).

@@ -13,7 +13,7 @@
 //! u64 time`), so a record's time is its last eight bytes. Bounds-checked: a cut record decodes to
 //! nothing.
 
-use super::record::{u32_at, u64_at};
+use super::fields::{u32_at, u64_at};
 use netprobe_core::maps::{mmap_record_entry, Device, MmapRecord, RecordedMaps};
 use perf_event_open_sys as sys;
 
