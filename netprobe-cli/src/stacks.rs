@@ -105,6 +105,14 @@ impl StackNamer {
         StackNamer::default()
     }
 
+    /// Names the frames of processes whose maps are gone from `recorded` (the mappings a session
+    /// recorded while they ran); nothing changes with `None`.
+    pub fn use_recorded_maps(&mut self, recorded: Option<netprobe_core::maps::RecordedMaps>) {
+        if let Some(r) = recorded {
+            self.symbolizer.use_recorded_maps(r);
+        }
+    }
+
     /// Symbolizes `addr` of `pid` into the cache; `ret` when `addr` is a return address minus
     /// one.
     ///

@@ -199,7 +199,7 @@ impl Process {
     /// refused unless it is a regular file. Errors: [`Error::Io`] naming `/proc/PID/root` and the
     /// path, [`Error::NoSuchProcess`] when the process is gone.
     pub fn open_in_root(&self, path: &Path) -> Result<std::fs::File> {
-        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        use rustix::fs::{Mode, OFlags};
         let shown = self.root().join(path.strip_prefix("/").unwrap_or(path));
         let root = rustix::fs::open(
             self.root(),
@@ -207,17 +207,7 @@ impl Process {
             Mode::empty(),
         )
         .map_err(|e| self.classify(&self.root(), e.into()))?;
-        let fd = rustix::fs::openat2(
-            &root,
-            path,
-            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-            Mode::empty(),
-            ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-        )
-        .map_err(|e| Error::io(&shown, e.into()))?;
-        let file = std::fs::File::from(fd);
-        crate::regular_file::check(&file, &shown)?;
-        Ok(file)
+        crate::regular_file::open_in_root(&root, path, &shown)
     }
 
     /// The folder `path` names as the process sees it, opened inside its root with the rules of

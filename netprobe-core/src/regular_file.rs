@@ -80,6 +80,25 @@ pub fn open_at(dir: &std::os::fd::OwnedFd, name: &str, shown: &Path) -> Result<F
     Ok(file)
 }
 
+/// Opens, read-only, the regular file `path` names as seen from the open root directory `root`:
+/// resolved inside it (`openat2(2)` with `RESOLVE_IN_ROOT`: an absolute symlink or `..` stays
+/// inside it) and with `RESOLVE_NO_MAGICLINKS` (no `/proc/...` link on the way leaves it), without
+/// blocking, and refused unless it is a regular file ([`check`]); `shown` names it in errors.
+pub fn open_in_root(root: &std::os::fd::OwnedFd, path: &Path, shown: &Path) -> Result<File> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let fd = rustix::fs::openat2(
+        root,
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(|e| Error::io(shown, e.into()))?;
+    let file = File::from(fd);
+    check(&file, shown)?;
+    Ok(file)
+}
+
 /// Caps on the files netprobe reads whole, by kind. Each is far above what the runtime or a
 /// tool writes, and low enough that a hostile file costs at most that much memory.
 pub mod cap {

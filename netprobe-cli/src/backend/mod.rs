@@ -125,6 +125,13 @@ pub trait Backend {
     fn definitions(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The targets' mappings as the kernel announced them while the session ran, for naming
+    /// the frames of a process whose maps are gone by then; `None` where the backend records
+    /// none.
+    fn recorded_maps(&self) -> Option<netprobe_core::maps::RecordedMaps> {
+        None
+    }
 }
 
 /// CLOCK_MONOTONIC now, in nanoseconds: the clock every backend stamps hits with (tracefs: the

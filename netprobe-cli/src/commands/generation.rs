@@ -42,7 +42,11 @@ pub(crate) fn run_generation(
                 max_events: o.max_events,
                 printed: 0,
                 tasks: session.tasks(),
-                stacks: o.stack.then(|| sinks::stack::StackShow::new(o.stack_depth)),
+                stacks: o.stack.then(|| {
+                    let mut show = sinks::stack::StackShow::new(o.stack_depth);
+                    show.namer.use_recorded_maps(session.recorded_maps());
+                    show
+                }),
             };
             let _ = printer.header();
             let outcome = session.run(&mut printer)?;
@@ -52,6 +56,7 @@ pub(crate) fn run_generation(
         Mode::Count if o.stack => {
             let mut counter =
                 sinks::stack::StackCounter::new(session.tasks(), o.stack_depth, o.max_events);
+            counter.namer.use_recorded_maps(session.recorded_maps());
             let outcome = session.run(&mut counter)?;
             let elapsed = started.elapsed().as_secs_f64();
             let report = counter.stack_report(outcome.lost, elapsed);

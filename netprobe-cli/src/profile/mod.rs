@@ -18,6 +18,7 @@ use crate::run_as::RunAs;
 use crate::signals::SignalPipe;
 use crate::stacks::StackNamer as Namer;
 use missed_caller::MissedCallers;
+use netprobe_core::maps::RecordedMaps;
 pub use report::{FrameName, Report};
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -110,7 +111,13 @@ struct RawStacks {
     throttled: u64,
 }
 
-fn absorb(buf: &[u8], namer: &mut Namer, callers: &mut MissedCallers, raw: &mut RawStacks) {
+fn absorb(
+    buf: &[u8],
+    namer: &mut Namer,
+    callers: &mut MissedCallers,
+    raw: &mut RawStacks,
+    recorded: &RecordedMaps,
+) {
     for r in record::decode(buf) {
         match r {
             Record::Sample {
@@ -125,6 +132,7 @@ fn absorb(buf: &[u8], namer: &mut Namer, callers: &mut MissedCallers, raw: &mut 
             }
             Record::Lost(n) => raw.lost += n,
             Record::Throttle => raw.throttled += 1,
+            Record::Sideband(s) => s.apply(recorded),
             _ => {}
         }
     }
@@ -161,6 +169,15 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
             (None, sampler)
         }
     };
+    // The targets' roots (and a running one's mappings), then what the kernel announces: frames
+    // of a process gone before its samples are named come from these.
+    let recorded = RecordedMaps::new();
+    let pids = child.as_ref().map_or(o.pids.clone(), |c| vec![c.pid()]);
+    for pid in pids {
+        if let Ok(p) = netprobe_core::process::Process::open(pid) {
+            let _ = recorded.track(&p, child.is_none());
+        }
+    }
     let signals = SignalPipe::install()?;
     let start = Instant::now();
     match child.as_mut() {
@@ -168,6 +185,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         None => sampler.enable(),
     }
     let mut namer = Namer::new();
+    namer.use_recorded_maps(Some(recorded.clone()));
     let mut callers = MissedCallers::default();
     let mut raw = RawStacks::default();
     let mut buf = Vec::new();
@@ -186,7 +204,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
         buf.clear();
         sampler.drain(&mut buf);
-        absorb(&buf, &mut namer, &mut callers, &mut raw);
+        absorb(&buf, &mut namer, &mut callers, &mut raw, &recorded);
         let gone = match child.as_mut() {
             Some(c) => c.try_wait().is_some(),
             None => o
@@ -202,7 +220,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
     let elapsed = start.elapsed();
     buf.clear();
     sampler.drain(&mut buf);
-    absorb(&buf, &mut namer, &mut callers, &mut raw);
+    absorb(&buf, &mut namer, &mut callers, &mut raw, &recorded);
     drop(sampler);
     namer.retry_unnamed(true);
     if let Some(c) = child.as_mut() {

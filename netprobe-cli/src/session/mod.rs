@@ -144,6 +144,12 @@ impl Session {
         TaskInfo::of(self.backend.as_ref())
     }
 
+    /// The targets' mappings as the backend recorded them (see
+    /// [`crate::backend::Backend::recorded_maps`]), for naming stacks.
+    pub fn recorded_maps(&self) -> Option<netprobe_core::maps::RecordedMaps> {
+        self.backend.recorded_maps()
+    }
+
     /// The mode the session was built for.
     pub fn mode(&self) -> Mode {
         self.mode

@@ -5,6 +5,13 @@
 //! per process a snapshot of its maps, re-read when a user-space address falls in no mapping (the
 //! process mapped something since; at most once per 20 ms), and its JIT names ([`JitNames`]), re-read when an address in
 //! anonymous executable memory is not named and the files grew.
+//!
+//! A process whose maps are gone (it exited, or is a zombie whose maps read empty) is named from
+//! the mappings a session recorded of it ([`RecordedMaps`], given with
+//! [`Symbolizer::use_recorded_maps`]): each file opened under the process's root directory as
+//! held from its start ([`crate::regular_file::open_in_root`]) and read only when it has the
+//! recorded device and inode; netprobe then reads it through its own descriptor
+//! (`/proc/self/fd/N`), so the path is resolved once.
 
 use super::index::ImageIndex;
 use super::jit::JitNames;
@@ -14,7 +21,7 @@ use crate::bytes::FileBytes;
 use crate::error::Result;
 use crate::file_id::FileId;
 use crate::formulas;
-use crate::maps::{MapPath, MapsEntry};
+use crate::maps::{Device, MapPath, MapsEntry, RecordedMaps, RecordedView};
 use crate::normalize::MappedImage;
 use crate::process::Process;
 use std::collections::{HashMap, HashSet};
@@ -24,7 +31,14 @@ use std::time::{Duration, Instant};
 
 /// One process as last seen.
 struct ProcessView {
-    process: Process,
+    /// `None`: gone before it was first seen, known only from what was recorded of it.
+    process: Option<Process>,
+    pid: u32,
+    /// What a session recorded of the process's mappings, for when its maps are gone.
+    recorded: Option<RecordedMaps>,
+    /// Files of recorded mappings, opened under the process's root and held so that
+    /// `/proc/self/fd/N` keeps naming them.
+    held: Vec<std::fs::File>,
     /// Mappings by ascending start.
     maps: Vec<MapsEntry>,
     /// Per mapping: where netprobe opens its file and that file's identity (`None` for
@@ -52,11 +66,22 @@ const KERNEL_HALF: u64 = 0x8000_0000_0000;
 const VDSO: &str = "[vdso]";
 
 impl ProcessView {
-    fn read(pid: u32) -> Result<ProcessView> {
-        let process = Process::open(pid)?;
-        let jit = JitNames::for_process(&process);
+    fn read(pid: u32, recorded: Option<&RecordedMaps>) -> Result<ProcessView> {
+        let recorded = recorded.filter(|r| r.knows(pid)).cloned();
+        let process = match Process::open(pid) {
+            Ok(p) => Some(p),
+            Err(crate::Error::NoSuchProcess { .. }) if recorded.is_some() => None,
+            Err(e) => return Err(e),
+        };
+        let jit = process
+            .as_ref()
+            .map(JitNames::for_process)
+            .unwrap_or_default();
         let mut view = ProcessView {
             process,
+            pid,
+            recorded,
+            held: Vec::new(),
             maps: Vec::new(),
             open: Vec::new(),
             jit,
@@ -69,19 +94,85 @@ impl ProcessView {
     }
 
     fn refresh_maps(&mut self) -> Result<()> {
-        let mut maps = self.process.maps()?;
+        let live = match &self.process {
+            Some(p) => p.maps(),
+            None => Err(crate::Error::NoSuchProcess { pid: self.pid }),
+        };
+        // Gone, or a zombie (its maps read empty): what was recorded, when anything was.
+        let recorded = match &live {
+            Ok(maps) if !maps.is_empty() => None,
+            _ => self.recorded.as_ref().and_then(|r| r.view(self.pid)),
+        };
+        if let Some(view) = recorded {
+            return self.use_recorded(view);
+        }
+        let mut maps = live?;
         maps.sort_by_key(|m| m.start);
         let images = MappedImage::group(&maps);
         // Each file once: a path that opens what the process maps (a file that no longer opens
         // as mapped is not read, and its frames stay unnamed).
+        let opened: Vec<Option<(PathBuf, Option<FileId>)>> = match &self.process {
+            Some(process) => images
+                .iter()
+                .map(|img| {
+                    let open = crate::resolve::read_path(process, img).ok()?;
+                    let id = FileId::of(&open);
+                    Some((open, id))
+                })
+                .collect(),
+            None => vec![None; images.len()],
+        };
+        // Exiting while its maps were read: its files no longer open through it (its root and
+        // map_files went with its memory), so what was recorded names them.
+        if !images.is_empty() && opened.iter().all(Option::is_none) {
+            if let Some(view) = self.recorded.as_ref().and_then(|r| r.view(self.pid)) {
+                return self.use_recorded(view);
+            }
+        }
+        self.set_maps(maps, &images, &opened);
+        Ok(())
+    }
+
+    /// Takes the recorded mappings: each file opened under the recorded root and kept only
+    /// when it is the recorded file (device and inode); a path that opens another file, or
+    /// none, leaves that file's frames unnamed.
+    fn use_recorded(&mut self, view: RecordedView) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let images = MappedImage::group(&view.maps);
+        let mut held = Vec::new();
         let opened: Vec<Option<(PathBuf, Option<FileId>)>> = images
             .iter()
             .map(|img| {
-                let open = crate::resolve::read_path(&self.process, img).ok()?;
-                let id = FileId::of(&open);
-                Some((open, id))
+                let root = view.root.as_ref()?;
+                if img.deleted || img.inode == 0 || img.mappings.iter().any(|m| m.path.is_memfd()) {
+                    return None;
+                }
+                let shown = Path::new("/proc")
+                    .join(self.pid.to_string())
+                    .join("root")
+                    .join(img.path.strip_prefix("/").unwrap_or(&img.path));
+                let file = crate::regular_file::open_in_root(root, &img.path, &shown).ok()?;
+                let meta = file.metadata().ok()?;
+                if (Device::from_st_dev(meta.dev()), meta.ino()) != (img.dev, img.inode) {
+                    return None;
+                }
+                let open = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                held.push(file);
+                Some((open, Some(FileId::from_metadata(&meta))))
             })
             .collect();
+        self.set_maps(view.maps, &images, &opened);
+        self.held = held;
+        Ok(())
+    }
+
+    fn set_maps(
+        &mut self,
+        maps: Vec<MapsEntry>,
+        images: &[MappedImage],
+        opened: &[Option<(PathBuf, Option<FileId>)>],
+    ) {
         self.open = maps
             .iter()
             .map(|m| {
@@ -96,7 +187,6 @@ impl ProcessView {
             .any(|m| m.file_name().is_some_and(|n| n == "libcoreclr.so"));
         self.maps = maps;
         self.read_at = Instant::now();
-        Ok(())
     }
 
     /// The index of the vDSO mapped at `m`: the kernel's own small ELF image, in no file, read
@@ -142,6 +232,8 @@ pub struct Symbolizer {
     processes: HashMap<u32, ProcessView>,
     /// Processes already told about (see [`Symbolizer::take_notes`]).
     noted: HashSet<u32>,
+    /// What a session recorded of its processes' mappings ([`Symbolizer::use_recorded_maps`]).
+    recorded: Option<RecordedMaps>,
     notes: Vec<String>,
     /// Image indexes built (for tests and benchmarks: the thousandth lookup builds none).
     builds: u64,
@@ -150,6 +242,12 @@ pub struct Symbolizer {
 impl Symbolizer {
     pub fn new() -> Symbolizer {
         Symbolizer::default()
+    }
+
+    /// Names the frames of processes whose maps are gone from `recorded`: the mappings a session
+    /// recorded while they ran.
+    pub fn use_recorded_maps(&mut self, recorded: RecordedMaps) {
+        self.recorded = Some(recorded);
     }
 
     /// How many image indexes were built so far (each file version once).
@@ -222,7 +320,9 @@ impl Symbolizer {
     pub fn symbolize(&mut self, pid: u32, addr: u64) -> Result<Vec<Frame>> {
         let view = match self.processes.entry(pid) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(ProcessView::read(pid)?),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(ProcessView::read(pid, self.recorded.as_ref())?)
+            }
         };
         let i = match view.mapping(addr) {
             Some(i) => Some(i),
@@ -319,5 +419,97 @@ impl Symbolizer {
     /// Forgets process `pid` (its maps and JIT names); image indexes stay cached.
     pub fn forget_process(&mut self, pid: u32) {
         self.processes.remove(&pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::maps::{mmap_record_entry, MmapRecord};
+    use std::os::unix::fs::MetadataExt;
+
+    /// A pid no process has (above the kernel's `PID_MAX_LIMIT` of 2^22).
+    const GONE: u32 = 4_000_000_000;
+
+    /// `np_probed`'s address in the `-no-pie` fixture (its runtime address), from `nm`.
+    fn probed_address(bin: &Path) -> u64 {
+        let out = std::process::Command::new("nm").arg(bin).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 3 && f[2] == "np_probed")
+                    .then(|| u64::from_str_radix(f[0], 16).unwrap())
+            })
+            .unwrap()
+    }
+
+    /// What the recorded mapping of `/app/NAME` (with `real`'s device and inode, at the
+    /// fixture's own addresses) names `np_probed`'s address as, for a gone process whose root is
+    /// `root`.
+    fn name_under(root: &Path, name: &str, real: &Path) -> Option<String> {
+        let meta = std::fs::metadata(real).unwrap();
+        let maps = RecordedMaps::new();
+        let dir = rustix::fs::open(
+            root,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        maps.set_root(GONE, Some(dir));
+        let rec = MmapRecord {
+            addr: 0x40_0000,
+            len: 0x10_0000,
+            dev: Device::from_st_dev(meta.dev()),
+            ino: meta.ino(),
+            prot: 5,
+            ..MmapRecord::default()
+        };
+        maps.mapped(
+            GONE,
+            1,
+            mmap_record_entry(&rec, format!("/app/{name}").as_bytes()),
+        );
+        let mut s = Symbolizer::new();
+        s.use_recorded_maps(maps);
+        let frames = s.symbolize(GONE, probed_address(real)).unwrap();
+        frames.last().unwrap().function.clone()
+    }
+
+    #[test]
+    fn a_gone_process_is_named_from_its_recorded_file_and_only_from_that_file() {
+        let bin = fixtures::CProgram::new("short_lived")
+            .flags(&["-O0", "-fno-omit-frame-pointer", "-no-pie"])
+            .build();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("app")).unwrap();
+        // The recorded file itself (a hard link: same device and inode), when the target tree
+        // is on the fixture's filesystem; else a copy stands for it.
+        let real = root.join("app/p");
+        if std::fs::hard_link(&bin, &real).is_err() {
+            std::fs::copy(&bin, &real).unwrap();
+        }
+        assert_eq!(name_under(&root, "p", &real).as_deref(), Some("np_probed"));
+        // Another file with the same bytes under the recorded path: not the recorded file.
+        std::fs::copy(&bin, root.join("app/copy")).unwrap();
+        assert_eq!(name_under(&root, "copy", &real), None);
+        // A symlink to the file by its host path: resolved inside the root, where that path
+        // names nothing; never followed onto the host.
+        std::os::unix::fs::symlink(&real, root.join("app/link")).unwrap();
+        assert_eq!(name_under(&root, "link", &real), None);
+        // `..` stays in the root too.
+        let up = format!("../../{}", real.strip_prefix("/").unwrap().display());
+        assert_eq!(name_under(&root, &up, &real), None);
+    }
+
+    #[test]
+    fn without_records_a_gone_process_is_an_error() {
+        let mut s = Symbolizer::new();
+        s.use_recorded_maps(RecordedMaps::new());
+        assert!(matches!(
+            s.symbolize(GONE, 0x40_1000),
+            Err(crate::Error::NoSuchProcess { .. })
+        ));
     }
 }

@@ -53,8 +53,15 @@ pub struct EventSpec {
     pub location: String,
 }
 
-/// The `perf_event_attr` of a kernel event recorded as `how`.
-fn attr(id: u64, how: Recording, enable_on_exec: bool) -> sys::bindings::perf_event_attr {
+/// The `perf_event_attr` of a kernel event recorded as `how`; `track`: it also records its
+/// task's mappings, forks and execs when stacks are recorded
+/// ([`crate::backend::perf_event::sideband`]).
+fn attr(
+    id: u64,
+    how: Recording,
+    enable_on_exec: bool,
+    track: bool,
+) -> sys::bindings::perf_event_attr {
     let mut a = sys::bindings::perf_event_attr {
         type_: sys::bindings::PERF_TYPE_TRACEPOINT,
         size: std::mem::size_of::<sys::bindings::perf_event_attr>() as u32,
@@ -80,6 +87,9 @@ fn attr(id: u64, how: Recording, enable_on_exec: bool) -> sys::bindings::perf_ev
         if callchain {
             sample |= sys::bindings::PERF_SAMPLE_CALLCHAIN;
             a.set_exclude_callchain_kernel(1);
+            if track {
+                crate::backend::perf_event::sideband::track(&mut a);
+            }
         }
         a.sample_type = sample as u64;
         // read(2) then gives the records the kernel dropped for lack of room, for the event and
@@ -169,7 +179,10 @@ impl TaskEvents {
             }
             for tid in new {
                 for (e, spec) in specs.iter().enumerate() {
-                    let mut a = attr(spec.id, how, enable_on_exec);
+                    // The first kernel event's perf events also track the tasks' mappings (one
+                    // per task and CPU: the kernel writes a task's mmap records through the
+                    // events of its own context on the CPU it runs on).
+                    let mut a = attr(spec.id, how, enable_on_exec, e == 0);
                     if !ev.lost_format {
                         a.read_format = 0;
                     }

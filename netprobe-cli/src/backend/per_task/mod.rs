@@ -105,6 +105,9 @@ pub struct PerTaskSession {
     /// Per probe: the kernel's call chain already holds the caller under the probed instruction
     /// (see [`kernel_walk_has_caller`]).
     caller_in_chain: Vec<bool>,
+    /// With stacks: the targets' mappings as the kernel announced them, so the frames of a
+    /// process that exited before its hits were read are named all the same.
+    recorded: netprobe_core::maps::RecordedMaps,
 }
 
 impl PerTaskSession {
@@ -132,6 +135,7 @@ impl PerTaskSession {
             malformed: 0,
             max_stack,
             caller_in_chain: Vec::new(),
+            recorded: Default::default(),
         }
     }
 
@@ -158,6 +162,13 @@ impl PerTaskSession {
                 .iter()
                 .map(|b| newer && kernel_walk_has_caller(b))
                 .collect();
+            // Each target's root, and what a running one has mapped already (a command held
+            // before its exec maps its program afterwards, announced by records).
+            for &pid in &self.options.pids {
+                if let Ok(p) = netprobe_core::process::Process::open(pid) {
+                    let _ = self.recorded.track(&p, !self.options.enable_on_exec);
+                }
+            }
         }
         let defs = probe_defs_with(&self.plan, &group, per_event)?;
         let lines: Vec<ProbeLine> = creation_order(&defs)
@@ -313,6 +324,7 @@ impl PerTaskSession {
             malformed,
             max_stack,
             caller_in_chain,
+            recorded,
             ..
         } = self;
         let mut last = None;
@@ -359,6 +371,7 @@ impl PerTaskSession {
                 pending.push_back(hit);
             }
             sample::Record::Lost(n) => *lost_records = lost_records.saturating_add(n),
+            sample::Record::Sideband(s) => s.apply(recorded),
             sample::Record::Other => {}
         });
         last
@@ -557,6 +570,10 @@ impl Backend for PerTaskSession {
 
     fn definitions(&self) -> Vec<String> {
         self.created.iter().map(|d| d.to_string()).collect()
+    }
+
+    fn recorded_maps(&self) -> Option<netprobe_core::maps::RecordedMaps> {
+        self.plan.user_stacks.then(|| self.recorded.clone())
     }
 
     fn placed(&self) -> usize {

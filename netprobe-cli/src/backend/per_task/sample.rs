@@ -7,6 +7,7 @@
 //! walk and is counted, never panics.
 
 use crate::backend::perf_event::record::{PERF_CONTEXT_MAX, PERF_RECORD_LOST, PERF_RECORD_SAMPLE};
+use crate::backend::perf_event::sideband::{self, Sideband};
 
 /// One probe hit as perf delivered it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +31,9 @@ pub enum Record<'a> {
     Sample(Sample<'a>),
     /// The buffer was full: the kernel dropped this many records.
     Lost(u64),
+    /// A mapping, fork or exec of a target (the events that track them, see
+    /// [`super::events`]).
+    Sideband(Sideband),
     /// Any other type (skipped).
     Other,
 }
@@ -83,7 +87,7 @@ fn decode_one(kind: u32, rec: &[u8], callchain: bool) -> Option<Record<'_>> {
         }
         // { header; u64 id; u64 lost; }
         PERF_RECORD_LOST => Some(Record::Lost(u64_at(rec, 16)?)),
-        _ => Some(Record::Other),
+        _ => Some(sideband::decode(kind, rec).map_or(Record::Other, Record::Sideband)),
     }
 }
 

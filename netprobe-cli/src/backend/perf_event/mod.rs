@@ -13,10 +13,15 @@
 //! (`PERF_EVENT_IOC_SET_OUTPUT`). Events are `inherit`ed, so threads (and processes) the targets
 //! start later are sampled into the same buffers; the kernel refuses `mmap` of an inherited
 //! per-thread event that is not bound to one CPU (`perf_mmap` in `kernel/events/core.c`), hence
-//! one event per CPU.
+//! one event per CPU. Each also records its task's mappings, forks and execs ([`sideband`]), so
+//! a process gone before its samples are named is named from what it had mapped; host-wide
+//! sessions get the same from one system-wide event per CPU ([`host_mappings`]).
 
+mod fields;
+pub mod host_mappings;
 pub mod record;
 pub mod ring;
+pub mod sideband;
 
 use ring::Ring;
 
@@ -56,6 +61,8 @@ fn sampler_attr(frequency: u64, enable_on_exec: bool) -> sys::bindings::perf_eve
     a.set_exclude_hv(1);
     a.set_exclude_callchain_kernel(1);
     a.set_enable_on_exec(u64::from(enable_on_exec));
+    // Each event is its task's only one on its CPU: it also records the task's mappings.
+    sideband::track(&mut a);
     a
 }
 

@@ -1,7 +1,10 @@
 //! Decoding the records a sampler's ring buffer holds (`struct perf_event_header` and the record
 //! bodies of `include/uapi/linux/perf_event.h`), for the attribute `perf_event` opens:
-//! `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | STACK_USER`, no `sample_id_all`. Bounds-checked: a
+//! `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | STACK_USER`, with `sample_id_all` for the
+//! side-band records of the tasks' mappings ([`super::sideband`]). Bounds-checked: a
 //! malformed buffer ends decoding, never panics.
+
+use super::fields::{u16_at, u32_at, u64_at};
 
 /// `PERF_RECORD_LOST`: `{ header; u64 id; u64 lost; }`.
 pub const PERF_RECORD_LOST: u32 = 2;
@@ -34,23 +37,10 @@ pub enum Record {
     Lost(u64),
     /// The kernel throttled sampling (too many interrupts).
     Throttle,
+    /// A mapping, fork or exec of a sampled task ([`super::sideband`]).
+    Sideband(super::sideband::Sideband),
     /// Any other record type (skipped).
     Other(u32),
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    let bytes = b.get(at..at.checked_add(8)?)?;
-    Some(u64::from_ne_bytes(bytes.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    let bytes = b.get(at..at.checked_add(4)?)?;
-    Some(u32::from_ne_bytes(bytes.try_into().ok()?))
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    let bytes = b.get(at..at.checked_add(2)?)?;
-    Some(u16::from_ne_bytes(bytes.try_into().ok()?))
 }
 
 /// Decodes one record body (`rec` = the whole record, header included).
@@ -104,7 +94,9 @@ fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
         }
         PERF_RECORD_LOST => Some(Record::Lost(u64_at(rec, 16)?)),
         PERF_RECORD_THROTTLE => Some(Record::Throttle),
-        other => Some(Record::Other(other)),
+        other => {
+            Some(super::sideband::decode(other, rec).map_or(Record::Other(other), Record::Sideband))
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use crate::backend::PidMap;
 use crate::backend::{Backend, Lost};
 use crate::error::{Error, Result};
 use crate::plan::{Hit, ProbePlan};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 /// How a session records.
@@ -92,6 +92,9 @@ pub struct Session {
     finished: bool,
     /// Inside a pid namespace: the kernel's ids of the target threads (see `pidns`).
     pid_map: Option<PidMap>,
+    /// With stacks: every process's mappings as the kernel announces them, for naming the frames
+    /// of a process gone before its hits are read (`None` when the kernel refused the events).
+    host_mappings: Option<crate::backend::perf_event::host_mappings::HostMappings>,
 }
 
 impl Session {
@@ -119,6 +122,7 @@ impl Session {
             user_stack_format: None,
             finished: false,
             pid_map: None,
+            host_mappings: None,
         }
     }
 
@@ -177,6 +181,9 @@ impl Session {
                 &self.tracefs.read("events/ftrace/user_stack/format")?,
             )?);
             inst.write("options/userstacktrace", "1")?;
+            // Opened before the probes: a process's mappings precede its hits.
+            self.host_mappings =
+                crate::backend::perf_event::host_mappings::HostMappings::open().ok();
         }
         let lines: Vec<ProbeLine> = creation_order(&defs)
             .into_iter()
@@ -321,6 +328,7 @@ impl Session {
             return Ok(());
         }
         self.readers.clear();
+        self.host_mappings = None;
         // Removing the instance disables every event enabled in it and then waits for one grace
         // period for all of them (`event_trace_del_tracer` in kernel/trace/trace_events.c):
         // disabling the events first would wait for another one (~120 ms here, per event of at
@@ -419,10 +427,18 @@ impl Backend for Session {
     }
 
     fn event_fds(&self) -> Vec<BorrowedFd<'_>> {
-        self.reader_fds()
+        let mut fds = self.reader_fds();
+        if let Some(m) = &self.host_mappings {
+            fds.extend(m.fds().map(|fd| fd.as_fd()));
+        }
+        fds
     }
 
     fn read(&mut self, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> Result<u64> {
+        // The mappings first: those of a hit's process were announced before the hit.
+        if let Some(m) = self.host_mappings.as_mut() {
+            m.drain();
+        }
         self.drain(sink)
     }
 
@@ -433,6 +449,9 @@ impl Backend for Session {
     fn stop(&mut self, sink: &mut dyn FnMut(&ProbePlan, Hit)) -> Result<Lost> {
         if !self.attached || self.finished {
             return Ok(Lost::default());
+        }
+        if let Some(m) = self.host_mappings.as_mut() {
+            m.drain();
         }
         self.stop_and_drain(sink)
     }
@@ -459,6 +478,10 @@ impl Backend for Session {
 
     fn definitions(&self) -> Vec<String> {
         self.created.iter().map(|d| d.to_string()).collect()
+    }
+
+    fn recorded_maps(&self) -> Option<netprobe_core::maps::RecordedMaps> {
+        self.host_mappings.as_ref().map(|m| m.recorded())
     }
 }
 
