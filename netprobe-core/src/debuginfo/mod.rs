@@ -3,8 +3,17 @@
 //! read with gimli.
 //!
 //! Layout: [`sections`] reads the sections of one ELF file (inflating compressed ones) into
-//! shared buffers every reader here uses.
+//! shared buffers every reader here uses; [`locate`] finds the file that holds an image's DWARF
+//! (the image, a build-id or debuglink file, a debuginfod server); [`lines`] gives the source
+//! lines and inlined functions at an address.
 
+mod lines;
+mod locate;
 mod sections;
 
+pub use lines::{LineFrame, Lines, SourceLine};
+pub use locate::{
+    build_id, build_id_path, debuglink, locate, plain_file_name, DebugOrigin, DebugSearch, Located,
+    DEBUG_DIR,
+};
 pub use sections::{DebugSections, Reader, MAX_SECTION_BYTES};
