@@ -104,3 +104,103 @@ impl Lines {
 
 /// Most inlined frames reported at one address.
 const MAX_INLINE_DEPTH: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gimli::Reader as _;
+    use proptest::prelude::*;
+
+    /// The DWARF of this test binary, read once.
+    fn own() -> &'static DebugSections {
+        static OWN: std::sync::OnceLock<DebugSections> = std::sync::OnceLock::new();
+        OWN.get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            DebugSections::parse(&exe, &std::fs::read(&exe).unwrap()).unwrap()
+        })
+    }
+
+    /// The test binary's DWARF with `.debug_info` cut after the units in its first 256 KiB (each
+    /// proptest case then parses a few unit headers, not thousands), read once.
+    fn base() -> &'static DebugSections {
+        static BASE: std::sync::OnceLock<DebugSections> = std::sync::OnceLock::new();
+        BASE.get_or_init(|| {
+            let dwarf = own().dwarf();
+            let mut units = dwarf.units();
+            let mut end = 0;
+            while let Ok(Some(h)) = units.next() {
+                let off = h.offset().as_debug_info_offset().unwrap().0;
+                let next = off + h.length_including_self();
+                if next > 256 << 10 {
+                    break;
+                }
+                end = next;
+            }
+            let info = own().reader(".debug_info");
+            let info = info.to_slice().unwrap();
+            own()
+                .clone()
+                .with_section(".debug_info", info[..end].to_vec())
+        })
+    }
+
+    /// Addresses of rows with a file and line in [`base`]'s units, with that location; read
+    /// once.
+    fn rows() -> &'static [(u64, String, u32)] {
+        static ROWS: std::sync::OnceLock<Vec<(u64, String, u32)>> = std::sync::OnceLock::new();
+        ROWS.get_or_init(|| {
+            let lines = Lines::new(base()).unwrap();
+            let ctx = lines.context.lock().unwrap();
+            // From `.text` on: the linker leaves the rows of functions it dropped at address 0.
+            let text = own().address(".text").unwrap();
+            ctx.find_location_range(text, u64::MAX)
+                .unwrap()
+                .filter_map(|(a, _, l)| Some((a, l.file?.to_string(), l.line.filter(|&n| n > 0)?)))
+                .step_by(7)
+                .take(16)
+                .collect()
+        })
+    }
+
+    #[test]
+    fn the_test_binary_has_its_line_table_rows_lines() {
+        let lines = Lines::new(base()).unwrap();
+        assert!(rows().len() >= 8);
+        for (a, file, line) in rows() {
+            let frames = lines.frames(*a);
+            let inner = frames.first().unwrap_or_else(|| panic!("{a:#x}: no frame"));
+            let loc = inner.location.as_ref().expect("a row has a location");
+            assert_eq!((&loc.file, loc.line), (file, Some(*line)), "{a:#x}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+        /// Flipped and cut `.debug_info`, `.debug_abbrev`, `.debug_line` or `.debug_str` bytes
+        /// give fewer frames or none, in bounded time, never a panic (the catch in `guarded` is
+        /// the second guard: gimli and addr2line return errors first).
+        #[test]
+        fn corrupt_dwarf_gives_no_lines_not_a_panic(
+            which in 0usize..4,
+            keep in 1usize..(256 << 10),
+            flips in proptest::collection::vec((any::<u32>(), any::<u8>()), 1..32),
+        ) {
+            let name = [".debug_info", ".debug_abbrev", ".debug_line", ".debug_str"][which];
+            let mut data = base().reader(name).to_slice().unwrap().into_owned();
+            data.truncate(keep);
+            for (at, b) in flips {
+                if !data.is_empty() {
+                    let i = at as usize % data.len();
+                    data[i] ^= b | 1;
+                }
+            }
+            let hostile = base().clone().with_section(name, data);
+            let addrs: Vec<u64> = rows().iter().map(|r| r.0).collect();
+            if let Some(lines) = Lines::new(&hostile) {
+                for a in addrs {
+                    prop_assert!(lines.frames(a).len() <= MAX_INLINE_DEPTH);
+                }
+            }
+        }
+    }
+}

@@ -1,3 +1,9 @@
+//! Separate debug files found as distributions ship them, checked before use.
+//!
+//! `.gnu_debuglink`: a C program's DWARF split off with binutils is found in the program's
+//! `.debug/` folder; the same file with one byte changed (its CRC-32 no longer what the link
+//! says) and another build's debug file (its CRC right, its build-id another) are refused.
+//!
 //! The debuginfod client against elfutils' own server: a C program built with `-g`, its DWARF
 //! split off (`objcopy --only-keep-debug`, `strip -g`, `objcopy --add-gnu-debuglink`) into a folder only a
 //! `debuginfod -F` on loopback serves. A live process of the stripped program is symbolized with
@@ -213,17 +219,95 @@ fn stripped_binary_gets_lines_from_a_local_debuginfod() -> Result<(), String> {
     }
 }
 
-fn main() {
-    e2e::run(vec![e2e::trial(
-        "stripped_binary_gets_lines_from_a_local_debuginfod",
+fn debuglink_files_are_found_and_checked() -> Result<(), String> {
+    use netprobe_core::debuginfo::{locate, DebugOrigin, DebugSearch};
+    let dir = tempfile::tempdir().map_err(err)?;
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let build = |name: &str, source: &str| -> Result<std::path::PathBuf, String> {
+        let src = dir.path().join(format!("{name}.c"));
+        let bin = dir.path().join(name);
+        std::fs::write(&src, source).map_err(err)?;
+        sh("cc", &["-g", "-O1", "-o", &s(&bin), &s(&src)])?;
+        Ok(bin)
+    };
+    let bin = build("app", SOURCE)?;
+    let other = build("other", &SOURCE.replace("x * 3 + 1", "x * 5 + 2"))?;
+    let dot_debug = dir.path().join(".debug");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&dot_debug).map_err(err)?;
+    std::fs::create_dir(&elsewhere).map_err(err)?;
+    let debug = dot_debug.join("app.debug");
+    sh("objcopy", &["--only-keep-debug", &s(&bin), &s(&debug)])?;
+    sh("strip", &["-g", &s(&bin)])?;
+    let mut linked = dir.path().join("linked");
+    std::fs::copy(&bin, &linked).map_err(err)?;
+    sh(
+        "objcopy",
+        &[&format!("--add-gnu-debuglink={}", s(&debug)), &s(&linked)],
+    )?;
+    let found = |image: &Path| {
+        let bytes = std::fs::read(image).unwrap_or_default();
+        locate(&bytes, image, &DebugSearch::host(image))
+    };
+    match found(&linked).found {
+        Some((_, DebugOrigin::DebugLink(p))) if p == debug => {}
+        other => return Err(format!("want {} by debuglink: {other:?}", debug.display())),
+    }
+    // One byte changed: the CRC-32 no longer matches.
+    let good = std::fs::read(&debug).map_err(err)?;
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    std::fs::write(&debug, &bad).map_err(err)?;
+    let l = found(&linked);
+    if l.found.is_some() || !l.note.as_deref().is_some_and(|n| n.contains("build-id")) {
+        return Err(format!("a debug file with the wrong CRC was used: {l:?}"));
+    }
+    // Another build's debug file, linked with its own CRC: the build-id differs.
+    let other_debug = elsewhere.join("app.debug");
+    sh(
+        "objcopy",
+        &["--only-keep-debug", &s(&other), &s(&other_debug)],
+    )?;
+    linked = dir.path().join("linked-other");
+    std::fs::copy(&bin, &linked).map_err(err)?;
+    sh(
+        "objcopy",
         &[
-            Need::CCompiler,
-            Need::Program("debuginfod"),
-            Need::Program("debuginfod-find"),
-            Need::Program("objcopy"),
-            Need::Program("strip"),
-            Need::Program("addr2line"),
+            &format!("--add-gnu-debuglink={}", s(&other_debug)),
+            &s(&linked),
         ],
-        stripped_binary_gets_lines_from_a_local_debuginfod,
-    )])
+    )?;
+    std::fs::copy(&other_debug, &debug).map_err(err)?;
+    let l = found(&linked);
+    if l.found.is_some() {
+        return Err(format!("another build's debug file was used: {l:?}"));
+    }
+    Ok(())
+}
+
+fn main() {
+    e2e::run(vec![
+        e2e::trial(
+            "debuglink_files_are_found_and_checked",
+            &[
+                Need::CCompiler,
+                Need::Program("objcopy"),
+                Need::Program("strip"),
+            ],
+            debuglink_files_are_found_and_checked,
+        ),
+        e2e::trial(
+            "stripped_binary_gets_lines_from_a_local_debuginfod",
+            &[
+                Need::CCompiler,
+                Need::Program("debuginfod"),
+                Need::Program("debuginfod-find"),
+                Need::Program("objcopy"),
+                Need::Program("strip"),
+                Need::Program("addr2line"),
+            ],
+            stripped_binary_gets_lines_from_a_local_debuginfod,
+        ),
+    ])
 }
