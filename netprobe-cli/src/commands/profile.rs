@@ -193,3 +193,56 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     r.map_err(|e| Error::io("stdout", e))?;
     Ok(if report.lost > 0 { 3 } else { 0 })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::FrameName;
+
+    fn at(name: &str, file: &str, line: u32) -> FrameName {
+        FrameName {
+            file: Some(file.into()),
+            line: Some(line),
+            ..FrameName::named(name, false, false)
+        }
+    }
+
+    #[test]
+    fn flame_graph_tooltips_name_each_functions_lines_and_keep_the_counts() {
+        let mut r = Report::default();
+        let main = at("main", "/src/p.c", 40);
+        r.add(vec![main.clone(), at("hot", "/src/p.c", 12)], 3);
+        r.add(vec![main.clone(), at("hot", "/src/p.c", 14)], 1);
+        r.add(vec![main, at("f<int>", "/src/t.h", 7)], 1);
+        r.add(vec![FrameName::named("nolines", false, false)], 1);
+        let lines = r.lines_by_function(3);
+        assert_eq!(lines["hot"], ["/src/p.c:12", "/src/p.c:14"]);
+        let mut svg = Vec::new();
+        flamegraph_svg_with_lines(&r.folded(), "t", &lines, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(
+            svg.contains("<title>hot [/src/p.c:12, /src/p.c:14] (4 samples, 66.67%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>main [/src/p.c:40] (5 samples"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>f&lt;int&gt; [/src/t.h:7] (1 samples"),
+            "{svg}"
+        );
+        assert!(svg.contains("<title>nolines (1 samples"), "{svg}");
+        let json = r.json().to_string();
+        assert!(
+            json.contains(r#""file":"/src/p.c","function":"hot""#),
+            "{json}"
+        );
+        assert!(json.contains(r#""line":12"#), "{json}");
+        // The folded lines keep one box per function; --folded-lines names the lines.
+        assert!(r.folded().contains("main;hot 4"));
+        assert!(r
+            .folded_with_lines()
+            .contains("main (/src/p.c:40);hot (/src/p.c:12) 3"));
+    }
+}

@@ -177,10 +177,19 @@ impl Report {
             "functions": self.functions(),
             "stacks": stacks.iter().map(|(s, n)| serde_json::json!({
                 "count": n,
-                "frames": s.iter().map(|f| serde_json::json!({
-                    "function": f.name, "inlined": f.inlined, "unknown": f.unknown,
-                    "file": f.file, "line": f.line,
-                })).collect::<Vec<_>>(),
+                "frames": s.iter().map(|f| {
+                    let mut v = serde_json::json!({
+                        "function": f.name, "inlined": f.inlined, "unknown": f.unknown,
+                    });
+                    // The source line where DWARF gives one (absent, not null, otherwise).
+                    if let Some(file) = &f.file {
+                        v["file"] = serde_json::json!(file);
+                    }
+                    if let Some(line) = f.line {
+                        v["line"] = serde_json::json!(line);
+                    }
+                    v
+                }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         })
     }
