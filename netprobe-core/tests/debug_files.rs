@@ -260,7 +260,9 @@ fn debuglink_files_are_found_and_checked() -> Result<(), String> {
     bad[last] ^= 0xff;
     std::fs::write(&debug, &bad).map_err(err)?;
     let l = found(&linked);
-    if l.found.is_some() || !l.note.as_deref().is_some_and(|n| n.contains("build-id")) {
+    // No note: no debuginfod server was asked (a system's many images without debug files
+    // would each get one).
+    if l.found.is_some() || l.note.is_some() {
         return Err(format!("a debug file with the wrong CRC was used: {l:?}"));
     }
     // Another build's debug file, linked with its own CRC: the build-id differs.

@@ -51,8 +51,10 @@ pub enum DebugOrigin {
 pub struct Located {
     /// The DWARF sections and the file they came from; `None` when no file has them.
     pub found: Option<(DebugSections, DebugOrigin)>,
-    /// Said to the user when debug info was expected (the image names a separate debug file, or
-    /// `DEBUGINFOD_URLS` is set) but none was found: what is missing and how to get it.
+    /// Said to the user when a debuginfod server was asked (`DEBUGINFOD_URLS` is set) and none
+    /// had the debug file: what is missing and how to get it. Without `DEBUGINFOD_URLS` nothing
+    /// is said: most images of a system have no debug file installed, and a note for each
+    /// library of every stack would drown the output.
     pub note: Option<String>,
 }
 
@@ -230,10 +232,9 @@ pub fn locate(image: &[u8], shown: &Path, search: &DebugSearch) -> Located {
             Err(e) => fetch_error = Some(e),
         }
     }
-    let expected = link.is_some() || fetch_error.is_some();
     Located {
         found: None,
-        note: expected.then(|| missing_note(shown, id.as_deref(), link.as_ref(), fetch_error)),
+        note: fetch_error.map(|e| missing_note(shown, id.as_deref(), link.as_ref(), e)),
     }
 }
 
@@ -249,7 +250,7 @@ fn missing_note(
     image: &Path,
     id: Option<&[u8]>,
     link: Option<&(String, u32)>,
-    fetch_error: Option<String>,
+    fetch_error: String,
 ) -> String {
     let mut s = format!(
         "{}: no debug file found, so its frames have no file:line",
@@ -276,9 +277,7 @@ fn missing_note(
             );
         }
     }
-    if let Some(e) = fetch_error {
-        let _ = write!(s, " (debuginfod: {e})");
-    }
+    let _ = write!(s, " (debuginfod: {fetch_error})");
     s
 }
 
