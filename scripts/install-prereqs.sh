@@ -75,7 +75,13 @@ for step in "$root/sample-app/dotnet/fetch-runtimes.sh" \
   "$root/scripts/docker-up.sh"; do
   if [ -x "$step" ]; then
     log "running ${step#"$root"/}"
-    "$step" >&2
+    args=()
+    # The Go toolchain matrix's releases (fixtures::go::matrix_versions): the short run needs
+    # the oldest and the newest; NETPROBE_GO_MATRIX=all (or a list) needs what it names.
+    if [[ $step == */fetch-go-toolchains.sh && ${NETPROBE_GO_MATRIX:-} != all ]]; then
+      IFS=, read -r -a args <<<"${NETPROBE_GO_MATRIX:-1.21.13,1.27.3}"
+    fi
+    "$step" "${args[@]}" >&2
   fi
 done
 log "all prerequisites present"

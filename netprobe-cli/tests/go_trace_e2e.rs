@@ -7,8 +7,9 @@
 //! avoids), RET probes give every return value of a function with four RETs while the program
 //! runs to its end, latency pairs every call, a uretprobe kills the program where the RET plan
 //! runs clean, a binary in another mount namespace, a mutated entry refused, a tail jump warned
-//! of. The toolchain matrix runs the same trace and count checks on the sample app built by each
-//! Go release 1.21..1.27 (`scripts/fetch-go-toolchains.sh`) in five variants.
+//! of. The toolchain matrix runs the same trace and count checks on the sample app built by Go
+//! 1.21 and 1.27, or by each release 1.21..1.27 with `NETPROBE_GO_MATRIX=all`
+//! (`fixtures::go::matrix_versions`, `scripts/fetch-go-toolchains.sh`), in five variants.
 
 use fixtures::e2e::{self, err, json_lines, succeeded, text, Need};
 use fixtures::live::Waiting;

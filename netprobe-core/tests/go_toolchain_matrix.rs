@@ -1,4 +1,5 @@
-//! The Go toolchain matrix: the sample app built by each Go release 1.21..1.27 that
+//! The Go toolchain matrix: the sample app built by Go 1.21 and 1.27, or by each release
+//! 1.21..1.27 with `NETPROBE_GO_MATRIX=all` (`fixtures::go::matrix_versions`), that
 //! `scripts/fetch-go-toolchains.sh` fetches, read by the Go readers and checked against that
 //! release's `go tool nm` and `objdump` (needs the fetched toolchain, a C compiler and objdump).
 

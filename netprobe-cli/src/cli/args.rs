@@ -359,6 +359,11 @@ pub struct SymbolsArgs {
     /// type, whether probe-able) instead of functions.
     #[arg(long)]
     pub files: bool,
+    /// List the parameters of the functions PATTERN names, from the file's DWARF: type,
+    /// location where the entry probe goes, and how `trace` reads each one with no ARG typed
+    /// (like `perf probe --vars`).
+    #[arg(long, requires = "pattern", conflicts_with = "files")]
+    pub vars: bool,
 }
 
 #[derive(clap::Args, Debug)]

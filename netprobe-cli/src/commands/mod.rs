@@ -11,3 +11,4 @@ pub mod probe;
 pub mod profile;
 pub mod ps;
 pub mod symbols;
+pub mod vars;

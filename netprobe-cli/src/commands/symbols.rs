@@ -61,6 +61,9 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
     if args.files {
         return list_files(&args.file, args.json);
     }
+    if args.vars {
+        return super::vars::run(args);
+    }
     let pattern = args.pattern.as_deref().map(Pattern::parse).transpose()?;
     let groups = match &pattern {
         Some(pattern) => image::load_image_symbols_matching(&args.file, pattern)?

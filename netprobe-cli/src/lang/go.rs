@@ -237,10 +237,7 @@ pub struct GoSummary {
 fn overflows_registers(args: &[crate::plan::ArgRequest]) -> bool {
     let words: usize = args
         .iter()
-        .map(|a| match a {
-            crate::plan::ArgRequest::Positional { ty, .. } => ty.words(),
-            crate::plan::ArgRequest::Raw { .. } => 0,
-        })
+        .map(crate::plan::ArgRequest::positional_words)
         .sum();
     words > CallingConvention::GoRegAbi.int_registers().len()
 }

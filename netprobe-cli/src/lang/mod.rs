@@ -9,6 +9,7 @@
 //! never runs .NET planning and a .NET one never reads Go tables of its assemblies.
 
 pub mod dotnet;
+pub mod dwarf_args;
 pub mod go;
 pub mod native;
 
@@ -94,6 +95,8 @@ pub struct Planner {
     go: go::GoImages,
     go_summary: go::GoSummary,
     dotnet: dotnet::Assemblies,
+    /// DWARF of native and Go images, for arguments by name.
+    debug_files: dwarf_args::DebugFiles,
     /// Whether the function [`Planner::plan`] returned last is a .NET managed method.
     last_managed: bool,
     notes: Vec<String>,
@@ -138,6 +141,7 @@ impl Planner {
             go,
             go_summary: go::GoSummary::default(),
             dotnet: dotnet::Assemblies::default(),
+            debug_files: dwarf_args::DebugFiles::default(),
             last_managed: false,
             notes: Vec::new(),
         }
@@ -164,7 +168,7 @@ impl Planner {
             }
             ImageKind::Go => {
                 if let Some((img, f)) = self.go.function(loc) {
-                    return go::plan_function(
+                    let planned = go::plan_function(
                         img,
                         f,
                         spec,
@@ -173,7 +177,8 @@ impl Planner {
                         self.options.force_uretprobe,
                         &mut self.notes,
                         &mut self.go_summary,
-                    );
+                    )?;
+                    return Ok(planned.map(|p| self.with_dwarf_args(p, spec, loc, wants, true)));
                 }
             }
             _ => {}
@@ -190,13 +195,28 @@ impl Planner {
                 ),
             });
         }
-        Ok(Some(native::plan_function(
-            spec,
-            loc,
-            wants,
-            &self.options.pids,
-            &mut self.notes,
-        )))
+        let planned = native::plan_function(spec, loc, wants, &self.options.pids, &mut self.notes);
+        Ok(Some(self.with_dwarf_args(planned, spec, loc, wants, false)))
+    }
+
+    /// `plan` with its arguments from DWARF when the spec names a function by pattern, types no
+    /// ARG, and its arguments are wanted at entry ([`dwarf_args::fill_in`]).
+    fn with_dwarf_args(
+        &mut self,
+        mut plan: FunctionPlan,
+        spec: &ProbeSpec,
+        loc: &Location,
+        wants: Wants,
+        go: bool,
+    ) -> FunctionPlan {
+        if wants.args
+            && wants.entry
+            && spec.args.is_empty()
+            && matches!(spec.target, SpecTarget::Pattern(_))
+        {
+            dwarf_args::fill_in(&mut self.debug_files, &mut plan, loc, go, &mut self.notes);
+        }
+        plan
     }
 
     /// Called with the id `plan.add_function` gave the function [`Planner::plan`] returned last:

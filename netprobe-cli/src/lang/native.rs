@@ -37,10 +37,7 @@ fn stack_args_function_start(
     let words: usize = spec
         .args
         .iter()
-        .map(|a| match a {
-            crate::plan::ArgRequest::Positional { ty, .. } => ty.words(),
-            crate::plan::ArgRequest::Raw { .. } => 0,
-        })
+        .map(crate::plan::ArgRequest::positional_words)
         .sum();
     if words <= CallingConvention::SysV.int_registers().len() {
         return None;

@@ -58,6 +58,23 @@ pub enum ArgRequest {
     /// Backend-specific text saying where and how to read a value (tracefs: a typed fetch-arg,
     /// `+8(%si):s32`); only the backend that speaks it accepts it.
     Raw { name: String, text: String },
+    /// A value whose words the debug info locates at the probe point (`crate::lang::dwarf_args`):
+    /// one location per word the type takes, in order; no position is taken.
+    Located {
+        name: String,
+        ty: ValueType,
+        words: Vec<ArgLocation>,
+    },
+}
+
+impl ArgRequest {
+    /// How many argument words of the calling convention it takes by position.
+    pub fn positional_words(&self) -> usize {
+        match self {
+            ArgRequest::Positional { ty, .. } => ty.words(),
+            ArgRequest::Raw { .. } | ArgRequest::Located { .. } => 0,
+        }
+    }
 }
 
 /// How a function's return is observed.
@@ -312,6 +329,14 @@ impl ProbePlan {
                     next_word += need;
                     let (decode, fetch) = typed_fetch(&name, *ty, &words);
                     entry_args.push(LogicalArg { name, decode });
+                    entry_fetch.extend(fetch);
+                }
+                ArgRequest::Located { name, ty, words } => {
+                    let (decode, fetch) = typed_fetch(name, *ty, words);
+                    entry_args.push(LogicalArg {
+                        name: name.clone(),
+                        decode,
+                    });
                     entry_fetch.extend(fetch);
                 }
                 ArgRequest::Raw { name, text } => {

@@ -664,6 +664,7 @@ pub fn describe_args(reqs: &[ArgRequest]) -> String {
                 )
             }
             ArgRequest::Raw { name, text } => format!("{name}={text}"),
+            ArgRequest::Located { name, ty, .. } => format!("{name}={}", ty.label()),
         })
         .collect::<Vec<_>>()
         .join(" ")
