@@ -16,8 +16,8 @@ mod sections;
 
 pub use lines::{LineFrame, Lines, SourceLine};
 pub use locate::{
-    build_id, build_id_path, debuglink, locate, plain_file_name, DebugOrigin, DebugSearch,
-    Located, DEBUG_DIR,
+    build_id, build_id_path, debuglink, locate, plain_file_name, DebugOrigin, DebugSearch, Located,
+    DEBUG_DIR,
 };
 pub use params::{
     cfa_at, find_function, params_at, prologue_end, Cfa, Field, FunctionDie, FunctionParams,
