@@ -19,6 +19,13 @@ pub struct FrameName {
     pub inlined: bool,
     /// No table named it.
     pub unknown: bool,
+    /// The source file of its line, from DWARF (see [`Frame::file`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Its source line (the sampled or probed instruction's in the innermost frame, the
+    /// call's in the others).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 impl FrameName {
@@ -30,19 +37,60 @@ impl FrameName {
                 name: name.clone(),
                 inlined: f.inlined,
                 unknown: false,
+                file: f.file.clone(),
+                line: f.line,
             },
             None => FrameName {
                 name: f.to_string(),
                 inlined: false,
                 unknown: true,
+                file: None,
+                line: None,
             },
+        }
+    }
+
+    /// A frame named `name` with no source line.
+    pub fn named(name: &str, inlined: bool, unknown: bool) -> FrameName {
+        FrameName {
+            name: name.to_string(),
+            inlined,
+            unknown,
+            file: None,
+            line: None,
+        }
+    }
+
+    /// `file:line` (the file alone without a line); `None` without a file.
+    pub fn source_line(&self) -> Option<String> {
+        let file = self.file.as_deref()?;
+        Some(match self.line {
+            Some(l) => format!("{file}:{l}"),
+            None => file.to_string(),
+        })
+    }
+
+    /// The name as text output shows it: `name (file:line)` when the line is known.
+    pub fn with_line(&self) -> String {
+        match self.source_line() {
+            Some(at) => format!("{} ({at})", self.name),
+            None => self.name.clone(),
         }
     }
 
     /// The frame as a folded-format element: `;` (the separator) becomes `:`, and line breaks and
     /// other control characters are escaped ([`crate::printable`]), so none can occur.
     pub fn folded(&self) -> String {
-        let clean = crate::printable::printable(&self.name).replace(';', ":");
+        self.folded_as(&self.name)
+    }
+
+    /// [`FrameName::folded`] with the source line: `name (file:line)` (`--folded-lines`).
+    pub fn folded_with_line(&self) -> String {
+        self.folded_as(&self.with_line())
+    }
+
+    fn folded_as(&self, name: &str) -> String {
+        let clean = crate::printable::printable(name).replace(';', ":");
         if self.inlined {
             format!("{clean}_[i]")
         } else {
@@ -53,8 +101,9 @@ impl FrameName {
 
 /// Brendan Gregg's folded format (`root;caller;callee count`, the input of `flamegraph.pl` and
 /// inferno): one line per distinct stack (root first), equal stacks summed, sorted by stack as
-/// stackcollapse-perf.pl prints them.
-pub fn folded_lines<'a, S>(stacks: impl Iterator<Item = (S, u64)>) -> String
+/// stackcollapse-perf.pl prints them. With `source_lines`, each frame is `name (file:line)`
+/// where DWARF gives its line (as `perf script -F +srcline` then stackcollapse-perf show it).
+pub fn folded_lines<'a, S>(stacks: impl Iterator<Item = (S, u64)>, source_lines: bool) -> String
 where
     S: IntoIterator<Item = &'a FrameName>,
 {
@@ -63,7 +112,13 @@ where
     for (stack, n) in stacks {
         let key = stack
             .into_iter()
-            .map(FrameName::folded)
+            .map(|f| {
+                if source_lines {
+                    f.folded_with_line()
+                } else {
+                    f.folded()
+                }
+            })
             .collect::<Vec<_>>()
             .join(";");
         *lines.entry(key).or_insert(0) += n;
@@ -278,5 +333,8 @@ fn unknown_frame(addr: u64) -> Frame {
         offset: None,
         source: SourceKind::Unknown,
         inlined: false,
+        file: None,
+        line: None,
+        column: None,
     }
 }

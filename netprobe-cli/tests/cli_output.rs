@@ -321,24 +321,39 @@ fn stack_printers() {
         offset,
         source,
         inlined,
+        file: None,
+        line: None,
+        column: None,
+    };
+    let at = |f: Frame, line: u32| Frame {
+        file: Some("/srv/app/main.go".into()),
+        line: Some(line),
+        column: None,
+        ..f
     };
     let stack = ShownStack {
         frames: vec![
-            frame(
-                0x4a1234,
-                Some("main.add"),
-                None,
-                Some("/srv/app"),
-                SourceKind::GoPclntab,
-                true,
+            at(
+                frame(
+                    0x4a1234,
+                    Some("main.add"),
+                    None,
+                    Some("/srv/app"),
+                    SourceKind::GoPclntab,
+                    true,
+                ),
+                12,
             ),
-            frame(
-                0x4a1234,
-                Some("main.compute"),
-                Some(0x34),
-                Some("/srv/app"),
-                SourceKind::GoPclntab,
-                false,
+            at(
+                frame(
+                    0x4a1234,
+                    Some("main.compute"),
+                    Some(0x34),
+                    Some("/srv/app"),
+                    SourceKind::GoPclntab,
+                    false,
+                ),
+                30,
             ),
             frame(
                 0x7f00_0001_2345,
@@ -398,15 +413,16 @@ fn stack_printers() {
         f.printer().trace_line(&mut out, &line(&stack)).unwrap();
         f.printer().trace_line(&mut out, &line(&missing)).unwrap();
     }
-    let name = |n: &str| FrameName {
-        name: n.into(),
-        inlined: false,
-        unknown: n.starts_with("[unknown]"),
+    let name = |n: &str| FrameName::named(n, false, n.starts_with("[unknown]"));
+    let probed = FrameName {
+        file: Some("/src/p.c".into()),
+        line: Some(7),
+        ..name("probed")
     };
     let report = StackCountReport {
         stacks: vec![
             StackCount {
-                frames: vec![name("probed"), name("path_b"), name("path_a")],
+                frames: vec![probed.clone(), name("path_b"), name("path_a")],
                 count: 3,
                 cut: Some(StackCut::Depth),
             },
@@ -432,6 +448,8 @@ fn stack_printers() {
     for f in [Format::Text, Format::Json] {
         f.printer().stack_counts(&mut out, &report).unwrap();
     }
-    out.extend_from_slice(report.folded().as_bytes());
+    out.extend_from_slice(report.folded(false).as_bytes());
+    out.extend_from_slice(b"-- with --folded-lines:\n");
+    out.extend_from_slice(report.folded(true).as_bytes());
     insta::assert_snapshot!("stack_printers", String::from_utf8(out).unwrap());
 }

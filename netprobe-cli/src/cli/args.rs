@@ -86,6 +86,10 @@ pub enum Command {
         /// tools (flamegraph.pl, inferno-flamegraph).
         #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
         folded: Option<PathBuf>,
+        /// With --folded: each frame as `function (file:line)` where the binary's debug info
+        /// gives its source line.
+        #[arg(long, requires = "folded")]
+        folded_lines: bool,
         #[command(flatten)]
         metrics: MetricsArgs,
     },
@@ -293,6 +297,7 @@ impl LiveArgs {
             stack: self.stack,
             stack_depth: self.stack_depth,
             folded,
+            folded_lines: false,
             metrics: metrics.metrics,
             metrics_max_series: metrics.metrics_max_series,
             metrics_web_config: metrics.metrics_web_config,

@@ -29,10 +29,14 @@ pub fn main() -> ExitCode {
             live: l,
             interval,
             folded,
+            folded_lines,
             metrics,
         } => tracing(live::run_live(
             Mode::Count,
-            &l.options_with(interval, folded, metrics),
+            &crate::commands::live_options::LiveOptions {
+                folded_lines,
+                ..l.options_with(interval, folded, metrics)
+            },
         )),
         Command::Latency { live: l, metrics } => tracing(live::run_live(
             Mode::Latency,

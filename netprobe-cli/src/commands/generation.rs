@@ -63,10 +63,11 @@ pub(crate) fn run_generation(
             let mut out = stdout.lock();
             match o.folded.as_deref() {
                 Some(p) if p == std::path::Path::new("-") => {
-                    let _ = out.write_all(report.folded().as_bytes());
+                    let _ = out.write_all(report.folded(o.folded_lines).as_bytes());
                 }
                 Some(p) => {
-                    super::profile::write_file(p, |w| w.write_all(report.folded().as_bytes()))?;
+                    let folded = report.folded(o.folded_lines);
+                    super::profile::write_file(p, |w| w.write_all(folded.as_bytes()))?;
                     let _ = format.printer().stack_counts(&mut out, &report);
                 }
                 None => {

@@ -39,6 +39,8 @@ pub struct LiveOptions {
     pub stack_depth: Option<usize>,
     /// `count --stack --folded [FILE]`: folded stacks to FILE (`-`: stdout).
     pub folded: Option<std::path::PathBuf>,
+    /// `--folded-lines`: folded frames carry their source line.
+    pub folded_lines: bool,
     /// `--metrics ADDR:PORT`: also serve Prometheus metrics there (`count`, `latency`).
     pub metrics: Option<String>,
     /// `--metrics-max-series`: the cap on exported series.

@@ -34,6 +34,10 @@ pub struct ProfileArgs {
     /// Write the stacks in Brendan Gregg's folded format (`main;a;b COUNT`) to FILE.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
+    /// With --folded: each frame as `function (file:line)` where the binary's debug info gives
+    /// its source line.
+    #[arg(long, requires = "folded")]
+    pub folded_lines: bool,
     /// Write an interactive flame graph (SVG, made by inferno) to FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
@@ -54,6 +58,56 @@ pub fn flamegraph_svg(folded: &str, title: &str, out: impl Write) -> std::io::Re
     opts.title = title.to_string();
     opts.count_name = "samples".to_string();
     inferno::flamegraph::from_lines(&mut opts, folded.lines(), out)
+}
+
+/// [`flamegraph_svg`] whose tooltips also name the source lines of each function (`lines`: a
+/// function's lines as [`Report::lines_by_function`] gives them): `hot [app.c:12, app.c:14]
+/// (75 samples, 75.00%)`. The boxes stay one per function, as in the folded lines.
+pub fn flamegraph_svg_with_lines(
+    folded: &str,
+    title: &str,
+    lines: &std::collections::HashMap<String, Vec<String>>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let mut svg = Vec::new();
+    flamegraph_svg(folded, title, &mut svg)?;
+    let svg = String::from_utf8_lossy(&svg);
+    // inferno writes each box's tooltip as `<title>NAME (N samples, P%)</title>`, NAME escaped
+    // as XML text and without the folded `_[i]` suffix; the counts are the last ` (` part.
+    let escaped: std::collections::HashMap<String, String> = lines
+        .iter()
+        .map(|(name, l)| {
+            (
+                xml_text(&crate::printable::printable(name).replace(';', ":")),
+                xml_text(&l.join(", ")),
+            )
+        })
+        .collect();
+    let mut rest: &str = &svg;
+    while let Some(at) = rest.find("<title>") {
+        let (before, tail) = rest.split_at(at + "<title>".len());
+        out.write_all(before.as_bytes())?;
+        let end = tail.find("</title>").unwrap_or(tail.len());
+        let text = &tail[..end];
+        match text.rfind(" (") {
+            Some(cut) if escaped.contains_key(&text[..cut]) => {
+                let (name, counts) = text.split_at(cut);
+                write!(out, "{name} [{}]{counts}", escaped[name])?;
+            }
+            _ => out.write_all(text.as_bytes())?,
+        }
+        rest = &tail[end..];
+    }
+    out.write_all(rest.as_bytes())
+}
+
+/// `s` escaped as quick-xml (which inferno writes with) escapes text.
+fn xml_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\'', "&apos;")
+        .replace('"', "&quot;")
 }
 
 /// Writes a file through `what` as a new file renamed over `path` (never through a symlink
@@ -110,7 +164,9 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     }
     let folded = report.folded();
     if let Some(path) = &a.folded {
-        write_file(path, |w| w.write_all(folded.as_bytes()))?;
+        let with_lines = a.folded_lines.then(|| report.folded_with_lines());
+        let text = with_lines.as_deref().unwrap_or(&folded);
+        write_file(path, |w| w.write_all(text.as_bytes()))?;
     }
     if let Some(path) = &a.svg {
         if folded.is_empty() {
@@ -120,7 +176,10 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
             ));
         } else {
             let title = format!("netprobe profile {what}");
-            write_file(path, |w| flamegraph_svg(&folded, &title, w))?;
+            let lines = report.lines_by_function(3);
+            write_file(path, |w| {
+                flamegraph_svg_with_lines(&folded, &title, &lines, w)
+            })?;
         }
     }
     let mut out = std::io::stdout().lock();
@@ -133,4 +192,57 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     };
     r.map_err(|e| Error::io("stdout", e))?;
     Ok(if report.lost > 0 { 3 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::FrameName;
+
+    fn at(name: &str, file: &str, line: u32) -> FrameName {
+        FrameName {
+            file: Some(file.into()),
+            line: Some(line),
+            ..FrameName::named(name, false, false)
+        }
+    }
+
+    #[test]
+    fn flame_graph_tooltips_name_each_functions_lines_and_keep_the_counts() {
+        let mut r = Report::default();
+        let main = at("main", "/src/p.c", 40);
+        r.add(vec![main.clone(), at("hot", "/src/p.c", 12)], 3);
+        r.add(vec![main.clone(), at("hot", "/src/p.c", 14)], 1);
+        r.add(vec![main, at("f<int>", "/src/t.h", 7)], 1);
+        r.add(vec![FrameName::named("nolines", false, false)], 1);
+        let lines = r.lines_by_function(3);
+        assert_eq!(lines["hot"], ["/src/p.c:12", "/src/p.c:14"]);
+        let mut svg = Vec::new();
+        flamegraph_svg_with_lines(&r.folded(), "t", &lines, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(
+            svg.contains("<title>hot [/src/p.c:12, /src/p.c:14] (4 samples, 66.67%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>main [/src/p.c:40] (5 samples"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>f&lt;int&gt; [/src/t.h:7] (1 samples"),
+            "{svg}"
+        );
+        assert!(svg.contains("<title>nolines (1 samples"), "{svg}");
+        let json = r.json().to_string();
+        assert!(
+            json.contains(r#""file":"/src/p.c","function":"hot""#),
+            "{json}"
+        );
+        assert!(json.contains(r#""line":12"#), "{json}");
+        // The folded lines keep one box per function; --folded-lines names the lines.
+        assert!(r.folded().contains("main;hot 4"));
+        assert!(r
+            .folded_with_lines()
+            .contains("main (/src/p.c:40);hot (/src/p.c:12) 3"));
+    }
 }

@@ -43,7 +43,32 @@ impl Report {
 
     /// Folded lines sorted by stack (what stackcollapse-perf.pl prints), one per distinct stack.
     pub fn folded(&self) -> String {
-        crate::stacks::folded_lines(self.stacks.iter().map(|(s, &n)| (s, n)))
+        crate::stacks::folded_lines(self.stacks.iter().map(|(s, &n)| (s, n)), false)
+    }
+
+    /// [`Report::folded`] with each frame's source line (`name (file:line)`, `--folded-lines`).
+    pub fn folded_with_lines(&self) -> String {
+        crate::stacks::folded_lines(self.stacks.iter().map(|(s, &n)| (s, n)), true)
+    }
+
+    /// The distinct source lines of each function over all samples, at most `most` each (the
+    /// flame graph's tooltips show them).
+    pub fn lines_by_function(&self, most: usize) -> HashMap<String, Vec<String>> {
+        let mut out: HashMap<String, Vec<String>> = HashMap::new();
+        let mut stacks: Vec<(&Vec<FrameName>, u64)> =
+            self.stacks.iter().map(|(s, &n)| (s, n)).collect();
+        // Most sampled stacks first, so the lines kept are the hottest.
+        stacks.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        for (stack, _) in stacks {
+            for f in stack {
+                let Some(at) = f.source_line() else { continue };
+                let lines = out.entry(f.name.clone()).or_default();
+                if lines.len() < most && !lines.contains(&at) {
+                    lines.push(at);
+                }
+            }
+        }
+        out
     }
 
     /// Functions by self samples, then total samples, then name.
@@ -152,9 +177,19 @@ impl Report {
             "functions": self.functions(),
             "stacks": stacks.iter().map(|(s, n)| serde_json::json!({
                 "count": n,
-                "frames": s.iter().map(|f| serde_json::json!({
-                    "function": f.name, "inlined": f.inlined, "unknown": f.unknown,
-                })).collect::<Vec<_>>(),
+                "frames": s.iter().map(|f| {
+                    let mut v = serde_json::json!({
+                        "function": f.name, "inlined": f.inlined, "unknown": f.unknown,
+                    });
+                    // The source line where DWARF gives one (absent, not null, otherwise).
+                    if let Some(file) = &f.file {
+                        v["file"] = serde_json::json!(file);
+                    }
+                    if let Some(line) = f.line {
+                        v["line"] = serde_json::json!(line);
+                    }
+                    v
+                }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         })
     }
@@ -166,11 +201,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn f(name: &str) -> FrameName {
-        FrameName {
-            name: name.into(),
-            inlined: false,
-            unknown: name.starts_with("[unknown]"),
-        }
+        FrameName::named(name, false, name.starts_with("[unknown]"))
     }
 
     fn sample_report() -> Report {

@@ -157,12 +157,16 @@ pub struct StackCountReport {
 
 impl StackCountReport {
     /// Brendan Gregg's folded format: `root;caller;callee count`, one line per distinct stack,
-    /// sorted like stackcollapse-perf.pl's output (by stack).
-    pub fn folded(&self) -> String {
-        crate::stacks::folded_lines(self.stacks.iter().map(|s| {
-            let root_first: Vec<&FrameName> = s.frames.iter().rev().collect();
-            (root_first, s.count)
-        }))
+    /// sorted like stackcollapse-perf.pl's output (by stack); with `source_lines`, each frame
+    /// as `name (file:line)` where its line is known.
+    pub fn folded(&self, source_lines: bool) -> String {
+        crate::stacks::folded_lines(
+            self.stacks.iter().map(|s| {
+                let root_first: Vec<&FrameName> = s.frames.iter().rev().collect();
+                (root_first, s.count)
+            }),
+            source_lines,
+        )
     }
 }
 

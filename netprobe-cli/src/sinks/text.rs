@@ -93,11 +93,12 @@ impl Printer for TextPrinter {
         // first, then the count, then a blank line; most frequent stack first.
         for s in &r.stacks {
             for f in &s.frames {
-                if f.inlined {
-                    writeln!(out, "  {} (inlined)", Printable(&f.name))?;
-                } else {
-                    writeln!(out, "  {}", Printable(&f.name))?;
-                }
+                let at = f
+                    .source_line()
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default();
+                let inlined = if f.inlined { " (inlined)" } else { "" };
+                writeln!(out, "  {}{inlined}{}", Printable(&f.name), Printable(&at))?;
             }
             if let Some(cut) = s.cut {
                 writeln!(out, "  {}", cut.text(r.depth))?;

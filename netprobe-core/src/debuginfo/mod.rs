@@ -4,11 +4,21 @@
 //!
 //! Layout: [`sections`] reads the sections of one ELF file (inflating compressed ones) into
 //! shared buffers every reader here uses;
-//! [`params`] reads a function's formal parameters (names, types, locations at a probe point).
+//! [`params`] reads a function's formal parameters (names, types, locations at a probe point);
+//! [`locate`] finds the file that holds an image's DWARF (the image, a build-id or debuglink
+//! file, a debuginfod server); [`lines`] gives the source lines and inlined functions at an
+//! address.
 
+mod lines;
+mod locate;
 mod params;
 mod sections;
 
+pub use lines::{LineFrame, Lines, SourceLine};
+pub use locate::{
+    build_id, build_id_path, debuglink, locate, plain_file_name, DebugOrigin, DebugSearch, Located,
+    DEBUG_DIR,
+};
 pub use params::{
     cfa_at, find_function, params_at, prologue_end, Cfa, Field, FunctionDie, FunctionParams,
     FunctionQuery, Location, Param, ParamType, Piece, Place, FRAME_NOT_BUILT, MAX_PARAMS,

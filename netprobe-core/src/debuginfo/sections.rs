@@ -189,6 +189,19 @@ impl DebugSections {
         }
     }
 
+    /// The sections with `name` holding `data` instead (tests of hostile bytes).
+    #[cfg(test)]
+    pub(crate) fn with_section(mut self, name: &'static str, data: Vec<u8>) -> DebugSections {
+        self.sections.insert(
+            name,
+            Section {
+                data: data.into(),
+                address: 0,
+            },
+        );
+        self
+    }
+
     /// `.eh_frame` with the base addresses its pointer encodings use (`DW_EH_PE_pcrel`,
     /// `textrel`, `datarel`); `None` when the file has none.
     pub fn eh_frame(&self) -> Option<(gimli::EhFrame<Reader>, gimli::BaseAddresses)> {

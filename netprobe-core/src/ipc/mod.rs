@@ -10,9 +10,14 @@
 //!   from then on: it starts writing `/tmp/perf-PID.map`. It also holds the module's `unsafe`
 //!   block: the `SO_PEERCRED` read that checks the listener is the process asked for.
 //!
+//! - [`debuginfod`]: a build-id's debug file from the debuginfod servers `DEBUGINFOD_URLS` names
+//!   (elfutils' protocol, `GET /buildid/HEX/debuginfo`), written to elfutils' cache folder.
+//!   Never called unless that variable is set.
+//!
 //! Kept apart so that a reader, a reviewer or a sandbox policy finds every outgoing effect of
 //! the core in one folder, and so that the parsers and resolvers beside it stay pure functions
 //! of the bytes they are given.
 
+pub mod debuginfod;
 pub mod docker;
 pub mod dotnet_diagnostics;

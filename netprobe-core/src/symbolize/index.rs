@@ -3,15 +3,23 @@
 //! symbol sources: the Go function table and its inline trees ([`crate::golang`]), the ELF
 //! tables ([`crate::elf::ElfFile`]), and ReadyToRun methods with their funclets
 //! ([`crate::dotnet::Assembly::methods`]), also inside .NET single-file bundles.
+//!
+//! An ELF image's DWARF ([`crate::debuginfo::locate`]: its own, or a separate debug file) adds
+//! the source line of each frame and the C, C++ and Rust functions inlined at an address
+//! ([`crate::debuginfo::Lines`]). It is found and opened on the first lookup in the image, not
+//! when the index is built, and kept with the index.
 
 use super::types::{Frame, SourceKind};
 use crate::addr::{FileOffset, VirtAddr};
 use crate::bytes::FileBytes;
+use crate::debuginfo::{DebugSearch, LineFrame, Lines};
 use crate::dotnet::{Assembly, R2rMethod};
+use crate::elf::segments::LoadSegments;
 use crate::error::{Error, Result};
 use crate::image::{sniff, ImageFormat};
 use crate::symbol::SymbolSource;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A named range of code, in file offsets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +50,36 @@ pub struct ImageIndex {
     names: Vec<String>,
     /// Bundled assemblies' member paths (`BUNDLE/NAME.dll`).
     members: Vec<PathBuf>,
+    /// The image's DWARF, looked for on the first lookup.
+    debug: std::sync::Mutex<DebugState>,
+}
+
+/// An image's DWARF: not looked for yet, or what was found.
+#[derive(Default)]
+enum DebugState {
+    /// Where to look: the image's bytes, its name, and the folders to search.
+    Pending(FileBytes, PathBuf, DebugSearch),
+    Ready(Option<Arc<ImageLines>>),
+    /// No DWARF for this image's format.
+    #[default]
+    None,
+}
+
+impl std::fmt::Debug for DebugState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DebugState::Pending(..) => "Pending",
+            DebugState::Ready(Some(_)) => "Ready",
+            DebugState::Ready(None) | DebugState::None => "None",
+        })
+    }
+}
+
+/// The lines of one image and the segments that turn its file offsets into the link-time
+/// addresses DWARF speaks of.
+struct ImageLines {
+    lines: Lines,
+    segments: LoadSegments,
 }
 
 /// One named range found by [`ImageIndex::lookup`].
@@ -157,7 +195,70 @@ impl ImageIndex {
     /// [`Error::Malformed`] ELF headers); a PE file without ReadyToRun code gives an empty index
     /// (its code runs JIT-compiled, from anonymous memory).
     pub fn build(path: &Path) -> Result<ImageIndex> {
-        ImageIndex::from_bytes(path, FileBytes::open(path)?)
+        ImageIndex::build_searching(path, DebugSearch::host(path))
+    }
+
+    /// [`ImageIndex::build`], looking for a separate debug file as `search` says (the image as
+    /// its process names it, inside the process's root).
+    pub fn build_searching(path: &Path, search: DebugSearch) -> Result<ImageIndex> {
+        let bytes = FileBytes::open(path)?;
+        let mut index = ImageIndex::from_bytes(path, bytes.clone())?;
+        if sniff(&bytes) == Some(ImageFormat::Elf) {
+            index.debug = DebugState::Pending(bytes, path.to_path_buf(), search).into();
+        }
+        Ok(index)
+    }
+
+    /// [`ImageIndex::from_bytes`] that also reads the image's own DWARF (code read from memory,
+    /// as the vDSO: no file to look for a debug file beside).
+    pub fn from_bytes_with_lines(path: &Path, bytes: FileBytes) -> Result<ImageIndex> {
+        let mut index = ImageIndex::from_bytes(path, bytes.clone())?;
+        if sniff(&bytes) == Some(ImageFormat::Elf) {
+            index.debug =
+                DebugState::Pending(bytes, path.to_path_buf(), DebugSearch::image_only()).into();
+        }
+        Ok(index)
+    }
+
+    /// The image's DWARF, looked for on the first call; the note [`crate::debuginfo::locate`]
+    /// gives when it expected a debug file and found none (said by the first caller only).
+    fn lines(&self) -> (Option<Arc<ImageLines>>, Option<String>) {
+        let Ok(mut state) = self.debug.lock() else {
+            return (None, None);
+        };
+        let mut note = None;
+        if let DebugState::Pending(bytes, path, search) = &*state {
+            let located = crate::debuginfo::locate(bytes, path, search);
+            note = located.note;
+            let segments = crate::elf::parser::ElfView::parse(path, bytes)
+                .map(|v| LoadSegments::from_program_headers(&v.program_headers));
+            let ready = match (located.found, segments) {
+                (Some((sections, _)), Ok(segments)) => {
+                    Lines::new(&sections).map(|lines| Arc::new(ImageLines { lines, segments }))
+                }
+                _ => None,
+            };
+            *state = DebugState::Ready(ready);
+        }
+        match &*state {
+            DebugState::Ready(l) => (l.clone(), note),
+            _ => (None, note),
+        }
+    }
+
+    /// [`ImageIndex::frames`] and the note of a missing debug file, said on the image's first
+    /// lookup only.
+    pub fn frames_noting(
+        &self,
+        image: &Path,
+        off: FileOffset,
+        address: u64,
+    ) -> (Vec<Frame>, Option<String>) {
+        let (lines, note) = self.lines();
+        (
+            self.frames_with(lines.as_deref(), image, off, address),
+            note,
+        )
     }
 
     /// Indexes an image already read: `bytes` are the image's file contents and `path` names it
@@ -260,6 +361,16 @@ impl ImageIndex {
     /// address looked up being `address`: inlined functions first, then the function; one
     /// [`SourceKind::Unknown`] frame when no table names the byte.
     pub fn frames(&self, image: &Path, off: FileOffset, address: u64) -> Vec<Frame> {
+        self.frames_noting(image, off, address).0
+    }
+
+    fn frames_with(
+        &self,
+        lines: Option<&ImageLines>,
+        image: &Path,
+        off: FileOffset,
+        address: u64,
+    ) -> Vec<Frame> {
         let Some(hit) = self.lookup(off) else {
             return vec![Frame {
                 address,
@@ -269,7 +380,18 @@ impl ImageIndex {
                 offset: None,
                 source: SourceKind::Unknown,
                 inlined: false,
+                file: None,
+                line: None,
+                column: None,
             }];
+        };
+        let dwarf: Vec<LineFrame> = match (lines, hit.member) {
+            (Some(l), None) => l
+                .segments
+                .vaddr_of_file_offset(off)
+                .map(|v| l.lines.frames(v.0))
+                .unwrap_or_default(),
+            _ => Vec::new(),
         };
         let image = hit.member.unwrap_or(image);
         let frame = |function: &str, offset: Option<u64>, inlined: bool| Frame {
@@ -280,9 +402,41 @@ impl ImageIndex {
             offset,
             source: hit.source,
             inlined,
+            file: None,
+            line: None,
+            column: None,
         };
-        let mut out: Vec<Frame> = hit.inlined.iter().map(|n| frame(n, None, true)).collect();
-        out.push(frame(hit.function, Some(hit.offset), false));
+        let loc = |f: &LineFrame| f.location.clone();
+        if hit.source == SourceKind::GoPclntab || dwarf.is_empty() {
+            // Go keeps its function table's names and inline trees; DWARF gives the lines. Both
+            // list the same functions innermost first when they agree; when they do not, only
+            // the innermost line (the line table's row for the address itself) is certain.
+            let mut out: Vec<Frame> = hit.inlined.iter().map(|n| frame(n, None, true)).collect();
+            out.push(frame(hit.function, Some(hit.offset), false));
+            if dwarf.len() == out.len() {
+                for (f, d) in out.iter_mut().zip(&dwarf) {
+                    *f = f.clone().at(loc(d).as_ref());
+                }
+            } else if let (Some(f), Some(d)) = (out.first_mut(), dwarf.first()) {
+                *f = f.clone().at(loc(d).as_ref());
+            }
+            return out;
+        }
+        // C, C++, Rust: the inlined functions DWARF lists, then the symbol table's function
+        // with the line DWARF gives the outermost frame.
+        let (outer, inlined) = dwarf.split_last().expect("not empty");
+        let mut out: Vec<Frame> = inlined
+            .iter()
+            .map(|d| {
+                Frame {
+                    function: d.function.clone(),
+                    source: SourceKind::Dwarf,
+                    ..frame("", None, true)
+                }
+                .at(loc(d).as_ref())
+            })
+            .collect();
+        out.push(frame(hit.function, Some(hit.offset), false).at(loc(outer).as_ref()));
         out
     }
 }

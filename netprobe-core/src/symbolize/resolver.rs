@@ -18,6 +18,7 @@ use super::jit::JitNames;
 use super::types::{Frame, SourceKind};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::bytes::FileBytes;
+use crate::debuginfo::DebugSearch;
 use crate::error::Result;
 use crate::file_id::FileId;
 use crate::formulas;
@@ -204,7 +205,7 @@ impl ProcessView {
                 let mut bytes = vec![0u8; len];
                 let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
                 mem.read_exact_at(&mut bytes, m.start).ok()?;
-                ImageIndex::from_bytes(Path::new(VDSO), FileBytes::Owned(bytes)).ok()
+                ImageIndex::from_bytes_with_lines(Path::new(VDSO), FileBytes::Owned(bytes)).ok()
             };
             self.vdso = Some(read().map(Arc::new));
         }
@@ -272,15 +273,21 @@ impl Symbolizer {
                 id
             }
         };
-        self.index_of(id, path)
+        self.index_of(id, path, || DebugSearch::host(path))
     }
 
-    /// The index of the file `path` whose identity is `id`, built on first use.
-    fn index_of(&mut self, id: FileId, path: &Path) -> Result<Arc<ImageIndex>> {
+    /// The index of the file `path` whose identity is `id`, built on first use; its debug file
+    /// is looked for as `search` says.
+    fn index_of(
+        &mut self,
+        id: FileId,
+        path: &Path,
+        search: impl FnOnce() -> DebugSearch,
+    ) -> Result<Arc<ImageIndex>> {
         if let Some(i) = self.images.get(&id) {
             return Ok(i.clone());
         }
-        let index = Arc::new(ImageIndex::build(path)?);
+        let index = Arc::new(ImageIndex::build_searching(path, search())?);
         self.builds += 1;
         self.images.insert(id, index.clone());
         Ok(index)
@@ -299,7 +306,9 @@ impl Symbolizer {
                 index
             }
         };
-        Ok(index.frames(path, off, off.0))
+        let (frames, note) = index.frames_noting(path, off, off.0);
+        self.notes.extend(note);
+        Ok(frames)
     }
 
     /// The frames at runtime address `addr` of process `pid` (a pid of netprobe's pid
@@ -344,6 +353,9 @@ impl Symbolizer {
             offset: None,
             source: SourceKind::Unknown,
             inlined: false,
+            file: None,
+            line: None,
+            column: None,
         };
         let Some(i) = i else {
             return Ok(vec![unknown(None, None)]);
@@ -380,12 +392,17 @@ impl Symbolizer {
                 return Ok(vec![unknown(Some(path.clone()), None)]);
             };
             let (path, (open, id)) = (path.clone(), open.clone());
+            let process = view.process.clone();
             let index = match id {
-                Some(id) => self.index_of(id, &open),
+                Some(id) => self.index_of(id, &open, || DebugSearch::in_process(&process, &path)),
                 None => self.image_index(&open),
             };
             return Ok(match index {
-                Ok(index) => index.frames(&path, off, addr),
+                Ok(index) => {
+                    let (frames, note) = index.frames_noting(&path, off, addr);
+                    self.notes.extend(note);
+                    frames
+                }
                 Err(_) => vec![unknown(Some(path), Some(off))],
             });
         }
@@ -402,6 +419,9 @@ impl Symbolizer {
                 offset: Some(addr - start),
                 source: SourceKind::PerfMap,
                 inlined: false,
+                file: None,
+                line: None,
+                column: None,
             }]);
         }
         if m.perms.exec && view.dotnet && !view.jit.available() && self.noted.insert(pid) {

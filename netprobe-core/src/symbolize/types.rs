@@ -17,6 +17,9 @@ pub enum SourceKind {
     ElfDynsym,
     /// Go's function table (`.gopclntab`), inlined frames from its inline trees.
     GoPclntab,
+    /// DWARF: a function the compiler inlined at the address
+    /// (`DW_TAG_inlined_subroutine`), named by the image's debug info.
+    Dwarf,
     /// A .NET ReadyToRun method: the method whose RUNTIME_FUNCTION (main body, funclet or cold
     /// part) covers the address.
     DotnetR2r,
@@ -73,6 +76,38 @@ pub struct Frame {
     pub source: SourceKind,
     /// The compiler inlined this function into the next frame: no call happened at run time.
     pub inlined: bool,
+    /// The source file of the frame's line, from DWARF (as `addr2line` prints it: joined with
+    /// its directory and the compilation directory); absent without debug info.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The 1-based source line: for the innermost frame the line of the instruction, for
+    /// every other the line of the call (or inlined call) into the frame before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The 1-based column, when the compiler records one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+}
+
+impl Frame {
+    /// `file:line` (`file` alone when the line is not known); `None` without a file.
+    pub fn source_line(&self) -> Option<String> {
+        let file = self.file.as_deref()?;
+        Some(match self.line {
+            Some(l) => format!("{file}:{l}"),
+            None => file.to_string(),
+        })
+    }
+
+    /// The frame with the location `loc` (file, line, column).
+    pub fn at(mut self, loc: Option<&crate::debuginfo::SourceLine>) -> Frame {
+        if let Some(l) = loc {
+            self.file = Some(l.file.clone());
+            self.line = l.line;
+            self.column = l.column;
+        }
+        self
+    }
 }
 
 fn ser_hex<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
@@ -88,8 +123,19 @@ fn ser_opt_path<S: serde::Serializer>(p: &Option<PathBuf>, s: S) -> Result<S::Ok
 
 impl fmt::Display for Frame {
     /// `function+0xOFF`, `function (inlined)`, or `[unknown] (image+0xOFF)` with the file
-    /// offset (`[unknown] (0xADDR)` in anonymous memory).
+    /// offset (`[unknown] (0xADDR)` in anonymous memory); a named frame with a source line
+    /// ends in ` (file:line)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_name(f)?;
+        match self.source_line() {
+            Some(at) if self.function.is_some() => write!(f, " ({at})"),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Frame {
+    fn fmt_name(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.function, self.inlined, self.offset) {
             (Some(name), true, _) => write!(f, "{name} (inlined)"),
             (Some(name), false, Some(off)) => write!(f, "{name}+{off:#x}"),
@@ -130,6 +176,9 @@ mod tests {
                 SourceKind::Unknown
             },
             inlined,
+            file: None,
+            line: None,
+            column: None,
         }
     }
 
@@ -156,5 +205,41 @@ mod tests {
         let text: Vec<String> = frames.iter().map(ToString::to_string).collect();
         insta::assert_snapshot!(text.join("\n"));
         insta::assert_snapshot!(serde_json::to_string_pretty(&frames[..2]).unwrap());
+    }
+
+    #[test]
+    fn a_source_line_follows_the_name_in_text_and_is_its_own_fields_in_json() {
+        let loc = crate::debuginfo::SourceLine {
+            file: "/src/app.c".into(),
+            line: Some(42),
+            column: Some(7),
+        };
+        let outer = Frame {
+            source: SourceKind::ElfSymtab,
+            ..frame(Some("parse"), Some(0x1c), false)
+        }
+        .at(Some(&loc));
+        let inlined = Frame {
+            source: SourceKind::Dwarf,
+            ..frame(Some("get"), None, true)
+        }
+        .at(Some(&crate::debuginfo::SourceLine {
+            line: None,
+            ..loc.clone()
+        }));
+        assert_eq!(outer.to_string(), "parse+0x1c (/src/app.c:42)");
+        assert_eq!(inlined.to_string(), "get (inlined) (/src/app.c)");
+        let json = serde_json::to_value(&outer).unwrap();
+        assert_eq!(json["file"], "/src/app.c");
+        assert_eq!(
+            (json["line"].as_u64(), json["column"].as_u64()),
+            (Some(42), Some(7))
+        );
+        // An unknown frame prints no line even if one were set.
+        let unknown = frame(None, None, false).at(Some(&loc));
+        assert_eq!(
+            unknown.to_string(),
+            "[unknown] (System.Private.CoreLib.dll+0x23456)"
+        );
     }
 }
