@@ -394,7 +394,12 @@ impl Symbolizer {
             let (path, (open, id)) = (path.clone(), open.clone());
             let process = view.process.clone();
             let index = match id {
-                Some(id) => self.index_of(id, &open, || DebugSearch::in_process(&process, &path)),
+                // A gone process (known from recorded mappings) is searched in no root: its
+                // image's own DWARF only.
+                Some(id) => self.index_of(id, &open, || match &process {
+                    Some(p) => DebugSearch::in_process(p, &path),
+                    None => DebugSearch::image_only(),
+                }),
                 None => self.image_index(&open),
             };
             return Ok(match index {
