@@ -80,3 +80,48 @@ fn vars_errors() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+/// A stripped copy whose DWARF is only in a debug file beside it (`objcopy --only-keep-debug`,
+/// `strip -g`, `objcopy --add-gnu-debuglink`, as distributions split packages) lists the same
+/// parameters; with the debug file gone, the error says there is no DWARF.
+#[test]
+fn vars_from_a_debuglink_file_equal_the_unstripped_listing() {
+    let b = bin("-O2");
+    let dir = tempfile::tempdir().unwrap();
+    let stripped = dir.path().join("p");
+    let debug = dir.path().join("p.debug");
+    let run = |cmd: &str, args: &[&std::ffi::OsStr]| {
+        let st = std::process::Command::new(cmd).args(args).status().unwrap();
+        assert!(st.success(), "{cmd} {args:?}");
+    };
+    run(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            b.as_os_str(),
+            debug.as_os_str(),
+        ],
+    );
+    run(
+        "strip",
+        &[
+            "-g".as_ref(),
+            b.as_os_str(),
+            "-o".as_ref(),
+            stripped.as_os_str(),
+        ],
+    );
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    run("objcopy", &[link.as_ref(), stripped.as_os_str()]);
+    let want = vars(&[b.to_str().unwrap(), "np_args"]);
+    let got = vars(&[stripped.to_str().unwrap(), "np_args"]);
+    assert!(got.status.success(), "{got:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout),
+        String::from_utf8_lossy(&want.stdout)
+    );
+    std::fs::remove_file(&debug).unwrap();
+    let gone = vars(&[stripped.to_str().unwrap(), "np_args"]);
+    assert!(!gone.status.success());
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no debug file was found"));
+}

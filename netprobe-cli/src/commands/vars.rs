@@ -55,7 +55,7 @@ pub fn run(args: &SymbolsArgs) -> anyhow::Result<ExitCode> {
     let sections = dwarf_args::sections_of(&file)?;
     if !sections.has_debug_info() {
         anyhow::bail!(
-            "{} has no DWARF debug info (built without -g, or stripped): parameters cannot be named; type them in the spec (FUNCTION ARG...)",
+            "{} has no DWARF debug info and no debug file was found (by build-id under /usr/lib/debug, .gnu_debuglink, or DEBUGINFOD_URLS): install its -dbgsym package or build with -g, or type the arguments in the spec (FUNCTION ARG...)",
             args.file.display()
         );
     }

@@ -142,6 +142,20 @@ impl DebugSections {
         Ok(out)
     }
 
+    /// These sections (a separate debug file's), with each section they lack taken from
+    /// `image` (the file the debug file was split from): a debug file keeps DWARF and leaves
+    /// `.eh_frame`, `.text` and `.got` without contents (`objcopy --only-keep-debug`), so call
+    /// frames and their base addresses come from the image.
+    pub fn completed_by(mut self, image: &DebugSections) -> DebugSections {
+        for (name, section) in &image.sections {
+            let empty = self.sections.get(name).is_none_or(|s| s.data.is_empty());
+            if empty {
+                self.sections.insert(name, section.clone());
+            }
+        }
+        self
+    }
+
     fn skip(&mut self, name: &str, why: impl Into<String>) {
         self.skipped.push((name.to_string(), why.into()));
     }

@@ -77,10 +77,27 @@ impl DwarfArgs {
     }
 }
 
-/// The debug sections of `path` (the file itself; a separate debug file is not looked for here).
+/// The debug sections of `path`: its own DWARF, else a separate debug file found as
+/// `netprobe_core::debuginfo::locate` says (build-id, `.gnu_debuglink`, debuginfod), with the
+/// image's call-frame sections. A path through another process's root (`/proc/PID/root/...`)
+/// is searched in itself only: the host's debug folders say nothing of a container's files, and
+/// a debuglink beside it could name a symlink that resolves on the host.
 pub fn sections_of(path: &Path) -> netprobe_core::Result<DebugSections> {
+    use netprobe_core::debuginfo::{locate, DebugSearch};
     let img = netprobe_core::image::cached::image(path)?;
-    DebugSections::parse(path, img.bytes())
+    let own = DebugSections::parse(path, img.bytes())?;
+    if own.has_debug_info() {
+        return Ok(own);
+    }
+    let search = if path.starts_with("/proc") {
+        DebugSearch::image_only()
+    } else {
+        DebugSearch::host(path)
+    };
+    Ok(match locate(img.bytes(), path, &search).found {
+        Some((debug, _)) => debug.completed_by(&own),
+        None => own,
+    })
 }
 
 /// The parameters of the function whose first instruction is at `entry` (or, when DWARF has no
