@@ -402,6 +402,7 @@ fn stack_printers() {
         name: n.into(),
         inlined: false,
         unknown: n.starts_with("[unknown]"),
+        unwound_by: None,
     };
     let report = StackCountReport {
         stacks: vec![

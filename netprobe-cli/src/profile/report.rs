@@ -152,9 +152,15 @@ impl Report {
             "functions": self.functions(),
             "stacks": stacks.iter().map(|(s, n)| serde_json::json!({
                 "count": n,
-                "frames": s.iter().map(|f| serde_json::json!({
-                    "function": f.name, "inlined": f.inlined, "unknown": f.unknown,
-                })).collect::<Vec<_>>(),
+                "frames": s.iter().map(|f| {
+                    let mut frame = serde_json::json!({
+                        "function": f.name, "inlined": f.inlined, "unknown": f.unknown,
+                    });
+                    if let Some(by) = f.unwound_by {
+                        frame["unwound_by"] = by.as_str().into();
+                    }
+                    frame
+                }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         })
     }
@@ -170,6 +176,7 @@ mod tests {
             name: name.into(),
             inlined: false,
             unknown: name.starts_with("[unknown]"),
+            unwound_by: None,
         }
     }
 

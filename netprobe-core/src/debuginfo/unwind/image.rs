@@ -40,16 +40,27 @@ impl ImageUnwinder {
         Ok(ImageUnwinder { cfi, go, segments })
     }
 
-    /// `runtime address - link-time address` for the image's mapping that starts at `map_start`
-    /// from file offset `map_offset`: through the `PT_LOAD` whose file bytes hold that offset
-    /// (runtime = map_start + (file offset - map_offset), file offset = p_offset + (vaddr -
-    /// p_vaddr)). Wrapping: a two's-complement difference (0 for a non-PIE executable).
+    /// `runtime address - link-time address` for the image's executable mapping that starts at
+    /// `map_start` from file offset `map_offset`: through the executable `PT_LOAD` whose pages
+    /// hold that offset (the kernel maps `p_offset` rounded down to a page at `p_vaddr` rounded
+    /// down, `elf_map` in fs/binfmt_elf.c, and the gABI makes `p_offset` and `p_vaddr` equal
+    /// modulo the page size, so runtime = map_start + (file offset - map_offset), file offset =
+    /// p_offset + (vaddr - p_vaddr)). Linkers such as lld give each segment its own
+    /// offset-to-address distance, so the segment must be the mapping's own. Wrapping: a two's-
+    /// complement difference (0 for a non-PIE executable).
     pub fn bias(&self, map_start: u64, map_offset: u64) -> Option<u64> {
+        const PAGE: u64 = 4096;
+        let holds = |s: &&crate::elf::LoadSegment| {
+            map_offset >= s.offset & !(PAGE - 1)
+                && map_offset < s.offset.saturating_add(s.filesz.max(1))
+        };
         let seg = self
             .segments
             .0
             .iter()
-            .find(|s| map_offset >= s.offset && map_offset - s.offset < s.filesz.max(1))?;
+            .filter(|s| s.executable)
+            .find(holds)
+            .or_else(|| self.segments.0.iter().find(holds))?;
         Some(
             map_start
                 .wrapping_sub(map_offset)

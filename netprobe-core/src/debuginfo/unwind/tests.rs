@@ -167,9 +167,44 @@ proptest! {
     }
 }
 
+/// Every executable `PT_LOAD` of `path`, mapped at `base` plus its page-aligned address the
+/// way the kernel maps it, has bias `base`: for libc (offsets equal addresses) and for a Rust
+/// binary linked by lld (each segment's address a page beyond its offset).
+fn biases_hold(path: &std::path::Path) {
+    let bytes = std::fs::read(path).unwrap();
+    let elf = goblin::elf::Elf::parse(&bytes).unwrap();
+    let img = ImageUnwinder::open(path, None).unwrap();
+    let base = 0x7f00_0000_0000u64;
+    let mut seen = 0;
+    for ph in elf
+        .program_headers
+        .iter()
+        .filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD && p.is_executable())
+    {
+        let map_start = base + (ph.p_vaddr & !0xfff);
+        assert_eq!(
+            img.bias(map_start, ph.p_offset & !0xfff),
+            Some(base),
+            "{}",
+            path.display()
+        );
+        seen += 1;
+    }
+    assert!(seen > 0);
+}
+
 #[test]
 fn a_mapping_bias_is_runtime_minus_link_time() {
-    let Some(img) = libc() else { return };
-    // libc's first PT_LOAD starts at offset 0, vaddr 0: mapped at 0x7f00_0000_0000, bias is that.
-    assert_eq!(img.bias(0x7f00_0000_0000, 0), Some(0x7f00_0000_0000));
+    if libc().is_some() {
+        biases_hold(std::path::Path::new(LIBC));
+    }
+    if std::process::Command::new("rustc")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        biases_hold(&fixtures::rust::build("unwind_sort", &["-O", "-g"]));
+    } else {
+        eprintln!("SKIPPED: no rustc to build an lld-linked binary");
+    }
 }

@@ -1,8 +1,14 @@
 //! User call stacks named by the core symbolizer, for every command that shows stacks
 //! (`profile`'s samples, `trace --stack` and `count --stack` hits): a [`StackNamer`] names each
 //! (process, address) once and keeps the frames; [`FrameName`] is a frame as folded stacks and
-//! flame graphs show it.
+//! flame graphs show it; [`Unwinder`] walks a copied user stack from its registers, without
+//! frame pointers where the images carry call-frame information.
 
+mod unwinder;
+
+pub use unwinder::Unwinder;
+
+use netprobe_core::debuginfo::UnwoundBy;
 use netprobe_core::symbolize::{Frame, SourceKind, Symbolizer};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -19,6 +25,10 @@ pub struct FrameName {
     pub inlined: bool,
     /// No table named it.
     pub unknown: bool,
+    /// Which method found the frame (call-frame information, the frame pointer, Go's pcsp
+    /// table, the kernel's callchain), when the stack was unwound in user space.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unwound_by: Option<UnwoundBy>,
 }
 
 impl FrameName {
@@ -30,11 +40,13 @@ impl FrameName {
                 name: name.clone(),
                 inlined: f.inlined,
                 unknown: false,
+                unwound_by: None,
             },
             None => FrameName {
                 name: f.to_string(),
                 inlined: false,
                 unknown: true,
+                unwound_by: None,
             },
         }
     }
@@ -203,28 +215,40 @@ impl StackNamer {
     /// data from then on (through a frame of code that keeps no frame pointer), so it and every
     /// frame outside it are dropped.
     pub fn frames(&self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
+        self.frames_per_address(pid, addrs)
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// [`StackNamer::frames`] grouped by the stack's address they name (one group per address
+    /// kept, in order).
+    fn frames_per_address(&self, pid: u32, addrs: &[u64]) -> Vec<Vec<Frame>> {
         let end = lookup_addresses(addrs)
             .enumerate()
             .skip(1)
             .find(|(_, a)| self.not_code.contains(&(pid, *a)))
             .map_or(addrs.len(), |(i, _)| i);
         let addrs = &addrs[..end];
-        let mut out = Vec::with_capacity(addrs.len() + 4);
+        let mut out = Vec::with_capacity(addrs.len());
         for (i, (addr, lookup)) in addrs.iter().zip(lookup_addresses(addrs)).enumerate() {
-            match self.cache.get(&(pid, lookup, i > 0)) {
-                Some((at, frames)) => out.extend(frames.iter().map(|f| {
-                    let shift = addr - at;
-                    Frame {
-                        address: *addr,
-                        offset: f.offset.map(|o| o + shift),
-                        file_offset: f
-                            .file_offset
-                            .map(|o| netprobe_core::addr::FileOffset(o.0 + shift)),
-                        ..f.clone()
-                    }
-                })),
-                None => out.push(unknown_frame(*addr)),
-            }
+            out.push(match self.cache.get(&(pid, lookup, i > 0)) {
+                Some((at, frames)) => frames
+                    .iter()
+                    .map(|f| {
+                        let shift = addr - at;
+                        Frame {
+                            address: *addr,
+                            offset: f.offset.map(|o| o + shift),
+                            file_offset: f
+                                .file_offset
+                                .map(|o| netprobe_core::addr::FileOffset(o.0 + shift)),
+                            ..f.clone()
+                        }
+                    })
+                    .collect(),
+                None => vec![unknown_frame(*addr)],
+            });
         }
         out
     }
@@ -242,6 +266,26 @@ impl StackNamer {
             .rev()
             .map(FrameName::of)
             .collect()
+    }
+
+    /// The named stack, root first, of an unwound stack (innermost first, each address with the
+    /// method that found it): every frame of an address (its inlined functions too) carries
+    /// that method.
+    pub fn stack_unwound(&self, pid: u32, walked: &[(u64, UnwoundBy)]) -> Vec<FrameName> {
+        let addrs: Vec<u64> = walked.iter().map(|w| w.0).collect();
+        let mut out: Vec<FrameName> = self
+            .frames_per_address(pid, &addrs)
+            .iter()
+            .zip(walked)
+            .flat_map(|(group, &(_, by))| {
+                group.iter().map(move |f| FrameName {
+                    unwound_by: Some(by),
+                    ..FrameName::of(f)
+                })
+            })
+            .collect();
+        out.reverse();
+        out
     }
 
     /// Notes for the user gathered while naming (how to get names of JIT-compiled .NET code),
