@@ -323,6 +323,7 @@ fn stack_printers() {
         inlined,
     };
     let stack = ShownStack {
+        unwound_by: Vec::new(),
         frames: vec![
             frame(
                 0x4a1234,

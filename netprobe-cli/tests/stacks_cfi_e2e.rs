@@ -9,7 +9,8 @@
 //! - `profile`: at least 99% of the samples in the leaf carry that same chain up to `main`
 //!   (frames of the program by name, each other frame as one frame), and `--json` says which
 //!   method found each frame.
-//! - `trace --stack` on the leaf: every hit's stack is that chain.
+//! - `trace --stack` on the leaf (per-task perf events on the uprobe, copying registers and
+//!   stack): every hit's stack is that chain, each caller found by CFI.
 
 use fixtures::e2e::{self, err, succeeded, Need};
 use fixtures::live::Waiting;
@@ -174,6 +175,60 @@ fn profile_matches_gdb(bin: &Path) -> R {
     Ok(())
 }
 
+/// `trace --stack` on the leaf: every hit's stack is gdb's chain, each frame saying its method.
+fn trace_matches_gdb(bin: &Path) -> R {
+    let expect = gdb_chain(bin)?;
+    let target = started(bin)?;
+    let spec = format!("{}:np_leaf", bin.display());
+    let out = netprobe::command()
+        .args([
+            "trace",
+            "--stack",
+            "--json",
+            "-p",
+            &target.pid().to_string(),
+        ])
+        .args(["--max-events", "5", &spec])
+        .output()
+        .map_err(err)?;
+    target.finish();
+    // Exit status 3 says hits were lost: the leaf runs thousands of times a second and each hit
+    // copies 8 KiB of stack; the five kept are what is checked.
+    if !matches!(out.status.code(), Some(0 | 3)) {
+        return Err(format!(
+            "trace --stack: {}: {}",
+            out.status,
+            e2e::text(&out.stderr)
+        ));
+    }
+    let hits = e2e::json_lines(&out.stdout);
+    if hits.len() != 5 {
+        return Err(format!("{} hits: {}", hits.len(), e2e::text(&out.stdout)));
+    }
+    for h in &hits {
+        let frames: Vec<&Json> = h["stack"].as_array().into_iter().flatten().collect();
+        let got = to_main(
+            frames
+                .iter()
+                .map(|f| normalize(f["function"].as_str().unwrap_or(""))),
+        );
+        if got != expect {
+            return Err(format!(
+                "a hit's stack {got:?} is not gdb's {expect:?}: {h}"
+            ));
+        }
+        if frames
+            .iter()
+            .skip(1)
+            .take(got.len() - 1)
+            .any(|f| f["unwound_by"] != "cfi")
+        {
+            return Err(format!("frames not found by CFI: {h}"));
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let needs = [Need::Root, Need::CCompiler, Need::Program("gdb")];
     let rust = [Need::Root, Need::Program("gdb"), Need::Program("rustc")];
@@ -183,6 +238,12 @@ fn main() {
         }),
         e2e::trial("rust_release_profile_matches_gdb", &rust, || {
             profile_matches_gdb(&rust_program())
+        }),
+        e2e::trial("c_qsort_trace_stack_matches_gdb", &needs, || {
+            trace_matches_gdb(&c_program())
+        }),
+        e2e::trial("rust_release_trace_stack_matches_gdb", &rust, || {
+            trace_matches_gdb(&rust_program())
         }),
     ]);
 }

@@ -32,7 +32,7 @@ pub struct ProfileArgs {
     #[arg(short = 'F', long, default_value_t = profile::DEFAULT_FREQUENCY)]
     pub frequency: u64,
     /// Bytes of user stack copied with each sample and unwound by call-frame information (a
-    /// multiple of 8, at most 32768; perf's --call-graph dwarf copies 8192). A stack deeper than
+    /// multiple of 8, at most 32768; as perf's --call-graph dwarf, 8192 by default). A stack deeper than
     /// the copy is finished by the kernel's frame-pointer chain where it can be.
     #[arg(long, value_name = "BYTES", default_value_t = crate::backend::perf_event::DEFAULT_STACK_BYTES)]
     pub stack_size: u32,

@@ -18,7 +18,7 @@
 
 use super::missed_caller::MissedCallers;
 use crate::stacks::{StackNamer, Unwinder};
-use netprobe_core::debuginfo::{Registers, UnwoundBy, WalkEnd, PERF_REGS_MASK_X86_64};
+use netprobe_core::debuginfo::UnwoundBy;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -62,26 +62,15 @@ impl SampleUnwinder {
         namer: &mut StackNamer,
         callers: &mut MissedCallers,
     ) -> Vec<(u64, UnwoundBy)> {
-        let regs = Registers::from_perf_regs(PERF_REGS_MASK_X86_64, regs);
-        if regs.rip().is_some() && regs.rsp().is_some() && !stack.is_empty() {
-            let started = Instant::now();
-            let walk = self.unwinder.unwind(pid, regs, stack);
+        let started = Instant::now();
+        let walked = self.unwinder.stitched(pid, &kernel, regs, stack);
+        if !regs.is_empty() && !stack.is_empty() {
             self.cost.walk_ns += started.elapsed().as_nanos() as u64;
             self.cost.walked += 1;
-            let mut frames = walk.frames;
-            if !matches!(walk.end, WalkEnd::Outermost | WalkEnd::MaxFrames) {
-                if let Some(at) = frames
-                    .last()
-                    .filter(|_| frames.len() > 1)
-                    .and_then(|last| kernel.iter().skip(1).position(|&a| a == last.0))
-                {
-                    self.cost.extended_by_kernel_chain += 1;
-                    frames.extend(kernel[at + 2..].iter().map(|&a| (a, UnwoundBy::KernelFp)));
-                }
-            }
-            if frames.len() > 1 || kernel.len() <= 1 {
-                return frames;
-            }
+        }
+        if let Some((frames, extended)) = walked {
+            self.cost.extended_by_kernel_chain += u64::from(extended);
+            return frames;
         }
         self.cost.kernel_chain_only += 1;
         let before = kernel.len();

@@ -272,20 +272,34 @@ impl StackNamer {
     /// method that found it): every frame of an address (its inlined functions too) carries
     /// that method.
     pub fn stack_unwound(&self, pid: u32, walked: &[(u64, UnwoundBy)]) -> Vec<FrameName> {
-        let addrs: Vec<u64> = walked.iter().map(|w| w.0).collect();
-        let mut out: Vec<FrameName> = self
-            .frames_per_address(pid, &addrs)
+        let (frames, methods) = self.frames_unwound(pid, walked);
+        let mut out: Vec<FrameName> = frames
             .iter()
-            .zip(walked)
-            .flat_map(|(group, &(_, by))| {
-                group.iter().map(move |f| FrameName {
-                    unwound_by: Some(by),
-                    ..FrameName::of(f)
-                })
+            .zip(methods)
+            .map(|(f, by)| FrameName {
+                unwound_by: Some(by),
+                ..FrameName::of(f)
             })
             .collect();
         out.reverse();
         out
+    }
+
+    /// [`StackNamer::frames`] of an unwound stack, innermost first, and beside each frame the
+    /// method that found its address.
+    pub fn frames_unwound(
+        &self,
+        pid: u32,
+        walked: &[(u64, UnwoundBy)],
+    ) -> (Vec<Frame>, Vec<UnwoundBy>) {
+        let addrs: Vec<u64> = walked.iter().map(|w| w.0).collect();
+        let mut frames = Vec::with_capacity(walked.len());
+        let mut methods = Vec::with_capacity(walked.len());
+        for (group, &(_, by)) in self.frames_per_address(pid, &addrs).into_iter().zip(walked) {
+            methods.extend(std::iter::repeat_n(by, group.len()));
+            frames.extend(group);
+        }
+        (frames, methods)
     }
 
     /// Notes for the user gathered while naming (how to get names of JIT-compiled .NET code),

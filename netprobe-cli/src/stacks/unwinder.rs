@@ -6,7 +6,10 @@
 //! A process's maps are read on its first stack and again when a pc falls in no mapping (it
 //! mapped something since; at most every [`MAPS_REFRESH_INTERVAL`]), as the symbolizer does.
 
-use netprobe_core::debuginfo::{walk, CopiedStack, ImageUnwinder, Registers, Walk, WalkLimits};
+use netprobe_core::debuginfo::{
+    walk, CopiedStack, ImageUnwinder, Registers, UnwoundBy, Walk, WalkEnd, WalkLimits,
+    PERF_REGS_MASK_X86_64,
+};
 use netprobe_core::file_id::FileId;
 use netprobe_core::maps::{MapPath, MapsEntry};
 use netprobe_core::normalize::MappedImage;
@@ -134,6 +137,38 @@ impl Unwinder {
             found
         };
         walk(regs, &copied, &mut lookup, *limits)
+    }
+
+    /// The stack of a sample or hit of `pid`, innermost first, each address with the method
+    /// that found it: the walk of the copied stack (`regs` in perf's order, `stack` from rsp
+    /// up), continued by the kernel's frame-pointer chain `kernel` past the copy when the walk's
+    /// last frame is in it (then the second value is true). `None` when there is nothing to
+    /// walk (no registers or no stack) or the walk found no caller where the kernel did.
+    pub fn stitched(
+        &mut self,
+        pid: u32,
+        kernel: &[u64],
+        regs: &[u64],
+        stack: &[u8],
+    ) -> Option<(Vec<(u64, UnwoundBy)>, bool)> {
+        let regs = Registers::from_perf_regs(PERF_REGS_MASK_X86_64, regs);
+        if regs.rip().is_none() || regs.rsp().is_none() || stack.is_empty() {
+            return None;
+        }
+        let walk = self.unwind(pid, regs, stack);
+        let mut frames = walk.frames;
+        let mut extended = false;
+        if !matches!(walk.end, WalkEnd::Outermost | WalkEnd::MaxFrames) {
+            if let Some(at) = frames
+                .last()
+                .filter(|_| frames.len() > 1)
+                .and_then(|last| kernel.iter().skip(1).position(|&a| a == last.0))
+            {
+                extended = true;
+                frames.extend(kernel[at + 2..].iter().map(|&a| (a, UnwoundBy::KernelFp)));
+            }
+        }
+        (frames.len() > 1 || kernel.len() <= 1).then_some((frames, extended))
     }
 
     /// Forgets process `pid`'s maps (it exited, or exec'd); images stay cached.

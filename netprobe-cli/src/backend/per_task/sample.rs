@@ -1,7 +1,7 @@
 //! Decoding what the ring buffer of a per-task probe event holds (`struct perf_event_header` and
 //! the record bodies of `include/uapi/linux/perf_event.h`), for the attribute
-//! [`super::events`] opens: `PERF_SAMPLE_TID | TIME | RAW`, plus `CALLCHAIN` when the plan
-//! records user stacks, no `sample_id_all`. The `RAW` bytes are the trace event's own record,
+//! [`super::events`] opens: `PERF_SAMPLE_TID | TIME | RAW`, plus `CALLCHAIN | REGS_USER |
+//! STACK_USER` when the plan records user stacks, no `sample_id_all`. The `RAW` bytes are the trace event's own record,
 //! laid out as its tracefs `format` file says (kernel `perf_trace_buf_submit` hands perf the
 //! buffer the event would have written to tracefs). Bounds-checked: a malformed record ends the
 //! walk and is counted, never panics.
@@ -22,6 +22,11 @@ pub struct Sample<'a> {
     pub callchain: Option<Vec<u64>>,
     /// The trace event's record.
     pub raw: &'a [u8],
+    /// The user registers (`PERF_SAMPLE_REGS_USER`, in the bit order of
+    /// `netprobe_core::debuginfo::PERF_REGS_MASK_X86_64`); empty when none came.
+    pub regs: Vec<u64>,
+    /// The user stack from rsp up (`PERF_SAMPLE_STACK_USER`'s copied bytes); empty when none.
+    pub stack: &'a [u8],
 }
 
 /// A record of the buffer.
@@ -73,12 +78,35 @@ fn decode_one(kind: u32, rec: &[u8], callchain: bool) -> Option<Record<'_>> {
             let size = u32_at(rec, at)? as usize;
             at += 4;
             let raw = rec.get(at..at.checked_add(size)?)?;
+            at += size;
+            // Then, when asked for, { u64 abi; u64 regs[weight(mask)]; } (regs only when abi is
+            // not PERF_SAMPLE_REGS_ABI_NONE) and { u64 size; char data[size]; u64 dyn_size; }
+            // (`perf_output_sample`, kernel/events/core.c).
+            let (mut regs, mut stack): (Vec<u64>, &[u8]) = (Vec::new(), &[]);
+            if let Some(abi) = u64_at(rec, at) {
+                at += 8;
+                if abi != 0 {
+                    let n = netprobe_core::debuginfo::PERF_REGS_MASK_X86_64.count_ones();
+                    for _ in 0..n {
+                        regs.push(u64_at(rec, at)?);
+                        at += 8;
+                    }
+                }
+                if let Some(size) = u64_at(rec, at).filter(|&s| s > 0) {
+                    let size = usize::try_from(size).ok()?;
+                    let data = rec.get(at + 8..(at + 8).checked_add(size)?)?;
+                    let copied = u64_at(rec, at + 8 + size)?;
+                    stack = &data[..usize::try_from(copied).map_or(size, |c| c.min(size))];
+                }
+            }
             Some(Record::Sample(Sample {
                 pid,
                 tid,
                 time,
                 callchain: chain,
                 raw,
+                regs,
+                stack,
             }))
         }
         // { header; u64 id; u64 lost; }
@@ -164,7 +192,7 @@ mod tests {
         assert_eq!(
             seen,
             vec![
-                "Sample(Sample { pid: 7, tid: 8, time: 99, callchain: Some([4198400, 4202496]), raw: [1, 2, 3, 4, 5] })",
+                "Sample(Sample { pid: 7, tid: 8, time: 99, callchain: Some([4198400, 4202496]), raw: [1, 2, 3, 4, 5], regs: [], stack: [] })",
                 "Lost(41)"
             ]
         );

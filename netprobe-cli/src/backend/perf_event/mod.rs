@@ -29,26 +29,39 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 /// Least data pages of each CPU's ring buffer (a power of two): 512 KiB, drained every 100 ms.
 const MIN_DATA_PAGES: usize = 128;
 
-/// Samples each CPU's ring buffer holds at least (sized by [`data_pages`]): 64 at the largest
-/// stack copy is 0.64 s of one thread at 99 Hz between two drains 100 ms apart.
-const SAMPLES_PER_RING: usize = 64;
+/// Samples each CPU's ring buffer holds at least (sized by [`data_pages`]).
+const MIN_SAMPLES_PER_RING: u64 = 64;
+
+/// Most data pages per CPU ring (16 MiB).
+const MAX_DATA_PAGES: usize = 4096;
 
 /// Bytes of the user stack copied with each sample, from RSP up, unless `--stack-size` says
-/// otherwise: 16 KiB, twice perf's `--call-graph dwarf` default of 8192, since a copy that ends
-/// before the outermost frame ends the unwinding there (the kernel's frame-pointer chain then
-/// extends it where it can). A multiple of 8 as `perf_event_open(2)` requires.
-pub const DEFAULT_STACK_BYTES: u32 = 16 * 1024;
+/// otherwise: perf's `--call-graph dwarf` default. A copy that ends before the outermost frame
+/// ends the unwinding there (the kernel's frame-pointer chain then extends it where it can).
+/// A multiple of 8 as `perf_event_open(2)` requires.
+pub const DEFAULT_STACK_BYTES: u32 = 8 * 1024;
+
+/// Bytes of the user stack each `trace --stack` / `count --stack` hit copies (per-task
+/// sessions): 8 KiB, perf's `--call-graph dwarf` default; a hit copies it whatever the rate, so
+/// less than a profile's sample.
+pub const HIT_STACK_BYTES: u32 = 8 * 1024;
 
 /// Largest stack copy: a sample record's size is a u16 (`struct perf_event_header`), so the
 /// kernel refuses more than about 64 KiB with the rest of the record (`perf_sample_ustack_size`
 /// in kernel/events/core.c); 32 KiB leaves room for the callchain and registers.
 pub const MAX_STACK_BYTES: u32 = 32 * 1024;
 
-/// Data pages per CPU ring for samples carrying `stack_bytes` of stack: room for
-/// [`SAMPLES_PER_RING`] of them, a power of two, at least [`MIN_DATA_PAGES`].
-fn data_pages(stack_bytes: u32) -> usize {
-    let bytes = (stack_bytes as usize + 2048) * SAMPLES_PER_RING;
-    (bytes / 4096).next_power_of_two().max(MIN_DATA_PAGES)
+/// Data pages per CPU ring for samples at `frequency` Hz carrying `stack_bytes` of stack: room
+/// for what two threads on one CPU sample in two of the reader's 100 ms ticks (at least
+/// [`MIN_SAMPLES_PER_RING`]), a power of two from [`MIN_DATA_PAGES`] to [`MAX_DATA_PAGES`].
+/// At 1999 Hz with 8 KiB stacks: 8 MiB per CPU.
+fn data_pages(stack_bytes: u32, frequency: u64) -> usize {
+    let samples = (frequency * 2 * 2 / 10).max(MIN_SAMPLES_PER_RING);
+    let bytes = (u64::from(stack_bytes) + 2048).saturating_mul(samples);
+    usize::try_from(bytes / 4096)
+        .unwrap_or(MAX_DATA_PAGES)
+        .next_power_of_two()
+        .clamp(MIN_DATA_PAGES, MAX_DATA_PAGES)
 }
 
 /// The `perf_event_attr` of a user-stack sampler at `frequency` Hz copying `stack_bytes` of
@@ -153,7 +166,7 @@ impl Sampler {
     ) -> Result<Sampler> {
         let cpus = online_cpus()?;
         let stack_bytes = (stack_bytes.min(MAX_STACK_BYTES) / 8) * 8;
-        let pages = data_pages(stack_bytes);
+        let pages = data_pages(stack_bytes, frequency);
         let mut attr = sampler_attr(frequency, enable_on_exec, stack_bytes);
         let mut rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
         let mut redirected = Vec::new();
