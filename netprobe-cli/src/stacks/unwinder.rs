@@ -78,6 +78,29 @@ impl ProcessMaps {
     }
 }
 
+/// Where the walk `frames` (innermost first) ends in the kernel's chain `kernel`: the index of
+/// the walk's last address there, `None` when it is not there (or the walk found no caller).
+/// In a recursion the same return address is in the chain many times: the one taken is where
+/// most of the walk's frames before it agree with the chain's, then the one at the walk's own
+/// depth (both walks are right through frames that keep frame pointers).
+fn splice_point(frames: &[(u64, UnwoundBy)], kernel: &[u64]) -> Option<usize> {
+    let n = frames.len();
+    let last = frames.last().filter(|_| n > 1)?.0;
+    kernel
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|&(_, &a)| a == last)
+        .map(|(j, _)| {
+            let agree = (0..=j.min(n - 1))
+                .take_while(|&t| kernel[j - t] == frames[n - 1 - t].0)
+                .count();
+            (agree, std::cmp::Reverse(j.abs_diff(n - 1)), j)
+        })
+        .max()
+        .map(|(_, _, j)| j)
+}
+
 /// Unwinds stacks of live processes, caching what it reads.
 #[derive(Default)]
 pub struct Unwinder {
@@ -159,13 +182,9 @@ impl Unwinder {
         let mut frames = walk.frames;
         let mut extended = false;
         if !matches!(walk.end, WalkEnd::Outermost | WalkEnd::MaxFrames) {
-            if let Some(at) = frames
-                .last()
-                .filter(|_| frames.len() > 1)
-                .and_then(|last| kernel.iter().skip(1).position(|&a| a == last.0))
-            {
+            if let Some(at) = splice_point(&frames, kernel) {
                 extended = true;
-                frames.extend(kernel[at + 2..].iter().map(|&a| (a, UnwoundBy::KernelFp)));
+                frames.extend(kernel[at + 1..].iter().map(|&a| (a, UnwoundBy::KernelFp)));
             }
         }
         (frames.len() > 1 || kernel.len() <= 1).then_some((frames, extended))
@@ -174,5 +193,25 @@ impl Unwinder {
     /// Forgets process `pid`'s maps (it exited, or exec'd); images stay cached.
     pub fn forget_process(&mut self, pid: u32) {
         self.processes.remove(&pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use UnwoundBy::{Cfi, Ip};
+
+    #[test]
+    fn a_recursion_is_spliced_at_the_walks_own_depth() {
+        // main(0x10) -> r(0x20) x 5, the walk stopped after three frames of r.
+        let kernel = [0x99, 0x20, 0x20, 0x20, 0x20, 0x20, 0x10];
+        let walk = [(0x99, Ip), (0x20, Cfi), (0x20, Cfi), (0x20, Cfi)];
+        assert_eq!(splice_point(&walk, &kernel), Some(3));
+        // The kernel's chain skipped two frameless callers: the walk's last is found earlier.
+        let kernel = [0x99, 0x30, 0x10];
+        let walk = [(0x99, Ip), (0x40, Cfi), (0x50, Cfi), (0x30, Cfi)];
+        assert_eq!(splice_point(&walk, &kernel), Some(1));
+        assert_eq!(splice_point(&walk[..1], &kernel), None);
+        assert_eq!(splice_point(&[(0x99, Ip), (0x77, Cfi)], &kernel), None);
     }
 }

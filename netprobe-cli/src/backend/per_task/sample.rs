@@ -78,27 +78,8 @@ fn decode_one(kind: u32, rec: &[u8], callchain: bool) -> Option<Record<'_>> {
             let size = u32_at(rec, at)? as usize;
             at += 4;
             let raw = rec.get(at..at.checked_add(size)?)?;
-            at += size;
-            // Then, when asked for, { u64 abi; u64 regs[weight(mask)]; } (regs only when abi is
-            // not PERF_SAMPLE_REGS_ABI_NONE) and { u64 size; char data[size]; u64 dyn_size; }
-            // (`perf_output_sample`, kernel/events/core.c).
-            let (mut regs, mut stack): (Vec<u64>, &[u8]) = (Vec::new(), &[]);
-            if let Some(abi) = u64_at(rec, at) {
-                at += 8;
-                if abi != 0 {
-                    let n = netprobe_core::debuginfo::PERF_REGS_MASK_X86_64.count_ones();
-                    for _ in 0..n {
-                        regs.push(u64_at(rec, at)?);
-                        at += 8;
-                    }
-                }
-                if let Some(size) = u64_at(rec, at).filter(|&s| s > 0) {
-                    let size = usize::try_from(size).ok()?;
-                    let data = rec.get(at + 8..(at + 8).checked_add(size)?)?;
-                    let copied = u64_at(rec, at + 8 + size)?;
-                    stack = &data[..usize::try_from(copied).map_or(size, |c| c.min(size))];
-                }
-            }
+            // Then, when asked for, the user registers and stack.
+            let (regs, stack) = crate::backend::perf_event::record::regs_and_stack(rec, at + size)?;
             Some(Record::Sample(Sample {
                 pid,
                 tid,

@@ -60,6 +60,33 @@ fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(bytes.try_into().ok()?))
 }
 
+/// The `PERF_SAMPLE_REGS_USER` and `PERF_SAMPLE_STACK_USER` parts of a sample record `rec`,
+/// from byte `at` on: `{ u64 abi; u64 regs[weight(mask)]; }` (regs only when abi is not
+/// PERF_SAMPLE_REGS_ABI_NONE, 0) then `{ u64 size; char data[size]; u64 dyn_size; }` (dyn_size
+/// only when size != 0: `size` is what was asked for, the first `dyn_size` bytes what the kernel
+/// could copy), as `perf_output_sample` in kernel/events/core.c writes them for
+/// [`PERF_REGS_MASK_X86_64`]. Absent parts read as empty; `None` when a part is cut short.
+pub fn regs_and_stack(rec: &[u8], mut at: usize) -> Option<(Vec<u64>, &[u8])> {
+    let (mut regs, mut stack): (Vec<u64>, &[u8]) = (Vec::new(), &[]);
+    let Some(abi) = u64_at(rec, at) else {
+        return Some((regs, stack));
+    };
+    at += 8;
+    if abi != 0 {
+        for _ in 0..PERF_REGS_MASK_X86_64.count_ones() {
+            regs.push(u64_at(rec, at)?);
+            at += 8;
+        }
+    }
+    if let Some(size) = u64_at(rec, at).filter(|&s| s > 0) {
+        let size = usize::try_from(size).ok()?;
+        let data = rec.get(at + 8..(at + 8).checked_add(size)?)?;
+        let copied = u64_at(rec, at + 8 + size)?;
+        stack = &data[..usize::try_from(copied).map_or(size, |c| c.min(size))];
+    }
+    Some((regs, stack))
+}
+
 /// Decodes one record body (`rec` = the whole record, header included).
 fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
     match kind {
@@ -87,31 +114,8 @@ fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
             if ips.is_empty() && ip != 0 {
                 ips.push(ip);
             }
-            // Then { u64 abi; u64 regs[weight(mask)]; } (regs only when abi is not
-            // PERF_SAMPLE_REGS_ABI_NONE, 0: `perf_output_sample_regs`, kernel/events/core.c).
-            let mut at = 40 + 8 * nr as usize;
-            let mut regs = Vec::new();
-            if let Some(abi) = u64_at(rec, at) {
-                at += 8;
-                if abi != 0 {
-                    for _ in 0..PERF_REGS_MASK_X86_64.count_ones() {
-                        regs.push(u64_at(rec, at)?);
-                        at += 8;
-                    }
-                }
-            }
-            // Then { u64 size; char data[size]; u64 dyn_size; } (dyn_size only when size != 0):
-            // `size` is what was asked for, the first `dyn_size` bytes are what the kernel
-            // could copy (`perf_output_sample_ustack`, kernel/events/core.c).
-            let stack = match u64_at(rec, at) {
-                None | Some(0) => Vec::new(),
-                Some(size) => {
-                    let size = usize::try_from(size).ok()?;
-                    let data = rec.get(at + 8..(at + 8).checked_add(size)?)?;
-                    let copied = u64_at(rec, at + 8 + size)?;
-                    data[..usize::try_from(copied).map_or(size, |c| c.min(size))].to_vec()
-                }
-            };
+            let (regs, stack) = regs_and_stack(rec, 40 + 8 * nr as usize)?;
+            let stack = stack.to_vec();
             Some(Record::Sample {
                 pid,
                 tid,
