@@ -133,11 +133,19 @@ def perf_round(binary, hz, expect, tmp):
     out, cpu2 = cpu_of(["perf", "script", "-i", data, "-F", "ip,sym"])
     leaf = right = 0
     for sample in out.stdout.split("\n\n"):
-        names = []
+        # perf prints a return address's inlined functions (`(inlined)`, from DWARF) before the
+        # function holding it, each with the same ip: one physical frame per run of one ip,
+        # named by its last line (gdb's physical frame).
+        frames = []
         for line in sample.strip().splitlines():
             parts = line.split(None, 1)
-            if len(parts) == 2:
-                names.append(normalize(parts[1]))
+            if len(parts) != 2:
+                continue
+            if frames and frames[-1][0] == parts[0]:
+                frames[-1] = (parts[0], parts[1])
+            else:
+                frames.append((parts[0], parts[1]))
+        names = [normalize(f[1]) for f in frames]
         if names and names[0] == "np_leaf":
             leaf += 1
             right += 1 if to_main(names) == expect else 0
