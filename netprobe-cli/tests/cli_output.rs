@@ -332,6 +332,7 @@ fn stack_printers() {
         ..f
     };
     let stack = ShownStack {
+        unwound_by: Vec::new(),
         frames: vec![
             at(
                 frame(

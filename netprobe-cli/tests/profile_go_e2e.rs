@@ -84,13 +84,14 @@ fn go_stripped_spin_is_the_top_frame() -> R {
         ));
     }
     // Every sample in Spin was reached from net/http's connection loop through its handler.
-    // main.Spin is a leaf without a frame (no BP push: `go tool objdump -s main.Spin`), so the
-    // kernel's frame-pointer walk from it continues at SpinHandler's caller, as perf's does.
+    // main.Spin is a leaf without a frame (no BP push: `go tool objdump -s main.Spin`), so a
+    // frame-pointer walk from it (the kernel's, perf -g's) continues at SpinHandler's caller;
+    // netprobe unwinds each Go frame by its pcsp table and keeps SpinHandler.
     for (f, n) in profile::stacks(&v) {
         if f.last().is_some_and(|l| l == "main.Spin") {
             let s = f.join(";");
             if !(s.contains("net/http.(*conn).serve;")
-                && s.ends_with("net/http.HandlerFunc.ServeHTTP;main.Spin"))
+                && s.ends_with("net/http.HandlerFunc.ServeHTTP;main.SpinHandler;main.Spin"))
             {
                 return Err(format!("{n} samples of main.Spin under {s}"));
             }

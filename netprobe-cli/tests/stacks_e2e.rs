@@ -218,12 +218,20 @@ fn check_c_paths(bin: &Path, image: &str, out: &str) -> R {
             }
         }
         // Above main: libc's start code (Debian's libc has no .symtab: named from .dynsym or
-        // unknown), where the walk ends (libc keeps no frame pointers).
-        for f in &frames[want.len()..] {
+        // unknown), unwound by its call-frame information (libc keeps no frame pointers) up to
+        // the program's `_start`, the outermost frame.
+        let above = &frames[want.len()..];
+        for (i, f) in above.iter().enumerate() {
             let img = f["image"].as_str().unwrap_or("");
-            if !img.contains("libc.so") {
+            let outermost_start = i + 1 == above.len() && f["function"] == "_start" && img == image;
+            if !img.contains("libc.so") && !outermost_start {
                 return Err(format!("a frame above main outside libc: {f}"));
             }
+        }
+        if above.last().is_some_and(|f| f["function"] != "_start") {
+            return Err(format!(
+                "the walk ended before the program's _start: {line}"
+            ));
         }
         if v["stack_cut"] != Json::Null {
             return Err(format!("stack said cut: {line}"));

@@ -31,6 +31,11 @@ pub struct ProfileArgs {
     /// Samples per second of each thread on CPU.
     #[arg(short = 'F', long, default_value_t = profile::DEFAULT_FREQUENCY)]
     pub frequency: u64,
+    /// Bytes of user stack copied with each sample and unwound by call-frame information (a
+    /// multiple of 8, at most 32768; as perf's --call-graph dwarf, 8192 by default). A stack deeper than
+    /// the copy is finished by the kernel's frame-pointer chain where it can be.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::backend::perf_event::DEFAULT_STACK_BYTES)]
+    pub stack_size: u32,
     /// Write the stacks in Brendan Gregg's folded format (`main;a;b COUNT`) to FILE.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
@@ -131,6 +136,7 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
         user: a.user.as_deref().map(RunAs::lookup).transpose()?,
         duration: a.duration,
         frequency: a.frequency,
+        stack_size: a.stack_size,
     };
     if a.dry_run {
         println!("{}", o.perf_record_command());
@@ -186,6 +192,12 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     let r = if a.json {
         let mut v = report.json();
         v["elapsed_s"] = serde_json::json!(p.elapsed.as_secs_f64());
+        v["unwinding"] = serde_json::json!({
+            "walked": p.unwinding.walked,
+            "extended_by_kernel_chain": p.unwinding.extended_by_kernel_chain,
+            "kernel_chain_only": p.unwinding.kernel_chain_only,
+            "per_sample_us": (p.unwinding.per_sample_us() * 100.0).round() / 100.0,
+        });
         writeln!(out, "{v}")
     } else {
         write!(out, "{}", report.table(a.top))

@@ -39,6 +39,17 @@ pub struct UserStack {
     /// The kernel's walk filled every entry it records, so the stack may go on above the last
     /// one (it stores at most a fixed number of entries per hit).
     pub kernel_limit: bool,
+    /// The thread's user registers and the top of its stack at the hit, when the backend
+    /// copied them: the stack is then unwound in user space (`crate::stacks::Unwinder`).
+    pub copy: Option<StackCopy>,
+}
+
+/// Registers (perf's x86 order, `netprobe_core::debuginfo::PERF_REGS_MASK_X86_64`) and the
+/// stack bytes from rsp up, as a hit's perf record carried them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackCopy {
+    pub regs: Vec<u64>,
+    pub stack: Vec<u8>,
 }
 
 /// A decoded argument value.

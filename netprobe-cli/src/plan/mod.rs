@@ -16,7 +16,7 @@ mod filter;
 mod hit;
 
 pub use filter::apply_filter;
-pub use hit::{Hit, UserStack, Value};
+pub use hit::{Hit, StackCopy, UserStack, Value};
 
 use crate::error::{Error, Result};
 use netprobe_core::abi::{

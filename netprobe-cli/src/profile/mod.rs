@@ -4,25 +4,30 @@
 //!
 //! The perf_event backend (`crate::backend::perf_event`) opens the samplers and reads their ring
 //! buffers (the only unsafe code of profiling); [`report`] aggregates and prints;
-//! `missed_caller` puts back the caller of a sample taken before its function made its frame.
-//! This module runs the recording loop.
+//! `missed_caller` puts back the caller of a sample taken before its function made its frame;
+//! `unwinding` chooses, per sample, between the user-space walk of the copied stack
+//! ([`crate::stacks::Unwinder`]: CFI, Go pcsp, frame pointers) and the kernel's frame-pointer
+//! chain. This module runs the recording loop.
 
 mod missed_caller;
 pub mod report;
+mod unwinding;
 
 use crate::backend::perf_event::record::{self, Record};
-use crate::backend::perf_event::Sampler;
+use crate::backend::perf_event::{Sampler, DEFAULT_STACK_BYTES, MAX_STACK_BYTES};
 use crate::error::{Error, Result};
 use crate::launch::{split_command, PausedChild};
 use crate::run_as::RunAs;
 use crate::signals::SignalPipe;
 use crate::stacks::StackNamer as Namer;
 use missed_caller::MissedCallers;
+use netprobe_core::debuginfo::UnwoundBy;
 use netprobe_core::maps::RecordedMaps;
 pub use report::{FrameName, Report};
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
+use unwinding::SampleUnwinder;
 
 /// Sampling frequency when none is given: perf's `-F 99` of the usual recipes (not 100, so
 /// sampling does not run in lockstep with timers).
@@ -41,6 +46,9 @@ pub struct ProfileOptions {
     pub duration: Option<Duration>,
     /// Samples per second per thread on CPU.
     pub frequency: u64,
+    /// Bytes of user stack copied with each sample for unwinding (`--stack-size`); 0: the
+    /// default, [`crate::backend::perf_event::DEFAULT_STACK_BYTES`].
+    pub stack_size: u32,
 }
 
 /// A finished profile.
@@ -50,6 +58,8 @@ pub struct Profile {
     /// Things to tell the user once (e.g. how to get names of JIT-compiled .NET code).
     pub notes: Vec<String>,
     pub elapsed: Duration,
+    /// What unwinding the copied stacks cost (`--json`'s `unwinding`; BENCHMARKS.md).
+    pub unwinding: unwinding::UnwindCost,
 }
 
 impl ProfileOptions {
@@ -72,7 +82,20 @@ impl ProfileOptions {
                 self.frequency
             )));
         }
+        if !self.stack_size.is_multiple_of(8) || self.stack_size > MAX_STACK_BYTES {
+            return Err(Error::usage(format!(
+                "--stack-size {} is out of range: give a multiple of 8 up to {MAX_STACK_BYTES}",
+                self.stack_size
+            )));
+        }
         Ok(())
+    }
+
+    fn stack_bytes(&self) -> u32 {
+        match self.stack_size {
+            0 => DEFAULT_STACK_BYTES,
+            n => n,
+        }
     }
 
     /// The equivalent `perf record` command line (what a perf sidecar runs: perf record, perf script, then folding).
@@ -103,10 +126,10 @@ fn threads_of(pid: u32) -> Result<Vec<u32>> {
         .collect())
 }
 
-/// Samples by process and callchain, named at the end.
+/// Samples by process and stack (each address with the method that found it), named at the end.
 #[derive(Default)]
 struct RawStacks {
-    stacks: HashMap<(u32, Vec<u64>), u64>,
+    stacks: HashMap<(u32, Vec<(u64, UnwoundBy)>), u64>,
     lost: u64,
     throttled: u64,
 }
@@ -114,6 +137,7 @@ struct RawStacks {
 fn absorb(
     buf: &[u8],
     namer: &mut Namer,
+    unwinder: &mut SampleUnwinder,
     callers: &mut MissedCallers,
     raw: &mut RawStacks,
     recorded: &RecordedMaps,
@@ -122,13 +146,15 @@ fn absorb(
         match r {
             Record::Sample {
                 pid,
-                mut ips,
+                ips,
                 stack,
+                regs,
                 ..
             } if !ips.is_empty() => {
-                callers.restore(pid, &mut ips, &stack, namer);
-                namer.learn(pid, &ips);
-                *raw.stacks.entry((pid, ips)).or_insert(0) += 1;
+                let walked = unwinder.stack(pid, ips, &regs, &stack, namer, callers);
+                let addrs: Vec<u64> = walked.iter().map(|w| w.0).collect();
+                namer.learn(pid, &addrs);
+                *raw.stacks.entry((pid, walked)).or_insert(0) += 1;
             }
             Record::Lost(n) => raw.lost += n,
             Record::Throttle => raw.throttled += 1,
@@ -151,7 +177,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         Some(argv) => {
             let mut child = PausedChild::spawn_with_env(argv, &[], o.user.as_ref())?;
             // Opened on the paused child; they start at its execve (enable_on_exec).
-            let sampler = match Sampler::open(&[child.pid()], o.frequency, true) {
+            let sampler = match Sampler::open(&[child.pid()], o.frequency, true, o.stack_bytes()) {
                 Ok(s) => s,
                 Err(e) => {
                     child.terminate();
@@ -165,7 +191,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
             for &pid in &o.pids {
                 tids.extend(threads_of(pid)?);
             }
-            let sampler = Sampler::open(&tids, o.frequency, false)?;
+            let sampler = Sampler::open(&tids, o.frequency, false, o.stack_bytes())?;
             (None, sampler)
         }
     };
@@ -187,6 +213,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
     let mut namer = Namer::new();
     namer.use_recorded_maps(Some(recorded.clone()));
     let mut callers = MissedCallers::default();
+    let mut unwinder = SampleUnwinder::default();
     let mut raw = RawStacks::default();
     let mut buf = Vec::new();
     loop {
@@ -204,7 +231,14 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
         buf.clear();
         sampler.drain(&mut buf);
-        absorb(&buf, &mut namer, &mut callers, &mut raw, &recorded);
+        absorb(
+            &buf,
+            &mut namer,
+            &mut unwinder,
+            &mut callers,
+            &mut raw,
+            &recorded,
+        );
         let gone = match child.as_mut() {
             Some(c) => c.try_wait().is_some(),
             None => o
@@ -220,7 +254,14 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
     let elapsed = start.elapsed();
     buf.clear();
     sampler.drain(&mut buf);
-    absorb(&buf, &mut namer, &mut callers, &mut raw, &recorded);
+    absorb(
+        &buf,
+        &mut namer,
+        &mut unwinder,
+        &mut callers,
+        &mut raw,
+        &recorded,
+    );
     drop(sampler);
     namer.retry_unnamed(true);
     if let Some(c) = child.as_mut() {
@@ -231,13 +272,14 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         throttled: raw.throttled,
         ..Report::default()
     };
-    for ((pid, ips), n) in &raw.stacks {
-        report.add(namer.stack(*pid, ips), *n);
+    for ((pid, walked), n) in &raw.stacks {
+        report.add(namer.stack_unwound(*pid, walked), *n);
     }
     Ok(Profile {
         report,
         notes: namer.take_notes(),
         elapsed,
+        unwinding: unwinder.cost(),
     })
 }
 

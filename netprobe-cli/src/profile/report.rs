@@ -188,6 +188,9 @@ impl Report {
                     if let Some(line) = f.line {
                         v["line"] = serde_json::json!(line);
                     }
+                    if let Some(by) = f.unwound_by {
+                        v["unwound_by"] = by.as_str().into();
+                    }
                     v
                 }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),

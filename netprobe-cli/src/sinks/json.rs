@@ -189,8 +189,17 @@ fn write_trace_line(w: &mut Vec<u8>, l: &TraceLine<'_>) -> io::Result<()> {
         key(w, false, "stack")?;
         if s.missing {
             w.write_all(b"null")?;
-        } else {
+        } else if s.unwound_by.is_empty() {
             sorted(w, &s.frames)?;
+        } else {
+            // Unwound from a copy of the stack: each frame says which method found it.
+            let mut frames = serde_json::to_value(&s.frames).map_err(io::Error::from)?;
+            if let Some(list) = frames.as_array_mut() {
+                for (f, by) in list.iter_mut().zip(&s.unwound_by) {
+                    f["unwound_by"] = by.as_str().into();
+                }
+            }
+            sorted(w, &frames)?;
         }
         key(w, false, "stack_cut")?;
         value(w, &s.cut)?;

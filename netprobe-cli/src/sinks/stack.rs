@@ -5,7 +5,8 @@
 use super::{Flow, Format, Sink, TaskInfo};
 use crate::backend::Lost;
 use crate::plan::{Hit, ProbePlan, UserStack};
-use crate::stacks::{FrameName, StackNamer};
+use crate::stacks::{FrameName, StackNamer, Unwinder};
+use netprobe_core::debuginfo::UnwoundBy;
 use netprobe_core::symbolize::Frame;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -48,6 +49,9 @@ pub struct ShownStack {
     pub depth: Option<usize>,
     /// No stack record came with the hit (the kernel could not write one).
     pub missing: bool,
+    /// Beside each frame, the method that found it, when the stack was unwound in user space
+    /// from a copy (empty: the kernel's frame-pointer chain as it came).
+    pub unwound_by: Vec<UnwoundBy>,
 }
 
 /// The innermost `depth` of `frames` and why they were cut, if they were.
@@ -69,6 +73,7 @@ fn cut_to<T>(
 #[derive(Default)]
 pub struct StackShow {
     pub namer: StackNamer,
+    unwinder: Unwinder,
     /// `--stack-depth`: at most this many frames (innermost).
     pub depth: Option<usize>,
 }
@@ -77,6 +82,7 @@ impl StackShow {
     pub fn new(depth: Option<usize>) -> StackShow {
         StackShow {
             namer: StackNamer::new(),
+            unwinder: Unwinder::new(),
             depth,
         }
     }
@@ -103,8 +109,29 @@ impl StackShow {
                 cut,
                 depth: self.depth,
                 missing: false,
+                unwound_by: Vec::new(),
             };
         };
+        if let Some((walked, _)) = stack
+            .copy
+            .as_ref()
+            .and_then(|c| self.unwinder.stitched(pid, &stack.addrs, &c.regs, &c.stack))
+        {
+            let addrs: Vec<u64> = walked.iter().map(|w| w.0).collect();
+            self.namer.learn(pid, &addrs);
+            self.namer.retry_unnamed(false);
+            let (frames, methods) = self.namer.frames_unwound(pid, &walked);
+            let (frames, cut) = cut_to(frames, self.depth, false);
+            let mut unwound_by = methods;
+            unwound_by.truncate(frames.len());
+            return ShownStack {
+                frames,
+                cut,
+                depth: self.depth,
+                missing: false,
+                unwound_by,
+            };
+        }
         self.namer.learn(pid, &stack.addrs);
         self.namer.retry_unnamed(false);
         for note in self.namer.take_notes() {
@@ -120,6 +147,7 @@ impl StackShow {
             cut,
             depth: self.depth,
             missing: false,
+            unwound_by: Vec::new(),
         }
     }
 }
@@ -176,11 +204,13 @@ impl StackCountReport {
 #[derive(Default)]
 pub struct StackCounter {
     pub namer: StackNamer,
+    unwinder: Unwinder,
     pub tasks: TaskInfo,
     pub depth: Option<usize>,
     pub max_events: Option<u64>,
     pub total: u64,
-    raw: HashMap<(u32, Vec<u64>, bool), u64>,
+    /// Per (process, addresses, kernel limit reached, methods when unwound from a copy).
+    raw: HashMap<(u32, Vec<u64>, bool, Vec<UnwoundBy>), u64>,
     without_stack: u64,
 }
 
@@ -195,6 +225,17 @@ impl StackCounter {
     }
 
     fn add(&mut self, pid: u32, stack: &UserStack) {
+        let walked = stack
+            .copy
+            .as_ref()
+            .and_then(|c| self.unwinder.stitched(pid, &stack.addrs, &c.regs, &c.stack));
+        if let Some((walked, _)) = walked {
+            let (addrs, methods): (Vec<u64>, Vec<UnwoundBy>) = walked.into_iter().unzip();
+            self.namer.learn(pid, &addrs);
+            self.namer.retry_unnamed(false);
+            *self.raw.entry((pid, addrs, false, methods)).or_insert(0) += 1;
+            return;
+        }
         self.namer.learn(pid, &stack.addrs);
         self.namer.retry_unnamed(false);
         for note in self.namer.take_notes() {
@@ -202,7 +243,7 @@ impl StackCounter {
         }
         *self
             .raw
-            .entry((pid, stack.addrs.clone(), stack.kernel_limit))
+            .entry((pid, stack.addrs.clone(), stack.kernel_limit, Vec::new()))
             .or_insert(0) += 1;
     }
 
@@ -210,13 +251,20 @@ impl StackCounter {
     pub fn stack_report(&mut self, lost: Lost, elapsed_s: f64) -> StackCountReport {
         self.namer.retry_unnamed(true);
         let mut merged: HashMap<(Vec<FrameName>, Option<StackCut>), u64> = HashMap::new();
-        for ((pid, addrs, kernel_limit), n) in &self.raw {
-            let innermost_first: Vec<FrameName> = self
-                .namer
-                .frames(*pid, addrs)
-                .iter()
-                .map(FrameName::of)
-                .collect();
+        for ((pid, addrs, kernel_limit, methods), n) in &self.raw {
+            let innermost_first: Vec<FrameName> = if methods.is_empty() {
+                self.namer
+                    .frames(*pid, addrs)
+                    .iter()
+                    .map(FrameName::of)
+                    .collect()
+            } else {
+                let walked: Vec<(u64, UnwoundBy)> =
+                    addrs.iter().copied().zip(methods.iter().copied()).collect();
+                let mut v = self.namer.stack_unwound(*pid, &walked);
+                v.reverse();
+                v
+            };
             let (frames, cut) = cut_to(innermost_first, self.depth, *kernel_limit);
             *merged.entry((frames, cut)).or_insert(0) += n;
         }
@@ -265,7 +313,7 @@ impl Sink for StackCounter {
                 None => {
                     *self
                         .raw
-                        .entry((0, stack.addrs.clone(), stack.kernel_limit))
+                        .entry((0, stack.addrs.clone(), stack.kernel_limit, Vec::new()))
                         .or_insert(0) += 1
                 }
             },

@@ -7,12 +7,14 @@
 //! [`params`] reads a function's formal parameters (names, types, locations at a probe point);
 //! [`locate`] finds the file that holds an image's DWARF (the image, a build-id or debuglink
 //! file, a debuginfod server); [`lines`] gives the source lines and inlined functions at an
-//! address.
+//! address; [`unwind`] walks stacks by call-frame information (CFI, Go's pcsp, frame
+//! pointers).
 
 mod lines;
 mod locate;
 mod params;
 mod sections;
+mod unwind;
 
 pub use lines::{LineFrame, Lines, SourceLine};
 pub use locate::{
@@ -25,3 +27,8 @@ pub use params::{
     MAX_TYPE_DEPTH,
 };
 pub use sections::{DebugSections, Reader, MAX_SECTION_BYTES};
+pub use unwind::{
+    frame_pointer_step, walk, CallFrameInfo, CfiMiss, CopiedStack, GoStackTable, ImageLookup,
+    ImageUnwinder, Registers, StackMemory, UnwoundBy, Walk, WalkEnd, WalkLimits,
+    PERF_REGS_MASK_X86_64,
+};

@@ -33,6 +33,10 @@ pub enum Recording {
     Sampled {
         /// Each record carries the user call chain (`PERF_SAMPLE_CALLCHAIN`).
         callchain: bool,
+        /// With `callchain`, bytes of the user stack each record copies with the user
+        /// registers (`PERF_SAMPLE_REGS_USER | STACK_USER`), for unwinding without frame
+        /// pointers; 0: none.
+        stack_copy: u32,
         /// Data pages of each CPU's buffer (a power of two).
         data_pages: usize,
         /// Wake the reader when this many bytes are waiting (0: on every record).
@@ -77,6 +81,7 @@ fn attr(
     a.set_enable_on_exec(u64::from(enable_on_exec));
     if let Recording::Sampled {
         callchain,
+        stack_copy,
         wakeup_bytes,
         ..
     } = how
@@ -89,6 +94,13 @@ fn attr(
             a.set_exclude_callchain_kernel(1);
             if track {
                 crate::backend::perf_event::sideband::track(&mut a);
+            }
+            if stack_copy > 0 {
+                // The uprobe PMU's tracepoint events take the same sample bits as profile's.
+                sample |=
+                    sys::bindings::PERF_SAMPLE_REGS_USER | sys::bindings::PERF_SAMPLE_STACK_USER;
+                a.sample_regs_user = netprobe_core::debuginfo::PERF_REGS_MASK_X86_64;
+                a.sample_stack_user = stack_copy;
             }
         }
         a.sample_type = sample as u64;

@@ -31,7 +31,7 @@ use crate::backend::tracefs::probe::{self, GroupName, ProbeDef, ProbeLine};
 use crate::backend::tracefs::Tracefs;
 use crate::backend::{Backend, Lost};
 use crate::error::{Error, Result};
-use crate::plan::{Hit, ProbePlan, UserStack};
+use crate::plan::{Hit, ProbePlan, StackCopy, UserStack};
 use events::{EventSpec, Recording, TaskEvents};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
@@ -234,6 +234,11 @@ impl PerTaskSession {
             let data_pages = data_pages(self.options.buffer_kb);
             Recording::Sampled {
                 callchain: self.plan.user_stacks,
+                stack_copy: if self.plan.user_stacks {
+                    crate::backend::perf_event::HIT_STACK_BYTES
+                } else {
+                    0
+                },
                 data_pages,
                 wakeup_bytes: (data_pages as u64
                     * page_size() as u64
@@ -365,6 +370,10 @@ impl PerTaskSession {
                         pid: s.pid,
                         addrs,
                         kernel_limit: full,
+                        copy: (!s.regs.is_empty() && !s.stack.is_empty()).then(|| StackCopy {
+                            regs: s.regs,
+                            stack: s.stack.to_vec(),
+                        }),
                     });
                 }
                 last = Some(hit.ts_ns);

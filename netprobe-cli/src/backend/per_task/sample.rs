@@ -1,7 +1,7 @@
 //! Decoding what the ring buffer of a per-task probe event holds (`struct perf_event_header` and
 //! the record bodies of `include/uapi/linux/perf_event.h`), for the attribute
-//! [`super::events`] opens: `PERF_SAMPLE_TID | TIME | RAW`, plus `CALLCHAIN` when the plan
-//! records user stacks, no `sample_id_all`. The `RAW` bytes are the trace event's own record,
+//! [`super::events`] opens: `PERF_SAMPLE_TID | TIME | RAW`, plus `CALLCHAIN | REGS_USER |
+//! STACK_USER` when the plan records user stacks, no `sample_id_all`. The `RAW` bytes are the trace event's own record,
 //! laid out as its tracefs `format` file says (kernel `perf_trace_buf_submit` hands perf the
 //! buffer the event would have written to tracefs). Bounds-checked: a malformed record ends the
 //! walk and is counted, never panics.
@@ -23,6 +23,11 @@ pub struct Sample<'a> {
     pub callchain: Option<Vec<u64>>,
     /// The trace event's record.
     pub raw: &'a [u8],
+    /// The user registers (`PERF_SAMPLE_REGS_USER`, in the bit order of
+    /// `netprobe_core::debuginfo::PERF_REGS_MASK_X86_64`); empty when none came.
+    pub regs: Vec<u64>,
+    /// The user stack from rsp up (`PERF_SAMPLE_STACK_USER`'s copied bytes); empty when none.
+    pub stack: &'a [u8],
 }
 
 /// A record of the buffer.
@@ -77,12 +82,16 @@ fn decode_one(kind: u32, rec: &[u8], callchain: bool) -> Option<Record<'_>> {
             let size = u32_at(rec, at)? as usize;
             at += 4;
             let raw = rec.get(at..at.checked_add(size)?)?;
+            // Then, when asked for, the user registers and stack.
+            let (regs, stack) = crate::backend::perf_event::record::regs_and_stack(rec, at + size)?;
             Some(Record::Sample(Sample {
                 pid,
                 tid,
                 time,
                 callchain: chain,
                 raw,
+                regs,
+                stack,
             }))
         }
         // { header; u64 id; u64 lost; }
@@ -168,7 +177,7 @@ mod tests {
         assert_eq!(
             seen,
             vec![
-                "Sample(Sample { pid: 7, tid: 8, time: 99, callchain: Some([4198400, 4202496]), raw: [1, 2, 3, 4, 5] })",
+                "Sample(Sample { pid: 7, tid: 8, time: 99, callchain: Some([4198400, 4202496]), raw: [1, 2, 3, 4, 5], regs: [], stack: [] })",
                 "Lost(41)"
             ]
         );

@@ -6,9 +6,11 @@
 //!
 //! Layout (perf_event_open(2) and the kernel's `tools/perf/design.txt`): one software
 //! `PERF_COUNT_SW_CPU_CLOCK` event per (thread, CPU), so it works in VMs without a PMU, sampling
-//! at a frequency with `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | STACK_USER`, user stacks only
-//! (`exclude_kernel`, `exclude_callchain_kernel`; the kernel walks the frame pointers, and the
-//! top [`USER_STACK_BYTES`] of the stack come along for the frame that walk misses). Per CPU
+//! at a frequency with `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | REGS_USER | STACK_USER`, user
+//! stacks only (`exclude_kernel`, `exclude_callchain_kernel`; the kernel walks the frame
+//! pointers, and the user registers and the top of the stack, [`DEFAULT_STACK_BYTES`] unless
+//! asked otherwise, come along so the stack can be unwound without frame pointers, as
+//! `perf record --call-graph dwarf` does). Per CPU
 //! the first event owns a ring buffer and the others send theirs to it
 //! (`PERF_EVENT_IOC_SET_OUTPUT`). Events are `inherit`ed, so threads (and processes) the targets
 //! start later are sampled into the same buffers; the kernel refuses `mmap` of an inherited
@@ -29,18 +31,52 @@ use crate::error::{Error, Result};
 use perf_event_open_sys as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// Data pages of each CPU's ring buffer (a power of two): 512 KiB holds ~440 samples of 127
-/// frames and [`USER_STACK_BYTES`] each (~0.4 s at 1 kHz), and the reader drains it every 100 ms.
-const DATA_PAGES: usize = 128;
+/// Least data pages of each CPU's ring buffer (a power of two): 512 KiB, drained every 100 ms.
+const MIN_DATA_PAGES: usize = 128;
 
-/// Bytes of the user stack copied with each sample, from RSP up: where a function's return
-/// address is while the frame-pointer walk cannot see it (its first instructions, its `ret`, a
-/// frameless leaf: `netprobe_core::innermost_frame`), below the registers it pushed. 16 pushed
-/// registers' worth; a multiple of 8 as `perf_event_open(2)` requires.
-pub const USER_STACK_BYTES: u32 = 128;
+/// Samples each CPU's ring buffer holds at least (sized by [`data_pages`]).
+const MIN_SAMPLES_PER_RING: u64 = 64;
 
-/// The `perf_event_attr` of a user-stack sampler at `frequency` Hz.
-fn sampler_attr(frequency: u64, enable_on_exec: bool) -> sys::bindings::perf_event_attr {
+/// Most data pages per CPU ring (16 MiB).
+const MAX_DATA_PAGES: usize = 4096;
+
+/// Bytes of the user stack copied with each sample, from RSP up, unless `--stack-size` says
+/// otherwise: perf's `--call-graph dwarf` default. A copy that ends before the outermost frame
+/// ends the unwinding there (the kernel's frame-pointer chain then extends it where it can).
+/// A multiple of 8 as `perf_event_open(2)` requires.
+pub const DEFAULT_STACK_BYTES: u32 = 8 * 1024;
+
+/// Bytes of the user stack each `trace --stack` / `count --stack` hit copies (per-task
+/// sessions): 8 KiB, perf's `--call-graph dwarf` default; a hit copies it whatever the rate, so
+/// less than a profile's sample.
+pub const HIT_STACK_BYTES: u32 = 8 * 1024;
+
+/// Largest stack copy: a sample record's size is a u16 (`struct perf_event_header`), so the
+/// kernel refuses more than about 64 KiB with the rest of the record (`perf_sample_ustack_size`
+/// in kernel/events/core.c); 32 KiB leaves room for the callchain and registers.
+pub const MAX_STACK_BYTES: u32 = 32 * 1024;
+
+/// Data pages per CPU ring for samples at `frequency` Hz carrying `stack_bytes` of stack: room
+/// for what two threads on one CPU sample in two of the reader's 100 ms ticks (at least
+/// [`MIN_SAMPLES_PER_RING`]), a power of two from [`MIN_DATA_PAGES`] to [`MAX_DATA_PAGES`].
+/// At 1999 Hz with 8 KiB stacks: 8 MiB per CPU.
+fn data_pages(stack_bytes: u32, frequency: u64) -> usize {
+    let samples = (frequency * 2 * 2 / 10).max(MIN_SAMPLES_PER_RING);
+    let bytes = (u64::from(stack_bytes) + 2048).saturating_mul(samples);
+    usize::try_from(bytes / 4096)
+        .unwrap_or(MAX_DATA_PAGES)
+        .next_power_of_two()
+        .clamp(MIN_DATA_PAGES, MAX_DATA_PAGES)
+}
+
+/// The `perf_event_attr` of a user-stack sampler at `frequency` Hz copying `stack_bytes` of
+/// the stack and the registers an unwinder needs
+/// ([`netprobe_core::debuginfo::PERF_REGS_MASK_X86_64`]).
+fn sampler_attr(
+    frequency: u64,
+    enable_on_exec: bool,
+    stack_bytes: u32,
+) -> sys::bindings::perf_event_attr {
     let mut a = sys::bindings::perf_event_attr {
         type_: sys::bindings::PERF_TYPE_SOFTWARE,
         size: std::mem::size_of::<sys::bindings::perf_event_attr>() as u32,
@@ -49,8 +85,10 @@ fn sampler_attr(frequency: u64, enable_on_exec: bool) -> sys::bindings::perf_eve
             | sys::bindings::PERF_SAMPLE_TID
             | sys::bindings::PERF_SAMPLE_TIME
             | sys::bindings::PERF_SAMPLE_CALLCHAIN
+            | sys::bindings::PERF_SAMPLE_REGS_USER
             | sys::bindings::PERF_SAMPLE_STACK_USER) as u64,
-        sample_stack_user: USER_STACK_BYTES,
+        sample_regs_user: netprobe_core::debuginfo::PERF_REGS_MASK_X86_64,
+        sample_stack_user: stack_bytes,
         ..Default::default()
     };
     a.__bindgen_anon_1.sample_freq = frequency;
@@ -124,11 +162,19 @@ pub struct Sampler {
 
 impl Sampler {
     /// Opens (disabled) samplers on every thread in `tids` on every online CPU, at `frequency`
-    /// Hz. `enable_on_exec`: the events start when the thread calls execve (a command held
-    /// before its exec), else on [`Sampler::enable`].
-    pub fn open(tids: &[u32], frequency: u64, enable_on_exec: bool) -> Result<Sampler> {
+    /// Hz, copying `stack_bytes` of each sampled user stack (a multiple of 8, at most
+    /// [`MAX_STACK_BYTES`]). `enable_on_exec`: the events start when the thread calls execve (a
+    /// command held before its exec), else on [`Sampler::enable`].
+    pub fn open(
+        tids: &[u32],
+        frequency: u64,
+        enable_on_exec: bool,
+        stack_bytes: u32,
+    ) -> Result<Sampler> {
         let cpus = online_cpus()?;
-        let mut attr = sampler_attr(frequency, enable_on_exec);
+        let stack_bytes = (stack_bytes.min(MAX_STACK_BYTES) / 8) * 8;
+        let pages = data_pages(stack_bytes, frequency);
+        let mut attr = sampler_attr(frequency, enable_on_exec, stack_bytes);
         let mut rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
         let mut redirected = Vec::new();
         let mut opened = 0usize;
@@ -143,7 +189,7 @@ impl Sampler {
                 opened += 1;
                 match &rings[i] {
                     None => {
-                        rings[i] = Some(Ring::map(fd, DATA_PAGES).map_err(|e| {
+                        rings[i] = Some(Ring::map(fd, pages).map_err(|e| {
                             Error::usage(format!(
                                 "cannot map the perf ring buffer ({e}): raise `ulimit -l` or kernel.perf_event_mlock_kb"
                             ))

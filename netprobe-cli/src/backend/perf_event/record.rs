@@ -1,8 +1,11 @@
 //! Decoding the records a sampler's ring buffer holds (`struct perf_event_header` and the record
 //! bodies of `include/uapi/linux/perf_event.h`), for the attribute `perf_event` opens:
-//! `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | STACK_USER`, with `sample_id_all` for the
-//! side-band records of the tasks' mappings ([`super::sideband`]). Bounds-checked: a
-//! malformed buffer ends decoding, never panics.
+//! `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | REGS_USER | STACK_USER` (registers
+//! [`PERF_REGS_MASK_X86_64`]), with `sample_id_all` for the side-band records of the tasks'
+//! mappings ([`super::sideband`]). Bounds-checked: a malformed buffer ends decoding, never
+//! panics.
+
+use netprobe_core::debuginfo::PERF_REGS_MASK_X86_64;
 
 use super::fields::{u16_at, u32_at, u64_at};
 
@@ -32,6 +35,10 @@ pub enum Record {
         /// The top of the user stack when the sample was taken, from RSP upwards
         /// (`PERF_SAMPLE_STACK_USER`'s `dyn_size` bytes); empty when the kernel copied none.
         stack: Vec<u8>,
+        /// The user registers (`PERF_SAMPLE_REGS_USER`) in the ascending bit order of
+        /// [`PERF_REGS_MASK_X86_64`]; empty when the kernel had none to give
+        /// (`PERF_SAMPLE_REGS_ABI_NONE`).
+        regs: Vec<u64>,
     },
     /// The buffer was full: this many samples were dropped.
     Lost(u64),
@@ -41,6 +48,33 @@ pub enum Record {
     Sideband(super::sideband::Sideband),
     /// Any other record type (skipped).
     Other(u32),
+}
+
+/// The `PERF_SAMPLE_REGS_USER` and `PERF_SAMPLE_STACK_USER` parts of a sample record `rec`,
+/// from byte `at` on: `{ u64 abi; u64 regs[weight(mask)]; }` (regs only when abi is not
+/// PERF_SAMPLE_REGS_ABI_NONE, 0) then `{ u64 size; char data[size]; u64 dyn_size; }` (dyn_size
+/// only when size != 0: `size` is what was asked for, the first `dyn_size` bytes what the kernel
+/// could copy), as `perf_output_sample` in kernel/events/core.c writes them for
+/// [`PERF_REGS_MASK_X86_64`]. Absent parts read as empty; `None` when a part is cut short.
+pub fn regs_and_stack(rec: &[u8], mut at: usize) -> Option<(Vec<u64>, &[u8])> {
+    let (mut regs, mut stack): (Vec<u64>, &[u8]) = (Vec::new(), &[]);
+    let Some(abi) = u64_at(rec, at) else {
+        return Some((regs, stack));
+    };
+    at += 8;
+    if abi != 0 {
+        for _ in 0..PERF_REGS_MASK_X86_64.count_ones() {
+            regs.push(u64_at(rec, at)?);
+            at += 8;
+        }
+    }
+    if let Some(size) = u64_at(rec, at).filter(|&s| s > 0) {
+        let size = usize::try_from(size).ok()?;
+        let data = rec.get(at + 8..(at + 8).checked_add(size)?)?;
+        let copied = u64_at(rec, at + 8 + size)?;
+        stack = &data[..usize::try_from(copied).map_or(size, |c| c.min(size))];
+    }
+    Some((regs, stack))
 }
 
 /// Decodes one record body (`rec` = the whole record, header included).
@@ -70,26 +104,15 @@ fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
             if ips.is_empty() && ip != 0 {
                 ips.push(ip);
             }
-            // Then { u64 size; char data[size]; u64 dyn_size; } (dyn_size only when size != 0):
-            // `size` is what was asked for, the first `dyn_size` bytes are what the kernel
-            // could copy (`perf_output_sample_ustack`, kernel/events/core.c). Absent in records
-            // of an attribute without STACK_USER.
-            let at = 40 + 8 * nr as usize;
-            let stack = match u64_at(rec, at) {
-                None | Some(0) => Vec::new(),
-                Some(size) => {
-                    let size = usize::try_from(size).ok()?;
-                    let data = rec.get(at + 8..(at + 8).checked_add(size)?)?;
-                    let copied = u64_at(rec, at + 8 + size)?;
-                    data[..usize::try_from(copied).map_or(size, |c| c.min(size))].to_vec()
-                }
-            };
+            let (regs, stack) = regs_and_stack(rec, 40 + 8 * nr as usize)?;
+            let stack = stack.to_vec();
             Some(Record::Sample {
                 pid,
                 tid,
                 time,
                 ips,
                 stack,
+                regs,
             })
         }
         PERF_RECORD_LOST => Some(Record::Lost(u64_at(rec, 16)?)),
@@ -138,7 +161,7 @@ mod tests {
     /// A sample record; with `Some((asked, copied))`, a STACK_USER part of `asked` bytes of
     /// which the first `copied` hold 0, 1, 2...
     fn with_stack(pid: u32, tid: u32, chain: &[u64], stack: Option<(usize, u64)>) -> Vec<u8> {
-        let stack_len = stack.map_or(0, |(asked, _)| 16 + asked);
+        let stack_len = stack.map_or(0, |(asked, _)| 24 + asked);
         let size = 40 + 8 * chain.len() + stack_len;
         let mut v = header(PERF_RECORD_SAMPLE, size as u16);
         v.extend_from_slice(
@@ -157,6 +180,8 @@ mod tests {
             v.extend_from_slice(&a.to_ne_bytes());
         }
         if let Some((asked, copied)) = stack {
+            // PERF_SAMPLE_REGS_ABI_NONE: no registers.
+            v.extend_from_slice(&0u64.to_ne_bytes());
             v.extend_from_slice(&(asked as u64).to_ne_bytes());
             v.extend((0..asked).map(|i| i as u8));
             v.extend_from_slice(&copied.to_ne_bytes());
@@ -179,12 +204,40 @@ mod tests {
         assert!(matches!(&decode(&buf)[..], [Record::Sample { stack, .. }] if stack.len() == 16));
         let mut buf = sample(1, 2, &[0x401000]);
         buf.extend_from_slice(&0u64.to_ne_bytes());
+        buf.extend_from_slice(&0u64.to_ne_bytes());
         let len = buf.len() as u16;
         buf[6..8].copy_from_slice(&len.to_ne_bytes());
         assert!(matches!(&decode(&buf)[..], [Record::Sample { stack, .. }] if stack.is_empty()));
         // A stack part cut off by its record is refused.
         let mut cut = with_stack(1, 2, &[0x401000], Some((64, 64)));
         cut.truncate(cut.len() - 8);
+        let len = cut.len() as u16;
+        cut[6..8].copy_from_slice(&len.to_ne_bytes());
+        assert_eq!(decode(&cut), vec![Record::Other(PERF_RECORD_SAMPLE)]);
+    }
+
+    #[test]
+    fn user_registers_come_before_the_stack() {
+        let mut buf = sample(1, 2, &[0x401000]);
+        buf.extend_from_slice(&2u64.to_ne_bytes()); // PERF_SAMPLE_REGS_ABI_64
+        let n = PERF_REGS_MASK_X86_64.count_ones() as u64;
+        for r in 0..n {
+            buf.extend_from_slice(&(1000 + r).to_ne_bytes());
+        }
+        buf.extend_from_slice(&8u64.to_ne_bytes());
+        buf.extend_from_slice(&[7; 8]);
+        buf.extend_from_slice(&8u64.to_ne_bytes());
+        let len = buf.len() as u16;
+        buf[6..8].copy_from_slice(&len.to_ne_bytes());
+        match &decode(&buf)[..] {
+            [Record::Sample { regs, stack, .. }] => {
+                assert_eq!(regs, &(1000..1000 + n).collect::<Vec<_>>());
+                assert_eq!(stack, &vec![7u8; 8]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Registers cut off by the record's end: refused.
+        let mut cut = buf[..buf.len() - 8 * (n as usize)].to_vec();
         let len = cut.len() as u16;
         cut[6..8].copy_from_slice(&len.to_ne_bytes());
         assert_eq!(decode(&cut), vec![Record::Other(PERF_RECORD_SAMPLE)]);
@@ -233,6 +286,7 @@ mod tests {
                     time: 77,
                     ips: vec![0x401000, 0x401234, 0x7f00_0000_1000],
                     stack: vec![],
+                    regs: vec![],
                 },
                 Record::Lost(42),
                 Record::Other(3),

@@ -223,6 +223,7 @@ pub(super) fn merge_stack(rec: decode::UserStackRecord, return_address: Option<u
         }
     }
     UserStack {
+        copy: None,
         pid: rec.pid,
         addrs,
         kernel_limit: rec.full,

@@ -1,8 +1,14 @@
 //! User call stacks named by the core symbolizer, for every command that shows stacks
 //! (`profile`'s samples, `trace --stack` and `count --stack` hits): a [`StackNamer`] names each
 //! (process, address) once and keeps the frames; [`FrameName`] is a frame as folded stacks and
-//! flame graphs show it.
+//! flame graphs show it; [`Unwinder`] walks a copied user stack from its registers, without
+//! frame pointers where the images carry call-frame information.
 
+mod unwinder;
+
+pub use unwinder::Unwinder;
+
+use netprobe_core::debuginfo::UnwoundBy;
 use netprobe_core::symbolize::{Frame, SourceKind, Symbolizer};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -26,6 +32,10 @@ pub struct FrameName {
     /// call's in the others).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// Which method found the frame (call-frame information, the frame pointer, Go's pcsp
+    /// table, the kernel's callchain), when the stack was unwound in user space.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unwound_by: Option<UnwoundBy>,
 }
 
 impl FrameName {
@@ -39,6 +49,7 @@ impl FrameName {
                 unknown: false,
                 file: f.file.clone(),
                 line: f.line,
+                unwound_by: None,
             },
             None => FrameName {
                 name: f.to_string(),
@@ -46,6 +57,7 @@ impl FrameName {
                 unknown: true,
                 file: None,
                 line: None,
+                unwound_by: None,
             },
         }
     }
@@ -58,6 +70,7 @@ impl FrameName {
             unknown,
             file: None,
             line: None,
+            unwound_by: None,
         }
     }
 
@@ -266,28 +279,40 @@ impl StackNamer {
     /// data from then on (through a frame of code that keeps no frame pointer), so it and every
     /// frame outside it are dropped.
     pub fn frames(&self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
+        self.frames_per_address(pid, addrs)
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// [`StackNamer::frames`] grouped by the stack's address they name (one group per address
+    /// kept, in order).
+    fn frames_per_address(&self, pid: u32, addrs: &[u64]) -> Vec<Vec<Frame>> {
         let end = lookup_addresses(addrs)
             .enumerate()
             .skip(1)
             .find(|(_, a)| self.not_code.contains(&(pid, *a)))
             .map_or(addrs.len(), |(i, _)| i);
         let addrs = &addrs[..end];
-        let mut out = Vec::with_capacity(addrs.len() + 4);
+        let mut out = Vec::with_capacity(addrs.len());
         for (i, (addr, lookup)) in addrs.iter().zip(lookup_addresses(addrs)).enumerate() {
-            match self.cache.get(&(pid, lookup, i > 0)) {
-                Some((at, frames)) => out.extend(frames.iter().map(|f| {
-                    let shift = addr - at;
-                    Frame {
-                        address: *addr,
-                        offset: f.offset.map(|o| o + shift),
-                        file_offset: f
-                            .file_offset
-                            .map(|o| netprobe_core::addr::FileOffset(o.0 + shift)),
-                        ..f.clone()
-                    }
-                })),
-                None => out.push(unknown_frame(*addr)),
-            }
+            out.push(match self.cache.get(&(pid, lookup, i > 0)) {
+                Some((at, frames)) => frames
+                    .iter()
+                    .map(|f| {
+                        let shift = addr - at;
+                        Frame {
+                            address: *addr,
+                            offset: f.offset.map(|o| o + shift),
+                            file_offset: f
+                                .file_offset
+                                .map(|o| netprobe_core::addr::FileOffset(o.0 + shift)),
+                            ..f.clone()
+                        }
+                    })
+                    .collect(),
+                None => vec![unknown_frame(*addr)],
+            });
         }
         out
     }
@@ -305,6 +330,40 @@ impl StackNamer {
             .rev()
             .map(FrameName::of)
             .collect()
+    }
+
+    /// The named stack, root first, of an unwound stack (innermost first, each address with the
+    /// method that found it): every frame of an address (its inlined functions too) carries
+    /// that method.
+    pub fn stack_unwound(&self, pid: u32, walked: &[(u64, UnwoundBy)]) -> Vec<FrameName> {
+        let (frames, methods) = self.frames_unwound(pid, walked);
+        let mut out: Vec<FrameName> = frames
+            .iter()
+            .zip(methods)
+            .map(|(f, by)| FrameName {
+                unwound_by: Some(by),
+                ..FrameName::of(f)
+            })
+            .collect();
+        out.reverse();
+        out
+    }
+
+    /// [`StackNamer::frames`] of an unwound stack, innermost first, and beside each frame the
+    /// method that found its address.
+    pub fn frames_unwound(
+        &self,
+        pid: u32,
+        walked: &[(u64, UnwoundBy)],
+    ) -> (Vec<Frame>, Vec<UnwoundBy>) {
+        let addrs: Vec<u64> = walked.iter().map(|w| w.0).collect();
+        let mut frames = Vec::with_capacity(walked.len());
+        let mut methods = Vec::with_capacity(walked.len());
+        for (group, &(_, by)) in self.frames_per_address(pid, &addrs).into_iter().zip(walked) {
+            methods.extend(std::iter::repeat_n(by, group.len()));
+            frames.extend(group);
+        }
+        (frames, methods)
     }
 
     /// Notes for the user gathered while naming (how to get names of JIT-compiled .NET code),
