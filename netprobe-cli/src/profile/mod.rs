@@ -13,6 +13,7 @@ mod missed_caller;
 pub mod report;
 mod unwinding;
 
+use crate::backend::perf_event::drainer::Drainer;
 use crate::backend::perf_event::record::{self, Record};
 use crate::backend::perf_event::{Sampler, DEFAULT_STACK_BYTES, MAX_STACK_BYTES};
 use crate::error::{Error, Result};
@@ -173,7 +174,7 @@ const TICK: Duration = Duration::from_millis(100);
 pub fn record(o: &ProfileOptions) -> Result<Profile> {
     o.check()?;
     let argv = o.command.as_deref().map(split_command).transpose()?;
-    let (mut child, mut sampler) = match &argv {
+    let (mut child, sampler) = match &argv {
         Some(argv) => {
             let mut child = PausedChild::spawn_with_env(argv, &[], o.user.as_ref())?;
             // Opened on the paused child; they start at its execve (enable_on_exec).
@@ -216,6 +217,10 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
     let mut unwinder = SampleUnwinder::default();
     let mut raw = RawStacks::default();
     let mut buf = Vec::new();
+    let drainer = Drainer::start(sampler).map_err(|e| Error::Io {
+        path: "netprobe-drain thread".into(),
+        source: e,
+    })?;
     loop {
         let left = o.duration.map(|d| d.saturating_sub(start.elapsed()));
         if left == Some(Duration::ZERO) || signals.received().is_some() {
@@ -227,10 +232,10 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: one valid pollfd for the duration of the call.
-        unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
+        // SAFETY: one valid pollfd, polled without waiting.
+        unsafe { libc::poll(&mut pfd, 1, 0) };
         buf.clear();
-        sampler.drain(&mut buf);
+        drainer.take(wait, &mut buf);
         absorb(
             &buf,
             &mut namer,
@@ -250,10 +255,9 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
             break;
         }
     }
-    sampler.disable();
     let elapsed = start.elapsed();
     buf.clear();
-    sampler.drain(&mut buf);
+    drainer.finish(&mut buf);
     absorb(
         &buf,
         &mut namer,
@@ -262,7 +266,6 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         &mut raw,
         &recorded,
     );
-    drop(sampler);
     namer.retry_unnamed(true);
     if let Some(c) = child.as_mut() {
         c.terminate();

@@ -19,6 +19,7 @@
 //! a process gone before its samples are named is named from what it had mapped; host-wide
 //! sessions get the same from one system-wide event per CPU ([`host_mappings`]).
 
+pub mod drainer;
 mod fields;
 pub mod host_mappings;
 pub mod record;
