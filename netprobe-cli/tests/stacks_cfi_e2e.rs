@@ -5,7 +5,8 @@
 //!   `fixtures/rust/unwind_sort.rs`, a Rust release build (`rustc -O -g`, no frame pointers),
 //!   does the same through `sort_by`. gdb, at a breakpoint on the leaf, prints the chain of
 //!   physical frames (`bt` without the frames it makes up for inlined calls and tail calls: no
-//!   return address on the stack stands for them).
+//!   return address on the stack stands for them), compared with netprobe's frames that are
+//!   not inlined (its DWARF inlined frames are reported beside them, marked `inlined`).
 //! - `profile`: at least 99% of the samples in the leaf carry that same chain up to `main`
 //!   (frames of the program by name, each other frame as one frame), and `--json` says which
 //!   method found each frame.
@@ -140,7 +141,14 @@ fn profile_matches_gdb(bin: &Path) -> R {
     let mut methods = std::collections::BTreeSet::new();
     let mut wrong = Vec::new();
     for s in v["stacks"].as_array().into_iter().flatten() {
-        let frames: Vec<&Json> = s["frames"].as_array().into_iter().flatten().rev().collect();
+        // Physical frames, as gdb's chain: inlined ones (DWARF's) have no return address.
+        let frames: Vec<&Json> = s["frames"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .rev()
+            .filter(|f| f["inlined"] != true)
+            .collect();
         let names: Vec<String> = frames
             .iter()
             .map(|f| f["function"].as_str().unwrap_or("").to_string())
@@ -206,7 +214,12 @@ fn trace_matches_gdb(bin: &Path) -> R {
         return Err(format!("{} hits: {}", hits.len(), e2e::text(&out.stdout)));
     }
     for h in &hits {
-        let frames: Vec<&Json> = h["stack"].as_array().into_iter().flatten().collect();
+        let frames: Vec<&Json> = h["stack"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["inlined"] != true)
+            .collect();
         let got = to_main(
             frames
                 .iter()

@@ -44,7 +44,7 @@ pub(crate) fn run_generation(
                 tasks: session.tasks(),
                 stacks: o.stack.then(|| {
                     let mut show = sinks::stack::StackShow::new(o.stack_depth);
-                    show.namer.use_recorded_maps(session.recorded_maps());
+                    show.use_recorded_maps(session.recorded_maps());
                     show
                 }),
             };
@@ -56,7 +56,7 @@ pub(crate) fn run_generation(
         Mode::Count if o.stack => {
             let mut counter =
                 sinks::stack::StackCounter::new(session.tasks(), o.stack_depth, o.max_events);
-            counter.namer.use_recorded_maps(session.recorded_maps());
+            counter.use_recorded_maps(session.recorded_maps());
             let outcome = session.run(&mut counter)?;
             let elapsed = started.elapsed().as_secs_f64();
             let report = counter.stack_report(outcome.lost, elapsed);

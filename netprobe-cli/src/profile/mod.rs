@@ -215,6 +215,7 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
     namer.use_recorded_maps(Some(recorded.clone()));
     let mut callers = MissedCallers::default();
     let mut unwinder = SampleUnwinder::default();
+    unwinder.use_recorded_maps(Some(recorded.clone()));
     let mut raw = RawStacks::default();
     let mut buf = Vec::new();
     let drainer = Drainer::start(sampler).map_err(|e| Error::Io {

@@ -50,6 +50,11 @@ pub struct SampleUnwinder {
 }
 
 impl SampleUnwinder {
+    /// Unwinds the samples of processes gone by then from the mappings the profile recorded.
+    pub fn use_recorded_maps(&mut self, recorded: Option<netprobe_core::maps::RecordedMaps>) {
+        self.unwinder.use_recorded_maps(recorded);
+    }
+
     /// The stack of one sample of `pid`, innermost first, each address with the method that
     /// found it: `kernel` is the kernel's frame-pointer chain (`kernel[0]` the sampled ip),
     /// `regs` and `stack` what `PERF_SAMPLE_REGS_USER` and `PERF_SAMPLE_STACK_USER` carried.

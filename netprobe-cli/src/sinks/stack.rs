@@ -79,6 +79,13 @@ pub struct StackShow {
 }
 
 impl StackShow {
+    /// Names and unwinds the stacks of processes gone by then from the mappings the session
+    /// recorded (`Session::recorded_maps`).
+    pub fn use_recorded_maps(&mut self, recorded: Option<netprobe_core::maps::RecordedMaps>) {
+        self.unwinder.use_recorded_maps(recorded.clone());
+        self.namer.use_recorded_maps(recorded);
+    }
+
     pub fn new(depth: Option<usize>) -> StackShow {
         StackShow {
             namer: StackNamer::new(),
@@ -215,6 +222,13 @@ pub struct StackCounter {
 }
 
 impl StackCounter {
+    /// Names and unwinds the stacks of processes gone by then from the mappings the session
+    /// recorded (`Session::recorded_maps`).
+    pub fn use_recorded_maps(&mut self, recorded: Option<netprobe_core::maps::RecordedMaps>) {
+        self.unwinder.use_recorded_maps(recorded.clone());
+        self.namer.use_recorded_maps(recorded);
+    }
+
     pub fn new(tasks: TaskInfo, depth: Option<usize>, max_events: Option<u64>) -> StackCounter {
         StackCounter {
             tasks,

@@ -11,7 +11,7 @@ use netprobe_core::debuginfo::{
     PERF_REGS_MASK_X86_64,
 };
 use netprobe_core::file_id::FileId;
-use netprobe_core::maps::{MapPath, MapsEntry};
+use netprobe_core::maps::{MapPath, MapsEntry, RecordedMaps};
 use netprobe_core::normalize::MappedImage;
 use netprobe_core::process::Process;
 use std::collections::HashMap;
@@ -24,7 +24,10 @@ const MAPS_REFRESH_INTERVAL: Duration = Duration::from_millis(20);
 
 /// One process's executable file mappings.
 struct ProcessMaps {
-    process: Process,
+    /// `None`: gone, known from the mappings a session recorded.
+    process: Option<Process>,
+    /// The recorded images' open files, which the paths in `exec` name.
+    _held: Vec<std::fs::File>,
     /// Executable file-backed mappings by ascending start, each with the image's path to open.
     exec: Vec<(MapsEntry, Option<PathBuf>)>,
     /// Per mapping start: the image's unwinder and bias, once looked up.
@@ -33,21 +36,55 @@ struct ProcessMaps {
 }
 
 impl ProcessMaps {
-    fn read(pid: u32) -> Option<ProcessMaps> {
-        let process = Process::open(pid).ok()?;
-        let mut p = ProcessMaps {
-            process,
-            exec: Vec::new(),
-            resolved: HashMap::new(),
-            read_at: Instant::now(),
-        };
-        p.refresh();
-        Some(p)
+    fn read(pid: u32, recorded: Option<&RecordedMaps>) -> Option<ProcessMaps> {
+        let live = Process::open(pid).ok().and_then(|process| {
+            let mut p = ProcessMaps {
+                process: Some(process),
+                _held: Vec::new(),
+                exec: Vec::new(),
+                resolved: HashMap::new(),
+                read_at: Instant::now(),
+            };
+            p.refresh();
+            (!p.exec.is_empty()).then_some(p)
+        });
+        // Gone, or a zombie whose maps read empty: the mappings the session recorded of it,
+        // each file opened under its root only when it is the recorded file (as the symbolizer
+        // names its frames: `RecordedView::open_images`).
+        live.or_else(|| {
+            let view = recorded?.view(pid)?;
+            let opened = view.open_images(pid);
+            let exec = view
+                .maps
+                .iter()
+                .filter(|m| {
+                    m.perms.exec && matches!(m.path, MapPath::File { .. }) && !m.path.is_memfd()
+                })
+                .map(|m| {
+                    let i = opened
+                        .images
+                        .iter()
+                        .position(|i| i.mappings.iter().any(|x| x.start == m.start));
+                    let path = i.and_then(|i| opened.opened[i].as_ref().map(|(p, _)| p.clone()));
+                    (m.clone(), path)
+                })
+                .collect();
+            Some(ProcessMaps {
+                process: None,
+                _held: opened.held,
+                exec,
+                resolved: HashMap::new(),
+                read_at: Instant::now(),
+            })
+        })
     }
 
     fn refresh(&mut self) {
         self.read_at = Instant::now();
-        let Ok(mut maps) = self.process.maps() else {
+        let Some(process) = &self.process else {
+            return;
+        };
+        let Ok(mut maps) = process.maps() else {
             return;
         };
         maps.sort_by_key(|m| m.start);
@@ -61,8 +98,7 @@ impl ProcessMaps {
                 let img = images
                     .iter()
                     .find(|i| i.mappings.iter().any(|x| x.start == m.start));
-                let path =
-                    img.and_then(|i| netprobe_core::resolve::read_path(&self.process, i).ok());
+                let path = img.and_then(|i| netprobe_core::resolve::read_path(process, i).ok());
                 (m.clone(), path)
             })
             .collect();
@@ -109,11 +145,19 @@ pub struct Unwinder {
     /// cannot be read as ELF.
     images: HashMap<(Option<FileId>, PathBuf), Option<Arc<ImageUnwinder>>>,
     limits: WalkLimits,
+    /// What the session recorded of its processes' mappings, for processes gone before their
+    /// stacks are unwound.
+    recorded: Option<RecordedMaps>,
 }
 
 impl Unwinder {
     pub fn new() -> Unwinder {
         Unwinder::default()
+    }
+
+    /// Unwinds the stacks of processes gone by then with the mappings `recorded` holds.
+    pub fn use_recorded_maps(&mut self, recorded: Option<RecordedMaps>) {
+        self.recorded = recorded;
     }
 
     /// Walks the stack of a thread of `pid` whose registers are `regs` and whose stack from rsp
@@ -127,10 +171,11 @@ impl Unwinder {
             processes,
             images,
             limits,
+            recorded,
         } = self;
         let maps = processes
             .entry(pid)
-            .or_insert_with(|| ProcessMaps::read(pid));
+            .or_insert_with(|| ProcessMaps::read(pid, recorded.as_ref()));
         let mut lookup = |pc: u64| -> Option<(Arc<ImageUnwinder>, u64)> {
             let maps = maps.as_mut()?;
             let i = match maps.mapping(pc) {

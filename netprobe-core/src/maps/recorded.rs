@@ -63,6 +63,56 @@ pub struct RecordedView {
     pub root: Option<Arc<OwnedFd>>,
 }
 
+/// The images of a [`RecordedView`], each opened as the module docs say.
+pub struct OpenedImages {
+    /// The mappings grouped per file.
+    pub images: Vec<crate::normalize::MappedImage>,
+    /// Per image: a path that opens it (`/proc/self/fd/N` of a file in `held`) and its
+    /// identity; `None` when it is not the recorded file or does not open.
+    pub opened: Vec<Option<(std::path::PathBuf, Option<crate::file_id::FileId>)>>,
+    /// The open files the paths name: keep them as long as the paths are used.
+    pub held: Vec<std::fs::File>,
+}
+
+impl RecordedView {
+    /// Opens each image of these mappings under the recorded root (process `pid`'s, named
+    /// `/proc/PID/root/...` in errors), keeping only a regular file with the recorded device and
+    /// inode: a path that opens another file, or none, or a deleted or memfd mapping, gives
+    /// `None` for that image. Without a root nothing is opened.
+    pub fn open_images(&self, pid: u32) -> OpenedImages {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let images = crate::normalize::MappedImage::group(&self.maps);
+        let mut held = Vec::new();
+        let opened = images
+            .iter()
+            .map(|img| {
+                let root = self.root.as_ref()?;
+                if img.deleted || img.inode == 0 || img.mappings.iter().any(|m| m.path.is_memfd()) {
+                    return None;
+                }
+                let shown = std::path::Path::new("/proc")
+                    .join(pid.to_string())
+                    .join("root")
+                    .join(img.path.strip_prefix("/").unwrap_or(&img.path));
+                let file = crate::regular_file::open_in_root(root, &img.path, &shown).ok()?;
+                let meta = file.metadata().ok()?;
+                if (Device::from_st_dev(meta.dev()), meta.ino()) != (img.dev, img.inode) {
+                    return None;
+                }
+                let open = std::path::PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                held.push(file);
+                Some((open, Some(crate::file_id::FileId::from_metadata(&meta))))
+            })
+            .collect();
+        OpenedImages {
+            images,
+            opened,
+            held,
+        }
+    }
+}
+
 /// The mappings of a session's processes, shared between the backend that reads the records and
 /// the symbolizer that names frames (a cheap clone of one shared store).
 #[derive(Clone, Debug, Default)]

@@ -22,7 +22,7 @@ use crate::debuginfo::DebugSearch;
 use crate::error::Result;
 use crate::file_id::FileId;
 use crate::formulas;
-use crate::maps::{Device, MapPath, MapsEntry, RecordedMaps, RecordedView};
+use crate::maps::{MapPath, MapsEntry, RecordedMaps, RecordedView};
 use crate::normalize::MappedImage;
 use crate::process::Process;
 use std::collections::{HashMap, HashSet};
@@ -138,33 +138,9 @@ impl ProcessView {
     /// when it is the recorded file (device and inode); a path that opens another file, or
     /// none, leaves that file's frames unnamed.
     fn use_recorded(&mut self, view: RecordedView) -> Result<()> {
-        use std::os::fd::AsRawFd;
-        use std::os::unix::fs::MetadataExt;
-        let images = MappedImage::group(&view.maps);
-        let mut held = Vec::new();
-        let opened: Vec<Option<(PathBuf, Option<FileId>)>> = images
-            .iter()
-            .map(|img| {
-                let root = view.root.as_ref()?;
-                if img.deleted || img.inode == 0 || img.mappings.iter().any(|m| m.path.is_memfd()) {
-                    return None;
-                }
-                let shown = Path::new("/proc")
-                    .join(self.pid.to_string())
-                    .join("root")
-                    .join(img.path.strip_prefix("/").unwrap_or(&img.path));
-                let file = crate::regular_file::open_in_root(root, &img.path, &shown).ok()?;
-                let meta = file.metadata().ok()?;
-                if (Device::from_st_dev(meta.dev()), meta.ino()) != (img.dev, img.inode) {
-                    return None;
-                }
-                let open = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-                held.push(file);
-                Some((open, Some(FileId::from_metadata(&meta))))
-            })
-            .collect();
-        self.set_maps(view.maps, &images, &opened);
-        self.held = held;
+        let opened = view.open_images(self.pid);
+        self.set_maps(view.maps, &opened.images, &opened.opened);
+        self.held = opened.held;
         Ok(())
     }
 
