@@ -426,7 +426,7 @@ impl Symbolizer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::maps::{mmap_record_entry, MmapRecord};
+    use crate::maps::{mmap_record_entry, Device, MmapRecord};
     use std::os::unix::fs::MetadataExt;
 
     /// A pid no process has (above the kernel's `PID_MAX_LIMIT` of 2^22).
