@@ -372,7 +372,7 @@ impl ImageIndex {
         address: u64,
     ) -> Vec<Frame> {
         let Some(hit) = self.lookup(off) else {
-            return vec![Frame {
+            let unknown = Frame {
                 address,
                 image: Some(image.to_path_buf()),
                 file_offset: Some(off),
@@ -383,7 +383,33 @@ impl ImageIndex {
                 file: None,
                 line: None,
                 column: None,
-            }];
+            };
+            // No symbol covers the address (a local function of a stripped library, e.g.
+            // libc's `__libc_start_call_main`), but DWARF, maybe from its debug file, may name
+            // the function and those inlined into it there, as gdb and addr2line do.
+            let dwarf: Vec<LineFrame> = lines
+                .and_then(|l| {
+                    let v = l.segments.vaddr_of_file_offset(off)?;
+                    Some(l.lines.frames(v.0))
+                })
+                .unwrap_or_default();
+            if dwarf.last().is_none_or(|d| d.function.is_none()) {
+                return vec![unknown];
+            }
+            let last = dwarf.len() - 1;
+            return dwarf
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    Frame {
+                        function: d.function.clone(),
+                        source: SourceKind::Dwarf,
+                        inlined: i < last,
+                        ..unknown.clone()
+                    }
+                    .at(d.location.as_ref())
+                })
+                .collect();
         };
         let dwarf: Vec<LineFrame> = match (lines, hit.member) {
             (Some(l), None) => l
