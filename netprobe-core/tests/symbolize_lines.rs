@@ -411,6 +411,9 @@ fn libc_local_functions() -> Result<(), String> {
             ));
         }
     }
+    if named < addrs.len() * 3 / 4 {
+        return Err(format!("only {named} of {} addresses named", addrs.len()));
+    }
     Ok(())
 }
 
