@@ -225,6 +225,17 @@ impl Unwinder {
         }
         let walk = self.unwind(pid, regs, stack);
         let mut frames = walk.frames;
+        // The innermost function has no call-frame information (.NET ReadyToRun and JIT code,
+        // the vDSO): its caller was guessed from the frame pointer, which is the caller's
+        // caller's frame at a function's first instructions. The kernel's chain is then no
+        // worse, and for a probe hit it holds the caller the probe read from the stack itself
+        // (the return address at entry), for a sample the one `MissedCallers` puts back: where
+        // the two differ, the caller is the chain's.
+        if let (Some(&(caller, UnwoundBy::Fp)), Some(&k)) = (frames.get(1), kernel.get(1)) {
+            if caller != k {
+                return None;
+            }
+        }
         let mut extended = false;
         if !matches!(walk.end, WalkEnd::Outermost | WalkEnd::MaxFrames) {
             if let Some(at) = splice_point(&frames, kernel) {
