@@ -384,16 +384,5 @@ fn lookup_addresses(addrs: &[u64]) -> impl Iterator<Item = u64> + '_ {
 }
 
 fn unknown_frame(addr: u64) -> Frame {
-    Frame {
-        address: addr,
-        image: None,
-        file_offset: None,
-        function: None,
-        offset: None,
-        source: SourceKind::Unknown,
-        inlined: false,
-        file: None,
-        line: None,
-        column: None,
-    }
+    Frame::unknown(addr, None, None)
 }

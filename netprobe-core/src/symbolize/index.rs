@@ -372,18 +372,7 @@ impl ImageIndex {
         address: u64,
     ) -> Vec<Frame> {
         let Some(hit) = self.lookup(off) else {
-            let unknown = Frame {
-                address,
-                image: Some(image.to_path_buf()),
-                file_offset: Some(off),
-                function: None,
-                offset: None,
-                source: SourceKind::Unknown,
-                inlined: false,
-                file: None,
-                line: None,
-                column: None,
-            };
+            let unknown = Frame::unknown(address, Some(image.to_path_buf()), Some(off));
             // No symbol covers the address (a local function of a stripped library, e.g.
             // libc's `__libc_start_call_main`), but DWARF, maybe from its debug file, may name
             // the function and those inlined into it there, as gdb and addr2line do.

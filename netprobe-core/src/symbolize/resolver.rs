@@ -321,18 +321,7 @@ impl Symbolizer {
             }
             None => None,
         };
-        let unknown = |image: Option<PathBuf>, file_offset: Option<FileOffset>| Frame {
-            address: addr,
-            image,
-            file_offset,
-            function: None,
-            offset: None,
-            source: SourceKind::Unknown,
-            inlined: false,
-            file: None,
-            line: None,
-            column: None,
-        };
+        let unknown = |image, file_offset| Frame::unknown(addr, image, file_offset);
         let Some(i) = i else {
             return Ok(vec![unknown(None, None)]);
         };

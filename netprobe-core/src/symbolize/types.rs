@@ -110,6 +110,25 @@ impl Frame {
     }
 }
 
+impl Frame {
+    /// A frame no table names: `[unknown] (image+0xOFF)`, or `[unknown] (0xADDR)` without an
+    /// image.
+    pub fn unknown(address: u64, image: Option<PathBuf>, file_offset: Option<FileOffset>) -> Frame {
+        Frame {
+            address,
+            image,
+            file_offset,
+            function: None,
+            offset: None,
+            source: SourceKind::Unknown,
+            inlined: false,
+            file: None,
+            line: None,
+            column: None,
+        }
+    }
+}
+
 fn ser_hex<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&format_args!("{v:#x}"))
 }
