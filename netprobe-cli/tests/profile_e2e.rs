@@ -355,6 +355,32 @@ fn dry_run_prints_perf_record() -> R {
     if text(&out.stdout) != "perf record -F 99 -g -p 1 -- sleep 10\n" {
         return Err(format!("dry run printed {:?}", text(&out.stdout)));
     }
+    let out = netprobe::command()
+        .args(["profile", "-p", "1", "--off-cpu", "--off-cpu-every", "4", "--dry-run"])
+        .output()
+        .map_err(err)?;
+    let out = succeeded(out, "--off-cpu --dry-run")?;
+    if text(&out.stdout) != "perf record -e context-switches/period=4/ --switch-events -g -p 1\n" {
+        return Err(format!("off-CPU dry run printed {:?}", text(&out.stdout)));
+    }
+    // Off-CPU options without an off-CPU profile, both kinds at once, or a ratio of 0: one
+    // line naming the fix.
+    for args in [
+        &["--off-cpu-every", "3"][..],
+        &["--min-block", "1ms"],
+        &["--off-cpu", "--wall"],
+        &["--off-cpu", "--off-cpu-every", "0"],
+    ] {
+        let out = netprobe::command()
+            .args(["profile", "-p", "1", "--duration", "1s"])
+            .args(args)
+            .output()
+            .map_err(err)?;
+        let e = text(&out.stderr);
+        if out.status.success() || !e.lines().next().unwrap_or("").contains("error") {
+            return Err(format!("{args:?}: expected an error line, got {e:?}"));
+        }
+    }
     Ok(())
 }
 

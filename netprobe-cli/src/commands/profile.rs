@@ -42,7 +42,8 @@ pub struct ProfileArgs {
     pub wall: bool,
     /// With --off-cpu or --wall: take the stack of one switch off the CPU in N, weighing each
     /// as N, to bound the cost on targets that switch very often.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub off_cpu_every: u64,
     /// With --off-cpu or --wall: do not count waits shorter than this (e.g. 1ms).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]

@@ -145,15 +145,19 @@ impl ProfileOptions {
     }
 
     /// The equivalent `perf record` command line (what a perf sidecar runs: perf record, perf
-    /// script, then folding; off the CPU, `perf record -e sched:sched_switch` and perf's
-    /// `sched timehist` give the waits).
+    /// script, then folding; off the CPU, the same events as netprobe's, whose waits `perf
+    /// script --show-switch-events` lists).
     pub fn perf_record_command(&self) -> String {
         let mut cmd = match self.kind {
             ProfileKind::OnCpu => format!("perf record -F {} -g", self.frequency),
-            ProfileKind::OffCpu => "perf record -e sched:sched_switch --switch-events -g".into(),
+            ProfileKind::OffCpu => format!(
+                "perf record -e context-switches/period={}/ --switch-events -g",
+                self.off_cpu_every.max(1)
+            ),
             ProfileKind::Wall => format!(
-                "perf record -e cpu-clock -c {} -e sched:sched_switch --switch-events -g",
-                self.period_ns()
+                "perf record -e cpu-clock/period={}/ -e context-switches/period={}/ --switch-events -g",
+                self.period_ns(),
+                self.off_cpu_every.max(1)
             ),
         };
         if !self.pids.is_empty() {
@@ -354,6 +358,16 @@ mod tests {
         assert_eq!(
             o.perf_record_command(),
             "perf record -F 997 -g -- ./app serve"
+        );
+        let o = ProfileOptions {
+            pids: vec![7],
+            frequency: 99,
+            kind: ProfileKind::Wall,
+            ..Default::default()
+        };
+        assert_eq!(
+            o.perf_record_command(),
+            "perf record -e cpu-clock/period=10101010/ -e context-switches/period=1/ --switch-events -g -p 7"
         );
     }
 }
