@@ -10,6 +10,7 @@
 //! chain. This module runs the recording loop.
 
 mod missed_caller;
+pub mod probed;
 pub mod report;
 mod unwinding;
 
