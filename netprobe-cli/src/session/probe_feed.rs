@@ -4,7 +4,8 @@
 //! The session pairs calls (entry and return probes; Go returns on each RET, paired by
 //! goroutine), is scoped to the given processes (the per-task backend: probes in their memory
 //! alone, never host-wide), and is built on the feed's thread because a session's backend
-//! stays on the thread that placed it. Its errors (a bad spec, a pattern that matches nothing,
+//! stays on the thread that placed it (it is armed on the caller's thread first: the watchdog
+//! is forked while the process has one thread). Its errors (a bad spec, a pattern that matches nothing,
 //! a refused probe) come back from [`ProbeFeed::start`] before anything is profiled. It stops
 //! when [`ProbeFeed::finish`] sets the stop flag its sink reports
 //! ([`crate::sinks::Sink::stop_requested`], asked on every turn of the event loop, at least
@@ -66,7 +67,9 @@ impl Sink for Forward {
 impl ProbeFeed {
     /// Places entry and return probes of `specs` on `target` and starts recording, with the
     /// user stack (and a copy of registers and stack top) under each hit when `stacks`. Running
-    /// processes are recorded at once; a command runs from [`ProbeFeed::release`].
+    /// processes are recorded at once; a command runs from [`ProbeFeed::release`]. Call it
+    /// while the process has a single thread: the session's watchdog (which removes the probes
+    /// if netprobe is killed) is forked here ([`super::SessionBuilder::arm`]).
     pub fn start(target: FeedTarget, specs: &[String], stacks: bool) -> Result<ProbeFeed> {
         if specs.is_empty() {
             return Err(Error::usage("no probe spec given"));
@@ -78,26 +81,25 @@ impl ProbeFeed {
             FeedTarget::Pids(p) => (Target::Pids(p), false),
             FeedTarget::Command { line, user } => (Target::Command { line, user }, true),
         };
-        let specs = specs.to_vec();
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, hits) = mpsc::channel();
         let (ready_tx, ready) = mpsc::channel::<Result<(Vec<u32>, ProbePlan)>>();
         let (go, go_rx) = mpsc::channel::<()>();
         let flag = stop.clone();
+        // Armed here: the watchdog is forked while the caller has a single thread.
+        let builder = Session::builder(Mode::Latency)
+            .specs(specs)
+            .target(target)
+            .options(Options {
+                stack: stacks,
+                wake_on_every_hit: true,
+                ..Options::default()
+            })
+            .arm();
         let thread = std::thread::Builder::new()
             .name("netprobe-feed".into())
             .spawn(move || -> Result<()> {
-                let options = Options {
-                    stack: stacks,
-                    wake_on_every_hit: true,
-                    ..Options::default()
-                };
-                let started = Session::builder(Mode::Latency)
-                    .specs(specs)
-                    .target(target)
-                    .options(options)
-                    .start();
-                let mut session = match started {
+                let mut session = match builder.plan().and_then(|p| p.start()) {
                     Ok(s) => {
                         let _ = ready_tx.send(Ok((s.pids().to_vec(), s.plan().clone())));
                         s
