@@ -12,7 +12,7 @@
 use fixtures::e2e::{self, err, Need};
 use netprobe_cli::profile::probed::{go_abi_of, gopark_spec, GoParks, WaitReasons};
 use netprobe_cli::session::{FeedTarget, ProbeFeed};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,35 +21,6 @@ type R = Result<(), String>;
 
 /// How long the parks are recorded.
 const RECORD: Duration = Duration::from_secs(3);
-
-/// The function names of `addrs` (innermost first) by `go tool addr2line`: the first address is
-/// the probed instruction, the others return addresses (looked up one byte back, in the call).
-fn go_names(bin: &Path, addrs: &[u64]) -> Result<Vec<String>, String> {
-    let mut child = Command::new("go")
-        .args(["tool", "addr2line"])
-        .arg(bin)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(err)?;
-    let mut input = String::new();
-    for (i, a) in addrs.iter().enumerate() {
-        input += &format!("{:#x}\n", if i == 0 { *a } else { a - 1 });
-    }
-    child
-        .stdin
-        .take()
-        .ok_or("no stdin")?
-        .write_all(input.as_bytes())
-        .map_err(err)?;
-    let out = child.wait_with_output().map_err(err)?;
-    // Two lines per address: the function, then file:line.
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .step_by(2)
-        .map(str::to_string)
-        .collect())
-}
 
 fn uprobe_events() -> String {
     std::fs::read_to_string("/sys/kernel/tracing/uprobe_events").unwrap_or_default()
@@ -161,7 +132,13 @@ fn goroutine_parks_are_named_with_their_reasons() -> R {
                 reason: w.next().unwrap_or("").to_string(),
             };
             let addrs: Vec<u64> = addrs.split(',').filter_map(|a| a.parse().ok()).collect();
-            named.push((p, go_names(&bin, &addrs)?));
+            // The probed instruction, then return addresses looked up one byte back, in the call.
+            let looked: Vec<u64> = addrs
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| if i == 0 { a } else { a - 1 })
+                .collect();
+            named.push((p, fixtures::go::go_addr2line(&bin, &looked)?));
         }
         check_goroutine(&named, "main.Sleeper", &["time.Sleep"], "sleep", wall)?;
         check_goroutine(
