@@ -22,6 +22,8 @@ pub enum StopReason {
     /// its old image no longer apply.
     TargetExeced(u32),
     OutputClosed,
+    /// The sink asked to stop ([`Sink::stop_requested`]): its owner ended the run.
+    Requested,
 }
 
 impl std::fmt::Display for StopReason {
@@ -38,6 +40,7 @@ impl std::fmt::Display for StopReason {
                 exe_of(*pid).map_or(String::new(), |e| format!(" it now runs {e};"))
             ),
             StopReason::OutputClosed => f.write_str("output closed"),
+            StopReason::Requested => f.write_str("stopped by its caller"),
         }
     }
 }
@@ -202,6 +205,9 @@ pub fn run_metered(
             }
         })?;
         sink.idle(session.plan());
+        if flow == Flow::Continue && sink.stop_requested() {
+            return Ok(StopReason::Requested);
+        }
         if Instant::now() >= next_lost {
             sink.lost_so_far(session.plan(), session.lost());
             next_lost += Duration::from_secs(1);

@@ -8,38 +8,10 @@ use fixtures::e2e::{self, err, Need};
 use fixtures::live::{http_get, spawn_until_live, GoSampleServer, Waiting};
 use fixtures::{netprobe, stacks};
 use serde_json::Value as Json;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 type R = Result<(), String>;
-
-/// `go tool addr2line` on `bin`: the function holding each address (the outermost one where
-/// code was inlined).
-fn go_addr2line(bin: &Path, addrs: &[u64]) -> Result<Vec<String>, String> {
-    use std::io::Write;
-    let mut child = Command::new("go")
-        .args(["tool", "addr2line"])
-        .arg(bin)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .map_err(err)?;
-    let input: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
-    child
-        .stdin
-        .take()
-        .ok_or("no stdin")?
-        .write_all(input.as_bytes())
-        .map_err(err)?;
-    let out = child.wait_with_output().map_err(err)?;
-    // Two lines per address: the function, then file:line.
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .step_by(2)
-        .map(str::to_string)
-        .collect())
-}
 
 /// The stripped Go sample app serving `/echo`, `main.Echo` probed: every hit's stack runs from
 /// main.Echo through main.EchoHandler and net/http to runtime.goexit, every frame named from the
@@ -105,7 +77,7 @@ fn go_stripped_frames_match_addr2line() -> R {
             // Return addresses: the call instruction is the byte before.
             addrs.push(if i == 0 { a } else { a - 1 });
         }
-        let want = go_addr2line(&unstripped, &addrs)?;
+        let want = fixtures::go::go_addr2line(&unstripped, &addrs)?;
         if want != names {
             return Err(format!("netprobe {names:?}\ngo tool addr2line {want:?}"));
         }

@@ -14,6 +14,7 @@
 mod absorb;
 mod missed_caller;
 pub mod off_cpu;
+pub mod probed;
 pub mod report;
 mod unwinding;
 

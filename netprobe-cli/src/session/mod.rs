@@ -37,6 +37,7 @@ mod options;
 mod placing;
 mod planned;
 mod planning;
+mod probe_feed;
 mod running;
 
 pub use builder::SessionBuilder;
@@ -45,6 +46,7 @@ pub use follow::Reattached;
 pub use options::{FilterOptions, Filters, Options, Target, MAX_BUFFER_KB};
 pub use planned::PlannedSession;
 pub use planning::{apply_filter, print_notes};
+pub use probe_feed::{FeedTarget, ProbeFeed};
 pub use running::{Outcome, Stopped};
 
 use crate::backend::tracefs::session::SessionOptions as InstanceOptions;

@@ -60,6 +60,13 @@ pub trait Sink {
     }
     /// Called on every turn of the event loop (at least every 200 ms), hits or not.
     fn idle(&mut self, _plan: &ProbePlan) {}
+    /// Asked on every turn of the event loop, after [`Sink::idle`]: `true` ends the run with
+    /// [`crate::runner::StopReason::Requested`], and what is still buffered is handed over as
+    /// after any other stop. A sink that another thread stops (a flag it shares) says so here,
+    /// since a session without hits never calls [`Sink::hit`].
+    fn stop_requested(&self) -> bool {
+        false
+    }
     /// Called about once a second with what the backend lost so far (`--metrics` exports it).
     fn lost_so_far(&mut self, _plan: &ProbePlan, _lost: Lost) {}
 }

@@ -219,6 +219,10 @@ impl Sink for Watched<'_> {
         }
         self.inner.idle(plan);
     }
+
+    fn stop_requested(&self) -> bool {
+        self.inner.stop_requested()
+    }
 }
 
 #[cfg(test)]

@@ -420,6 +420,12 @@ impl ElfView<'_> {
 
     /// The value of the `.symtab` symbol named `name`; `None` without a symbol table or symbol.
     pub fn symbol_value(&self, name: &str) -> Option<u64> {
+        self.symbol_extent(name).map(|(value, _)| value)
+    }
+
+    /// The value and size (`st_size`) of the `.symtab` symbol named `name`; `None` without a
+    /// symbol table or symbol.
+    pub fn symbol_extent(&self, name: &str) -> Option<(u64, u64)> {
         let symtab = self
             .section_headers
             .iter()
@@ -439,7 +445,7 @@ impl ElfView<'_> {
         let found = syms
             .iter()
             .find(|s| cstr_at(names, s.st_name) == Some(name))
-            .map(|s| s.st_value);
+            .map(|s| (s.st_value, s.st_size));
         found
     }
 }

@@ -159,6 +159,13 @@ impl Sink for Exported<'_> {
         }
     }
 
+    fn stop_requested(&self) -> bool {
+        match &self.inner {
+            Inner::Calls(s) => s.stop_requested(),
+            Inner::Latency(l) => l.stop_requested(),
+        }
+    }
+
     fn lost_so_far(&mut self, plan: &ProbePlan, lost: Lost) {
         self.metrics.set_lost(lost);
         match &mut self.inner {
