@@ -356,7 +356,15 @@ fn dry_run_prints_perf_record() -> R {
         return Err(format!("dry run printed {:?}", text(&out.stdout)));
     }
     let out = netprobe::command()
-        .args(["profile", "-p", "1", "--off-cpu", "--off-cpu-every", "4", "--dry-run"])
+        .args([
+            "profile",
+            "-p",
+            "1",
+            "--off-cpu",
+            "--off-cpu-every",
+            "4",
+            "--dry-run",
+        ])
         .output()
         .map_err(err)?;
     let out = succeeded(out, "--off-cpu --dry-run")?;
@@ -454,6 +462,9 @@ fn main() {
         }),
         e2e::trial("c_wall_half_computing_half_sleeping", &root, || {
             off_cpu::c_wall_half_computing_half_sleeping(&c_program("off_cpu_waits"))
+        }),
+        e2e::trial("c_trigger_counts_only_under_the_function", &root, || {
+            off_cpu::c_trigger_counts_only_under_the_function(&c_program("off_cpu_waits"))
         }),
         e2e::trial(
             "c_command_and_late_thread",

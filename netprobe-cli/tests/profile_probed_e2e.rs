@@ -5,6 +5,11 @@
 //! netprobe's); the reasons are the runtime's names; each goroutine is parked nearly all the
 //! time; and no probe is left in `uprobe_events` afterwards.
 //!
+//! Through the CLI, `profile --off-cpu -p PID` on the same program shows the goroutine view:
+//! each goroutine's own frames over nearly all of the profile, ending in the runtime's reason
+//! (`[off-cpu: go sleep]`, `[off-cpu: go chan receive]`), the idle threads left out, and
+//! `--go-threads` shows the threads' scheduler waits instead.
+//!
 //! The feed runs in a child process of this very binary (`NETPROBE_PARKS_CHILD` set): a
 //! session's watchdog must be forked from a single-threaded process, and the trials run in
 //! threads. The child prints one line per park: `from to goroutine reason|addr,addr,...`.
@@ -199,6 +204,87 @@ fn record_parks(arg: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The microseconds of `--json` profile `v` under stacks holding `caller` before `callee` and
+/// ending in `leaf`.
+fn time_under(v: &serde_json::Value, caller: &str, callee: &str, leaf: &str) -> u64 {
+    fixtures::profile::stacks(v)
+        .iter()
+        .filter(|(f, _)| {
+            let c = f.iter().position(|x| x == caller);
+            let d = f.iter().position(|x| x == callee);
+            matches!((c, d), (Some(c), Some(d)) if c < d) && f.last().is_some_and(|l| l == leaf)
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn cli_off_cpu_shows_goroutines_where_they_park() -> R {
+    let bin = fixtures::go::go_fixture("parks")?;
+    let before = uprobe_events();
+    let mut app = Command::new(&bin)
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(err)?;
+    let mut line = String::new();
+    BufReader::new(app.stdout.take().ok_or("no stdout")?)
+        .read_line(&mut line)
+        .map_err(err)?;
+    let run = |extra: &[&str]| {
+        fixtures::netprobe::command()
+            .args(["profile", "--off-cpu", "--json", "--duration", "2s", "-p"])
+            .arg(app.id().to_string())
+            .args(extra)
+            .output()
+            .map_err(err)
+            .and_then(|o| e2e::succeeded(o, "profile --off-cpu -p go"))
+    };
+    let goroutines = run(&[]);
+    let threads = run(&["--go-threads"]);
+    let _ = app.kill();
+    let _ = app.wait();
+    let v: serde_json::Value = serde_json::from_slice(&goroutines?.stdout).map_err(err)?;
+    let elapsed_us = (v["elapsed_s"].as_f64().unwrap_or(0.0) * 1e6) as u64;
+    for (caller, callee, leaf) in [
+        ("main.Sleeper", "time.Sleep", "[off-cpu: go sleep]"),
+        (
+            "main.Receiver",
+            "runtime.chanrecv1",
+            "[off-cpu: go chan receive]",
+        ),
+    ] {
+        let us = time_under(&v, caller, callee, leaf);
+        eprintln!("{caller} -> {callee}: {us} us of {elapsed_us}");
+        if fixtures::profile::pct(us, elapsed_us) < 85.0 {
+            return Err(format!(
+                "{caller}: {us} us of {elapsed_us}: {}",
+                v["functions"]
+            ));
+        }
+    }
+    if fixtures::profile::stacks(&v)
+        .iter()
+        .any(|(f, _)| f.iter().any(|x| x == "runtime.stopm"))
+    {
+        return Err("an idle thread's scheduler stack is in the goroutine view".into());
+    }
+    let t: serde_json::Value = serde_json::from_slice(&threads?.stdout).map_err(err)?;
+    if time_under(&t, "main.Sleeper", "time.Sleep", "[off-cpu: go sleep]") != 0
+        || !fixtures::profile::stacks(&t)
+            .iter()
+            .any(|(f, _)| f.iter().any(|x| x == "runtime.findRunnable"))
+    {
+        return Err(format!(
+            "--go-threads still shows goroutines: {}",
+            t["functions"]
+        ));
+    }
+    let after = uprobe_events();
+    if after != before {
+        return Err(format!("uprobe_events changed: {after}"));
+    }
+    Ok(())
+}
+
 fn main() {
     if let Ok(arg) = std::env::var("NETPROBE_PARKS_CHILD") {
         if let Err(e) = record_parks(&arg) {
@@ -207,9 +293,14 @@ fn main() {
         }
         std::process::exit(0);
     }
+    // One trial, the library's feed then the CLI: each checks that `uprobe_events` is as it
+    // found it, which a concurrent run of the other would change.
     e2e::run(vec![e2e::trial(
-        "goroutine_parks_are_named_with_their_reasons",
+        "goroutine_parks_by_the_feed_then_the_cli",
         &[Need::Root, Need::Tracefs, Need::Go],
-        goroutine_parks_are_named_with_their_reasons,
+        || {
+            goroutine_parks_are_named_with_their_reasons()?;
+            cli_off_cpu_shows_goroutines_where_they_park()
+        },
     )]);
 }

@@ -45,6 +45,15 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub off_cpu_every: u64,
+    /// Count only what happens while this function runs (a probe spec, as for trace): its
+    /// entry and return are probed in the targets, and samples and waits of a thread count
+    /// only inside its calls (e.g. the on- and off-CPU time under one request handler).
+    #[arg(long, value_name = "SPEC")]
+    pub trigger: Option<String>,
+    /// With --off-cpu or --wall on a Go program: show the threads' waits (the Go scheduler's
+    /// idle threads included) instead of the goroutines' parks; places no probe.
+    #[arg(long)]
+    pub go_threads: bool,
     /// With --off-cpu or --wall: do not count waits shorter than this (e.g. 1ms).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub min_block: Option<Duration>,
@@ -147,6 +156,80 @@ pub(crate) fn write_file(
     crate::output_file::replace_file(path, what).map_err(|e| Error::io(path, e))
 }
 
+/// The executable of each target: `/proc/PID/exe` of running ones, the `-c` command's program.
+fn target_executables(o: &ProfileOptions) -> Result<Vec<PathBuf>> {
+    match &o.command {
+        Some(c) => {
+            let argv = crate::launch::split_command(c)?;
+            let program = argv
+                .first()
+                .ok_or_else(|| Error::usage("-c: empty command"))?;
+            Ok(vec![crate::launch::find_program(program)?])
+        }
+        None => Ok(o
+            .pids
+            .iter()
+            .map(|p| PathBuf::from(format!("/proc/{p}/exe")))
+            .collect()),
+    }
+}
+
+/// The probes a profile needs beside its samplers: `--trigger`'s function, and `runtime.gopark`
+/// when every target is a Go program and the profile counts off-CPU time (the goroutine view,
+/// unless `--go-threads`). Started here, while netprobe has one thread (the feed's watchdog is
+/// forked), on a `-c` command the feed then holds for the profile.
+fn start_probes(a: &ProfileArgs, o: &ProfileOptions) -> Result<Option<profile::Probes>> {
+    use crate::profile::probed::{go_abi_of, WaitReasons, GOPARK};
+    use crate::session::{FeedTarget, ProbeFeed};
+    let mut go = None;
+    if o.kind != ProfileKind::OnCpu && !a.go_threads {
+        let exes = target_executables(o)?;
+        let abis: Vec<_> = exes.iter().map(|e| go_abi_of(e)).collect();
+        if let (Some(exe), Some(Some(abi))) = (exes.first(), abis.first()) {
+            if abis.iter().all(|x| x.as_ref() == Some(abi)) {
+                go = Some((exe.clone(), *abi));
+            }
+        }
+    }
+    let mut specs: Vec<String> = a.trigger.iter().cloned().collect();
+    if go.is_some() {
+        specs.push(GOPARK.to_string());
+    }
+    if specs.is_empty() {
+        return Ok(None);
+    }
+    let target = match &o.command {
+        Some(line) => FeedTarget::Command {
+            line: line.clone(),
+            user: a.user.clone(),
+        },
+        None => FeedTarget::Pids(o.pids.clone()),
+    };
+    let feed = ProbeFeed::start(target, &specs, go.is_some())?;
+    let held_command = o
+        .command
+        .as_ref()
+        .and_then(|_| feed.pids().first().copied());
+    let gopark: Vec<_> = feed
+        .plan()
+        .functions
+        .iter()
+        .filter(|f| f.name == GOPARK)
+        .map(|f| f.id)
+        .collect();
+    let go = go.map(|(exe, abi)| profile::GoView {
+        gopark,
+        reasons: WaitReasons::of_file(&exe),
+        abi,
+    });
+    Ok(Some(profile::Probes {
+        feed: Box::new(feed),
+        held_command,
+        go,
+        trigger: a.trigger.is_some(),
+    }))
+}
+
 pub fn run(a: &ProfileArgs) -> Result<i32> {
     let mut pids = a.pids.clone();
     if let Some(c) = &a.container {
@@ -194,7 +277,8 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
         ProfileKind::Wall => format!("wall-clock time (on-CPU at {} Hz)", o.frequency),
     };
     crate::printable::eprint_line(&format!("netprobe: profiling {what}: {how} {until}"));
-    let p = profile::record(&o)?;
+    let probes = start_probes(a, &o)?;
+    let p = profile::record(&o, probes)?;
     for note in &p.notes {
         crate::printable::eprint_line(&format!("netprobe: note: {note}"));
     }

@@ -6,6 +6,7 @@
 
 use super::missed_caller::MissedCallers;
 use super::off_cpu::{BlockReason, Blocked, SwitchPairing};
+use super::probed::{ParkedInterval, Windows};
 use super::unwinding::SampleUnwinder;
 use crate::backend::perf_event::record::{self, Record};
 use crate::stacks::StackNamer as Namer;
@@ -25,7 +26,47 @@ pub struct RawStacks {
     pub lost: u64,
     pub throttled: u64,
     pub switches: u64,
+    pub parks: u64,
     pub cpu_samples: u64,
+}
+
+/// Time counted but held, with its thread and times, until `--trigger`'s windows are known.
+struct Held {
+    tid: u32,
+    from_ns: u64,
+    to_ns: u64,
+    stack: u32,
+    /// An on-CPU sample's weight (counted when its time is in a window), or 0 for a wait
+    /// (counted for the part of it in a window).
+    sample: u64,
+    /// Waits this one stands for (`--off-cpu-every`).
+    scale: u64,
+}
+
+/// Counts held for `--trigger` (stacks interned: a wait repeats its stack often).
+#[derive(Default)]
+pub struct HeldCounts {
+    ids: HashMap<RawStack, u32>,
+    stacks: Vec<RawStack>,
+    held: Vec<Held>,
+}
+
+impl HeldCounts {
+    fn hold(&mut self, key: RawStack, tid: u32, span: (u64, u64), sample: u64, scale: u64) {
+        let next = self.stacks.len() as u32;
+        let stack = *self.ids.entry(key.clone()).or_insert_with(|| {
+            self.stacks.push(key);
+            next
+        });
+        self.held.push(Held {
+            tid,
+            from_ns: span.0,
+            to_ns: span.1,
+            stack,
+            sample,
+            scale,
+        });
+    }
 }
 
 /// What a thread left the CPU with: its process, its walked user stack, the kernel's frames.
@@ -33,6 +74,7 @@ pub struct LeftWith {
     pid: u32,
     walked: Vec<(u64, UnwoundBy)>,
     kernel_ips: Vec<u64>,
+    since: u64,
 }
 
 /// What the records of one profile go through: naming, unwinding and, off the CPU, pairing.
@@ -48,6 +90,8 @@ pub struct Absorber {
     pub sample_us: u64,
     pub every: u64,
     pub min_block_ns: u64,
+    /// With `--trigger`: everything counted is held here until the windows are known.
+    pub held: Option<HeldCounts>,
 }
 
 impl Absorber {
@@ -73,6 +117,8 @@ impl Absorber {
             match r {
                 Record::Sample {
                     pid,
+                    tid,
+                    time,
                     ips,
                     stack,
                     regs,
@@ -80,8 +126,8 @@ impl Absorber {
                 } if !ips.is_empty() => {
                     let walked = self.walk(pid, ips, &regs, &stack);
                     self.raw.cpu_samples += 1;
-                    *self.raw.stacks.entry((pid, walked, None)).or_insert(0) +=
-                        self.sample_us.max(1);
+                    let weight = self.sample_us.max(1);
+                    self.count((pid, walked, None), tid, (time, time), weight, 1);
                 }
                 other => self.common(other),
             }
@@ -112,6 +158,7 @@ impl Absorber {
                         pid,
                         walked,
                         kernel_ips,
+                        since: time,
                     };
                     self.pairing.left(tid, time, left_with);
                 }
@@ -147,15 +194,78 @@ impl Absorber {
             pid,
             walked,
             kernel_ips,
+            since,
         } = b.left_with;
         let kernel = self.kernel.get_or_insert_with(KernelSymbols::load);
         let reason = BlockReason::of(&kernel_ips, b.preempted, kernel);
         self.raw.switches += 1;
-        *self
-            .raw
-            .stacks
-            .entry((pid, walked, Some(reason)))
-            .or_insert(0) += (b.ns / 1000).saturating_mul(self.every);
+        let every = self.every;
+        self.count(
+            (pid, walked, Some(reason)),
+            b.tid,
+            (since, since + b.ns),
+            0,
+            every,
+        );
+    }
+
+    /// Goroutines' parks (the Go view): each under the goroutine's own stack, walked as a
+    /// sample's, and the runtime's reason, counted for the thread that ran it when it parked,
+    /// for the part within `profiled` (CLOCK_MONOTONIC ns: the probes record from before the
+    /// samplers start to after they stop).
+    pub fn parks(&mut self, parks: Vec<ParkedInterval>, profiled: (u64, u64)) {
+        for mut p in parks {
+            p.from_ns = p.from_ns.max(profiled.0);
+            p.to_ns = p.to_ns.min(profiled.1);
+            if p.to_ns <= p.from_ns {
+                continue;
+            }
+            let ns = p.to_ns - p.from_ns;
+            if ns < self.min_block_ns || p.stack.addrs.is_empty() {
+                continue;
+            }
+            let (regs, stack) = p.stack.copy.map(|c| (c.regs, c.stack)).unwrap_or_default();
+            let walked = self.walk(p.pid, p.stack.addrs, &regs, &stack);
+            self.raw.parks += 1;
+            let key = (p.pid, walked, Some(BlockReason::GoPark(p.reason)));
+            // Every park is recorded (no sampling ratio): each stands for itself.
+            self.count(key, p.tid_at_entry, (p.from_ns, p.to_ns), 0, 1);
+        }
+        self.namer.retry_unnamed(false);
+    }
+
+    /// Counts `sample` microseconds (an on-CPU sample at `span.0`), or the wait over `span`
+    /// (`sample` 0) standing for `scale` waits, under `key` for thread `tid`; held with
+    /// `--trigger`.
+    fn count(&mut self, key: RawStack, tid: u32, span: (u64, u64), sample: u64, scale: u64) {
+        let weight = match sample {
+            0 => ((span.1 - span.0) / 1000).saturating_mul(scale),
+            n => n,
+        };
+        match &mut self.held {
+            Some(h) => h.hold(key, tid, span, sample, scale),
+            None => *self.raw.stacks.entry(key).or_insert(0) += weight,
+        }
+    }
+
+    /// Counts what was held for the part inside `windows` (`--trigger`): an on-CPU sample whose
+    /// time is in a window of its thread, the part of a wait that overlaps one.
+    pub fn apply_windows(&mut self, windows: &Windows) {
+        let Some(h) = self.held.take() else { return };
+        for e in h.held {
+            let weight = match e.sample {
+                0 => (windows.overlap_ns(e.tid, e.from_ns, e.to_ns) / 1000).saturating_mul(e.scale),
+                n if windows.contains(e.tid, e.from_ns) => n,
+                _ => 0,
+            };
+            if weight > 0 {
+                *self
+                    .raw
+                    .stacks
+                    .entry(h.stacks[e.stack as usize].clone())
+                    .or_insert(0) += weight;
+            }
+        }
     }
 
     fn common(&mut self, r: Record) {

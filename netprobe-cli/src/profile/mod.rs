@@ -22,13 +22,16 @@ use crate::backend::perf_event::drainer::Drainer;
 use crate::backend::perf_event::{Sampler, Sampling, DEFAULT_STACK_BYTES, MAX_STACK_BYTES};
 use crate::error::{Error, Result};
 use crate::launch::{split_command, PausedChild};
+use crate::plan::{FunctionId, Hit};
 use crate::run_as::RunAs;
 use crate::signals::SignalPipe;
 use crate::stacks::StackNamer as Namer;
-use absorb::{Absorber, RawStacks};
+use absorb::{Absorber, HeldCounts, RawStacks};
 use missed_caller::MissedCallers;
 use netprobe_core::maps::RecordedMaps;
+use off_cpu::BlockReason;
 use off_cpu::SwitchPairing;
+use probed::{is_scheduler_idle, GoParks, HitFeed, ParkedInterval, WaitReasons, Windows};
 pub use report::{FrameName, Report, Unit};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -198,13 +201,48 @@ fn open_samplers(o: &ProfileOptions, tids: &[u32], enable_on_exec: bool) -> Resu
         .collect()
 }
 
+/// Probes placed beside a profile by the caller (a layer above: `crate::session::ProbeFeed`):
+/// `--trigger`'s function, and `runtime.gopark` for the Go goroutine view.
+pub struct Probes {
+    pub feed: Box<dyn HitFeed>,
+    /// The feed started the `-c` command and holds it before its first instruction: the
+    /// profile opens its events on this pid and lets it run ([`HitFeed::release`]).
+    pub held_command: Option<u32>,
+    /// Functions of the feed's plan that are `runtime.gopark`, with the program's wait reason
+    /// names and calling convention: the goroutine view.
+    pub go: Option<GoView>,
+    /// Whether the feed's other functions are a `--trigger`: only time under them is counted.
+    pub trigger: bool,
+}
+
+/// The goroutine view of a Go target's off-CPU time ([`probed::GoParks`]).
+pub struct GoView {
+    pub gopark: Vec<FunctionId>,
+    pub reasons: WaitReasons,
+    pub abi: netprobe_core::abi::go::GoAbi,
+}
+
+/// What a profile started and must let run and end.
+enum Started {
+    Pids,
+    Child(PausedChild),
+    HeldByFeed,
+}
+
 /// Samples the targets until the duration ends, a stop signal comes, or every target exited.
-/// A `-c` command still running at the end is terminated.
-pub fn record(o: &ProfileOptions) -> Result<Profile> {
+/// A `-c` command still running at the end is terminated. `probes`: hits of probes placed
+/// beside the profile (`--trigger`, the Go goroutine view), started by the caller.
+pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile> {
     o.check()?;
     let argv = o.command.as_deref().map(split_command).transpose()?;
-    let (mut child, samplers) = match &argv {
-        Some(argv) => {
+    let held = probes.as_ref().and_then(|p| p.held_command);
+    let (mut started, samplers, pids) = match (&argv, held) {
+        (Some(_), Some(pid)) => (
+            Started::HeldByFeed,
+            open_samplers(o, &[pid], true)?,
+            vec![pid],
+        ),
+        (Some(argv), None) => {
             let mut child = PausedChild::spawn_with_env(argv, &[], o.user.as_ref())?;
             // Opened on the paused child; they start at its execve (enable_on_exec).
             let samplers = match open_samplers(o, &[child.pid()], true) {
@@ -214,36 +252,48 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
                     return Err(e);
                 }
             };
-            (Some(child), samplers)
+            let pid = child.pid();
+            (Started::Child(child), samplers, vec![pid])
         }
-        None => {
+        (None, _) => {
             let mut tids = Vec::new();
             for &pid in &o.pids {
                 tids.extend(threads_of(pid)?);
             }
-            (None, open_samplers(o, &tids, false)?)
+            (
+                Started::Pids,
+                open_samplers(o, &tids, false)?,
+                o.pids.clone(),
+            )
         }
     };
     // The targets' roots (and a running one's mappings), then what the kernel announces: frames
     // of a process gone before its samples are named come from these.
     let recorded = RecordedMaps::new();
-    let pids = child.as_ref().map_or(o.pids.clone(), |c| vec![c.pid()]);
-    for pid in pids {
+    let running = matches!(started, Started::Pids);
+    for &pid in &pids {
         if let Ok(p) = netprobe_core::process::Process::open(pid) {
-            let _ = recorded.track(&p, child.is_none());
+            let _ = recorded.track(&p, running);
         }
     }
     let kinds: Vec<Sampling> = samplers.iter().map(Sampler::sampling).collect();
     let signals = SignalPipe::install()?;
     let start = Instant::now();
-    match child.as_mut() {
-        Some(c) => c.release()?,
-        None => samplers.iter().for_each(Sampler::enable),
+    let start_ns = crate::backend::monotonic_ns();
+    match &mut started {
+        Started::Child(c) => c.release()?,
+        Started::HeldByFeed => {
+            if let Some(p) = probes.as_mut() {
+                p.feed.release();
+            }
+        }
+        Started::Pids => samplers.iter().for_each(Sampler::enable),
     }
     let mut namer = Namer::new();
     namer.use_recorded_maps(Some(recorded.clone()));
     let mut unwinder = SampleUnwinder::default();
     unwinder.use_recorded_maps(Some(recorded.clone()));
+    let trigger = probes.as_ref().is_some_and(|p| p.trigger);
     let mut absorber = Absorber {
         namer,
         unwinder,
@@ -258,7 +308,9 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         },
         every: o.off_cpu_every.max(1),
         min_block_ns: o.min_block.as_nanos().min(u128::from(u64::MAX)) as u64,
+        held: trigger.then(HeldCounts::default),
     };
+    let mut hits = HitRouter::new(probes.as_ref());
     let absorb = |absorber: &mut Absorber, bufs: &mut [Vec<u8>]| {
         for (kind, buf) in kinds.iter().zip(bufs.iter_mut()) {
             match kind {
@@ -288,9 +340,15 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         unsafe { libc::poll(&mut pfd, 1, 0) };
         drainer.take(wait, &mut bufs);
         absorb(&mut absorber, &mut bufs);
-        let gone = match child.as_mut() {
-            Some(c) => c.try_wait().is_some(),
-            None => o
+        if let Some(p) = &probes {
+            let mut got = Vec::new();
+            p.feed.take(&mut got);
+            absorber.parks(hits.route(got), (start_ns, u64::MAX));
+        }
+        let gone = match &mut started {
+            Started::Child(c) => c.try_wait().is_some(),
+            Started::HeldByFeed => !probes.as_ref().is_some_and(|p| p.feed.running()),
+            Started::Pids => o
                 .pids
                 .iter()
                 .all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()),
@@ -304,8 +362,14 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
     drainer.finish(&mut bufs);
     absorb(&mut absorber, &mut bufs);
     absorber.finish_waits(end_ns);
+    if let Some(p) = probes.take() {
+        let rest = p.feed.finish()?;
+        absorber.parks(hits.route(rest), (start_ns, end_ns));
+        absorber.parks(hits.finish_parks(end_ns), (start_ns, end_ns));
+        absorber.apply_windows(&hits.windows(end_ns));
+    }
     absorber.namer.retry_unnamed(true);
-    if let Some(c) = child.as_mut() {
+    if let Started::Child(c) = &mut started {
         c.terminate();
     }
     let raw = absorber.raw;
@@ -320,19 +384,93 @@ pub fn record(o: &ProfileOptions) -> Result<Profile> {
         cpu_samples: raw.cpu_samples,
         ..Report::default()
     };
+    let mut notes = Vec::new();
+    let mut idle_us = 0;
     for ((pid, walked, reason), n) in &raw.stacks {
         let mut stack = absorber.namer.stack_unwound(*pid, walked);
         if let Some(reason) = reason {
+            // The goroutine view: a Go thread idle in the scheduler carries no goroutine (the
+            // goroutines' waits are their parks).
+            let names: Vec<&str> = stack.iter().map(|f| f.name.as_str()).collect();
+            if hits.go_view()
+                && !matches!(reason, BlockReason::GoPark(_))
+                && is_scheduler_idle(&names)
+            {
+                idle_us += n;
+                continue;
+            }
             stack.push(FrameName::named(&off_cpu::leaf_name(reason), false, false));
         }
         report.add(stack, *n);
     }
+    if hits.go_view() {
+        notes.push(format!(
+            "Go goroutine view: {} parks of goroutines (runtime.gopark) counted under their own stacks; {:.1} ms of Go threads idle in the scheduler left out (--go-threads shows threads instead)",
+            raw.parks,
+            idle_us as f64 / 1e3
+        ));
+    }
+    notes.extend(absorber.namer.take_notes());
     Ok(Profile {
         report,
-        notes: absorber.namer.take_notes(),
+        notes,
         elapsed,
         unwinding: absorber.unwinder.cost(),
     })
+}
+
+/// Routes a feed's hits: `runtime.gopark`'s to the goroutine view's pairing, the rest to the
+/// trigger's windows.
+struct HitRouter {
+    gopark: Vec<FunctionId>,
+    go_view: bool,
+    parks: Option<GoParks>,
+    trigger: Vec<Hit>,
+}
+
+impl HitRouter {
+    fn new(probes: Option<&Probes>) -> HitRouter {
+        let go = probes.and_then(|p| p.go.as_ref());
+        HitRouter {
+            gopark: go.map(|g| g.gopark.clone()).unwrap_or_default(),
+            go_view: go.is_some(),
+            parks: go.map(|g| GoParks::new(g.reasons.clone(), g.abi)),
+            trigger: Vec::new(),
+        }
+    }
+
+    fn go_view(&self) -> bool {
+        self.go_view
+    }
+
+    /// Takes `hits`; the parks they close.
+    fn route(&mut self, hits: Vec<Hit>) -> Vec<ParkedInterval> {
+        let (parks, trigger): (Vec<Hit>, Vec<Hit>) = hits
+            .into_iter()
+            .partition(|h| self.gopark.contains(&h.function));
+        self.trigger.extend(trigger);
+        match &mut self.parks {
+            Some(p) => {
+                p.absorb(parks);
+                p.take_closed()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// The parks still open at `end_ns`, closed there.
+    fn finish_parks(&mut self, end_ns: u64) -> Vec<ParkedInterval> {
+        self.parks
+            .take()
+            .map(|p| p.finish(end_ns))
+            .unwrap_or_default()
+    }
+
+    /// The trigger's windows (none: an empty set, so nothing is counted, when there is a
+    /// trigger that never ran; no trigger at all never asks).
+    fn windows(&self, end_ns: u64) -> Windows {
+        Windows::from_hits(&self.trigger, end_ns)
+    }
 }
 
 #[cfg(test)]

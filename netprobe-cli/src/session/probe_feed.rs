@@ -198,6 +198,14 @@ impl HitFeed for ProbeFeed {
         ProbeFeed::take(self, out)
     }
 
+    fn release(&mut self) {
+        ProbeFeed::release(self)
+    }
+
+    fn running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
     fn finish(self: Box<Self>) -> Result<Vec<Hit>> {
         ProbeFeed::finish(*self)
     }

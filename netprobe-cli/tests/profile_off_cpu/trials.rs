@@ -7,6 +7,10 @@
 //!   matches the program's own clock within 5 points, each ends in the wait's reason
 //!   (`[off-cpu: sleep]`, `[off-cpu: I/O read]`), and all the time of both threads is there.
 //! - `--wall`: a thread computing 20 ms then sleeping 20 ms shows 50/50 within 5 points.
+//! - `--wall --trigger handle`: of a thread alternating `handle()` and `background()` (each
+//!   10 ms on the CPU, 10 ms asleep), only the time under `handle` is counted: none under
+//!   `background`, about half the thread's time in all, itself half on and half off the CPU;
+//!   and the trigger's probes are gone afterwards.
 
 use fixtures::e2e::{err, succeeded, text};
 use fixtures::{netprobe, profile};
@@ -32,8 +36,19 @@ fn run_profile(
     mode: &str,
     args: &str,
 ) -> Result<(Json, String), String> {
+    run_profile_with(program, &[mode], args)
+}
+
+/// `netprobe profile OPTIONS --json -c 'PROGRAM ARGS'`: its JSON and stdout.
+fn run_profile_with(
+    program: &std::path::Path,
+    options: &[&str],
+    args: &str,
+) -> Result<(Json, String), String> {
     let out = netprobe::command()
-        .args(["profile", mode, "--json", "-c"])
+        .arg("profile")
+        .args(options)
+        .args(["--json", "-c"])
         .arg(format!("{} {args}", program.display()))
         .output()
         .map_err(err)?;
@@ -97,6 +112,40 @@ pub fn c_wall_half_computing_half_sleeping(program: &std::path::Path) -> R {
     eprintln!("compute {computing} us, rest {resting} us: {share:.1}% computing");
     if (share - 50.0).abs() > 5.0 || v["samples"].as_u64().unwrap_or(0) < 20 {
         return Err(format!("compute share {share:.1}%: {v}"));
+    }
+    Ok(())
+}
+
+pub fn c_trigger_counts_only_under_the_function(program: &std::path::Path) -> R {
+    let before = std::fs::read_to_string("/sys/kernel/tracing/uprobe_events").unwrap_or_default();
+    let trigger = format!("{}:handle", program.display());
+    let (v, _) = run_profile_with(program, &["--wall", "--trigger", &trigger], "trigger 3")?;
+    let after = std::fs::read_to_string("/sys/kernel/tracing/uprobe_events").unwrap_or_default();
+    if after != before {
+        return Err(format!("the trigger's probes were left: {after}"));
+    }
+    let total = v["total"].as_u64().unwrap_or(0);
+    let elapsed_us = v["elapsed_s"].as_f64().unwrap_or(0.0) * 1e6;
+    let under = time_under(&v, "handle", "");
+    let background = time_under(&v, "background", "");
+    let computing = time_under(&v, "compute", "");
+    let share = 100.0 * total as f64 / elapsed_us.max(1.0);
+    eprintln!(
+        "{total} us counted ({share:.1}% of the run): {under} under handle, {background} under background, {computing} computing"
+    );
+    if background != 0 || under < total * 95 / 100 {
+        return Err(format!("time outside handle counted: {v}"));
+    }
+    if !(35.0..=60.0).contains(&share) {
+        return Err(format!(
+            "{share:.1}% of the run under handle (expected about 50%)"
+        ));
+    }
+    let on = profile::pct(computing, total);
+    if !(35.0..=65.0).contains(&on) {
+        return Err(format!(
+            "{on:.1}% of handle's time computing (expected about 50%)"
+        ));
     }
     Ok(())
 }

@@ -31,6 +31,9 @@ pub enum BlockReason {
     PageFault,
     /// Blocked in the kernel for no reason named above (or kernel symbols hidden).
     Other,
+    /// A goroutine parked by the Go scheduler (`runtime.gopark`), with the runtime's own name
+    /// for why (`sleep`, `chan receive`, `select`...): no thread waits for it.
+    GoPark(String),
 }
 
 /// System calls that wait for a file, pipe or socket to be ready or to transfer.
@@ -149,6 +152,7 @@ pub fn leaf_name(reason: &BlockReason) -> String {
         BlockReason::Syscall(s) => s.clone(),
         BlockReason::PageFault => "page fault".to_string(),
         BlockReason::Other => "blocked".to_string(),
+        BlockReason::GoPark(r) => format!("go {r}"),
     };
     format!("[off-cpu: {what}]")
 }
@@ -234,5 +238,9 @@ mod tests {
         );
         assert_eq!(leaf_name(&BlockReason::Sleep), "[off-cpu: sleep]");
         assert_eq!(leaf_name(&BlockReason::Preempted), "[off-cpu: preempted]");
+        assert_eq!(
+            leaf_name(&BlockReason::GoPark("chan receive".into())),
+            "[off-cpu: go chan receive]"
+        );
     }
 }

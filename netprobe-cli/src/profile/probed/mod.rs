@@ -29,6 +29,10 @@ use crate::plan::Hit;
 pub trait HitFeed: Send {
     /// Moves the hits received so far into `out`, without waiting.
     fn take(&self, out: &mut Vec<Hit>);
+    /// Lets a command the feed holds before its first instruction run.
+    fn release(&mut self);
+    /// Whether it still records (its session ends by itself when its targets exit).
+    fn running(&self) -> bool;
     /// Stops recording, removes every probe, and returns the hits not yet taken.
     fn finish(self: Box<Self>) -> crate::Result<Vec<Hit>>;
 }
