@@ -230,6 +230,16 @@ fn start_probes(a: &ProfileArgs, o: &ProfileOptions) -> Result<Option<profile::P
     }))
 }
 
+/// User and system CPU seconds of this process so far (`getrusage(2)`, `RUSAGE_SELF`).
+fn own_cpu_seconds() -> f64 {
+    // SAFETY: an all-zero rusage is valid; getrusage fills it.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    ((t(u.ru_utime) + t(u.ru_stime)) * 1000.0).round() / 1000.0
+}
+
 pub fn run(a: &ProfileArgs) -> Result<i32> {
     let mut pids = a.pids.clone();
     if let Some(c) = &a.container {
@@ -322,6 +332,17 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
             "extended_by_kernel_chain": p.unwinding.extended_by_kernel_chain,
             "kernel_chain_only": p.unwinding.kernel_chain_only,
             "per_sample_us": (p.unwinding.per_sample_us() * 100.0).round() / 100.0,
+        });
+        // What the profile cost netprobe itself: its CPU time (all its threads: the reader,
+        // the drainer, a probe feed) and the events it handled per second.
+        let secs = p.elapsed.as_secs_f64().max(1e-9);
+        v["cost"] = serde_json::json!({
+            "netprobe_cpu_s": own_cpu_seconds(),
+            "waits_per_s": (report.switches as f64 / secs).round(),
+            "samples_per_s": (report.cpu_samples.max(match report.unit {
+                profile::Unit::Samples => report.samples(),
+                profile::Unit::Microseconds => 0,
+            }) as f64 / secs).round(),
         });
         writeln!(out, "{v}")
     } else {
