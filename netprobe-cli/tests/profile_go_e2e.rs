@@ -1,7 +1,11 @@
 //! `netprobe profile` on a Go program sampled by the kernel (root, Go): the Go sample app,
 //! stripped, serving CPU-bound `/spin` requests. The top frame is `main.Spin`, under
 //! `main.SpinHandler` and `net/http.(*conn).serve`; every Go function named is one `go tool nm`
-//! lists in the unstripped build of the same source.
+//! lists in the unstripped build of the same source. Off the CPU, goroutines where they park:
+//! `profile_go/parks.rs`.
+
+#[path = "profile_go/parks.rs"]
+mod parks;
 
 use fixtures::e2e::{self, err, succeeded, text, Need};
 use fixtures::live::{http_get, GoSampleServer};
@@ -135,9 +139,17 @@ fn go_stripped_spin_is_the_top_frame() -> R {
 }
 
 fn main() {
-    e2e::run(vec![e2e::trial(
-        "go_stripped_spin_is_the_top_frame",
-        &[Need::Root, Need::Go],
-        go_stripped_spin_is_the_top_frame,
-    )]);
+    parks::child_if_asked();
+    e2e::run(vec![
+        e2e::trial(
+            "go_stripped_spin_is_the_top_frame",
+            &[Need::Root, Need::Go],
+            go_stripped_spin_is_the_top_frame,
+        ),
+        e2e::trial(
+            "goroutine_parks_by_the_feed_then_the_cli",
+            &[Need::Root, Need::Tracefs, Need::Go],
+            parks::goroutine_parks_by_the_feed_then_the_cli,
+        ),
+    ]);
 }

@@ -1,4 +1,5 @@
-//! The goroutine view of a Go program through the library API (root, Go): a
+//! The goroutine view of a Go program (run from `profile_go_e2e.rs`; root, Go): through the
+//! library API, a
 //! [`ProbeFeed`] on `runtime.gopark` of `fixtures/go/parks` (one goroutine in a `time.Sleep`
 //! loop, one blocked on a channel receive fed every 100 ms), its hits paired by [`GoParks`].
 //! Each park's stack is named by `go tool addr2line` (the toolchain's own symbolizer, not
@@ -14,7 +15,7 @@
 //! session's watchdog must be forked from a single-threaded process, and the trials run in
 //! threads. The child prints one line per park: `from to goroutine reason|addr,addr,...`.
 
-use fixtures::e2e::{self, err, Need};
+use fixtures::e2e::{self, err};
 use netprobe_cli::profile::probed::{go_abi_of, gopark_spec, GoParks, WaitReasons};
 use netprobe_cli::session::{FeedTarget, ProbeFeed};
 use std::io::{BufRead, BufReader};
@@ -285,7 +286,8 @@ fn cli_off_cpu_shows_goroutines_where_they_park() -> R {
     Ok(())
 }
 
-fn main() {
+/// The child's part (`NETPROBE_PARKS_CHILD` set): runs the feed and exits.
+pub fn child_if_asked() {
     if let Ok(arg) = std::env::var("NETPROBE_PARKS_CHILD") {
         if let Err(e) = record_parks(&arg) {
             eprintln!("{e}");
@@ -293,14 +295,11 @@ fn main() {
         }
         std::process::exit(0);
     }
-    // One trial, the library's feed then the CLI: each checks that `uprobe_events` is as it
-    // found it, which a concurrent run of the other would change.
-    e2e::run(vec![e2e::trial(
-        "goroutine_parks_by_the_feed_then_the_cli",
-        &[Need::Root, Need::Tracefs, Need::Go],
-        || {
-            goroutine_parks_are_named_with_their_reasons()?;
-            cli_off_cpu_shows_goroutines_where_they_park()
-        },
-    )]);
+}
+
+/// The library's feed, then the CLI, in one trial: each checks that `uprobe_events` is as it
+/// found it, which a concurrent run of the other would change.
+pub fn goroutine_parks_by_the_feed_then_the_cli() -> R {
+    goroutine_parks_are_named_with_their_reasons()?;
+    cli_off_cpu_shows_goroutines_where_they_park()
 }
