@@ -205,7 +205,17 @@ fn start_probes(a: &ProfileArgs, o: &ProfileOptions) -> Result<Option<profile::P
         },
         None => FeedTarget::Pids(o.pids.clone()),
     };
-    let feed = ProbeFeed::start(target, &specs, go.is_some())?;
+    let feed = match ProbeFeed::start(target, &specs, go.is_some()) {
+        Ok(f) => f,
+        // Without a trigger the probes only serve the goroutine view: show the threads.
+        Err(e) if a.trigger.is_none() => {
+            crate::printable::eprint_line(&format!(
+                "netprobe: note: the Go goroutine view is unavailable ({e}): showing the threads' waits"
+            ));
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
     let held_command = o
         .command
         .as_ref()
