@@ -89,7 +89,8 @@ fn check_goroutine(
     Ok(())
 }
 
-fn goroutine_parks_are_named_with_their_reasons() -> R {
+/// `fixtures/go/parks` started and past its "ready" line; its path, and `uprobe_events` before.
+fn start_parks() -> Result<(std::path::PathBuf, String, std::process::Child), String> {
     let bin = fixtures::go::go_fixture("parks")?;
     let before = uprobe_events();
     let mut app = Command::new(&bin)
@@ -100,6 +101,11 @@ fn goroutine_parks_are_named_with_their_reasons() -> R {
     BufReader::new(app.stdout.take().ok_or("no stdout")?)
         .read_line(&mut line)
         .map_err(err)?;
+    Ok((bin, before, app))
+}
+
+fn goroutine_parks_are_named_with_their_reasons() -> R {
+    let (bin, before, mut app) = start_parks()?;
     let result = (|| -> R {
         let out = Command::new(std::env::current_exe().map_err(err)?)
             .env(
@@ -220,16 +226,7 @@ fn time_under(v: &serde_json::Value, caller: &str, callee: &str, leaf: &str) -> 
 }
 
 fn cli_off_cpu_shows_goroutines_where_they_park() -> R {
-    let bin = fixtures::go::go_fixture("parks")?;
-    let before = uprobe_events();
-    let mut app = Command::new(&bin)
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(err)?;
-    let mut line = String::new();
-    BufReader::new(app.stdout.take().ok_or("no stdout")?)
-        .read_line(&mut line)
-        .map_err(err)?;
+    let (_, before, mut app) = start_parks()?;
     let run = |extra: &[&str]| {
         fixtures::netprobe::command()
             .args(["profile", "--off-cpu", "--json", "--duration", "2s", "-p"])
