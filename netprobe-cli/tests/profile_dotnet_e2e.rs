@@ -2,7 +2,9 @@
 //! runtime of sample-app/dotnet/fetch-runtimes.sh): CoreLib's ReadyToRun frames named as
 //! `netprobe symbols` prints them; the JIT-compiled frames named from the runtime's perf map when
 //! `DOTNET_PerfMapEnabled=1` (tiering default), unknown with a note saying how to name them
-//! otherwise.
+//! otherwise. Off the CPU (`--off-cpu`, the app's `waits` mode): a thread blocked in
+//! `Thread.Sleep` and one in `Monitor.Wait` have their managed frames named under their callers,
+//! each over nearly all of the profile's time.
 
 use fixtures::dotnet;
 use fixtures::e2e::{self, err, succeeded, text, Need};
@@ -158,6 +160,73 @@ fn dotnet8_r2r_frames_named_as_symbols_prints() -> R {
     Ok(())
 }
 
+/// The microseconds of `v` under stacks where a frame containing `caller` comes before one
+/// containing `callee`, and the leaf of the heaviest such stack.
+fn time_under_pair(v: &Json, caller: &str, callee: &str) -> (u64, String) {
+    let mut leaf = (0, String::new());
+    let mut sum = 0;
+    for (frames, n) in profile::stacks(v) {
+        let c = frames.iter().position(|f| f.contains(caller));
+        let d = frames.iter().rposition(|f| f.contains(callee));
+        if matches!((c, d), (Some(c), Some(d)) if c < d) {
+            sum += n;
+            if n > leaf.0 {
+                leaf = (n, frames.last().cloned().unwrap_or_default());
+            }
+        }
+    }
+    (sum, leaf.1)
+}
+
+/// .NET 8, IL app in `waits` mode with its perf map, profiled off the CPU with `-p` once warm:
+/// SleepWaiter's thread sits in Thread.Sleep and MonitorWaiter's in Monitor.Wait (both futex
+/// waits in the runtime: CoreCLR sleeps on a condition variable), each named (managed, from the
+/// perf map and ReadyToRun) under its caller over at least 80% of the profile.
+fn dotnet8_off_cpu_names_blocked_managed_frames() -> R {
+    let app = dotnet::sample_app_copy(&profile::artifacts())?;
+    let mut target = Command::new(dotnet::dotnet8().join("dotnet"))
+        .arg(&app)
+        .args(["waits", "--ms", "8000"])
+        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env("DOTNET_PerfMapEnabled", "1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(err)?;
+    std::thread::sleep(Duration::from_secs(2));
+    let out = netprobe::command()
+        .args(["profile", "--off-cpu", "--json", "--duration", "3s", "-p"])
+        .arg(target.id().to_string())
+        .output()
+        .map_err(err);
+    let _ = target.kill();
+    let _ = target.wait();
+    let out = succeeded(out?, "profile --off-cpu -p dotnet")?;
+    let v: Json = serde_json::from_slice(&out.stdout).map_err(err)?;
+    let elapsed_us = (v["elapsed_s"].as_f64().unwrap_or(0.0) * 1e6) as u64;
+    for (caller, callee, reason) in [
+        (
+            "sample_netcore_app.Program::SleepWaiter()",
+            "System.Threading.Thread::Sleep(int32)",
+            "[off-cpu: futex]",
+        ),
+        (
+            "sample_netcore_app.Program::MonitorWaiter()",
+            "System.Threading.Monitor::Wait(object)",
+            "[off-cpu: futex]",
+        ),
+    ] {
+        let (us, leaf) = time_under_pair(&v, caller, callee);
+        eprintln!("{us} us of {elapsed_us} under {caller} -> {callee}, mostly in {leaf}");
+        if profile::pct(us, elapsed_us) < 80.0 || leaf != reason {
+            return Err(format!(
+                "{us} us under {caller} -> {callee} (leaf {leaf}) of {elapsed_us}: {}",
+                v["functions"]
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn dotnet_needs() -> Vec<Need> {
     vec![
         Need::Root,
@@ -177,6 +246,11 @@ fn main() {
             "dotnet8_jit_frames_named_with_perf_maps",
             &dotnet_needs(),
             dotnet8_jit_frames_named_with_perf_maps,
+        ),
+        e2e::trial(
+            "dotnet8_off_cpu_names_blocked_managed_frames",
+            &dotnet_needs(),
+            dotnet8_off_cpu_names_blocked_managed_frames,
         ),
     ]);
 }

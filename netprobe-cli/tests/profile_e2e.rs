@@ -11,6 +11,8 @@
 //!   `target/profile-artifacts/`) and holds the frames' titles.
 //! - `--dry-run` prints perf's command line; a missing pid is a one-line error.
 //!
+//! - Off-CPU and wall-clock profiles: `profile_off_cpu/trials.rs`.
+//!
 //! Go and .NET programs: `profile_go_e2e.rs`, `profile_dotnet_e2e.rs`.
 
 use fixtures::e2e::{self, err, succeeded, text, Need};
@@ -21,6 +23,9 @@ use serde_json::Value as Json;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "profile_off_cpu/trials.rs"]
+mod off_cpu;
 
 type R = Result<(), String>;
 
@@ -418,6 +423,12 @@ fn main() {
             &root,
             c_prologue_and_leaf_samples_keep_their_caller,
         ),
+        e2e::trial("c_off_cpu_shares_match_the_programs_clock", &root, || {
+            off_cpu::c_off_cpu_shares_match_the_programs_clock(&c_program("off_cpu_waits"))
+        }),
+        e2e::trial("c_wall_half_computing_half_sleeping", &root, || {
+            off_cpu::c_wall_half_computing_half_sleeping(&c_program("off_cpu_waits"))
+        }),
         e2e::trial(
             "c_command_and_late_thread",
             &root,

@@ -33,6 +33,7 @@ pub mod image;
 pub mod innermost_frame;
 pub mod inventory;
 pub mod ipc;
+pub mod kallsyms;
 pub mod maps;
 pub mod matching;
 pub mod name_budget;

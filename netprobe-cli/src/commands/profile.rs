@@ -3,7 +3,7 @@
 
 use crate::commands::parse::parse_duration;
 use crate::error::{Error, Result};
-use crate::profile::{self, ProfileOptions, Report};
+use crate::profile::{self, ProfileKind, ProfileOptions, Report};
 use crate::run_as::RunAs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,6 +31,22 @@ pub struct ProfileArgs {
     /// Samples per second of each thread on CPU.
     #[arg(short = 'F', long, default_value_t = profile::DEFAULT_FREQUENCY)]
     pub frequency: u64,
+    /// Profile the time threads spend off the CPU (blocked on a lock, a file or socket, a sleep,
+    /// or preempted), in microseconds, per stack; each stack ends in the wait's reason as the
+    /// kernel gives it (`[off-cpu: futex]`, `[off-cpu: sleep]`, `[off-cpu: I/O read]`...).
+    #[arg(long, conflicts_with = "wall")]
+    pub off_cpu: bool,
+    /// Profile on-CPU and off-CPU time together, in microseconds (each on-CPU sample stands for
+    /// its period of CPU time): a flame graph of where the whole wall-clock time goes.
+    #[arg(long)]
+    pub wall: bool,
+    /// With --off-cpu or --wall: take the stack of one switch off the CPU in N, weighing each
+    /// as N, to bound the cost on targets that switch very often.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub off_cpu_every: u64,
+    /// With --off-cpu or --wall: do not count waits shorter than this (e.g. 1ms).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub min_block: Option<Duration>,
     /// Bytes of user stack copied with each sample and unwound by call-frame information (a
     /// multiple of 8, at most 32768; as perf's --call-graph dwarf, 8192 by default). A stack deeper than
     /// the copy is finished by the kernel's frame-pointer chain where it can be.
@@ -57,11 +73,16 @@ pub struct ProfileArgs {
     pub dry_run: bool,
 }
 
-/// Renders folded lines as an inferno flame graph SVG.
-pub fn flamegraph_svg(folded: &str, title: &str, out: impl Write) -> std::io::Result<()> {
+/// Renders folded lines as an inferno flame graph SVG, counts in `unit`.
+pub fn flamegraph_svg(
+    folded: &str,
+    title: &str,
+    unit: profile::Unit,
+    out: impl Write,
+) -> std::io::Result<()> {
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
-    opts.count_name = "samples".to_string();
+    opts.count_name = unit.count_name().to_string();
     inferno::flamegraph::from_lines(&mut opts, folded.lines(), out)
 }
 
@@ -71,11 +92,12 @@ pub fn flamegraph_svg(folded: &str, title: &str, out: impl Write) -> std::io::Re
 pub fn flamegraph_svg_with_lines(
     folded: &str,
     title: &str,
+    unit: profile::Unit,
     lines: &std::collections::HashMap<String, Vec<String>>,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let mut svg = Vec::new();
-    flamegraph_svg(folded, title, &mut svg)?;
+    flamegraph_svg(folded, title, unit, &mut svg)?;
     let svg = String::from_utf8_lossy(&svg);
     // inferno writes each box's tooltip as `<title>NAME (N samples, P%)</title>`, NAME escaped
     // as XML text and without the folded `_[i]` suffix; the counts are the last ` (` part.
@@ -137,7 +159,19 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
         duration: a.duration,
         frequency: a.frequency,
         stack_size: a.stack_size,
+        kind: match (a.off_cpu, a.wall) {
+            (true, _) => ProfileKind::OffCpu,
+            (_, true) => ProfileKind::Wall,
+            _ => ProfileKind::OnCpu,
+        },
+        off_cpu_every: a.off_cpu_every,
+        min_block: a.min_block.unwrap_or_default(),
     };
+    if o.kind == ProfileKind::OnCpu && (a.off_cpu_every != 1 || a.min_block.is_some()) {
+        return Err(Error::usage(
+            "--off-cpu-every and --min-block apply to off-CPU time: add --off-cpu or --wall",
+        ));
+    }
     if a.dry_run {
         println!("{}", o.perf_record_command());
         return Ok(0);
@@ -153,18 +187,24 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
         Some(d) => format!("for {:?}", d),
         None => "until Ctrl-C or exit".to_string(),
     };
-    crate::printable::eprint_line(&format!(
-        "netprobe: profiling {what} at {} Hz {until}",
-        o.frequency
-    ));
+    let how = match o.kind {
+        ProfileKind::OnCpu => format!("on-CPU time at {} Hz", o.frequency),
+        ProfileKind::OffCpu => "off-CPU time".to_string(),
+        ProfileKind::Wall => format!("wall-clock time (on-CPU at {} Hz)", o.frequency),
+    };
+    crate::printable::eprint_line(&format!("netprobe: profiling {what}: {how} {until}"));
     let p = profile::record(&o)?;
     for note in &p.notes {
         crate::printable::eprint_line(&format!("netprobe: note: {note}"));
     }
     let report: &Report = &p.report;
     if report.lost > 0 {
+        let fix = match o.kind {
+            ProfileKind::OnCpu => "lower --frequency",
+            _ => "the off-CPU time is undercounted: raise --off-cpu-every or lower --stack-size",
+        };
         crate::printable::eprint_line(&format!(
-            "netprobe: warning: {} samples were lost (ring buffer full): lower --frequency",
+            "netprobe: warning: {} records were lost (ring buffer full): {fix}",
             report.lost
         ));
     }
@@ -181,10 +221,10 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
                 path.display()
             ));
         } else {
-            let title = format!("netprobe profile {what}");
+            let title = format!("netprobe profile {what}: {how}");
             let lines = report.lines_by_function(3);
             write_file(path, |w| {
-                flamegraph_svg_with_lines(&folded, &title, &lines, w)
+                flamegraph_svg_with_lines(&folded, &title, report.unit, &lines, w)
             })?;
         }
     }
@@ -230,7 +270,8 @@ mod tests {
         let lines = r.lines_by_function(3);
         assert_eq!(lines["hot"], ["/src/p.c:12", "/src/p.c:14"]);
         let mut svg = Vec::new();
-        flamegraph_svg_with_lines(&r.folded(), "t", &lines, &mut svg).unwrap();
+        flamegraph_svg_with_lines(&r.folded(), "t", profile::Unit::Samples, &lines, &mut svg)
+            .unwrap();
         let svg = String::from_utf8(svg).unwrap();
         assert!(
             svg.contains("<title>hot [/src/p.c:12, /src/p.c:14] (4 samples, 66.67%)</title>"),

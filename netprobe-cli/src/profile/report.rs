@@ -9,6 +9,37 @@ use std::fmt::Write as _;
 
 pub use crate::stacks::FrameName;
 
+/// What a profile's counts are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum Unit {
+    /// On-CPU samples.
+    #[default]
+    #[serde(rename = "samples")]
+    Samples,
+    /// Microseconds: off-CPU time, or on-CPU samples and off-CPU time together (`--wall`),
+    /// as bcc's `offcputime` folds them.
+    #[serde(rename = "us")]
+    Microseconds,
+}
+
+impl Unit {
+    /// How a flame graph names its counts.
+    pub fn count_name(self) -> &'static str {
+        match self {
+            Unit::Samples => "samples",
+            Unit::Microseconds => "us",
+        }
+    }
+
+    /// A count as the table shows it: samples as they are, microseconds as milliseconds.
+    fn show(self, n: u64) -> String {
+        match self {
+            Unit::Samples => n.to_string(),
+            Unit::Microseconds => format!("{:.1}", n as f64 / 1e3),
+        }
+    }
+}
+
 /// A function's share of the samples.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FunctionRow {
@@ -24,6 +55,12 @@ pub struct FunctionRow {
 #[derive(Clone, Debug, Default)]
 pub struct Report {
     pub stacks: HashMap<Vec<FrameName>, u64>,
+    /// What the counts are.
+    pub unit: Unit,
+    /// Waits off the CPU counted (off-CPU and wall profiles).
+    pub switches: u64,
+    /// On-CPU samples of a profile counted in microseconds (`--wall`).
+    pub cpu_samples: u64,
     /// Samples the kernel dropped because a ring buffer was full.
     pub lost: u64,
     /// Times the kernel throttled sampling.
@@ -36,7 +73,7 @@ impl Report {
         *self.stacks.entry(stack).or_insert(0) += count;
     }
 
-    /// Samples taken (not counting lost ones).
+    /// The sum of the counts: samples taken (not counting lost ones), or microseconds.
     pub fn samples(&self) -> u64 {
         self.stacks.values().sum()
     }
@@ -125,10 +162,24 @@ impl Report {
             }
         };
         let (unknown, frames) = self.unknown_frames();
-        let mut out = format!(
-            "{samples} samples, {} lost, {unknown} of {frames} frames unknown\n\n",
-            self.lost
-        );
+        let unit = self.unit;
+        let mut out = match unit {
+            Unit::Samples => format!(
+                "{samples} samples, {} lost, {unknown} of {frames} frames unknown\n\n",
+                self.lost
+            ),
+            Unit::Microseconds => format!(
+                "{} ms in {} waits off the CPU{}, {} records lost, {:.2}% of frames unknown (times in ms)\n\n",
+                unit.show(samples),
+                self.switches,
+                match self.cpu_samples {
+                    0 => String::new(),
+                    n => format!(" and {n} on-CPU samples"),
+                },
+                self.lost,
+                if frames == 0 { 0.0 } else { 100.0 * unknown as f64 / frames as f64 }
+            ),
+        };
         let rows = self.functions();
         let _ = writeln!(
             out,
@@ -139,22 +190,26 @@ impl Report {
             let _ = writeln!(
                 out,
                 "{:>8} {:>6.2}% {:>8} {:>6.2}%  {}",
-                r.self_samples,
+                unit.show(r.self_samples),
                 pct(r.self_samples),
-                r.total,
+                unit.show(r.total),
                 pct(r.total),
                 crate::printable::Printable(&r.name)
             );
         }
         let mut by_total = rows.clone();
         by_total.sort_by(|a, b| b.total.cmp(&a.total).then(a.name.cmp(&b.name)));
-        let _ = writeln!(out, "\nby total samples (callers included):");
+        let callers = match unit {
+            Unit::Samples => "by total samples (callers included):",
+            Unit::Microseconds => "by total time (callers included):",
+        };
+        let _ = writeln!(out, "\n{callers}");
         let _ = writeln!(out, "{:>8} {:>7}  function", "total", "total%");
         for r in by_total.iter().take(top) {
             let _ = writeln!(
                 out,
                 "{:>8} {:>6.2}%  {}",
-                r.total,
+                unit.show(r.total),
                 pct(r.total),
                 crate::printable::Printable(&r.name)
             );
@@ -169,7 +224,13 @@ impl Report {
             self.stacks.iter().map(|(s, &n)| (s, n)).collect();
         stacks.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         serde_json::json!({
-            "samples": self.samples(),
+            "unit": self.unit,
+            "total": self.samples(),
+            "samples": match self.unit {
+                Unit::Samples => self.samples(),
+                Unit::Microseconds => self.cpu_samples,
+            },
+            "switches": self.switches,
             "lost": self.lost,
             "throttled": self.throttled,
             "frames": frames,
@@ -235,6 +296,32 @@ mod tests {
         insta::assert_snapshot!("folded", r.folded());
         insta::assert_snapshot!("table", r.table(10));
         insta::assert_json_snapshot!("json", r.json());
+    }
+
+    #[test]
+    fn an_off_cpu_profile_counts_microseconds_and_ends_in_the_wait() {
+        let mut r = Report {
+            unit: Unit::Microseconds,
+            switches: 30,
+            cpu_samples: 4,
+            ..Report::default()
+        };
+        r.add(vec![f("main"), f("wait_a"), f("[off-cpu: sleep]")], 700_000);
+        r.add(
+            vec![f("main"), f("read_b"), f("[off-cpu: I/O read]")],
+            300_000,
+        );
+        r.add(vec![f("main"), f("compute")], 40_404);
+        insta::assert_snapshot!("off_cpu_table", r.table(10));
+        assert_eq!(
+            r.folded(),
+            "main;compute 40404\nmain;read_b;[off-cpu: I/O read] 300000\nmain;wait_a;[off-cpu: sleep] 700000\n"
+        );
+        let json = r.json();
+        assert_eq!(json["unit"], "us");
+        assert_eq!(json["total"], 1_040_404);
+        assert_eq!(json["samples"], 4);
+        assert_eq!(json["switches"], 30);
     }
 
     proptest! {

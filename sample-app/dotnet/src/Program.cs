@@ -39,6 +39,10 @@ modes:
   spin     [--ms 100]
            CPU-bound for --ms: SpinLoop calls System.String.Replace(string,string) on a
            4000-char string holding ""needle"" 100 times, in a loop (for profiles)
+  waits    [--ms 100]
+           blocked for --ms on two threads: SleepWaiter calls Thread.Sleep(20) in a loop,
+           MonitorWaiter waits in Monitor.Wait on an object the main thread pulses every
+           50 ms (for off-CPU profiles)
   echo     VALUE...   calls EchoProvider.calculateEchoValue(string) once per value
   fib      N...       calls FibonacciProvider.calculateFibonacciValue(int32) once per value
 common options:
@@ -70,6 +74,7 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
                 case "strings": return StringsMode(opts);
                 case "dates": return DatesMode(opts);
                 case "spin": return SpinMode(opts);
+                case "waits": return WaitsMode(opts);
                 case "empty": return EmptyMode(opts);
                 case "echo":
                     foreach (var v in opts.Values) Console.WriteLine("echo " + new EchoProvider().calculateEchoValue(v));
@@ -200,6 +205,48 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
                 calls += SpinLoop(text, 1000);
             Console.WriteLine("done calls=" + calls);
             return 0;
+        }
+
+        static readonly object pulsed = new object();
+        static volatile bool stopWaiters;
+
+        // Two threads off the CPU for known reasons: one sleeping (Thread.Sleep: a nanosleep in
+        // the runtime), one waiting for a monitor pulse (Monitor.Wait: a futex wait).
+        static int WaitsMode(Options o)
+        {
+            var sleeper = new Thread(SleepWaiter) { Name = "np-sleeper" };
+            var waiter = new Thread(MonitorWaiter) { Name = "np-waiter" };
+            sleeper.Start();
+            waiter.Start();
+            var sw = System.Diagnostics.Stopwatch.StartNew();
+            long pulses = 0;
+            while (sw.ElapsedMilliseconds < o.Ms)
+            {
+                Thread.Sleep(50);
+                lock (pulsed) { Monitor.Pulse(pulsed); }
+                pulses++;
+            }
+            stopWaiters = true;
+            lock (pulsed) { Monitor.PulseAll(pulsed); }
+            sleeper.Join();
+            waiter.Join();
+            Console.WriteLine("done pulses=" + pulses);
+            return 0;
+        }
+
+        [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+        static void SleepWaiter()
+        {
+            while (!stopWaiters) Thread.Sleep(20);
+        }
+
+        [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+        static void MonitorWaiter()
+        {
+            lock (pulsed)
+            {
+                while (!stopWaiters) Monitor.Wait(pulsed);
+            }
         }
 
         [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]

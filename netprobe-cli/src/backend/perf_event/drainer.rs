@@ -1,4 +1,4 @@
-//! Emptying a [`Sampler`]'s ring buffers on a thread of their own.
+//! Emptying [`Sampler`]s' ring buffers on a thread of their own.
 //!
 //! The reader's work on what it reads is uneven: naming the first frame in a library parses that
 //! library's symbols and, where one is installed, its debug file (Debian's libc6-dbg: megabytes
@@ -24,40 +24,43 @@ pub const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
 /// Most chunks (one per drain that found records) waiting for the reader: 10 s of drains.
 pub const MAX_QUEUED_CHUNKS: usize = 500;
 
-/// A sampler whose rings a thread empties.
+/// Samplers whose rings a thread empties.
 pub struct Drainer {
     stop: Arc<AtomicBool>,
-    queue: Receiver<Vec<u8>>,
-    thread: Option<JoinHandle<Sampler>>,
+    /// Chunks of records, each with the index of the sampler whose rings it came from.
+    queue: Receiver<(usize, Vec<u8>)>,
+    thread: Option<JoinHandle<Vec<Sampler>>>,
 }
 
 impl Drainer {
-    /// Moves `sampler` (enabled or not) to a thread that empties its rings every
+    /// Moves `samplers` (enabled or not) to a thread that empties their rings every
     /// [`DRAIN_INTERVAL`] until [`Drainer::finish`].
-    pub fn start(mut sampler: Sampler) -> std::io::Result<Drainer> {
+    pub fn start(mut samplers: Vec<Sampler>) -> std::io::Result<Drainer> {
         let stop = Arc::new(AtomicBool::new(false));
-        let (tx, queue) = sync_channel::<Vec<u8>>(MAX_QUEUED_CHUNKS);
+        let (tx, queue) = sync_channel::<(usize, Vec<u8>)>(MAX_QUEUED_CHUNKS);
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("netprobe-drain".into())
             .spawn(move || {
-                loop {
+                'draining: loop {
                     let last = stopping.load(Ordering::Acquire);
                     if last {
                         // Records written before the events stopped are still in the rings.
-                        sampler.disable();
+                        samplers.iter().for_each(Sampler::disable);
                     }
-                    let mut chunk = Vec::new();
-                    sampler.drain(&mut chunk);
-                    if !chunk.is_empty() && tx.send(chunk).is_err() {
-                        break;
+                    for (i, sampler) in samplers.iter_mut().enumerate() {
+                        let mut chunk = Vec::new();
+                        sampler.drain(&mut chunk);
+                        if !chunk.is_empty() && tx.send((i, chunk)).is_err() {
+                            break 'draining;
+                        }
                     }
                     if last {
                         break;
                     }
                     std::thread::sleep(DRAIN_INTERVAL);
                 }
-                sampler
+                samplers
             })?;
         Ok(Drainer {
             stop,
@@ -66,20 +69,26 @@ impl Drainer {
         })
     }
 
-    /// Appends to `out` what was drained, waiting up to `wait` for the first chunk.
-    pub fn take(&self, wait: Duration, out: &mut Vec<u8>) {
+    /// Appends to `out[i]` what was drained from the `i`th sampler's rings, waiting up to
+    /// `wait` for the first chunk (`out` has a buffer per sampler).
+    pub fn take(&self, wait: Duration, out: &mut [Vec<u8>]) {
+        let mut put = |(i, chunk): (usize, Vec<u8>)| {
+            if let Some(buf) = out.get_mut(i) {
+                buf.extend_from_slice(&chunk);
+            }
+        };
         match self.queue.recv_timeout(wait) {
-            Ok(chunk) => out.extend_from_slice(&chunk),
+            Ok(chunk) => put(chunk),
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return,
         }
         while let Ok(chunk) = self.queue.try_recv() {
-            out.extend_from_slice(&chunk);
+            put(chunk);
         }
     }
 
     /// Stops sampling, appends everything still queued or in the rings to `out`, and closes the
     /// events.
-    pub fn finish(mut self, out: &mut Vec<u8>) {
+    pub fn finish(mut self, out: &mut [Vec<u8>]) {
         self.stop.store(true, Ordering::Release);
         let Some(thread) = self.thread.take() else {
             return;
@@ -88,11 +97,9 @@ impl Drainer {
         while !thread.is_finished() {
             self.take(DRAIN_INTERVAL, out);
         }
-        while let Ok(chunk) = self.queue.try_recv() {
-            out.extend_from_slice(&chunk);
-        }
-        if let Ok(sampler) = thread.join() {
-            drop(sampler);
+        self.take(Duration::ZERO, out);
+        if let Ok(samplers) = thread.join() {
+            drop(samplers);
         }
     }
 }

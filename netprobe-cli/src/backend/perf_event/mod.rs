@@ -70,13 +70,47 @@ fn data_pages(stack_bytes: u32, frequency: u64) -> usize {
         .clamp(MIN_DATA_PAGES, MAX_DATA_PAGES)
 }
 
-/// The `perf_event_attr` of a user-stack sampler at `frequency` Hz copying `stack_bytes` of
-/// the stack and the registers an unwinder needs
-/// ([`netprobe_core::debuginfo::PERF_REGS_MASK_X86_64`]).
+/// What a [`Sampler`] samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sampling {
+    /// On-CPU stacks at about this many samples per second of CPU time (the kernel adjusts the
+    /// period to keep the rate: `freq` mode, `perf record -F`).
+    CpuFrequency(u64),
+    /// On-CPU stacks every this many nanoseconds of CPU time exactly (`perf record -c` of
+    /// `cpu-clock`): each sample stands for the same time, so samples can be weighed against
+    /// off-CPU time.
+    CpuPeriod(u64),
+    /// The stack of every `n`th time a thread leaves the CPU (the software
+    /// `PERF_COUNT_SW_CONTEXT_SWITCHES` event, counted and sampled in the task's context at
+    /// `perf_event_task_sched_out`, include/linux/perf_event.h), with the kernel's part of the
+    /// callchain (where it blocked), and a `PERF_RECORD_SWITCH` each time it is switched in or
+    /// out (`context_switch`), so the time until it runs again can be measured. The event
+    /// fires in kernel mode, so it cannot exclude the kernel (`perf_exclude_event`): it needs
+    /// kernel.perf_event_paranoid at most 1 or CAP_PERFMON.
+    Switches { every: u64 },
+}
+
+impl Sampling {
+    /// Samples a ring should hold per 100 ms tick, for sizing it ([`data_pages`]).
+    fn rate_hint(self) -> u64 {
+        match self {
+            Sampling::CpuFrequency(f) => f,
+            Sampling::CpuPeriod(ns) => 1_000_000_000 / ns.max(1),
+            // Switches come as fast as the targets block: size for the largest rings.
+            Sampling::Switches { .. } => 100_000,
+        }
+    }
+}
+
+/// The `perf_event_attr` of a user-stack sampler of `sampling` copying `stack_bytes` of the
+/// stack and the registers an unwinder needs
+/// ([`netprobe_core::debuginfo::PERF_REGS_MASK_X86_64`]); `track`: it also records its task's
+/// mappings (one event per task and CPU must, and only one: [`sideband`]).
 fn sampler_attr(
-    frequency: u64,
+    sampling: Sampling,
     enable_on_exec: bool,
     stack_bytes: u32,
+    track: bool,
 ) -> sys::bindings::perf_event_attr {
     let mut a = sys::bindings::perf_event_attr {
         type_: sys::bindings::PERF_TYPE_SOFTWARE,
@@ -92,16 +126,35 @@ fn sampler_attr(
         sample_stack_user: stack_bytes,
         ..Default::default()
     };
-    a.__bindgen_anon_1.sample_freq = frequency;
-    a.set_freq(1);
+    a.set_exclude_kernel(1);
+    a.set_exclude_callchain_kernel(1);
+    match sampling {
+        Sampling::CpuFrequency(f) => {
+            a.__bindgen_anon_1.sample_freq = f;
+            a.set_freq(1);
+        }
+        Sampling::CpuPeriod(ns) => a.__bindgen_anon_1.sample_period = ns,
+        Sampling::Switches { every } => {
+            a.config = sys::bindings::PERF_COUNT_SW_CONTEXT_SWITCHES as u64;
+            a.__bindgen_anon_1.sample_period = every.max(1);
+            a.set_exclude_kernel(0);
+            a.set_exclude_callchain_kernel(0);
+            a.set_context_switch(1);
+            // The switch records end in the `TID | TIME` sample id.
+            a.set_sample_id_all(1);
+        }
+    }
+    // Times on CLOCK_MONOTONIC, the clock of netprobe's probe hits and of `Instant`, so
+    // samples, switches and hits of one profile can be ordered together.
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
     a.set_disabled(1);
     a.set_inherit(1);
-    a.set_exclude_kernel(1);
     a.set_exclude_hv(1);
-    a.set_exclude_callchain_kernel(1);
     a.set_enable_on_exec(u64::from(enable_on_exec));
-    // Each event is its task's only one on its CPU: it also records the task's mappings.
-    sideband::track(&mut a);
+    if track {
+        sideband::track(&mut a);
+    }
     a
 }
 
@@ -156,26 +209,29 @@ pub fn parse_cpu_list(text: &str) -> Vec<i32> {
 
 /// Samplers on a set of threads: one ring buffer per CPU.
 pub struct Sampler {
+    sampling: Sampling,
     rings: Vec<Ring>,
     /// Events that write into another event's ring.
     redirected: Vec<OwnedFd>,
 }
 
 impl Sampler {
-    /// Opens (disabled) samplers on every thread in `tids` on every online CPU, at `frequency`
-    /// Hz, copying `stack_bytes` of each sampled user stack (a multiple of 8, at most
+    /// Opens (disabled) samplers of `sampling` on every thread in `tids` on every online CPU,
+    /// copying `stack_bytes` of each sampled user stack (a multiple of 8, at most
     /// [`MAX_STACK_BYTES`]). `enable_on_exec`: the events start when the thread calls execve (a
-    /// command held before its exec), else on [`Sampler::enable`].
+    /// command held before its exec), else on [`Sampler::enable`]. `track`: the events also
+    /// record the tasks' mappings ([`sideband`]); of samplers on the same tasks, one must.
     pub fn open(
         tids: &[u32],
-        frequency: u64,
+        sampling: Sampling,
         enable_on_exec: bool,
         stack_bytes: u32,
+        track: bool,
     ) -> Result<Sampler> {
         let cpus = online_cpus()?;
         let stack_bytes = (stack_bytes.min(MAX_STACK_BYTES) / 8) * 8;
-        let pages = data_pages(stack_bytes, frequency);
-        let mut attr = sampler_attr(frequency, enable_on_exec, stack_bytes);
+        let pages = data_pages(stack_bytes, sampling.rate_hint());
+        let mut attr = sampler_attr(sampling, enable_on_exec, stack_bytes, track);
         let mut rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
         let mut redirected = Vec::new();
         let mut opened = 0usize;
@@ -185,7 +241,7 @@ impl Sampler {
                     Ok(fd) => fd,
                     // The thread exited since it was listed: nothing to sample.
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
-                    Err(e) => return Err(open_error(tid, e)),
+                    Err(e) => return Err(sampler_open_error(tid, e, sampling)),
                 };
                 opened += 1;
                 match &rings[i] {
@@ -218,9 +274,15 @@ impl Sampler {
             ));
         }
         Ok(Sampler {
+            sampling,
             rings: rings.into_iter().flatten().collect(),
             redirected,
         })
+    }
+
+    /// What it samples.
+    pub fn sampling(&self) -> Sampling {
+        self.sampling
     }
 
     fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
@@ -249,6 +311,19 @@ impl Sampler {
             ring.drain(out);
         }
     }
+}
+
+/// [`open_error`] of a sampler: a context-switch event counts in kernel mode, which
+/// kernel.perf_event_paranoid 2 refuses to unprivileged users
+/// (Documentation/admin-guide/perf-security.rst), so its refusal says so.
+fn sampler_open_error(tid: u32, err: std::io::Error, sampling: Sampling) -> Error {
+    let refused = matches!(err.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM));
+    if refused && matches!(sampling, Sampling::Switches { .. }) {
+        return Error::usage(format!(
+            "perf_event_open of a context-switch event on thread {tid} failed ({err}): off-CPU profiles count switches in the kernel: run netprobe as root, or grant it CAP_PERFMON (and CAP_SYS_PTRACE for another user's threads)"
+        ));
+    }
+    open_error(tid, err)
 }
 
 pub(crate) fn open_error(tid: u32, err: std::io::Error) -> Error {

@@ -15,6 +15,17 @@ pub const PERF_RECORD_LOST: u32 = 2;
 pub const PERF_RECORD_THROTTLE: u32 = 5;
 /// `PERF_RECORD_SAMPLE`.
 pub const PERF_RECORD_SAMPLE: u32 = 9;
+/// `PERF_RECORD_SWITCH`: `{ header; sample_id }`, written for an event with `context_switch`
+/// each time its task is switched in or out (since Linux 4.3).
+pub const PERF_RECORD_SWITCH: u32 = 14;
+/// In a switch record's `misc`: the task was switched out (else in).
+const PERF_RECORD_MISC_SWITCH_OUT: u16 = 1 << 13;
+/// In a switch-out record's `misc`: the task was preempted while runnable (since Linux 4.17).
+const PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
+/// The callchain marker before the kernel's part (`enum perf_callchain_context`).
+const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
+/// The callchain marker before the user part.
+const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
 /// Callchain entries at or above this value are context markers (`PERF_CONTEXT_USER`, ...),
 /// not addresses (`enum perf_callchain_context`).
 pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
@@ -32,6 +43,9 @@ pub enum Record {
         tid: u32,
         time: u64,
         ips: Vec<u64>,
+        /// The kernel's part of the callchain, innermost first: empty unless the event asked
+        /// for it (a context-switch event: where in the kernel the task blocked).
+        kernel_ips: Vec<u64>,
         /// The top of the user stack when the sample was taken, from RSP upwards
         /// (`PERF_SAMPLE_STACK_USER`'s `dyn_size` bytes); empty when the kernel copied none.
         stack: Vec<u8>,
@@ -44,6 +58,16 @@ pub enum Record {
     Lost(u64),
     /// The kernel throttled sampling (too many interrupts).
     Throttle,
+    /// The task was switched in or out (`PERF_RECORD_SWITCH`; its sample id is `TID | TIME`).
+    Switch {
+        pid: u32,
+        tid: u32,
+        time: u64,
+        /// Switched out (else in).
+        out: bool,
+        /// Switched out while runnable: preempted, not blocked.
+        preempted: bool,
+    },
     /// A mapping, fork or exec of a sampled task ([`super::sideband`]).
     Sideband(super::sideband::Sideband),
     /// Any other record type (skipped).
@@ -77,6 +101,29 @@ pub fn regs_and_stack(rec: &[u8], mut at: usize) -> Option<(Vec<u64>, &[u8])> {
     Some((regs, stack))
 }
 
+/// A callchain's kernel and user parts, each innermost first, without the context markers.
+/// Entries before any marker are user ones (a chain of a user-only event may start without
+/// one). The user part ends at the first return address that cannot be user code: zero (a
+/// thread's outermost frame holds zeros) or above user space (the walk went through a frame of
+/// code that keeps no frame pointer and read data). The kernel's x86 `perf_callchain_user`
+/// (arch/x86/events/core.c) checks the frame pointer, not the return address it stores.
+fn split_callchain(chain: impl Iterator<Item = u64>) -> (Vec<u64>, Vec<u64>) {
+    let (mut kernel, mut user) = (Vec::new(), Vec::new());
+    let mut in_kernel = false;
+    let mut user_ended = false;
+    for a in chain {
+        match a {
+            PERF_CONTEXT_KERNEL => in_kernel = true,
+            PERF_CONTEXT_USER => in_kernel = false,
+            a if a >= PERF_CONTEXT_MAX => in_kernel = false,
+            a if in_kernel => kernel.push(a),
+            a if user_ended || a == 0 || a >= USER_SPACE_END => user_ended = true,
+            a => user.push(a),
+        }
+    }
+    (kernel, user)
+}
+
 /// Decodes one record body (`rec` = the whole record, header included).
 fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
     match kind {
@@ -91,17 +138,9 @@ fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
             if nr > room {
                 return None;
             }
-            let mut ips: Vec<u64> = (0..nr as usize)
-                .filter_map(|i| u64_at(rec, 40 + 8 * i))
-                .filter(|&a| a < PERF_CONTEXT_MAX)
-                // The frame-pointer chain ends at the first return address that cannot be user
-                // code: zero (a thread's outermost frame holds zeros) or above user space (the
-                // walk went through a frame of code that keeps no frame pointer and read data).
-                // The kernel's x86 `perf_callchain_user` (arch/x86/events/core.c) checks the
-                // frame pointer, not the return address it stores.
-                .take_while(|&a| a != 0 && a < USER_SPACE_END)
-                .collect();
-            if ips.is_empty() && ip != 0 {
+            let chain = (0..nr as usize).filter_map(|i| u64_at(rec, 40 + 8 * i));
+            let (kernel_ips, mut ips) = split_callchain(chain);
+            if ips.is_empty() && ip != 0 && ip < USER_SPACE_END {
                 ips.push(ip);
             }
             let (regs, stack) = regs_and_stack(rec, 40 + 8 * nr as usize)?;
@@ -111,8 +150,20 @@ fn decode_one(kind: u32, rec: &[u8]) -> Option<Record> {
                 tid,
                 time,
                 ips,
+                kernel_ips,
                 stack,
                 regs,
+            })
+        }
+        PERF_RECORD_SWITCH => {
+            let misc = u16_at(rec, 4)?;
+            let at = rec.len().checked_sub(16)?;
+            Some(Record::Switch {
+                pid: u32_at(rec, at)?,
+                tid: u32_at(rec, at + 4)?,
+                time: u64_at(rec, at + 8)?,
+                out: misc & PERF_RECORD_MISC_SWITCH_OUT != 0,
+                preempted: misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0,
             })
         }
         PERF_RECORD_LOST => Some(Record::Lost(u64_at(rec, 16)?)),
@@ -287,12 +338,61 @@ mod tests {
                     ips: vec![0x401000, 0x401234, 0x7f00_0000_1000],
                     stack: vec![],
                     regs: vec![],
+                    kernel_ips: vec![],
                 },
                 Record::Lost(42),
                 Record::Other(3),
                 Record::Throttle,
             ]
         );
+    }
+
+    #[test]
+    fn a_context_switch_sample_splits_its_chain_and_switch_records_decode() {
+        let kernel = [0xffff_ffff_8226_6833, 0xffff_ffff_8226_d89e];
+        let mut chain = vec![PERF_CONTEXT_KERNEL];
+        chain.extend(kernel);
+        chain.extend([PERF_CONTEXT_USER, 0x7f00_0000_1000, 0x401234]);
+        let mut buf = sample(5, 6, &chain);
+        // The sample's ip is the kernel's: the user part keeps the chain's.
+        buf[8..16].copy_from_slice(&kernel[0].to_ne_bytes());
+        for (misc, out, preempted) in [
+            (0u16, false, false),
+            (1 << 13, true, false),
+            (3 << 13, true, true),
+        ] {
+            let mut rec = PERF_RECORD_SWITCH.to_ne_bytes().to_vec();
+            rec.extend_from_slice(&misc.to_ne_bytes());
+            rec.extend_from_slice(&24u16.to_ne_bytes());
+            rec.extend_from_slice(&5u32.to_ne_bytes());
+            rec.extend_from_slice(&6u32.to_ne_bytes());
+            rec.extend_from_slice(&900u64.to_ne_bytes());
+            buf.extend_from_slice(&rec);
+            let got = decode(&buf);
+            assert_eq!(
+                got.last(),
+                Some(&Record::Switch {
+                    pid: 5,
+                    tid: 6,
+                    time: 900,
+                    out,
+                    preempted
+                })
+            );
+        }
+        match &decode(&buf)[0] {
+            Record::Sample {
+                ips, kernel_ips, ..
+            } => {
+                assert_eq!(ips, &vec![0x7f00_0000_1000, 0x401234]);
+                assert_eq!(kernel_ips, &kernel.to_vec());
+            }
+            other => panic!("{other:?}"),
+        }
+        // A switch record too short for its sample id decodes to nothing.
+        let mut short = PERF_RECORD_SWITCH.to_ne_bytes().to_vec();
+        short.extend_from_slice(&[0, 0, 12, 0, 1, 2, 3, 4]);
+        assert_eq!(decode(&short), vec![Record::Other(PERF_RECORD_SWITCH)]);
     }
 
     #[test]
