@@ -9,13 +9,13 @@ frame-pointer user stacks are whole): two threads hand a token through a futex, 
 100k context switches per second, and time each round trip. For each rate one target runs
 throughout; each tool in turn profiles it for SECONDS (default 10):
 
-- netprobe: `netprobe profile --off-cpu -p PID --duration SECONDSs --json`,
+- netprobe: `netprobe profile --off-cpu -p PID --duration SECONDSs --json`, and at 100k also
+  with `--off-cpu-every=10` (one stack in ten taken, each weighed ten);
 - bcc's offcputime: `/usr/sbin/offcputime -p PID SECONDS`, the libbpf build Debian ships in
   `libbpf-tools` (source package bpfcc, the same release as `bpfcc-tools`). The Python
   `offcputime-bpfcc` attaches a kprobe to finish_task_switch; on a kernel without kprobes (this
   VM's: no kprobe PMU, no kprobe_events) it cannot start, and the script says so and falls back to
   the libbpf build, which attaches to the sched_switch tracepoint through BTF;
-  and at 100k also `--off-cpu-every=10` (one stack in ten taken, each weighed ten);
 - `perf sched record -p PID -- sleep SECONDS` (scheduler tracepoints, no stacks: no off-CPU
   profile by itself), and `perf sched record -g` followed by `perf sched timehist`, which prints
   each wait with the stack the thread left with: the equivalent answer, post-processing included.
@@ -25,9 +25,9 @@ from its own report (switch_pingpong prints one JSON line per window) over a win
 tool's run, from SETTLE seconds after the tool starts to one second before it stops, so tool
 start-up and teardown are left out. Printed per rate and tool: the tool's CPU (user+sys of its
 process tree for its whole run, post-processing included, and as a percentage of one core over
-SECONDS), its wall time (a tool that falls behind runs past SECONDS), the events it handled per second, lost events it reported, the off-CPU time it
-attributed to the target, the target's achieved switches/s, round-trip latency and CPU per round
-trip, the slowdown (mean round-trip latency with the tool over the baselines' mean) and the
+SECONDS), its wall time (a tool that falls behind runs past SECONDS), the events it handled per
+second, lost events it reported, the off-CPU time it attributed to the target, the target's
+achieved switches/s, round-trip latency and CPU per round trip, the slowdown (mean round-trip latency with the tool over the baselines' mean) and the
 tool's CPU over netprobe's.
 """
 import datetime
