@@ -27,8 +27,8 @@ start-up and teardown are left out. Printed per rate and tool: the tool's CPU (u
 process tree for its whole run, post-processing included, and as a percentage of one core over
 SECONDS), its wall time (a tool that falls behind runs past SECONDS), the events it handled per
 second, lost events it reported, the off-CPU time it attributed to the target, the target's
-achieved switches/s, round-trip latency and CPU per round trip, the slowdown (mean round-trip latency with the tool over the baselines' mean) and the
-tool's CPU over netprobe's.
+achieved switches/s, round-trip latency and CPU per round trip, the slowdown (mean round-trip
+latency with the tool over the baselines' mean) and the tool's CPU over netprobe's.
 """
 import datetime
 import json
