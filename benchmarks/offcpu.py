@@ -140,6 +140,8 @@ def bcc_works(pid):
 
 
 def bcc_row(target, secs, tmp, python_bcc):
+    if not python_bcc and not os.path.exists(BCC_LIBBPF):
+        sys.exit(f"{BCC_LIBBPF} is needed here: apt-get install libbpf-tools")
     if python_bcc:
         cmd = [BCC_PY, "-p", str(target.pid), "-f", str(secs)]
     else:
@@ -265,4 +267,6 @@ def main():
 if __name__ == "__main__":
     if shutil.which("perf") is None:
         sys.exit("perf is not installed")
+    if not os.path.exists(BCC_PY) and not os.path.exists(BCC_LIBBPF):
+        sys.exit("bcc's offcputime is not installed: apt-get install bpfcc-tools libbpf-tools")
     main()
