@@ -133,6 +133,8 @@ def netprobe_row(np, target, secs, tmp, every=1):
 
 def bcc_works(pid):
     """Whether the Python offcputime-bpfcc starts here (it needs kprobes)."""
+    if not os.path.exists(BCC_PY):
+        return False, "not installed"
     p = subprocess.run([BCC_PY, "-p", str(pid), "-f", "1"], capture_output=True, text=True)
     if p.returncode == 0:
         return True, ""
