@@ -306,7 +306,7 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     if report.lost > 0 {
         let fix = match o.kind {
             ProfileKind::OnCpu => "lower --frequency",
-            _ => "the off-CPU time is undercounted: raise --off-cpu-every or lower --stack-size",
+            _ => "the waits whose records were lost are not counted: raise --off-cpu-every (one stack in N switches) or lower --stack-size",
         };
         crate::printable::eprint_line(&format!(
             "netprobe: warning: {} records were lost (ring buffer full): {fix}",

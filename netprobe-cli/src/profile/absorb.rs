@@ -28,6 +28,8 @@ pub struct RawStacks {
     pub switches: u64,
     pub parks: u64,
     pub cpu_samples: u64,
+    /// Waits dropped because their switch-in record was lost.
+    pub stale: u64,
 }
 
 /// Time counted but held, with its thread and times, until `--trigger`'s windows are known.
@@ -124,7 +126,7 @@ impl Absorber {
                     regs,
                     ..
                 } if !ips.is_empty() => {
-                    let walked = self.walk(pid, ips, &regs, &stack);
+                    let walked = self.walk(pid, ips, &regs, stack);
                     self.raw.cpu_samples += 1;
                     let weight = self.sample_us.max(1);
                     self.count((pid, walked, None), tid, (time, time), weight, 1);
@@ -135,9 +137,10 @@ impl Absorber {
         self.namer.retry_unnamed(false);
     }
 
-    /// The records of a context-switch sampler, in time order (they come CPU after CPU).
-    pub fn switches(&mut self, buf: &[u8]) {
-        let mut records = record::decode(buf);
+    /// The records of a context-switch sampler's chunks, in time order (they come CPU after
+    /// CPU, drain after drain).
+    pub fn switches(&mut self, chunks: &[&[u8]]) {
+        let mut records: Vec<Record> = chunks.iter().flat_map(|c| record::decode(c)).collect();
         records.sort_by_key(|r| match r {
             Record::Sample { time, .. } | Record::Switch { time, .. } => *time,
             _ => 0,
@@ -153,7 +156,7 @@ impl Absorber {
                     stack,
                     regs,
                 } if !ips.is_empty() => {
-                    let walked = self.walk(pid, ips, &regs, &stack);
+                    let walked = self.walk(pid, ips, &regs, stack);
                     let left_with = LeftWith {
                         pid,
                         walked,
@@ -279,7 +282,9 @@ impl Absorber {
 
     /// Closes the waits still open at `end` (CLOCK_MONOTONIC ns).
     pub fn finish_waits(&mut self, end: u64) {
-        for b in std::mem::take(&mut self.pairing).finish(end) {
+        let pairing = std::mem::take(&mut self.pairing);
+        self.raw.stale = pairing.stale;
+        for b in pairing.finish(end) {
             self.add_wait(b);
         }
     }

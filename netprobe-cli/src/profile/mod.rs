@@ -311,16 +311,22 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         held: trigger.then(HeldCounts::default),
     };
     let mut hits = HitRouter::new(probes.as_ref());
-    let absorb = |absorber: &mut Absorber, bufs: &mut [Vec<u8>]| {
-        for (kind, buf) in kinds.iter().zip(bufs.iter_mut()) {
+    // Chunks as drained, each with its sampler's index; a sampler's chunks of one turn are
+    // read together (the switches' records are ordered by time across its rings).
+    let absorb = |absorber: &mut Absorber, chunks: &[(usize, Vec<u8>)]| {
+        for (i, kind) in kinds.iter().enumerate() {
+            let mine: Vec<&[u8]> = chunks
+                .iter()
+                .filter(|(s, _)| *s == i)
+                .map(|(_, c)| c.as_slice())
+                .collect();
             match kind {
-                Sampling::Switches { .. } => absorber.switches(buf),
-                _ => absorber.on_cpu(buf),
+                Sampling::Switches { .. } => absorber.switches(&mine),
+                _ => mine.iter().for_each(|c| absorber.on_cpu(c)),
             }
-            buf.clear();
         }
     };
-    let mut bufs: Vec<Vec<u8>> = kinds.iter().map(|_| Vec::new()).collect();
+    let mut chunks: Vec<(usize, Vec<u8>)> = Vec::new();
     let drainer = Drainer::start(samplers).map_err(|e| Error::Io {
         path: "netprobe-drain thread".into(),
         source: e,
@@ -338,8 +344,11 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         };
         // SAFETY: one valid pollfd, polled without waiting.
         unsafe { libc::poll(&mut pfd, 1, 0) };
-        drainer.take(wait, &mut bufs);
-        absorb(&mut absorber, &mut bufs);
+        drainer.take(wait, &mut chunks);
+        absorb(&mut absorber, &chunks);
+        for (_, c) in chunks.drain(..) {
+            drainer.recycle(c);
+        }
         if let Some(p) = &probes {
             let mut got = Vec::new();
             p.feed.take(&mut got);
@@ -359,8 +368,9 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
     }
     let elapsed = start.elapsed();
     let end_ns = crate::backend::monotonic_ns();
-    drainer.finish(&mut bufs);
-    absorb(&mut absorber, &mut bufs);
+    let mut rest = Vec::new();
+    drainer.finish(&mut rest);
+    absorb(&mut absorber, &rest);
     absorber.finish_waits(end_ns);
     if let Some(p) = probes.take() {
         let rest = p.feed.finish()?;
@@ -408,6 +418,12 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
             "Go goroutine view: {} parks of goroutines (runtime.gopark) counted under their own stacks; {:.1} ms of Go threads idle in the scheduler left out (--go-threads shows threads instead)",
             raw.parks,
             idle_us as f64 / 1e3
+        ));
+    }
+    if raw.stale > 0 {
+        notes.push(format!(
+            "{} waits off the CPU were left out: their switch-in records were lost to a full ring (see the warning)",
+            raw.stale
         ));
     }
     notes.extend(absorber.namer.take_notes());

@@ -13,7 +13,7 @@
 
 use super::Sampler;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -24,9 +24,16 @@ pub const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
 /// Most chunks (one per drain that found records) waiting for the reader: 10 s of drains.
 pub const MAX_QUEUED_CHUNKS: usize = 500;
 
+/// Emptied buffers kept for the drainer to fill again.
+const RECYCLED_BUFFERS: usize = 8;
+
 /// Samplers whose rings a thread empties.
 pub struct Drainer {
     stop: Arc<AtomicBool>,
+    /// Emptied buffers going back to the drainer, so a busy profile (a context switch a few
+    /// microseconds apart, each with its stack) does not allocate and fault in fresh pages for
+    /// every drain.
+    recycle: SyncSender<Vec<u8>>,
     /// Chunks of records, each with the index of the sampler whose rings it came from.
     queue: Receiver<(usize, Vec<u8>)>,
     thread: Option<JoinHandle<Vec<Sampler>>>,
@@ -38,6 +45,8 @@ impl Drainer {
     pub fn start(mut samplers: Vec<Sampler>) -> std::io::Result<Drainer> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, queue) = sync_channel::<(usize, Vec<u8>)>(MAX_QUEUED_CHUNKS);
+        let (recycle, recycled) = sync_channel::<Vec<u8>>(RECYCLED_BUFFERS);
+        let recycle_own = recycle.clone();
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("netprobe-drain".into())
@@ -49,9 +58,13 @@ impl Drainer {
                         samplers.iter().for_each(Sampler::disable);
                     }
                     for (i, sampler) in samplers.iter_mut().enumerate() {
-                        let mut chunk = Vec::new();
+                        let mut chunk = recycled.try_recv().unwrap_or_default();
+                        chunk.clear();
                         sampler.drain(&mut chunk);
-                        if !chunk.is_empty() && tx.send((i, chunk)).is_err() {
+                        if chunk.is_empty() {
+                            // Back to the pool for the next drain (a full pool drops it).
+                            let _ = recycle_own.try_send(chunk);
+                        } else if tx.send((i, chunk)).is_err() {
                             break 'draining;
                         }
                     }
@@ -64,31 +77,31 @@ impl Drainer {
             })?;
         Ok(Drainer {
             stop,
+            recycle,
             queue,
             thread: Some(thread),
         })
     }
 
-    /// Appends to `out[i]` what was drained from the `i`th sampler's rings, waiting up to
-    /// `wait` for the first chunk (`out` has a buffer per sampler).
-    pub fn take(&self, wait: Duration, out: &mut [Vec<u8>]) {
-        let mut put = |(i, chunk): (usize, Vec<u8>)| {
-            if let Some(buf) = out.get_mut(i) {
-                buf.extend_from_slice(&chunk);
-            }
-        };
+    /// Appends to `out` the chunks drained so far, each with the index of its sampler, waiting
+    /// up to `wait` for the first. Give each back ([`Drainer::recycle`]) once read.
+    pub fn take(&self, wait: Duration, out: &mut Vec<(usize, Vec<u8>)>) {
         match self.queue.recv_timeout(wait) {
-            Ok(chunk) => put(chunk),
+            Ok(chunk) => out.push(chunk),
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return,
         }
-        while let Ok(chunk) = self.queue.try_recv() {
-            put(chunk);
-        }
+        out.extend(self.queue.try_iter());
+    }
+
+    /// Hands a chunk's buffer back for the drainer to fill again.
+    pub fn recycle(&self, mut buf: Vec<u8>) {
+        buf.clear();
+        let _ = self.recycle.try_send(buf);
     }
 
     /// Stops sampling, appends everything still queued or in the rings to `out`, and closes the
     /// events.
-    pub fn finish(mut self, out: &mut [Vec<u8>]) {
+    pub fn finish(mut self, out: &mut Vec<(usize, Vec<u8>)>) {
         self.stop.store(true, Ordering::Release);
         let Some(thread) = self.thread.take() else {
             return;

@@ -4,6 +4,12 @@
 //! the reader orders each batch by time ([`SwitchPairing`] takes events in time order per
 //! thread). A switch-out is always written before its switch-in and every ring is emptied in
 //! each drain, so a switch-in never reaches the reader before its switch-out.
+//!
+//! A full ring drops records. A wait whose switch-in was lost must not run on to the next
+//! switch-in (that would count the time the thread ran in between as waiting): the kernel writes
+//! a switch-out record right after the sample of every switch-out, so a second switch-out record
+//! for a wait already confirmed by its own says the switch-in between was lost, and the wait is
+//! dropped ([`SwitchPairing::stale`]).
 
 use std::collections::HashMap;
 
@@ -22,6 +28,8 @@ struct Away<S> {
     since: u64,
     left_with: S,
     preempted: bool,
+    /// Its own switch-out record was seen.
+    confirmed: bool,
 }
 
 /// Threads away from the CPU, by tid.
@@ -31,6 +39,8 @@ pub struct SwitchPairing<S> {
     /// Switch-ins of threads whose switch-out carried no sample (one not taken, lost to a full
     /// ring, or from before the profile began).
     pub unmatched_ins: u64,
+    /// Waits dropped because their switch-in was lost.
+    pub stale: u64,
 }
 
 impl<S> Default for SwitchPairing<S> {
@@ -38,6 +48,7 @@ impl<S> Default for SwitchPairing<S> {
         SwitchPairing {
             away: HashMap::new(),
             unmatched_ins: 0,
+            stale: 0,
         }
     }
 }
@@ -51,16 +62,23 @@ impl<S> SwitchPairing<S> {
                 since: time,
                 left_with,
                 preempted: false,
+                confirmed: false,
             },
         );
     }
 
-    /// The switch-out record of `tid` at `time`: marks the wait as a preemption when flagged.
+    /// The switch-out record of `tid` at `time`: confirms the wait (a preemption when
+    /// flagged), or, when the wait was confirmed already, says its switch-in was lost.
     pub fn switched_out(&mut self, tid: u32, time: u64, preempted: bool) {
-        if let Some(a) = self.away.get_mut(&tid) {
-            if a.since <= time {
-                a.preempted |= preempted;
-            }
+        let Some(a) = self.away.get_mut(&tid) else {
+            return;
+        };
+        if a.confirmed {
+            self.away.remove(&tid);
+            self.stale += 1;
+        } else if a.since <= time {
+            a.preempted = preempted;
+            a.confirmed = true;
         }
     }
 
@@ -118,6 +136,20 @@ mod tests {
         assert_eq!(end.len(), 2);
         assert_eq!((end[0].ns, end[0].preempted), (400, true));
         assert_eq!((end[1].ns, end[1].preempted), (350, false));
+    }
+
+    #[test]
+    fn a_lost_switch_in_drops_the_wait_instead_of_counting_the_run() {
+        let mut p = SwitchPairing::default();
+        p.left(7, 100, "futex");
+        p.switched_out(7, 100, false);
+        // The switch-in at 150 and the next sample were lost; the next switch-out record came.
+        p.switched_out(7, 900, false);
+        assert_eq!(p.stale, 1);
+        assert_eq!(p.switched_in(7, 1000), None);
+        // A sample whose own switch-out record was lost still pairs with its switch-in.
+        p.left(7, 1100, "futex");
+        assert_eq!(p.switched_in(7, 1300).map(|b| b.ns), Some(200));
     }
 
     proptest! {
