@@ -378,6 +378,9 @@ fn dry_run_prints_perf_record() -> R {
         &["--min-block", "1ms"],
         &["--off-cpu", "--wall"],
         &["--off-cpu", "--off-cpu-every", "0"],
+        &["--goroutines"],
+        // pid 1 is no Go program.
+        &["--off-cpu", "--goroutines"],
     ] {
         let out = netprobe::command()
             .args(["profile", "-p", "1", "--duration", "1s"])

@@ -50,10 +50,12 @@ pub struct ProfileArgs {
     /// only inside its calls (e.g. the on- and off-CPU time under one request handler).
     #[arg(long, value_name = "SPEC")]
     pub trigger: Option<String>,
-    /// With --off-cpu or --wall on a Go program: show the threads' waits (the Go scheduler's
-    /// idle threads included) instead of the goroutines' parks; places no probe.
+    /// With --off-cpu or --wall on a Go program: show where its goroutines park (time.Sleep,
+    /// channels, locks, network) under their own stacks, with the runtime's wait reasons,
+    /// instead of its threads' waits. Probes runtime.gopark in the program: each park then
+    /// costs it a probe hit and a stack copy (BENCHMARKS.md, "Off-CPU profiles").
     #[arg(long)]
-    pub go_threads: bool,
+    pub goroutines: bool,
     /// With --off-cpu or --wall: do not count waits shorter than this (e.g. 1ms).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub min_block: Option<Duration>,
@@ -175,14 +177,13 @@ fn target_executables(o: &ProfileOptions) -> Result<Vec<PathBuf>> {
 }
 
 /// The probes a profile needs beside its samplers: `--trigger`'s function, and `runtime.gopark`
-/// when every target is a Go program and the profile counts off-CPU time (the goroutine view,
-/// unless `--go-threads`). Started here, while netprobe has one thread (the feed's watchdog is
+/// for `--goroutines` (every target must be a Go program). Started here, while netprobe has one thread (the feed's watchdog is
 /// forked), on a `-c` command the feed then holds for the profile.
 fn start_probes(a: &ProfileArgs, o: &ProfileOptions) -> Result<Option<profile::Probes>> {
     use crate::profile::probed::{go_abi_of, WaitReasons, GOPARK};
     use crate::session::{FeedTarget, ProbeFeed};
     let mut go = None;
-    if o.kind != ProfileKind::OnCpu && !a.go_threads {
+    if o.kind != ProfileKind::OnCpu {
         let exes = target_executables(o)?;
         let abis: Vec<_> = exes.iter().map(|e| go_abi_of(e)).collect();
         if let (Some(exe), Some(Some(abi))) = (exes.first(), abis.first()) {
@@ -190,6 +191,20 @@ fn start_probes(a: &ProfileArgs, o: &ProfileOptions) -> Result<Option<profile::P
                 go = Some((exe.clone(), *abi));
             }
         }
+        if go.is_some() && !a.goroutines {
+            crate::printable::eprint_line(
+                "netprobe: note: a Go program: a goroutine parked by the Go scheduler leaves its thread idle in the scheduler (runtime.findRunnable); --goroutines shows where the goroutines park instead (it probes runtime.gopark, which costs the program per park)",
+            );
+            go = None;
+        } else if go.is_none() && a.goroutines {
+            return Err(Error::usage(
+                "--goroutines needs every target to be a Go program: leave it out to see the threads' waits",
+            ));
+        }
+    } else if a.goroutines {
+        return Err(Error::usage(
+            "--goroutines applies to off-CPU time: add --off-cpu or --wall",
+        ));
     }
     let mut specs: Vec<String> = a.trigger.iter().cloned().collect();
     if go.is_some() {
@@ -205,17 +220,7 @@ fn start_probes(a: &ProfileArgs, o: &ProfileOptions) -> Result<Option<profile::P
         },
         None => FeedTarget::Pids(o.pids.clone()),
     };
-    let feed = match ProbeFeed::start(target, &specs, go.is_some()) {
-        Ok(f) => f,
-        // Without a trigger the probes only serve the goroutine view: show the threads.
-        Err(e) if a.trigger.is_none() => {
-            crate::printable::eprint_line(&format!(
-                "netprobe: note: the Go goroutine view is unavailable ({e}): showing the threads' waits"
-            ));
-            return Ok(None);
-        }
-        Err(e) => return Err(e),
-    };
+    let feed = ProbeFeed::start(target, &specs, go.is_some())?;
     let held_command = o
         .command
         .as_ref()
@@ -296,8 +301,9 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
         ProfileKind::OffCpu => "off-CPU time".to_string(),
         ProfileKind::Wall => format!("wall-clock time (on-CPU at {} Hz)", o.frequency),
     };
-    crate::printable::eprint_line(&format!("netprobe: profiling {what}: {how} {until}"));
+    // Probes first: a refused spec or option is the one line printed.
     let probes = start_probes(a, &o)?;
+    crate::printable::eprint_line(&format!("netprobe: profiling {what}: {how} {until}"));
     let p = profile::record(&o, probes)?;
     for note in &p.notes {
         crate::printable::eprint_line(&format!("netprobe: note: {note}"));

@@ -415,7 +415,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
     }
     if hits.go_view() {
         notes.push(format!(
-            "Go goroutine view: {} parks of goroutines (runtime.gopark) counted under their own stacks; {:.1} ms of Go threads idle in the scheduler left out (--go-threads shows threads instead)",
+            "Go goroutine view: {} parks of goroutines (runtime.gopark) counted under their own stacks; {:.1} ms of Go threads idle in the scheduler left out (without --goroutines the threads show instead)",
             raw.parks,
             idle_us as f64 / 1e3
         ));

@@ -6,10 +6,10 @@
 //! netprobe's); the reasons are the runtime's names; each goroutine is parked nearly all the
 //! time; and no probe is left in `uprobe_events` afterwards.
 //!
-//! Through the CLI, `profile --off-cpu -p PID` on the same program shows the goroutine view:
+//! Through the CLI, `profile --off-cpu --goroutines -p PID` on the same program shows the goroutine view:
 //! each goroutine's own frames over nearly all of the profile, ending in the runtime's reason
 //! (`[off-cpu: go sleep]`, `[off-cpu: go chan receive]`), the idle threads left out, and
-//! `--go-threads` shows the threads' scheduler waits instead.
+//! without `--goroutines` the threads' scheduler waits show instead.
 //!
 //! The feed runs in a child process of this very binary (`NETPROBE_PARKS_CHILD` set): a
 //! session's watchdog must be forked from a single-threaded process, and the trials run in
@@ -236,8 +236,8 @@ fn cli_off_cpu_shows_goroutines_where_they_park() -> R {
             .map_err(err)
             .and_then(|o| e2e::succeeded(o, "profile --off-cpu -p go"))
     };
-    let goroutines = run(&[]);
-    let threads = run(&["--go-threads"]);
+    let goroutines = run(&["--goroutines"]);
+    let threads = run(&[]);
     let _ = app.kill();
     let _ = app.wait();
     let v: serde_json::Value = serde_json::from_slice(&goroutines?.stdout).map_err(err)?;
@@ -272,7 +272,7 @@ fn cli_off_cpu_shows_goroutines_where_they_park() -> R {
             .any(|(f, _)| f.iter().any(|x| x == "runtime.findRunnable"))
     {
         return Err(format!(
-            "--go-threads still shows goroutines: {}",
+            "without --goroutines, goroutines are shown: {}",
             t["functions"]
         ));
     }

@@ -45,6 +45,8 @@ impl GoStackTable {
             let loc = bin.pclntab_location();
             (usize::try_from(loc.file_offset.0).ok()?, loc.text_start)
         };
+        // Validated once here; each lookup then reads the header only.
+        Pclntab::parse(bytes.get(table_offset..)?).ok()?;
         Some(GoStackTable {
             bytes,
             table_offset,
@@ -55,7 +57,11 @@ impl GoStackTable {
 
     fn table(&self) -> Option<Pclntab<'_>> {
         let data = self.bytes.get(self.table_offset..)?;
-        Some(Pclntab::parse(data).ok()?.with_text_start(self.text_start))
+        Some(
+            Pclntab::parse_validated(data)
+                .ok()?
+                .with_text_start(self.text_start),
+        )
     }
 
     /// The SP delta at link-time address `pc`; `None` when no function holds it.

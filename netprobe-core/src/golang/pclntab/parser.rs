@@ -65,6 +65,22 @@ impl<'a> Pclntab<'a> {
     /// points outside `data`, the entries are not sorted, or the first/last `_func` records do
     /// not repeat their table entries (the check that tells a real table from a stray magic).
     pub fn parse(data: &'a [u8]) -> Result<Pclntab<'a>, PclntabError> {
+        let table = Pclntab::parse_header(data)?;
+        table.validate()?;
+        Ok(table)
+    }
+
+    /// [`Pclntab::parse`] of a table that was parsed (and validated) before, from the same
+    /// bytes: the header is read again, the O(functions) walk of [`Pclntab::validate`] is not.
+    /// For callers that look up one pc at a time and cannot keep the borrowing table (the
+    /// stack walker, once per frame). Lookups stay bounds-checked: bytes changed since the
+    /// first parse give wrong answers, never a panic.
+    pub fn parse_validated(data: &'a [u8]) -> Result<Pclntab<'a>, PclntabError> {
+        Pclntab::parse_header(data)
+    }
+
+    /// The header's layout, counts and offsets, each checked against `data`.
+    fn parse_header(data: &'a [u8]) -> Result<Pclntab<'a>, PclntabError> {
         let magic = bytes::u32_at(data, 0).ok_or_else(|| bad("shorter than a pclntab header"))?;
         let version = PclntabVersion::from_magic(magic)
             .ok_or_else(|| bad(format!("unknown pclntab magic {magic:#x}")))?;
@@ -149,7 +165,6 @@ impl<'a> Pclntab<'a> {
             funcnametab: bytes::tail(data, funcname_offset).unwrap_or_default(),
             pctab: bytes::tail(data, pctab_offset).unwrap_or_default(),
         };
-        table.validate()?;
         Ok(table)
     }
 

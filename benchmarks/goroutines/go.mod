@@ -1,0 +1,2 @@
+module goroutines
+go 1.21
