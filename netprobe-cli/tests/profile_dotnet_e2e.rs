@@ -6,6 +6,9 @@
 //! `Thread.Sleep` and one in `Monitor.Wait` have their managed frames named under their callers,
 //! each over nearly all of the profile's time.
 
+#[path = "profile_dotnet/live_perf_map.rs"]
+mod live_perf_map;
+
 use fixtures::dotnet;
 use fixtures::e2e::{self, err, succeeded, text, Need};
 use fixtures::{netprobe, profile};
@@ -251,6 +254,48 @@ fn main() {
             "dotnet8_off_cpu_names_blocked_managed_frames",
             &dotnet_needs(),
             dotnet8_off_cpu_names_blocked_managed_frames,
+        ),
+        e2e::trial(
+            "dotnet8_jit_frames_named_without_restart",
+            &live_perf_map::NET8.needs(),
+            || live_perf_map::jit_frames_named_without_restart(live_perf_map::NET8),
+        ),
+        e2e::trial(
+            "dotnet9_jit_frames_named_without_restart",
+            &live_perf_map::NET9.needs(),
+            || live_perf_map::jit_frames_named_without_restart(live_perf_map::NET9),
+        ),
+        e2e::trial(
+            "dotnet8_killed_sessions_map_is_turned_off_by_clean",
+            &[live_perf_map::NET8.needs(), vec![Need::Tracefs]].concat(),
+            live_perf_map::a_killed_sessions_map_is_turned_off_by_clean,
+        ),
+        e2e::trial(
+            "dotnet8_no_perf_map_leaves_the_process_alone",
+            &live_perf_map::NET8.needs(),
+            live_perf_map::no_perf_map_leaves_the_process_alone,
+        ),
+        e2e::trial(
+            "netcore31_one_line_says_to_restart",
+            &live_perf_map::NET31.needs(),
+            || {
+                live_perf_map::one_line_when_it_cannot(
+                    live_perf_map::NET31,
+                    &[],
+                    "runs .NET Core 3.1.23, which cannot turn its perf map on while it runs (the diagnostics command came with .NET 8), so its JIT-compiled frames stay [unknown]: restart it with COMPlus_PerfMapEnabled=1",
+                )
+            },
+        ),
+        e2e::trial(
+            "dotnet8_diagnostics_disabled_one_line_says_why",
+            &live_perf_map::NET8.needs(),
+            || {
+                live_perf_map::one_line_when_it_cannot(
+                    live_perf_map::NET8,
+                    &[("DOTNET_EnableDiagnostics", "0")],
+                    "was started with DOTNET_EnableDiagnostics=0, so it has no diagnostics socket",
+                )
+            },
         ),
     ]);
 }

@@ -132,6 +132,68 @@ fn dotnet8_r2r_and_jit_frames() -> R {
     Ok(())
 }
 
+/// `count --stack -p` on the sample app started without any perf map variable (tiering off, so
+/// the ReadyToRun Thread.Sleep keeps being hit): netprobe turns the runtime's perf map on for the
+/// session, so the JIT-compiled callers are named; 5 calls on one stack; the files the runtime
+/// made for netprobe are gone after the app exits. (The app's calls are 300 ms apart: the test's
+/// app handle removes the runtime's files when the app exits, and the first hit must be named
+/// while they are there.)
+fn dotnet8_count_stack_names_jit_frames_without_restart() -> R {
+    let app = dotnet::sample_app_copy(&fixtures::build::target_dir().join("stacks-artifacts"))?;
+    let sleep = corelib_sleep_name()?;
+    let target = fixtures::live::DotnetSampleApp::start(
+        std::process::Command::new(dotnet::dotnet8().join("dotnet"))
+            .arg(&app)
+            .args(["sleep", "--count", "5", "--ms", "300", "--wait"])
+            .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+            .env("DOTNET_TieredCompilation", "0"),
+    )?;
+    let pid = target.pid;
+    let (np, stderr) = fixtures::live::spawn_until_live(
+        netprobe::command().args([
+            "count",
+            "--stack",
+            "--json",
+            "-p",
+            &pid.to_string(),
+            "System.Private.CoreLib.dll:System.Threading.Thread::Sleep(int32)",
+        ]),
+        std::time::Duration::from_secs(60),
+    )?;
+    target.go_and_wait()?;
+    let out = np.wait_with_output().map_err(err)?;
+    let stderr = stderr.join().unwrap_or_default();
+    if !out.status.success() {
+        return Err(format!("netprobe failed ({}): {stderr}", out.status));
+    }
+    if !stderr.contains(&format!("turned on the .NET perf map of process {pid}")) {
+        return Err(format!("the perf map was not turned on: {stderr}"));
+    }
+    let stacks = stacks::counted_stacks(&String::from_utf8_lossy(&out.stdout))?;
+    let [(frames, 5, _)] = stacks.as_slice() else {
+        return Err(format!("want one stack counted 5 times: {stacks:?}"));
+    };
+    let named = frames.first() == Some(&sleep)
+        && frames
+            .get(1)
+            .is_some_and(|f| f.contains("sample_netcore_app.Program::SleepMode("))
+        && frames
+            .get(2)
+            .is_some_and(|f| f.contains("sample_netcore_app.Program::Main("));
+    if !named {
+        return Err(format!("frames {frames:?}: {stderr}"));
+    }
+    for f in [
+        format!("/tmp/perf-{pid}.map"),
+        format!("/tmp/perfinfo-{pid}.map"),
+    ] {
+        if Path::new(&f).exists() {
+            return Err(format!("{f} left behind"));
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let dotnet = [
         Need::Root,
@@ -149,6 +211,11 @@ fn main() {
             "dotnet8_count_stack_one_path",
             &dotnet,
             dotnet8_count_stack_one_path,
+        ),
+        e2e::trial(
+            "dotnet8_count_stack_names_jit_frames_without_restart",
+            &dotnet,
+            dotnet8_count_stack_names_jit_frames_without_restart,
         ),
     ]);
 }

@@ -246,6 +246,18 @@ impl Process {
         crate::regular_file::read_open_capped(file, &shown, cap, what)
     }
 
+    /// When the process started, in clock ticks after boot (`starttime`, the 22nd field of
+    /// `/proc/PID/stat`, `proc(5)`): with the pid, it names one process across pid reuse.
+    pub fn start_time(&self) -> Result<u64> {
+        let stat = self.read("stat")?;
+        // After the comm: state is field 3, so starttime (22) is the 20th after it.
+        after_comm(&stat)
+            .split_ascii_whitespace()
+            .nth(19)
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| Error::malformed(self.dir.join("stat"), "no starttime field"))
+    }
+
     /// `/proc/PID/map_files/START-END`: a link to the file behind one mapping that opens even when
     /// the file was deleted or replaced after it was mapped (`proc(5)`, map_files; needs
     /// CAP_SYS_ADMIN).

@@ -202,6 +202,11 @@ pub struct LiveArgs {
     /// With --stack: show at most the N innermost frames.
     #[arg(long, value_name = "N")]
     pub stack_depth: Option<usize>,
+    /// With --stack on a .NET 8+ process given with -p or --container: leave its perf map as it
+    /// is. By default netprobe turns the runtime's perf map on through its diagnostics socket to
+    /// name JIT-compiled frames, and off again when the session ends.
+    #[arg(long, requires = "stack")]
+    pub no_perf_map: bool,
     /// With -p, -c or --container: the most the session may cost its targets, as a share of
     /// one CPU (e.g. 1%). netprobe estimates each probe's cost from its hit rate and what a hit
     /// costs on this machine (measured once, then cached); every second, the probes of the
@@ -296,6 +301,7 @@ impl LiveArgs {
             },
             stack: self.stack,
             stack_depth: self.stack_depth,
+            no_perf_map: self.no_perf_map,
             folded,
             folded_lines: false,
             metrics: metrics.metrics,

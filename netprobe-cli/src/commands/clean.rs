@@ -1,6 +1,7 @@
 //! `netprobe clean`: the sessions dead netprobes left (killed before their watchdog could run,
 //! or with it), removed by name (`netprobe_<PIDNS>_<PID>` groups and instances whose owner no
-//! longer runs; see `backend/tracefs/cleanup.rs`).
+//! longer runs; see `backend/tracefs/cleanup.rs`), and the .NET perf maps they had turned on
+//! (`netprobe_core::ipc::perf_map_session::end_orphans`).
 
 use crate::backend::tracefs::cleanup;
 use crate::backend::tracefs::Tracefs;
@@ -9,6 +10,9 @@ use std::io::Write;
 
 /// `netprobe clean`: removes what dead netprobe processes left. Prints what went.
 pub fn clean(out: &mut dyn Write) -> Result<i32> {
+    for line in netprobe_core::ipc::perf_map_session::end_orphans() {
+        let _ = writeln!(out, "{line}");
+    }
     let tracefs = Tracefs::open()?;
     let removed = cleanup::clean_stale(&tracefs)?;
     if removed.iter().all(|(_, r)| r.already_gone) {

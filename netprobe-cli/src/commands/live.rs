@@ -39,6 +39,12 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         .map(|(addr, web)| sinks::metrics::http::Listener::bind(addr).map(|l| (l, web)))
         .transpose()?;
     let mut session = planned.start()?;
+    // Stacks of .NET processes given by pid: their JIT code named from a perf map turned on for
+    // the session (a `-c` command's runtime is not up yet; its map is its own business).
+    let jit = match (o.stack, &o.command) {
+        (true, None) => super::jit_names::turn_on(session.pids(), o.no_perf_map),
+        _ => super::jit_names::JitNames::default(),
+    };
     // `--metrics`: the exported series, served from now on.
     let exported = match listener {
         Some((l, web)) => {
@@ -113,6 +119,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
                     server.shutdown();
                 }
                 session.stop()?;
+                jit.end();
                 return finish(reason, started, lost_total);
             }
         }
@@ -121,6 +128,7 @@ pub fn run_live(mode: Mode, o: &LiveOptions) -> Result<i32> {
         server.shutdown();
     }
     session.stop()?;
+    jit.end();
     finish(reason, started, lost_total)
 }
 

@@ -37,6 +37,8 @@ pub struct LiveOptions {
     pub stack: bool,
     /// At most this many frames of each stack (`--stack-depth`).
     pub stack_depth: Option<usize>,
+    /// Leave .NET targets' perf maps as they are (`--no-perf-map`).
+    pub no_perf_map: bool,
     /// `count --stack --folded [FILE]`: folded stacks to FILE (`-`: stdout).
     pub folded: Option<std::path::PathBuf>,
     /// `--folded-lines`: folded frames carry their source line.

@@ -3,6 +3,7 @@
 pub mod clean;
 pub mod docs;
 pub mod generation;
+pub mod jit_names;
 pub mod live;
 pub mod live_options;
 pub mod offsets;

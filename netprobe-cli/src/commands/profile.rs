@@ -80,6 +80,11 @@ pub struct ProfileArgs {
     /// Functions in each part of the table.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
+    /// On a .NET 8+ process given with -p or --container: leave its perf map as it is. By
+    /// default netprobe turns the runtime's perf map on through its diagnostics socket to name
+    /// JIT-compiled frames, and off again when the profile ends.
+    #[arg(long)]
+    pub no_perf_map: bool,
     /// Print the equivalent `perf record` command line; sample nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -303,8 +308,23 @@ pub fn run(a: &ProfileArgs) -> Result<i32> {
     };
     // Probes first: a refused spec or option is the one line printed.
     let probes = start_probes(a, &o)?;
+    // JIT names: turned on before sampling, off after the report is written (the perf map
+    // names frames until then).
+    let jit = super::jit_names::turn_on(&o.pids, a.no_perf_map);
     crate::printable::eprint_line(&format!("netprobe: profiling {what}: {how} {until}"));
-    let p = profile::record(&o, probes)?;
+    let code = report(a, &o, &what, &how, profile::record(&o, probes)?);
+    jit.end();
+    code
+}
+
+/// Prints and writes what the profile `p` found, as the options ask; the exit code.
+fn report(
+    a: &ProfileArgs,
+    o: &ProfileOptions,
+    what: &str,
+    how: &str,
+    p: profile::Profile,
+) -> Result<i32> {
     for note in &p.notes {
         crate::printable::eprint_line(&format!("netprobe: note: {note}"));
     }

@@ -254,11 +254,17 @@ impl StackNamer {
                 .get(&pid)
                 .is_none_or(|t| t.elapsed() >= REREAD_INTERVAL);
             let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
-            if !(due || all) || !alive {
+            // A process that exited keeps what the symbolizer knew of it (its maps, and the
+            // folder of its perf map, held open): at the end its JIT names are read once more,
+            // as the runtime may have written the last of them after the hit was seen.
+            let retry = all || (due && alive);
+            if !retry {
                 continue;
             }
             let addrs = self.unnamed.remove(&pid).unwrap_or_default();
-            self.symbolizer.forget_process(pid);
+            if alive {
+                self.symbolizer.forget_process(pid);
+            }
             self.reread_at.insert(pid, Instant::now());
             for addr in addrs {
                 // Anonymous memory only (no padding fallback): both lookups are the same.

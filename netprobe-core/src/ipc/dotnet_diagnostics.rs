@@ -12,7 +12,7 @@
 //!   payload), `command_set` (u8), `command_id` (u8), `reserved` (u16, 0), then the payload;
 //! - Process command set `0x04`, `EnablePerfMap` = `0x05` (.NET 8+), payload `uint32 perfMapType`
 //!   (`src/coreclr/vm/perfmap.h`, `PerfMapType`: 1 = perf map and jitdump, 2 = jitdump only,
-//!   3 = perf map only);
+//!   3 = perf map only); `DisablePerfMap` = `0x06` (.NET 8+), no payload;
 //! - the reply is a header with command set `0xFF` (server) and id `0x00` (OK, payload a u32
 //!   HRESULT 0) or `0xFF` (error, payload a u32 HRESULT);
 //! - the runtime then calls `PerfMap::Enable(type, sendExisting = true)`
@@ -28,6 +28,7 @@ use std::time::Duration;
 const MAGIC: &[u8; 14] = b"DOTNET_IPC_V1\0";
 const PROCESS_COMMAND_SET: u8 = 0x04;
 const ENABLE_PERF_MAP: u8 = 0x05;
+const DISABLE_PERF_MAP: u8 = 0x06;
 const SERVER_COMMAND_SET: u8 = 0xFF;
 const SERVER_OK: u8 = 0x00;
 
@@ -147,10 +148,34 @@ fn peer_pid(stream: &UnixStream) -> std::io::Result<u32> {
     Ok(u32::try_from(cred.pid).unwrap_or(0))
 }
 
-/// Asks the .NET runtime of process `pid` to start writing perf maps (and jitdump) now. Errors:
-/// [`Error::Unsupported`] naming the cause and the fix when the process has no diagnostics
-/// socket or the runtime refuses (runtimes before .NET 8 do not know the command).
+/// Asks the .NET runtime of process `pid` to start writing perf maps (and jitdump) now, methods
+/// compiled so far included. Errors: [`Error::Unsupported`] naming the cause and the fix when the
+/// process has no diagnostics socket or the runtime refuses (runtimes before .NET 8 do not know
+/// the command).
 pub fn enable_perf_map(pid: u32, kind: PerfMapType) -> Result<()> {
+    process_command(pid, &enable_perf_map_message(kind), "EnablePerfMap")
+}
+
+/// Asks the .NET runtime of process `pid` to stop writing perf maps (`DisablePerfMap`, .NET 8+):
+/// it closes the files and leaves them where they are. Errors as [`enable_perf_map`]'s.
+pub fn disable_perf_map(pid: u32) -> Result<()> {
+    process_command(pid, &disable_perf_map_message(), "DisablePerfMap")
+}
+
+/// The `DisablePerfMap` request bytes: the header alone.
+pub fn disable_perf_map_message() -> Vec<u8> {
+    let mut m = Vec::with_capacity(20);
+    m.extend_from_slice(MAGIC);
+    m.extend_from_slice(&20u16.to_le_bytes());
+    m.push(PROCESS_COMMAND_SET);
+    m.push(DISABLE_PERF_MAP);
+    m.extend_from_slice(&0u16.to_le_bytes());
+    m
+}
+
+/// Sends one Process command set `request` to the runtime of `pid` and reads the server's
+/// answer: `Ok` for OK, an error naming `command` and the HRESULT for an error answer.
+fn process_command(pid: u32, request: &[u8], command: &str) -> Result<()> {
     let Some((socket, mut s)) = connect_diagnostic_socket(pid)? else {
         return Err(Error::Unsupported(format!(
             "process {pid} has no .NET diagnostics socket (/tmp/dotnet-diagnostic-{pid}-*-socket): not a .NET process, or started with DOTNET_EnableDiagnostics=0; restart it with DOTNET_PerfMapEnabled=1 to get JIT names"
@@ -159,7 +184,7 @@ pub fn enable_perf_map(pid: u32, kind: PerfMapType) -> Result<()> {
     let io = |e: std::io::Error| Error::io(&socket, e);
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(io)?;
-    s.write_all(&enable_perf_map_message(kind)).map_err(io)?;
+    s.write_all(request).map_err(io)?;
     let mut reply = [0u8; 24];
     s.read_exact(&mut reply[..20]).map_err(io)?;
     let ok = &reply[..14] == MAGIC && reply[16] == SERVER_COMMAND_SET && reply[17] == SERVER_OK;
@@ -169,7 +194,7 @@ pub fn enable_perf_map(pid: u32, kind: PerfMapType) -> Result<()> {
     let _ = s.read_exact(&mut reply[20..24]);
     let hresult = u32::from_le_bytes([reply[20], reply[21], reply[22], reply[23]]);
     Err(Error::Unsupported(format!(
-        "the .NET runtime of process {pid} refused EnablePerfMap (HRESULT {hresult:#x}; the command exists from .NET 8 on): restart it with DOTNET_PerfMapEnabled=1 to get JIT names"
+        "the .NET runtime of process {pid} refused {command} (HRESULT {hresult:#x}; the command exists from .NET 8 on): restart it with DOTNET_PerfMapEnabled=1 to get JIT names"
     )))
 }
 
@@ -183,5 +208,8 @@ mod tests {
         assert_eq!(m.len(), 24);
         assert_eq!(&m[..14], b"DOTNET_IPC_V1\0");
         assert_eq!(&m[14..], &[24, 0, 4, 5, 0, 0, 1, 0, 0, 0]);
+        let d = disable_perf_map_message();
+        assert_eq!(&d[..14], b"DOTNET_IPC_V1\0");
+        assert_eq!(&d[14..], &[20, 0, 4, 6, 0, 0]);
     }
 }

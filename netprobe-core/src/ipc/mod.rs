@@ -10,6 +10,10 @@
 //!   from then on: it starts writing `/tmp/perf-PID.map`. It also holds the module's `unsafe`
 //!   block: the `SO_PEERCRED` read that checks the listener is the process asked for.
 //!
+//! - [`perf_map_session`]: a session's use of that command: turned on at its start, off at its
+//!   end, the files the runtime made for it removed, shared between concurrent sessions through
+//!   claim files under `/run/netprobe`.
+//!
 //! - [`debuginfod`]: a build-id's debug file from the debuginfod servers `DEBUGINFOD_URLS` names
 //!   (elfutils' protocol, `GET /buildid/HEX/debuginfo`), written to elfutils' cache folder.
 //!   Never called unless that variable is set.
@@ -21,3 +25,4 @@
 pub mod debuginfod;
 pub mod docker;
 pub mod dotnet_diagnostics;
+pub mod perf_map_session;

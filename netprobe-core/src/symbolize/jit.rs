@@ -59,24 +59,45 @@ pub fn env_var(process: &Process, names: &[&str]) -> Option<PathBuf> {
     })
 }
 
-impl JitNames {
-    /// The perf map and jitdump paths of `process` (nothing is read yet): in the folder its
-    /// `DOTNET_PerfMapJitDumpPath` (or `COMPlus_PerfMapJitDumpPath`) names, else `/tmp`
-    /// (`src/coreclr/inc/clrconfignames.h`, `PerfMapJitDumpPath`; `perfmap.cpp` writes
-    /// `perf-PID.map` and `jit-PID.dump` there).
-    pub fn for_process(process: &Process) -> JitNames {
+/// Where the .NET runtime of a process writes its perf map files: the folder its
+/// `DOTNET_PerfMapJitDumpPath` (or `COMPlus_PerfMapJitDumpPath`) names, else `/tmp`
+/// (`src/coreclr/inc/clrconfignames.h`, `PerfMapJitDumpPath`), as the process sees it; the
+/// names carry its pid in its own pid namespace (`src/coreclr/vm/perfmap.cpp`: `perf-PID.map`,
+/// `jit-PID.dump`, and `perfinfo-PID.map`, the image loads, which .NET 8 writes with the map).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PerfMapFiles {
+    pub dir: PathBuf,
+    pub perf_map: String,
+    pub jitdump: String,
+    pub perf_info: String,
+}
+
+impl PerfMapFiles {
+    pub fn of(process: &Process) -> PerfMapFiles {
         let nspid = namespace_pid(process);
-        let dir = env_var(
-            process,
-            &["DOTNET_PerfMapJitDumpPath", "COMPlus_PerfMapJitDumpPath"],
-        )
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-        JitNames {
-            process: Some(process.clone()),
-            dir: process.open_dir_in_root(&dir).ok(),
-            dir_path: dir,
+        PerfMapFiles {
+            dir: env_var(
+                process,
+                &["DOTNET_PerfMapJitDumpPath", "COMPlus_PerfMapJitDumpPath"],
+            )
+            .unwrap_or_else(|| PathBuf::from("/tmp")),
             perf_map: format!("perf-{nspid}.map"),
             jitdump: format!("jit-{nspid}.dump"),
+            perf_info: format!("perfinfo-{nspid}.map"),
+        }
+    }
+}
+
+impl JitNames {
+    /// The perf map and jitdump paths of `process` (nothing is read yet): see [`PerfMapFiles`].
+    pub fn for_process(process: &Process) -> JitNames {
+        let files = PerfMapFiles::of(process);
+        JitNames {
+            process: Some(process.clone()),
+            dir: process.open_dir_in_root(&files.dir).ok(),
+            dir_path: files.dir,
+            perf_map: files.perf_map,
+            jitdump: files.jitdump,
             ..JitNames::default()
         }
     }

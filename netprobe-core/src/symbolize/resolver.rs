@@ -394,7 +394,12 @@ impl Symbolizer {
                 column: None,
             }]);
         }
-        if m.perms.exec && view.dotnet && !view.jit.available() && self.noted.insert(pid) {
+        if m.perms.exec
+            && view.dotnet
+            && !view.jit.available()
+            && !super::note::is_explained(pid)
+            && self.noted.insert(pid)
+        {
             self.notes.push(super::note::jit_names_note(pid));
         }
         Ok(vec![unknown(None, None)])
