@@ -482,6 +482,115 @@ fn tiering_guard_on_a_bundle() -> Result<(), String> {
     Ok(())
 }
 
+/// `trace --stack -p` on a running .NET 10 single-file app started without any perf map
+/// variable: netprobe turns the runtime's perf map on for the session, so the app's own
+/// JIT-compiled methods under `ReadLine()` are named (`MzLibBridge.Program::ReadStdinLines`), no
+/// frame in JIT memory is left unknown, one hit per accession; the map is off and its files gone
+/// afterwards (the runtime holds no perf map open while the app still runs).
+fn net10_stack_names_jit_frames_without_restart() -> Result<(), String> {
+    let extract = tempfile::tempdir().map_err(err)?;
+    let mut app = Command::new(bundle("uncompressed"))
+        .args(["proteins", "parse-accession"])
+        .env("DOTNET_TieredCompilation", "0")
+        .env("DOTNET_BUNDLE_EXTRACT_BASE_DIR", extract.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(err)?;
+    let pid = app.id();
+    let mut run = || -> Result<(String, String, Vec<String>), String> {
+        fixtures::live::wait_reading_stdin(pid, Duration::from_secs(60))?;
+        let (np, stderr) = fixtures::live::spawn_until_live(
+            netprobe::command().args([
+                "trace",
+                "--stack",
+                "--json",
+                "-p",
+                &pid.to_string(),
+                &format!("System.Private.CoreLib.dll:{READLINE}"),
+            ]),
+            Duration::from_secs(60),
+        )?;
+        let mut w = app.stdin.take().ok_or("no stdin")?;
+        for a in ACCESSIONS {
+            w.write_all(format!("{a}\n").as_bytes()).map_err(err)?;
+            w.flush().map_err(err)?;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // The app reads to the end of its input, then answers; meanwhile netprobe is stopped
+        // with the app still running, so what the runtime holds open afterwards is what
+        // netprobe left.
+        std::thread::sleep(Duration::from_millis(500));
+        // SAFETY: kill(2) of the netprobe this test started.
+        unsafe { libc::kill(np.id() as i32, libc::SIGINT) };
+        let out = np.wait_with_output().map_err(err)?;
+        let stderr = stderr.join().unwrap_or_default();
+        let open: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .map(|l| l.to_string_lossy().into_owned())
+            .filter(|l| l.contains("perf-") || l.contains("perfinfo-"))
+            .collect();
+        drop(w);
+        if !out.status.success() {
+            return Err(format!("netprobe failed ({}): {stderr}", out.status));
+        }
+        Ok((
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr,
+            open,
+        ))
+    };
+    let result = run();
+    let _ = app.kill();
+    let _ = app.wait();
+    let (stdout, stderr, open) = result?;
+    for said in [
+        format!("turned on the .NET perf map of process {pid}"),
+        format!("turned the .NET perf map of process {pid} off again"),
+    ] {
+        if !stderr.contains(&said) {
+            return Err(format!("stderr lacks {said:?}: {stderr}"));
+        }
+    }
+    if !open.is_empty() || Path::new(&format!("/tmp/perf-{pid}.map")).exists() {
+        return Err(format!("the perf map is left on or behind: {open:?}"));
+    }
+    let hits = json_lines(stdout.as_bytes());
+    // The first ReadLine() was running when the probe went in: one hit per later line, and one
+    // at the end of the input.
+    if hits.len() != ACCESSIONS.len() {
+        return Err(format!(
+            "{} hits for {} lines: {stdout}",
+            hits.len(),
+            ACCESSIONS.len()
+        ));
+    }
+    for h in &hits {
+        let frames: Vec<&Json> = h["stack"].as_array().into_iter().flatten().collect();
+        let names: Vec<&str> = frames
+            .iter()
+            .filter_map(|f| f["function"].as_str())
+            .collect();
+        let jit_unknown = frames
+            .iter()
+            .filter(|f| f["source"] == "unknown" && f["image"].is_null())
+            .count();
+        if !names
+            .iter()
+            .any(|n| n.contains("MzLibBridge.Program::ReadStdinLines"))
+            || jit_unknown > 0
+        {
+            return Err(format!(
+                "{jit_unknown} JIT frames unknown in {names:?}; {stderr}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     e2e::run(vec![
         e2e::trial(
@@ -503,6 +612,11 @@ fn main() {
             "count_on_a_running_bundle",
             &needs("uncompressed"),
             count_on_a_running_bundle,
+        ),
+        e2e::trial(
+            "net10_stack_names_jit_frames_without_restart",
+            &needs("uncompressed"),
+            net10_stack_names_jit_frames_without_restart,
         ),
         e2e::trial(
             "app_code_is_explained",
