@@ -109,7 +109,8 @@ pub fn connect_diagnostic_socket(pid: u32) -> Result<Option<(PathBuf, UnixStream
             "it is not a socket (a symlink or another file put there)".into(),
         ));
     }
-    let stream = UnixStream::connect(dir_path.join(&name)).map_err(|e| Error::io(&socket, e))?;
+    let stream = connect_within(&dir_path.join(&name), Duration::from_secs(5))
+        .map_err(|e| Error::io(&socket, e))?;
     let peer = peer_pid(&stream).map_err(|e| Error::io(&socket, e))?;
     if peer != pid {
         return Err(refuse(format!(
@@ -117,6 +118,77 @@ pub fn connect_diagnostic_socket(pid: u32) -> Result<Option<(PathBuf, UnixStream
         )));
     }
     Ok(Some((socket, stream)))
+}
+
+/// Connects to the Unix socket at `path` without waiting on a listener that does not accept: a
+/// blocking `connect(2)` to a stream socket whose backlog is full waits until the listener
+/// accepts (unix(7)), which a hostile target can make forever. Non-blocking, such a connect fails
+/// at once with `EAGAIN`; it is tried again until `within` has passed, then refused. The stream
+/// returned blocks (reads have their own timeout).
+#[allow(unsafe_code)]
+fn connect_within(path: &std::path::Path, within: Duration) -> std::io::Result<UnixStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; all zeros is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "socket path too long",
+        ));
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket(2) with constant arguments; the descriptor is owned right after.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        // SAFETY: `addr` is a valid sockaddr_un of the size passed; `fd` is open (owned by
+        // `sock` for the whole call).
+        let rc = unsafe {
+            libc::connect(
+                fd,
+                (&addr as *const libc::sockaddr_un).cast(),
+                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EAGAIN) {
+            return Err(e);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the listener accepts no connection (its backlog stays full)",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: fcntl(2) on the open descriptor: clear O_NONBLOCK so reads use their timeout.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(UnixStream::from(sock))
 }
 
 /// The pid, in netprobe's pid namespace, of the process that created the listening end of a
@@ -201,6 +273,29 @@ fn process_command(pid: u32, request: &[u8], command: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A listener that never accepts, its backlog filled: connecting gives up after the time
+    /// given instead of waiting for ever; with room in the backlog it connects.
+    #[test]
+    fn a_listener_that_accepts_nothing_does_not_hang_the_connect() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let mut held = Vec::new();
+        let full = loop {
+            match connect_within(&path, Duration::ZERO) {
+                Ok(s) => held.push(s),
+                Err(e) => break e,
+            }
+            assert!(held.len() < 100_000, "the backlog never filled");
+        };
+        assert_eq!(full.kind(), std::io::ErrorKind::TimedOut, "{full}");
+        let started = std::time::Instant::now();
+        let e = connect_within(&path, Duration::from_millis(200)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        held.clear();
+    }
 
     #[test]
     fn request_is_header_and_type() {
