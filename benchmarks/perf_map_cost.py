@@ -84,7 +84,7 @@ def start(dll, args, env=None):
 
 
 def cleanup(pid):
-    for f in (f"/tmp/perf-{pid}.map", f"/tmp/perfinfo-{pid}.map"):
+    for f in (f"/tmp/perf-{pid}.map", f"/tmp/perfinfo-{pid}.map", f"/tmp/jit-{pid}.dump"):
         try:
             os.unlink(f)
         except FileNotFoundError:
