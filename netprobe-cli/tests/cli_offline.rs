@@ -549,6 +549,7 @@ fn stack_flags_bad_inputs_are_one_line_errors() {
     // clap's own refusals: exit 2, no panic.
     for args in [
         &["trace", "--folded", "f", "/bin/true:main"][..],
+        &["count", "--stack", "--unknown-addrs", "/bin/true:main"][..],
         &["trace", "--stack", "--stack-depth", "x", "/bin/true:main"][..],
     ] {
         let out = netprobe::command().args(args).output().unwrap();

@@ -4,7 +4,11 @@
 //! `DOTNET_PerfMapEnabled=1` (tiering default), unknown with a note saying how to name them
 //! otherwise. Off the CPU (`--off-cpu`, the app's `waits` mode): a thread blocked in
 //! `Thread.Sleep` and one in `Monitor.Wait` have their managed frames named under their callers,
-//! each over nearly all of the profile's time.
+//! each over nearly all of the profile's time. The runtime's and host's own frames
+//! (`runtime_frames`): named by their exports, collapsed per run in folded output.
+
+#[path = "profile_dotnet/runtime_frames.rs"]
+mod runtime_frames;
 
 #[path = "profile_dotnet/live_perf_map.rs"]
 mod live_perf_map;
@@ -249,6 +253,11 @@ fn main() {
             "dotnet8_jit_frames_named_with_perf_maps",
             &dotnet_needs(),
             dotnet8_jit_frames_named_with_perf_maps,
+        ),
+        e2e::trial(
+            "dotnet8_runtime_frames_named_by_exports_and_collapsed_in_folded_output",
+            &dotnet_needs(),
+            runtime_frames::dotnet8_runtime_frames_named_by_exports_and_collapsed_in_folded_output,
         ),
         e2e::trial(
             "dotnet8_off_cpu_names_blocked_managed_frames",

@@ -90,6 +90,10 @@ pub enum Command {
         /// gives its source line.
         #[arg(long, requires = "folded")]
         folded_lines: bool,
+        /// With --folded: keep each frame no symbol names as `[unknown] (IMAGE+0xOFF)`, instead
+        /// of one `[IMAGE]` frame (e.g. `[libcoreclr.so]`) per run of such frames in an image.
+        #[arg(long, requires = "folded")]
+        unknown_addrs: bool,
         #[command(flatten)]
         metrics: MetricsArgs,
     },
@@ -304,6 +308,7 @@ impl LiveArgs {
             no_perf_map: self.no_perf_map,
             folded,
             folded_lines: false,
+            unknown_addrs: false,
             metrics: metrics.metrics,
             metrics_max_series: metrics.metrics_max_series,
             metrics_web_config: metrics.metrics_web_config,

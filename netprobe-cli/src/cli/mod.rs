@@ -30,11 +30,13 @@ pub fn main() -> ExitCode {
             interval,
             folded,
             folded_lines,
+            unknown_addrs,
             metrics,
         } => tracing(live::run_live(
             Mode::Count,
             &crate::commands::live_options::LiveOptions {
                 folded_lines,
+                unknown_addrs,
                 ..l.options_with(interval, folded, metrics)
             },
         )),

@@ -61,12 +61,16 @@ pub(crate) fn run_generation(
             let elapsed = started.elapsed().as_secs_f64();
             let report = counter.stack_report(outcome.lost, elapsed);
             let mut out = stdout.lock();
+            let folded = || match o.unknown_addrs {
+                true => report.folded(o.folded_lines),
+                false => report.folded_collapsed(o.folded_lines),
+            };
             match o.folded.as_deref() {
                 Some(p) if p == std::path::Path::new("-") => {
-                    let _ = out.write_all(report.folded(o.folded_lines).as_bytes());
+                    let _ = out.write_all(folded().as_bytes());
                 }
                 Some(p) => {
-                    let folded = report.folded(o.folded_lines);
+                    let folded = folded();
                     super::profile::write_file(p, |w| w.write_all(folded.as_bytes()))?;
                     let _ = format.printer().stack_counts(&mut out, &report);
                 }

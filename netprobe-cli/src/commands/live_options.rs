@@ -43,6 +43,9 @@ pub struct LiveOptions {
     pub folded: Option<std::path::PathBuf>,
     /// `--folded-lines`: folded frames carry their source line.
     pub folded_lines: bool,
+    /// `--unknown-addrs`: folded stacks keep each unnamed frame with its address, instead of one
+    /// `[image]` frame per run of them in an image.
+    pub unknown_addrs: bool,
     /// `--metrics ADDR:PORT`: also serve Prometheus metrics there (`count`, `latency`).
     pub metrics: Option<String>,
     /// `--metrics-max-series`: the cap on exported series.

@@ -71,6 +71,11 @@ pub struct ProfileArgs {
     /// its source line.
     #[arg(long, requires = "folded")]
     pub folded_lines: bool,
+    /// Keep each frame no symbol names as `[unknown] (IMAGE+0xOFF)` in the folded stacks, the
+    /// flame graph and the table, instead of one `[IMAGE]` frame (e.g. `[libcoreclr.so]`) per
+    /// run of such frames in an image. JSON always keeps every frame.
+    #[arg(long)]
+    pub unknown_addrs: bool,
     /// Write an interactive flame graph (SVG, made by inferno) to FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
@@ -339,9 +344,12 @@ fn report(
             report.lost
         ));
     }
-    let folded = report.folded();
+    // What the folded lines, the flame graph and the table show; JSON keeps every frame.
+    let collapsed = (!a.unknown_addrs).then(|| report.with_unnamed_runs_collapsed());
+    let shown = collapsed.as_ref().unwrap_or(report);
+    let folded = shown.folded();
     if let Some(path) = &a.folded {
-        let with_lines = a.folded_lines.then(|| report.folded_with_lines());
+        let with_lines = a.folded_lines.then(|| shown.folded_with_lines());
         let text = with_lines.as_deref().unwrap_or(&folded);
         write_file(path, |w| w.write_all(text.as_bytes()))?;
     }
@@ -353,7 +361,7 @@ fn report(
             ));
         } else {
             let title = format!("netprobe profile {what}: {how}");
-            let lines = report.lines_by_function(3);
+            let lines = shown.lines_by_function(3);
             write_file(path, |w| {
                 flamegraph_svg_with_lines(&folded, &title, report.unit, &lines, w)
             })?;
@@ -382,7 +390,7 @@ fn report(
         });
         writeln!(out, "{v}")
     } else {
-        write!(out, "{}", report.table(a.top))
+        write!(out, "{}", report.table_showing(shown, a.top))
     };
     r.map_err(|e| Error::io("stdout", e))?;
     Ok(if report.lost > 0 { 3 } else { 0 })

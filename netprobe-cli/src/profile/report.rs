@@ -151,8 +151,28 @@ impl Report {
         (unknown, all)
     }
 
+    /// The report as folded lines, flame graphs and the table show it unless asked otherwise
+    /// (`--unknown-addrs`): each run of unnamed frames of one image as one `[image]` frame
+    /// ([`crate::stacks::collapse_unnamed_runs`]), stacks that are then equal merged.
+    pub fn with_unnamed_runs_collapsed(&self) -> Report {
+        let mut r = Report {
+            stacks: HashMap::new(),
+            ..self.clone()
+        };
+        for (stack, &n) in &self.stacks {
+            r.add(crate::stacks::collapse_unnamed_runs(stack), n);
+        }
+        r
+    }
+
     /// The summary table: the `top` functions by self samples, then by total samples.
     pub fn table(&self, top: usize) -> String {
+        self.table_showing(self, top)
+    }
+
+    /// [`Report::table`] whose rows are the functions of `shown` (this report as shown, e.g.
+    /// [`Report::with_unnamed_runs_collapsed`]); the first line counts this report's frames.
+    pub fn table_showing(&self, shown: &Report, top: usize) -> String {
         let samples = self.samples();
         let pct = |n: u64| {
             if samples == 0 {
@@ -180,7 +200,7 @@ impl Report {
                 if frames == 0 { 0.0 } else { 100.0 * unknown as f64 / frames as f64 }
             ),
         };
-        let rows = self.functions();
+        let rows = shown.functions();
         let _ = writeln!(
             out,
             "{:>8} {:>7} {:>8} {:>7}  function",
@@ -296,6 +316,30 @@ mod tests {
         insta::assert_snapshot!("folded", r.folded());
         insta::assert_snapshot!("table", r.table(10));
         insta::assert_json_snapshot!("json", r.json());
+    }
+
+    #[test]
+    fn collapsed_runs_keep_the_samples_and_the_count_of_unknown_frames() {
+        let mut r = Report::default();
+        let coreclr = |off: u32| f(&format!("[unknown] (libcoreclr.so+{off:#x})"));
+        r.add(vec![f("main"), coreclr(0x10), coreclr(0x20), f("hot")], 6);
+        r.add(vec![f("main"), coreclr(0x11), f("hot")], 3);
+        r.add(vec![f("main"), coreclr(0x10), coreclr(0x30)], 1);
+        let shown = r.with_unnamed_runs_collapsed();
+        assert_eq!(shown.samples(), r.samples());
+        assert_eq!(
+            shown.folded(),
+            "main;[libcoreclr.so] 1\nmain;[libcoreclr.so];hot 9\n"
+        );
+        let table = r.table_showing(&shown, 10);
+        // The first line counts the frames as sampled; the rows are the collapsed functions.
+        assert!(
+            table.starts_with("10 samples, 0 lost, 17 of 36 frames unknown\n"),
+            "{table}"
+        );
+        assert!(table.contains("[libcoreclr.so]\n"), "{table}");
+        assert!(!table.contains("[unknown]"), "{table}");
+        assert_eq!(r.table(10), r.table_showing(&r, 10));
     }
 
     #[test]

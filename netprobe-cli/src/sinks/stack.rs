@@ -203,6 +203,23 @@ impl StackCountReport {
             source_lines,
         )
     }
+
+    /// [`StackCountReport::folded`] with each run of unnamed frames of one image as one
+    /// `[image]` frame ([`crate::stacks::collapse_unnamed_runs`]): what `count --stack --folded`
+    /// writes unless `--unknown-addrs` asks for every address.
+    pub fn folded_collapsed(&self, source_lines: bool) -> String {
+        let stacks: Vec<(Vec<FrameName>, u64)> = self
+            .stacks
+            .iter()
+            .map(|s| {
+                (
+                    crate::stacks::collapse_unnamed_runs(s.frames.iter().rev()),
+                    s.count,
+                )
+            })
+            .collect();
+        crate::stacks::folded_lines(stacks.iter().map(|(s, n)| (s, *n)), source_lines)
+    }
 }
 
 /// `count --stack`: calls per distinct user stack (like bcc stackcount). Stacks are kept as
@@ -345,6 +362,32 @@ impl Sink for StackCounter {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn folded_counts_collapse_unnamed_runs_unless_asked() {
+        let f = |n: &str| FrameName::named(n, false, n.starts_with('['));
+        let stack = |offs: [u32; 2], n| StackCount {
+            // Innermost first.
+            frames: vec![
+                f("probed"),
+                f(&format!("[unknown] (libcoreclr.so+{:#x})", offs[0])),
+                f(&format!("[unknown] (libcoreclr.so+{:#x})", offs[1])),
+                f("main"),
+            ],
+            count: n,
+            cut: None,
+        };
+        let r = StackCountReport {
+            stacks: vec![stack([0x10, 0x20], 2), stack([0x11, 0x20], 1)],
+            ..StackCountReport::default()
+        };
+        assert_eq!(r.folded_collapsed(false), "main;[libcoreclr.so];probed 3\n");
+        assert_eq!(
+            r.folded(false),
+            "main;[unknown] (libcoreclr.so+0x20);[unknown] (libcoreclr.so+0x10);probed 2\n\
+             main;[unknown] (libcoreclr.so+0x20);[unknown] (libcoreclr.so+0x11);probed 1\n"
+        );
+    }
 
     proptest! {
         /// A cut keeps the innermost frames, at most `depth`, and says why only when it cut or

@@ -2,10 +2,13 @@
 //! (`profile`'s samples, `trace --stack` and `count --stack` hits): a [`StackNamer`] names each
 //! (process, address) once and keeps the frames; [`FrameName`] is a frame as folded stacks and
 //! flame graphs show it; [`Unwinder`] walks a copied user stack from its registers, without
-//! frame pointers where the images carry call-frame information.
+//! frame pointers where the images carry call-frame information; [`collapse_unnamed_runs`] shows
+//! a run of unnamed frames of one image as one `[image]` frame.
 
+mod collapse;
 mod unwinder;
 
+pub use collapse::{collapse_unnamed_runs, unnamed_frame_image};
 pub use unwinder::Unwinder;
 
 use netprobe_core::debuginfo::UnwoundBy;

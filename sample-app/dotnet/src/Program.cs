@@ -36,9 +36,14 @@ modes:
   empty    [--count 10] [--value S]...
            calls System.String.IsNullOrEmpty(string) through reflection (a direct call is
            inlined) on each value (default: ""np-empty-1"", """" and ""np-empty-ü✓""), --count rounds
-  spin     [--ms 100]
+  spin     [--ms 100] [--report-ms N]
            CPU-bound for --ms: SpinLoop calls System.String.Replace(string,string) on a
-           4000-char string holding ""needle"" 100 times, in a loop (for profiles)
+           4000-char string holding ""needle"" 100 times, in a loop (for profiles); with
+           --report-ms, prints 'rate t_ms=T calls=C ms=M cpu_ms=P' every N ms (throughput;
+           P: the process's CPU time over those M ms)
+  jit      [--count 10] [--methods 1000]
+           JIT-heavy: --count rounds, each compiling --methods new DynamicMethods (every one
+           JIT-compiled on its first call) and printing 'jit round=R methods=N ms=M cpu_ms=P'
   waits    [--ms 100]
            blocked for --ms on two threads: SleepWaiter calls Thread.Sleep(20) in a loop,
            MonitorWaiter waits in Monitor.Wait on an object the main thread pulses every
@@ -74,6 +79,7 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
                 case "strings": return StringsMode(opts);
                 case "dates": return DatesMode(opts);
                 case "spin": return SpinMode(opts);
+                case "jit": return JitMode(opts);
                 case "waits": return WaitsMode(opts);
                 case "empty": return EmptyMode(opts);
                 case "echo":
@@ -200,10 +206,66 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
             for (int i = 0; i < 100; i++) sb.Append(new string('x', 34)).Append("needle");
             string text = sb.ToString();
             var sw = System.Diagnostics.Stopwatch.StartNew();
-            long calls = 0;
+            long calls = 0, reportedCalls = 0, reportedMs = 0;
+            var self = System.Diagnostics.Process.GetCurrentProcess();
+            double reportedCpu = self.TotalProcessorTime.TotalMilliseconds;
             while (sw.ElapsedMilliseconds < o.Ms)
-                calls += SpinLoop(text, 1000);
+            {
+                calls += SpinLoop(text, o.ReportMs > 0 ? 10 : 1000);
+                long now = sw.ElapsedMilliseconds;
+                if (o.ReportMs > 0 && now - reportedMs >= o.ReportMs)
+                {
+                    self.Refresh();
+                    double cpu = self.TotalProcessorTime.TotalMilliseconds;
+                    Console.WriteLine("rate t_ms=" + now + " calls=" + (calls - reportedCalls) + " ms=" + (now - reportedMs) +
+                                      " cpu_ms=" + (long)(cpu - reportedCpu));
+                    Console.Out.Flush();
+                    reportedCpu = cpu;
+                    reportedCalls = calls;
+                    reportedMs = now;
+                }
+            }
             Console.WriteLine("done calls=" + calls);
+            return 0;
+        }
+
+        // Many methods JIT-compiled: each round emits --methods DynamicMethods (a small
+        // arithmetic body, unique per method) and calls each once, which JIT-compiles it; the
+        // round's time is mostly the JIT's (and, with a perf map on, its writes).
+        static int JitMode(Options o)
+        {
+            int methods = o.Methods;
+            long compiled = 0, sink = 0;
+            var self = System.Diagnostics.Process.GetCurrentProcess();
+            for (int r = 1; r <= o.Count; r++)
+            {
+                self.Refresh();
+                double cpu0 = self.TotalProcessorTime.TotalMilliseconds;
+                var sw = System.Diagnostics.Stopwatch.StartNew();
+                for (int i = 0; i < methods; i++)
+                {
+                    var m = new System.Reflection.Emit.DynamicMethod("np_jit_" + r + "_" + i, typeof(int),
+                        new[] { typeof(int) }, typeof(Program).Module);
+                    var il = m.GetILGenerator();
+                    il.Emit(System.Reflection.Emit.OpCodes.Ldarg_0);
+                    for (int k = 0; k < 8; k++)
+                    {
+                        il.Emit(System.Reflection.Emit.OpCodes.Ldc_I4, i * 8 + k + 1);
+                        il.Emit(k % 2 == 0 ? System.Reflection.Emit.OpCodes.Add : System.Reflection.Emit.OpCodes.Xor);
+                    }
+                    il.Emit(System.Reflection.Emit.OpCodes.Ret);
+                    var f = (Func<int, int>)m.CreateDelegate(typeof(Func<int, int>));
+                    sink += f(r);
+                    compiled++;
+                }
+                self.Refresh();
+                var inv = System.Globalization.CultureInfo.InvariantCulture;
+                Console.WriteLine("jit round=" + r + " methods=" + methods + " ms=" +
+                                  sw.Elapsed.TotalMilliseconds.ToString("F1", inv) + " cpu_ms=" +
+                                  (self.TotalProcessorTime.TotalMilliseconds - cpu0).ToString("F1", inv));
+                Console.Out.Flush();
+            }
+            Console.WriteLine("done calls=" + compiled + " sink=" + sink);
             return 0;
         }
 
@@ -296,7 +358,7 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
     class Options
     {
         public string Mode = "";
-        public int Port = 8080, MaxRequests = -1, Count = 10, Ms = 100, DelayMs = 0;
+        public int Port = 8080, MaxRequests = -1, Count = 10, Ms = 100, DelayMs = 0, ReportMs = 0, Methods = 1000;
         public string Call = "delegate";
         public bool Wait, Gc;
         public System.Collections.Generic.List<string> Values = new System.Collections.Generic.List<string>();
@@ -319,6 +381,8 @@ Every mode prints 'pid=PID mode=MODE' first and one line per call with the exact
                     case "--count": Count = int.Parse(next()); break;
                     case "--ms": Ms = int.Parse(next()); break;
                     case "--delay-ms": DelayMs = int.Parse(next()); break;
+                    case "--report-ms": ReportMs = int.Parse(next()); break;
+                    case "--methods": Methods = int.Parse(next()); break;
                     case "--call":
                         Call = next();
                         if (Call != "direct" && Call != "delegate" && Call != "reflection")
