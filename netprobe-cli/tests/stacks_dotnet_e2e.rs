@@ -29,6 +29,18 @@ fn corelib_sleep_name() -> Result<String, String> {
         .ok_or_else(|| "netprobe symbols does not list Thread::Sleep(int32)".to_string())
 }
 
+/// Whether `frames` (innermost first) are Thread.Sleep named `sleep`, then the JIT-compiled
+/// `Program::SleepMode` and `Program::Main` of the sample app, named.
+fn sleep_under_its_callers(frames: &[String], sleep: &str) -> bool {
+    frames.first().map(String::as_str) == Some(sleep)
+        && frames
+            .get(1)
+            .is_some_and(|f| f.contains("sample_netcore_app.Program::SleepMode("))
+        && frames
+            .get(2)
+            .is_some_and(|f| f.contains("sample_netcore_app.Program::Main("))
+}
+
 /// netprobe `args` with `-c` on the sample `app` sleeping three times (tiering off, so the
 /// ReadyToRun code of Thread.Sleep stays), Thread.Sleep(int32) probed.
 fn sleep_three_times(
@@ -71,13 +83,7 @@ fn dotnet8_count_stack_one_path() -> R {
     let [(frames, 3, _)] = stacks.as_slice() else {
         return Err(format!("want one stack counted 3 times: {stacks:?}"));
     };
-    let named = frames.first() == Some(&sleep)
-        && frames
-            .get(1)
-            .is_some_and(|f| f.contains("sample_netcore_app.Program::SleepMode("))
-        && frames
-            .get(2)
-            .is_some_and(|f| f.contains("sample_netcore_app.Program::Main("));
+    let named = sleep_under_its_callers(frames, &sleep);
     if !named {
         return Err(format!("frames {frames:?}"));
     }
@@ -173,13 +179,7 @@ fn dotnet8_count_stack_names_jit_frames_without_restart() -> R {
     let [(frames, 5, _)] = stacks.as_slice() else {
         return Err(format!("want one stack counted 5 times: {stacks:?}"));
     };
-    let named = frames.first() == Some(&sleep)
-        && frames
-            .get(1)
-            .is_some_and(|f| f.contains("sample_netcore_app.Program::SleepMode("))
-        && frames
-            .get(2)
-            .is_some_and(|f| f.contains("sample_netcore_app.Program::Main("));
+    let named = sleep_under_its_callers(frames, &sleep);
     if !named {
         return Err(format!("frames {frames:?}: {stderr}"));
     }

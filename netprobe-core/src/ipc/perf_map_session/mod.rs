@@ -111,58 +111,45 @@ pub fn begin(pid: u32) -> Option<Begun> {
         }
     }
     let files = PerfMapFiles::of(&process);
-    let perf_map = files.dir.join(&files.perf_map);
     let start_time = process.start_time().ok()?;
-    let dir = process.open_dir_in_root(&files.dir).ok();
-    let exists = |name: &str| {
-        dir.as_ref().is_some_and(|d| {
-            rustix::fs::statat(d, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
-        })
-    };
     // Without a claims folder (netprobe cannot write /run) the session is taken as the only one.
-    let taken = Claim::take(pid, start_time).ok();
-    let (claim, taken) = match taken {
-        Some((c, t)) => (Some(c), t),
-        None => (None, Taken::First),
+    let (claim, taken) = match Claim::take(pid, start_time) {
+        Ok((c, t)) => (Some(c), t),
+        Err(_) => (None, Taken::First),
     };
-    if let Taken::Shared(_) = taken {
-        return Some(Begun::Shared(PerfMapSession {
-            pid,
-            claim,
-            dir,
-            files,
-            perf_map,
-            ended: false,
-        }));
-    }
-    let mut claim = claim;
-    if taken == Taken::First {
-        if exists(&files.perf_map) {
-            if let Some(c) = claim {
-                c.abandon();
-            }
-            return Some(Begun::Foreign(perf_map));
-        }
-        let record = Record {
-            perf_map_created: true,
-            perf_info_created: !exists(&files.perf_info),
-        };
-        if let Some(c) = claim.as_mut() {
-            // Without the record, the last session would not know what to remove: then the
-            // session goes on alone (the claim is dropped, the map still turned off at its end).
-            if c.record(record).is_err() {
-                claim = None;
-            }
-        }
-    }
     let mut session = PerfMapSession {
         pid,
         claim,
-        dir,
+        dir: process.open_dir_in_root(&files.dir).ok(),
+        perf_map: files.dir.join(&files.perf_map),
         files,
-        perf_map,
         ended: false,
     };
+    if let Taken::Shared(_) = taken {
+        return Some(Begun::Shared(session));
+    }
+    if taken == Taken::First {
+        if session.has(&session.files.perf_map) {
+            session.ended = true;
+            if let Some(c) = session.claim.take() {
+                c.abandon();
+            }
+            return Some(Begun::Foreign(session.perf_map.clone()));
+        }
+        let record = Record {
+            perf_map_created: true,
+            perf_info_created: !session.has(&session.files.perf_info),
+        };
+        // Without the record, the last session would not know what to remove: then the
+        // session goes on alone (the claim is dropped, the map still turned off at its end).
+        if session
+            .claim
+            .as_mut()
+            .is_some_and(|c| c.record(record).is_err())
+        {
+            session.claim = None;
+        }
+    }
     match enable_perf_map(pid, PerfMapType::PerfMap) {
         Ok(()) => Some(Begun::TurnedOn(session)),
         Err(e) => {
@@ -232,6 +219,14 @@ pub fn end_orphans() -> Vec<String> {
 }
 
 impl PerfMapSession {
+    /// Whether the runtime's folder holds an entry `name` (a symlink counts: it is not
+    /// followed, and not netprobe's).
+    fn has(&self, name: &str) -> bool {
+        self.dir.as_ref().is_some_and(|d| {
+            rustix::fs::statat(d, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
+        })
+    }
+
     /// Ends the session's use of the perf map: the last session turns it off and removes the
     /// files the runtime made for netprobe. Returns what was done, as a line to say.
     pub fn end(mut self) -> Option<String> {
