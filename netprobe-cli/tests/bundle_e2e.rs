@@ -484,7 +484,7 @@ fn tiering_guard_on_a_bundle() -> Result<(), String> {
 
 /// `trace --stack -p` on a running .NET 10 single-file app started without any perf map
 /// variable: netprobe turns the runtime's perf map on for the session, so the app's own
-/// JIT-compiled methods under `ReadLine()` are named (`MzLibBridge.Program::ReadStdinLines`), no
+/// JIT-compiled methods under `ReadLine()` are named (`MzLibBridge.Program.ReadStdinLines`), no
 /// frame in JIT memory is left unknown, one hit per accession; the map is off and its files gone
 /// afterwards (the runtime holds no perf map open while the app still runs).
 fn net10_stack_names_jit_frames_without_restart() -> Result<(), String> {
@@ -580,7 +580,7 @@ fn net10_stack_names_jit_frames_without_restart() -> Result<(), String> {
             .count();
         if !names
             .iter()
-            .any(|n| n.contains("MzLibBridge.Program::ReadStdinLines"))
+            .any(|n| n.contains("MzLibBridge.Program.ReadStdinLines"))
             || jit_unknown > 0
         {
             return Err(format!(

@@ -324,6 +324,7 @@ fn stack_printers() {
         file: None,
         line: None,
         column: None,
+        tier: None,
     };
     let at = |f: Frame, line: u32| Frame {
         file: Some("/srv/app/main.go".into()),

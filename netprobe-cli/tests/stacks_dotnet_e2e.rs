@@ -11,7 +11,8 @@ use std::path::Path;
 
 type R = Result<(), String>;
 
-/// Thread.Sleep(int32) of .NET 8's CoreLib as `netprobe symbols` names it.
+/// Thread.Sleep(int32) of .NET 8's CoreLib as `netprobe symbols` names it, written as stacks
+/// write .NET methods (C#: `System.Threading.Thread.Sleep(int)`).
 fn corelib_sleep_name() -> Result<String, String> {
     let corelib = dotnet::corelib8();
     let symbols = netprobe::command()
@@ -24,21 +25,21 @@ fn corelib_sleep_name() -> Result<String, String> {
         .lines()
         .find_map(|l| {
             l.find("void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)")
-                .map(|i| l[i..].trim().to_string())
+                .map(|i| netprobe_core::dotnet::managed_name::readable(l[i..].trim()).0)
         })
         .ok_or_else(|| "netprobe symbols does not list Thread::Sleep(int32)".to_string())
 }
 
 /// Whether `frames` (innermost first) are Thread.Sleep named `sleep`, then the JIT-compiled
-/// `Program::SleepMode` and `Program::Main` of the sample app, named.
+/// `Program.SleepMode` and `Program.Main` of the sample app, named.
 fn sleep_under_its_callers(frames: &[String], sleep: &str) -> bool {
     frames.first().map(String::as_str) == Some(sleep)
         && frames
             .get(1)
-            .is_some_and(|f| f.contains("sample_netcore_app.Program::SleepMode("))
+            .is_some_and(|f| f.contains("sample_netcore_app.Program.SleepMode("))
         && frames
             .get(2)
-            .is_some_and(|f| f.contains("sample_netcore_app.Program::Main("))
+            .is_some_and(|f| f.contains("sample_netcore_app.Program.Main("))
 }
 
 /// netprobe `args` with `-c` on the sample `app` sleeping three times (tiering off, so the
@@ -118,7 +119,7 @@ fn dotnet8_r2r_and_jit_frames() -> R {
                 ));
             }
             let caller = f1["function"].as_str().unwrap_or("");
-            let named = f1["source"] == "perf_map" && caller.contains("Program::SleepMode(");
+            let named = f1["source"] == "perf_map" && caller.contains("Program.SleepMode(");
             let unknown = f1["source"] == "unknown" && f1["image"].is_null();
             if (perf_map == "1" && !named) || (perf_map == "0" && !unknown) {
                 return Err(format!(

@@ -76,6 +76,12 @@ pub struct ProfileArgs {
     /// run of such frames in an image. JSON always keeps every frame.
     #[arg(long)]
     pub unknown_addrs: bool,
+    /// Show each .NET method's code tier after its name in the folded stacks, the flame graph and
+    /// the table (`System.String.Replace(string, string) [tier1]`), so that its ReadyToRun,
+    /// tier-0 and tier-1 code are apart; by default a method is one function at every tier
+    /// (JSON frames always carry `tier`).
+    #[arg(long)]
+    pub tiers: bool,
     /// Write an interactive flame graph (SVG, made by inferno) to FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
@@ -347,6 +353,8 @@ fn report(
     // What the folded lines, the flame graph and the table show; JSON keeps every frame.
     let collapsed = (!a.unknown_addrs).then(|| report.with_unnamed_runs_collapsed());
     let shown = collapsed.as_ref().unwrap_or(report);
+    let tiered = a.tiers.then(|| shown.with_tiers_in_names());
+    let shown = tiered.as_ref().unwrap_or(shown);
     let folded = shown.folded();
     if let Some(path) = &a.folded {
         let with_lines = a.folded_lines.then(|| shown.folded_with_lines());

@@ -165,6 +165,29 @@ impl Report {
         r
     }
 
+    /// The report with each .NET frame's tier after its name (`Replace(string, string)
+    /// [tier1]`, `--tiers`): a method's code at each tier is then a function of its own.
+    pub fn with_tiers_in_names(&self) -> Report {
+        let mut r = Report {
+            stacks: HashMap::new(),
+            ..self.clone()
+        };
+        for (stack, &n) in &self.stacks {
+            let named = stack
+                .iter()
+                .map(|f| match &f.tier {
+                    Some(t) => FrameName {
+                        name: format!("{} [{t}]", f.name),
+                        ..f.clone()
+                    },
+                    None => f.clone(),
+                })
+                .collect();
+            r.add(named, n);
+        }
+        r
+    }
+
     /// The summary table: the `top` functions by self samples, then by total samples.
     pub fn table(&self, top: usize) -> String {
         self.table_showing(self, top)
@@ -272,6 +295,10 @@ impl Report {
                     if let Some(by) = f.unwound_by {
                         v["unwound_by"] = by.as_str().into();
                     }
+                    // A .NET method's code tier: the name is the same at every tier.
+                    if let Some(tier) = &f.tier {
+                        v["tier"] = tier.as_str().into();
+                    }
                     v
                 }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
@@ -286,6 +313,44 @@ mod tests {
 
     fn f(name: &str) -> FrameName {
         FrameName::named(name, false, name.starts_with("[unknown]"))
+    }
+
+    /// A method sampled in its ReadyToRun code and in its tier-1 code is one function (one row,
+    /// one folded frame), whose JSON frames say each tier; `--tiers` shows them apart.
+    #[test]
+    fn a_method_at_two_tiers_is_one_function_unless_tiers_are_shown() {
+        use netprobe_core::dotnet::managed_name::CodeTier;
+        let at = |tier| FrameName {
+            tier: Some(tier),
+            ..f("System.String.Replace(string, string)")
+        };
+        let mut r = Report::default();
+        r.add(vec![f("Main"), at(CodeTier::ReadyToRun)], 3);
+        r.add(vec![f("Main"), at(CodeTier::Tier1)], 7);
+        let rows = r.functions();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[0].name, "System.String.Replace(string, string)");
+        assert_eq!(rows[0].self_samples, 10);
+        assert_eq!(
+            r.folded(),
+            "Main;System.String.Replace(string, string) 10\n"
+        );
+        let json = r.json().to_string();
+        assert!(
+            json.contains(r#""tier":"ready_to_run""#) && json.contains(r#""tier":"tier1""#),
+            "{json}"
+        );
+        let apart = r.with_tiers_in_names();
+        let names: Vec<String> = apart.functions().into_iter().map(|f| f.name).collect();
+        assert!(
+            names.contains(&"System.String.Replace(string, string) [tier1]".to_string()),
+            "{names:?}"
+        );
+        assert!(
+            names.contains(&"System.String.Replace(string, string) [ready_to_run]".to_string()),
+            "{names:?}"
+        );
+        assert_eq!(apart.samples(), r.samples());
     }
 
     fn sample_report() -> Report {

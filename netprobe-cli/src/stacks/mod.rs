@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// One frame of a stack, as a flame graph names it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct FrameName {
-    /// The function (`main.Fib`, `hot`, a .NET method as `netprobe symbols` prints it), or
+    /// The function (`main.Fib`, `hot`, a .NET method as C# writes it), or
     /// `[unknown] (image+0xOFF)`.
     pub name: String,
     /// Inlined into its caller (shown with inferno's and stackcollapse-perf's `_[i]` suffix in
@@ -39,6 +39,10 @@ pub struct FrameName {
     /// table, the kernel's callchain), when the stack was unwound in user space.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unwound_by: Option<UnwoundBy>,
+    /// A .NET method's code tier ([`Frame::tier`]): JSON carries it; the name does not, so a
+    /// method counts as one function across a tier-up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier: Option<netprobe_core::dotnet::managed_name::CodeTier>,
 }
 
 impl FrameName {
@@ -53,6 +57,7 @@ impl FrameName {
                 file: f.file.clone(),
                 line: f.line,
                 unwound_by: None,
+                tier: f.tier.clone(),
             },
             None => FrameName {
                 name: f.to_string(),
@@ -61,6 +66,7 @@ impl FrameName {
                 file: None,
                 line: None,
                 unwound_by: None,
+                tier: None,
             },
         }
     }
@@ -74,6 +80,7 @@ impl FrameName {
             file: None,
             line: None,
             unwound_by: None,
+            tier: None,
         }
     }
 

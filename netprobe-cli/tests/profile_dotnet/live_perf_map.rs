@@ -336,3 +336,57 @@ pub fn a_killed_sessions_map_is_turned_off_by_clean() -> R {
     }
     nothing_left(pid)
 }
+
+/// A method that runs as ReadyToRun code and then, tiered up, as JIT code is one function: the
+/// app started under `profile -c` with its perf map on spins in CoreLib's `String.Replace`, first
+/// in its precompiled code, then in its tier-1 code; the JSON stacks carry both tiers on frames
+/// of one name, and the table has one row for it.
+pub fn one_function_across_a_tier_up() -> R {
+    let app = NET8.app()?;
+    let out = netprobe::command()
+        .args(["profile", "-F", "999", "--json", "-c"])
+        .arg(format!(
+            "{} {} spin --ms 3000",
+            NET8.dotnet().display(),
+            app.display()
+        ))
+        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env("DOTNET_PerfMapEnabled", "1")
+        .output()
+        .map_err(err)?;
+    let stderr = text(&out.stderr);
+    if !out.status.success() {
+        return Err(format!("profile -c failed: {stderr}"));
+    }
+    let v = profile::json_of(&out)?;
+    const REPLACE: &str = "System.String.Replace(string, string)";
+    let mut tiers = std::collections::BTreeMap::<String, u64>::new();
+    for s in v["stacks"].as_array().into_iter().flatten() {
+        let n = s["count"].as_u64().unwrap_or(0);
+        let mut seen = std::collections::BTreeSet::new();
+        for f in s["frames"].as_array().into_iter().flatten() {
+            if f["function"] == REPLACE {
+                seen.insert(f["tier"].as_str().unwrap_or("none").to_string());
+            }
+        }
+        for t in seen {
+            *tiers.entry(t).or_default() += n;
+        }
+    }
+    let rows = v["functions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| {
+            f["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("String.Replace("))
+        })
+        .count();
+    eprintln!("samples under {REPLACE} by tier: {tiers:?}; {rows} row(s)");
+    let jit = tiers.keys().any(|t| t != "ready_to_run" && t != "none");
+    if !tiers.contains_key("ready_to_run") || !jit || rows != 1 {
+        return Err(format!("{REPLACE} by tier {tiers:?}, {rows} table rows"));
+    }
+    Ok(())
+}

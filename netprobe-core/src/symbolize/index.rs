@@ -409,17 +409,21 @@ impl ImageIndex {
             _ => Vec::new(),
         };
         let image = hit.member.unwrap_or(image);
-        let frame = |function: &str, offset: Option<u64>, inlined: bool| Frame {
-            address,
-            image: Some(image.to_path_buf()),
-            file_offset: Some(off),
-            function: Some(function.to_string()),
-            offset,
-            source: hit.source,
-            inlined,
-            file: None,
-            line: None,
-            column: None,
+        let frame = |function: &str, offset: Option<u64>, inlined: bool| {
+            Frame {
+                address,
+                image: Some(image.to_path_buf()),
+                file_offset: Some(off),
+                function: Some(function.to_string()),
+                offset,
+                source: hit.source,
+                inlined,
+                file: None,
+                line: None,
+                column: None,
+                tier: None,
+            }
+            .managed()
         };
         let loc = |f: &LineFrame| f.location.clone();
         if hit.source == SourceKind::GoPclntab || dwarf.is_empty() {

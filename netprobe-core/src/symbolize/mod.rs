@@ -2,8 +2,9 @@
 //! to the function running there: image, function name, offset in the function, and which table
 //! named it ([`SourceKind`]): ELF `.symtab`/`.dynsym`, Go's function table (with the functions
 //! inlined at that pc, from its inline trees), .NET ReadyToRun methods (the method whose
-//! RUNTIME_FUNCTION covers the address, named as `netprobe symbols` prints it), JIT-compiled
-//! code from the runtime's `/tmp/perf-PID.map` and jitdump; anything else is
+//! RUNTIME_FUNCTION covers the address), JIT-compiled code from the runtime's `/tmp/perf-PID.map`
+//! and jitdump, .NET methods named as C# writes them with their code tier apart
+//! ([`crate::dotnet::managed_name`]); anything else is
 //! `[unknown] (image+0xOFF)`, never a guess.
 //!
 //! Layout after blazesym's: [`types`] (what a frame is), [`index`] (one file's code ranges,

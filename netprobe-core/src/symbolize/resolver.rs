@@ -392,7 +392,9 @@ impl Symbolizer {
                 file: None,
                 line: None,
                 column: None,
-            }]);
+                tier: None,
+            }
+            .managed()]);
         }
         if m.perms.exec
             && view.dotnet

@@ -2,6 +2,7 @@
 //! functions first, innermost first, then the function the code belongs to).
 
 use crate::addr::FileOffset;
+use crate::dotnet::managed_name::{readable, CodeTier};
 use crate::symbol::SymbolOrigin;
 use serde::Serialize;
 use std::fmt;
@@ -66,9 +67,9 @@ pub struct Frame {
     pub image: Option<PathBuf>,
     /// Where the address lies in that file; `None` for anonymous memory.
     pub file_offset: Option<FileOffset>,
-    /// The function's name as its source spells it (Go: `main.(*T).M`; .NET: crossgen's
-    /// `[instance ]RET [Assembly] Namespace.Type::Method(ARGS)`, as `netprobe symbols` prints
-    /// it); `None` for [`SourceKind::Unknown`].
+    /// The function's name as its source spells it (Go: `main.(*T).M`), a .NET method as C#
+    /// writes it (`System.String.Replace(string, string)`, [`crate::dotnet::managed_name`]; its
+    /// tier is [`Frame::tier`]); `None` for [`SourceKind::Unknown`].
     pub function: Option<String>,
     /// Bytes from the function's first instruction; `None` for inlined frames (their code is
     /// spread through the caller) and unknown code.
@@ -87,6 +88,10 @@ pub struct Frame {
     /// The 1-based column, when the compiler records one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub column: Option<u32>,
+    /// A .NET method's code tier: `ready_to_run` for precompiled code, the perf map's tier for
+    /// JIT code (`tier0`, `tier1`, `osr`...; [`CodeTier`]); absent for other code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier: Option<CodeTier>,
 }
 
 impl Frame {
@@ -111,6 +116,24 @@ impl Frame {
 }
 
 impl Frame {
+    /// The frame of a .NET method named as C# reads it (`System.String.Replace(string,
+    /// string)`, [`crate::dotnet::managed_name`]) with its tier apart: ReadyToRun code from the
+    /// assembly, JIT code from the perf map's suffix. Other frames are returned as they are.
+    pub fn managed(mut self) -> Frame {
+        if !matches!(self.source, SourceKind::DotnetR2r | SourceKind::PerfMap) {
+            return self;
+        }
+        if let Some(raw) = self.function.take() {
+            let (name, tier) = readable(&raw);
+            self.function = Some(name);
+            self.tier = match self.source {
+                SourceKind::DotnetR2r => Some(CodeTier::ReadyToRun),
+                _ => tier,
+            };
+        }
+        self
+    }
+
     /// A frame no table names: `[unknown] (image+0xOFF)`, or `[unknown] (0xADDR)` without an
     /// image.
     pub fn unknown(address: u64, image: Option<PathBuf>, file_offset: Option<FileOffset>) -> Frame {
@@ -125,6 +148,7 @@ impl Frame {
             file: None,
             line: None,
             column: None,
+            tier: None,
         }
     }
 }
@@ -198,6 +222,7 @@ mod tests {
             file: None,
             line: None,
             column: None,
+            tier: None,
         }
     }
 

