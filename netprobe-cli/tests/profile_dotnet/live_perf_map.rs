@@ -338,25 +338,35 @@ pub fn a_killed_sessions_map_is_turned_off_by_clean() -> R {
 }
 
 /// A method that runs as ReadyToRun code and then, tiered up, as JIT code is one function: the
-/// app started under `profile -c` with its perf map on spins in CoreLib's `String.Replace`, first
-/// in its precompiled code, then in its tier-1 code; the JSON stacks carry both tiers on frames
-/// of one name, and the table has one row for it.
+/// app, started without any variable and waiting, is profiled with `-p` (netprobe turns its perf
+/// map on) and then spins in CoreLib's `String.Replace`, first in its precompiled code, then in
+/// its tier-1 code; the JSON stacks carry both tiers on frames of one name, and the table has
+/// one row for it. (The app outlives the profile, so its JIT names are there to be read however
+/// late the samples are named.)
 pub fn one_function_across_a_tier_up() -> R {
     let app = NET8.app()?;
-    let out = netprobe::command()
-        .args(["profile", "-F", "999", "--json", "-c"])
-        .arg(format!(
-            "{} {} spin --ms 3000",
-            NET8.dotnet().display(),
-            app.display()
-        ))
-        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
-        .env("DOTNET_PerfMapEnabled", "1")
-        .output()
+    let mut target = fixtures::live::DotnetSampleApp::start(
+        Command::new(NET8.dotnet())
+            .arg(&app)
+            .args(["spin", "--ms", "8000", "--wait"])
+            .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+            .stderr(Stdio::null()),
+    )?;
+    let np = netprobe::command()
+        .args(["profile", "-F", "999", "--json", "--duration", "4s", "-p"])
+        .arg(target.pid.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(err)?;
+    // Sampling is on before the first call.
+    std::thread::sleep(Duration::from_millis(700));
+    target.go()?;
+    let out = np.wait_with_output().map_err(err)?;
+    drop(target);
     let stderr = text(&out.stderr);
     if !out.status.success() {
-        return Err(format!("profile -c failed: {stderr}"));
+        return Err(format!("profile -p failed: {stderr}"));
     }
     let v = profile::json_of(&out)?;
     const REPLACE: &str = "System.String.Replace(string, string)";
