@@ -16,6 +16,7 @@
 //! ```
 
 pub mod bundle;
+pub mod contract_descriptor;
 pub mod managed_name;
 pub mod metadata;
 pub mod pe;
