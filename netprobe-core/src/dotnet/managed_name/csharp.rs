@@ -20,6 +20,9 @@ pub enum Position {
     Argument,
 }
 
+/// The most generic parameters a type is read with (the runtime's own limit is far below).
+const MAX_ARITY: usize = 255;
+
 /// IL and CLR names of the types C# has keywords for.
 fn keyword(t: &str) -> Option<&'static str> {
     Some(match t {
@@ -100,18 +103,39 @@ pub fn type_name(t: &str, pos: Position) -> String {
         Some((r, end)) if !r[..end].contains([',', '[', '<']) && end + 1 < r.len() => &r[end + 1..],
         _ => t,
     };
-    if let Some(inner) = t.strip_suffix('&') {
-        return format!("ref {}", type_name(inner, pos));
-    }
-    if let Some(inner) = t.strip_suffix('*') {
-        return format!("{}*", type_name(inner, pos));
-    }
-    // An array: `[]`, `[,]` (an instantiation's brackets hold names).
-    if let Some(open) = t.ends_with(']').then(|| t.rfind('[')).flatten() {
-        let dims = &t[open + 1..t.len() - 1];
-        if dims.bytes().all(|b| b == b',') && open > 0 {
-            return format!("{}[{dims}]", type_name(&t[..open], pos));
+    // Suffixes, outermost last: `&` (ref), `*` (pointer), `[]`/`[,]` (array), taken off in a
+    // loop (a hostile perf map may write thousands of them; no recursion per suffix).
+    let mut t = t;
+    let mut suffixes: Vec<String> = Vec::new();
+    let mut byref = false;
+    loop {
+        if let Some(inner) = t.strip_suffix('&') {
+            byref = true;
+            t = inner.trim_end();
+            continue;
         }
+        if let Some(inner) = t.strip_suffix('*') {
+            suffixes.push("*".into());
+            t = inner.trim_end();
+            continue;
+        }
+        // An array: `[]`, `[,]` (an instantiation's brackets hold names).
+        if let Some(open) = t.ends_with(']').then(|| t.rfind('[')).flatten() {
+            let dims = &t[open + 1..t.len() - 1];
+            if dims.bytes().all(|b| b == b',') && open > 0 {
+                suffixes.push(format!("[{dims}]"));
+                t = &t[..open];
+                continue;
+            }
+        }
+        break;
+    }
+    if byref || !suffixes.is_empty() {
+        let mut out = type_name(t, pos);
+        for s in suffixes.iter().rev() {
+            out.push_str(s);
+        }
+        return if byref { format!("ref {out}") } else { out };
     }
     // The owner keeps its CLR name (`System.String.Replace`, as the runtime's type is named).
     if let Some(k) = keyword(t).filter(|_| pos == Position::Argument) {
@@ -149,7 +173,11 @@ fn generic_type(t: &str, pos: Position) -> String {
     let mut out = String::new();
     for (i, seg) in segments.iter().enumerate() {
         let (base, arity) = match seg.rsplit_once('`') {
-            Some((b, n)) => (b, n.parse::<usize>().unwrap_or(0)),
+            // An arity past any real type's is not one (and would write that many commas).
+            Some((b, n)) => match n.parse::<usize>() {
+                Ok(a) if a <= MAX_ARITY => (b, a),
+                _ => (*seg, 0),
+            },
             None => (*seg, 0),
         };
         let base = if i == 0 && pos == Position::Argument {

@@ -47,12 +47,25 @@ impl ManagedName {
     /// name cut short). Never panics.
     pub fn parse(s: &str) -> Option<ManagedName> {
         let s = s.trim();
+        // A perf map is the target's to write: a name longer or deeper than any real one (the
+        // longest seen is 626 bytes, 7 brackets deep) stays as written, so that reading it
+        // cannot take unbounded time or stack.
+        if s.len() > MAX_LEN || bracket_depth(s) > MAX_DEPTH {
+            return None;
+        }
         // The tier: `[...]` right after the closing parenthesis.
         let (body, tier) = match s.rfind(")[") {
-            Some(p) if s.ends_with(']') => (
-                &s[..=p],
-                Some(CodeTier::from_runtime(&s[p + 2..s.len() - 1])),
-            ),
+            Some(p)
+                if s.ends_with(']')
+                    && s[p + 2..s.len() - 1]
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+            {
+                (
+                    &s[..=p],
+                    Some(CodeTier::from_runtime(&s[p + 2..s.len() - 1])),
+                )
+            }
             _ => (s, None),
         };
         if !body.ends_with(')') {
@@ -71,7 +84,8 @@ impl ManagedName {
             .filter(|t| !t.is_empty())
             .collect();
         let (&owner, before) = tokens.split_last()?;
-        if owner.is_empty() || method.is_empty() {
+        // Real names hold `::` once, between the owner and the method.
+        if owner.is_empty() || method.is_empty() || method.contains("::") || owner.contains("::") {
             return None;
         }
         let assembly = before
@@ -94,6 +108,28 @@ impl ManagedName {
             tier,
         })
     }
+}
+
+/// The longest name read; longer ones stay as written.
+pub const MAX_LEN: usize = 4096;
+
+/// The deepest bracket nesting read; deeper names stay as written.
+pub const MAX_DEPTH: usize = 32;
+
+/// How deep `<>`, `[]` and `()` nest in `s`.
+fn bracket_depth(s: &str) -> usize {
+    let (mut depth, mut most) = (0usize, 0usize);
+    for b in s.bytes() {
+        match b {
+            b'<' | b'[' | b'(' => {
+                depth += 1;
+                most = most.max(depth);
+            }
+            b'>' | b']' | b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    most
 }
 
 /// The byte index of the first `pat` outside brackets.

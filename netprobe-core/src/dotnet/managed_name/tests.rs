@@ -80,6 +80,29 @@ fn what_is_not_a_method_name_stays_as_it_is() {
     }
 }
 
+/// Names a hostile perf map can write: deeply nested, very long, a huge arity, thousands of
+/// suffixes. Each is read in bounded time and stack, and stays as written where it is beyond
+/// any real name.
+#[test]
+fn hostile_names_are_bounded() {
+    let deep = format!(
+        "void [x] T::M({}int32{})",
+        "class A`1<".repeat(20_000),
+        ">".repeat(20_000)
+    );
+    assert_eq!(readable(&deep).0, deep);
+    let long = format!("void [x] T::M({})", "int32,".repeat(2_000));
+    assert_eq!(readable(&long).0, long);
+    let arity = "void [x] A`100000000::M()";
+    let started = std::time::Instant::now();
+    assert_eq!(readable(arity).0, "A`100000000.M()");
+    let stars = format!("void [x] T::M(int32{})", "*".repeat(4_000));
+    assert!(readable(&stars).0.ends_with("*)"));
+    let refs = format!("void [x] T::M(int32{})", "[]".repeat(1_500));
+    assert!(readable(&refs).0.starts_with("T.M(int[][]"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
+
 proptest! {
     /// Any text, and any text shaped like a name, parses or not without panicking, and what
     /// it writes parses no further (a C# name has no `::`).
