@@ -44,13 +44,18 @@ pub enum PerfMapType {
 
 /// The `EnablePerfMap` request bytes.
 pub fn enable_perf_map_message(kind: PerfMapType) -> Vec<u8> {
-    let mut m = Vec::with_capacity(24);
+    process_message(ENABLE_PERF_MAP, &(kind as u32).to_le_bytes())
+}
+
+/// A Process command set request: the 20-byte header for `command` and `payload`.
+fn process_message(command: u8, payload: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(20 + payload.len());
     m.extend_from_slice(MAGIC);
-    m.extend_from_slice(&24u16.to_le_bytes());
+    m.extend_from_slice(&((20 + payload.len()) as u16).to_le_bytes());
     m.push(PROCESS_COMMAND_SET);
-    m.push(ENABLE_PERF_MAP);
+    m.push(command);
     m.extend_from_slice(&0u16.to_le_bytes());
-    m.extend_from_slice(&(kind as u32).to_le_bytes());
+    m.extend_from_slice(payload);
     m
 }
 
@@ -236,13 +241,7 @@ pub fn disable_perf_map(pid: u32) -> Result<()> {
 
 /// The `DisablePerfMap` request bytes: the header alone.
 pub fn disable_perf_map_message() -> Vec<u8> {
-    let mut m = Vec::with_capacity(20);
-    m.extend_from_slice(MAGIC);
-    m.extend_from_slice(&20u16.to_le_bytes());
-    m.push(PROCESS_COMMAND_SET);
-    m.push(DISABLE_PERF_MAP);
-    m.extend_from_slice(&0u16.to_le_bytes());
-    m
+    process_message(DISABLE_PERF_MAP, &[])
 }
 
 /// Sends one Process command set `request` to the runtime of `pid` and reads the server's
