@@ -9,6 +9,7 @@
 
 use crate::abi::go::{abi_for, GoAbi};
 use crate::capabilities::{CapSet, Capability};
+pub use crate::containers::{container_of_cgroup, docker_name, name_in_config, Container};
 use crate::elf::parser::ElfView;
 use crate::file_id::FileId;
 use crate::golang::buildinfo::BuildInfo;
@@ -33,18 +34,6 @@ pub struct ProcessEntry {
     pub kind: Kind,
     /// Whether netprobe can place uprobes on this process's code, and if not, why.
     pub probe: Probeable,
-}
-
-/// A container, as far as the cgroup path and the engine's metadata tell.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Container {
-    /// The full container id (64 hex digits for Docker, containerd, CRI-O and Podman).
-    pub id: String,
-    /// The engine whose cgroup layout named it: `docker`, `containerd`, `cri-o`, `podman`, or
-    /// `unknown` when only a bare id was found.
-    pub engine: &'static str,
-    /// The container's name (Docker's `config.v2.json`), when known.
-    pub name: Option<String>,
 }
 
 /// What kind of program a process runs.
@@ -229,72 +218,6 @@ fn entry_with(
 
 pub use crate::process::parse_stat;
 
-/// The container a `/proc/PID/cgroup` text names, from the innermost path component that holds a
-/// container id. Layouts (the cgroup paths each engine creates):
-/// - Docker, systemd driver: `/system.slice/docker-ID.scope`; cgroupfs driver: `/docker/ID`;
-/// - containerd (Kubernetes CRI): `.../cri-containerd-ID.scope`; nerdctl/ctr: `/NAMESPACE/ID`
-///   (`default`, `k8s.io`, `moby`);
-/// - CRI-O: `.../crio-ID.scope` (`crio-conmon-ID.scope` is its monitor, not the container);
-/// - Podman: `.../libpod-ID.scope` (`libpod-conmon-ID.scope` likewise), cgroupfs `/libpod_parent/libpod-ID`.
-///
-/// cgroup v1 (`N:controllers:/path`) and v2 (`0::/path`) lines both work. `None` on the host.
-pub fn container_of_cgroup(text: &str) -> Option<Container> {
-    for line in text.lines() {
-        let Some(path) = line.splitn(3, ':').nth(2) else {
-            continue;
-        };
-        let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
-        for (i, comp) in comps.iter().enumerate().rev() {
-            let parent = if i > 0 { Some(comps[i - 1]) } else { None };
-            if let Some(c) = container_of_component(comp, parent) {
-                return Some(c);
-            }
-        }
-    }
-    None
-}
-
-fn container_of_component(comp: &str, parent: Option<&str>) -> Option<Container> {
-    let scope = comp.strip_suffix(".scope").unwrap_or(comp);
-    for (prefix, engine) in [
-        ("docker-", "docker"),
-        ("cri-containerd-", "containerd"),
-        ("crio-", "cri-o"),
-        ("libpod-", "podman"),
-    ] {
-        if let Some(id) = scope.strip_prefix(prefix) {
-            if is_container_id(id) {
-                return Some(Container {
-                    id: id.to_string(),
-                    engine,
-                    name: None,
-                });
-            }
-        }
-    }
-    if is_container_id(comp) {
-        let engine = match parent {
-            Some("docker") => "docker",
-            Some("default" | "k8s.io" | "moby") => "containerd",
-            Some("libpod_parent") => "podman",
-            _ => "unknown",
-        };
-        return Some(Container {
-            id: comp.to_string(),
-            engine,
-            name: None,
-        });
-    }
-    None
-}
-
-/// 64 lowercase hex digits: the id Docker, containerd, CRI-O and Podman give containers.
-fn is_container_id(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
 /// The container of the process whose `/proc` directory is `proc_dir`, from its cgroup, with
 /// its name from Docker's metadata when that is readable; `None` on the host (or gone).
 pub fn container_of_process(proc_dir: &Path) -> Option<Container> {
@@ -302,36 +225,6 @@ pub fn container_of_process(proc_dir: &Path) -> Option<Container> {
     let mut c = container_of_cgroup(&String::from_utf8_lossy(&text))?;
     c.name = docker_name(Path::new("/var/lib/docker"), &c);
     Some(c)
-}
-
-/// The container's name from Docker's metadata, `DOCKER_ROOT/containers/ID/config.v2.json`
-/// (`"Name":"/NAME"`, moby `container/container.go`); `None` for other engines or when unreadable.
-pub fn docker_name(docker_root: &Path, c: &Container) -> Option<String> {
-    if c.engine != "docker" {
-        return None;
-    }
-    let path = docker_root
-        .join("containers")
-        .join(&c.id)
-        .join("config.v2.json");
-    let text = crate::regular_file::read_capped(
-        &path,
-        crate::regular_file::cap::DOCKER_CONFIG_JSON,
-        "Docker config.v2.json",
-    )
-    .ok()?;
-    name_in_config(std::str::from_utf8(&text).ok()?)
-}
-
-/// The `"Name"` member of a Docker `config.v2.json`, without its leading `/`. A minimal scan
-/// (the file can be large; only the top-level `"Name":"..."` is wanted, which Docker writes with
-/// no spaces and never with escapes, names being `[a-zA-Z0-9][a-zA-Z0-9_.-]+`).
-pub fn name_in_config(text: &str) -> Option<String> {
-    let at = text.find("\"Name\":\"")? + "\"Name\":\"".len();
-    let rest = text.get(at..)?;
-    let end = rest.find('"')?;
-    let name = rest[..end].trim_start_matches('/');
-    (!name.is_empty()).then(|| name.to_string())
 }
 
 /// Whether the maps show a CoreCLR process: `libcoreclr.so` mapped (framework-dependent and

@@ -21,6 +21,7 @@ pub mod addr;
 pub mod bytes;
 pub mod cache;
 pub mod capabilities;
+pub mod containers;
 pub mod debuginfo;
 pub mod dotnet;
 pub mod elf;

@@ -1,7 +1,7 @@
 //! A container's processes by name or id, from the Docker Engine API over its Unix socket
 //! (Docker Engine API reference, "ContainerInspect": `GET /containers/{id}/json` gives `Id`,
 //! `Name`, `State.Running`, `State.Status` and `State.Pid`), and the processes of this pid
-//! namespace whose cgroup is that container's (`inventory::container_of_cgroup`), so pids are
+//! namespace whose cgroup is that container's (`containers::container_of_cgroup`), so pids are
 //! ours whichever namespace netprobe runs in.
 //!
 //! The API is plain HTTP/1.0 over `unix:///var/run/docker.sock` (or `$DOCKER_HOST` when it is a
@@ -9,7 +9,7 @@
 //! chunked encoding. The response is parsed bounds-checked; a body larger than
 //! [`MAX_RESPONSE`] is refused.
 
-use crate::inventory::container_of_cgroup;
+use crate::containers::container_of_cgroup;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
