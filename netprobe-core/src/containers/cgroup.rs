@@ -61,4 +61,3 @@ pub fn is_container_id(s: &str) -> bool {
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
-

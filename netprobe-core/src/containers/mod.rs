@@ -14,7 +14,7 @@
 //! write a label) chooses its names and labels, so they are bounded and printed escaped.
 
 mod cgroup;
-mod docker;
+pub mod docker;
 pub mod kubernetes;
 
 pub use cgroup::{container_of_cgroup, is_container_id};
@@ -81,6 +81,28 @@ pub struct Metadata {
     pub init_pid: Option<u32>,
 }
 
+/// Most containers taken from one runtime's state (a node runs a few hundred; the cap keeps a
+/// state directory someone filled on purpose from costing unbounded time and memory).
+pub const MAX_CONTAINERS: usize = 16_384;
+/// Most labels kept per container, and the longest key and value kept (Kubernetes caps keys at
+/// 317 bytes and values at 63; Docker and Podman do not cap them, so a label over these is
+/// dropped, not cut).
+pub const MAX_LABELS: usize = 256;
+pub const MAX_LABEL_KEY: usize = 512;
+pub const MAX_LABEL_VALUE: usize = 4096;
+
+/// The labels among `pairs` within [`MAX_LABELS`], [`MAX_LABEL_KEY`] and [`MAX_LABEL_VALUE`].
+pub fn labels_from<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeMap<String, String> {
+    pairs
+        .into_iter()
+        .filter(|(k, v)| !k.is_empty() && k.len() <= MAX_LABEL_KEY && v.len() <= MAX_LABEL_VALUE)
+        .take(MAX_LABELS)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// Why a runtime's metadata could not be read. [`RuntimeError::Absent`] is no error to the
 /// user (the runtime is not installed or has never run); the others become one-line notes.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -102,4 +124,28 @@ pub enum RuntimeError {
         path: PathBuf,
         why: String,
     },
+}
+
+impl RuntimeError {
+    /// The error an I/O failure on `path` of `runtime`'s state is: absent, refused or unreadable.
+    pub fn of_io(
+        runtime: &'static str,
+        path: &std::path::Path,
+        e: &std::io::Error,
+    ) -> RuntimeError {
+        let path = path.to_path_buf();
+        match e.kind() {
+            std::io::ErrorKind::NotFound => RuntimeError::Absent { runtime, path },
+            std::io::ErrorKind::PermissionDenied => RuntimeError::Refused {
+                runtime,
+                path,
+                why: e.to_string(),
+            },
+            _ => RuntimeError::Unreadable {
+                runtime,
+                path,
+                why: e.to_string(),
+            },
+        }
+    }
 }
