@@ -96,6 +96,14 @@ fn is_dns_subdomain(s: &str) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LabelSelector {
     requirements: Vec<Requirement>,
+    /// As given, for messages.
+    text: String,
+}
+
+impl std::fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,7 +134,10 @@ impl LabelSelector {
         if requirements.is_empty() {
             return Err(bad("no requirement".into()));
         }
-        Ok(LabelSelector { requirements })
+        Ok(LabelSelector {
+            requirements,
+            text: text.to_string(),
+        })
     }
 
     /// Whether `labels` satisfy every requirement.

@@ -13,10 +13,12 @@
 //! Everything a runtime's state holds is treated as hostile input: a container (or whoever can
 //! write a label) chooses its names and labels, so they are bounded and printed escaped.
 
+mod catalog;
 mod cgroup;
 pub mod docker;
 pub mod kubernetes;
 
+pub use catalog::{cgroup_path, display_name, Catalog, SelectError, Selection};
 pub use cgroup::{container_of_cgroup, is_container_id};
 pub use docker::{docker_name, name_in_config};
 

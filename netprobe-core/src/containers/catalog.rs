@@ -1,0 +1,619 @@
+//! Every container the runtimes on this machine know, and which one a process runs in.
+//!
+//! A process is placed in a container by its cgroup (`/proc/PID/cgroup`): the id a runtime
+//! writes into the cgroup's name ([`super::container_of_cgroup`]), else the cgroup of a running
+//! container's first process (its `init_pid`, from the runtime's state) or one of its
+//! sub-cgroups, else a containerd `NAMESPACE/ID` path (`ctr run`'s default cgroup, whose id the
+//! user chose and need not be hex). The runtime's metadata then names it.
+
+use super::kubernetes::{LabelSelector, Pod, PodRef, CONTAINER_NAME};
+use super::{container_of_cgroup, is_container_id, Container, Metadata, RuntimeError};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// How containers are chosen on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// `--container NAME|ID`: one container by name, id, unique id prefix or containerd
+    /// `NAMESPACE/ID`.
+    Container(String),
+    /// `--pod [NAMESPACE/]NAME`: every container of the pod.
+    Pod(PodRef),
+    /// `--selector SELECTOR`: every container whose labels match.
+    Labels(LabelSelector),
+}
+
+impl std::fmt::Display for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Selection::Container(c) => write!(f, "--container {c}"),
+            Selection::Pod(p) => match &p.namespace {
+                Some(ns) => write!(f, "--pod {ns}/{}", p.name),
+                None => write!(f, "--pod {}", p.name),
+            },
+            Selection::Labels(s) => write!(f, "--selector {s}"),
+        }
+    }
+}
+
+/// Why no container was chosen; each message names the fix.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SelectError {
+    #[error("{selection}: no container has that name or id (looked in {looked}): list them with `netprobe ps`")]
+    NoSuchContainer { selection: String, looked: String },
+    #[error("{selection}: {} containers answer to it ({}): give the full id or NAMESPACE/ID", .candidates.len(), .candidates.join(", "))]
+    Ambiguous {
+        selection: String,
+        candidates: Vec<String>,
+    },
+    #[error("{selection}: no container carries the labels the kubelet gives that pod's containers (looked in {looked}): list pods with `kubectl get pods -A -o wide`, or containers and their pods with `netprobe ps`")]
+    NoSuchPod { selection: String, looked: String },
+    #[error("{selection}: no container's labels match (looked in {looked}): see the labels with `netprobe ps --json`")]
+    NoMatch { selection: String, looked: String },
+    #[error("{selection}: {} is not running: start it, or choose a running container (`netprobe ps`)", .what)]
+    NotRunning { selection: String, what: String },
+    #[error("{selection}: {what} runs, but none of its processes is visible in this pid namespace: run netprobe on the host (hostPID: true in Kubernetes)")]
+    NoVisibleProcess { selection: String, what: String },
+}
+
+/// The containers of every runtime read, with the notes of the runtimes that could not be.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    entries: Vec<Metadata>,
+    /// One line per runtime whose state was refused or unreadable.
+    notes: Vec<String>,
+    /// The runtimes read (for "looked in" in errors): `docker`, `containerd k8s.io`, ...
+    looked: Vec<String>,
+    by_id: HashMap<String, usize>,
+    /// `NAMESPACE/ID` of containerd containers.
+    by_namespaced_id: HashMap<String, usize>,
+    /// The cgroup path of each running container's first process.
+    by_cgroup: HashMap<String, usize>,
+}
+
+impl Catalog {
+    /// A catalog of what each runtime said (in order of preference when two runtimes know the
+    /// same id: Docker's containers are also containerd's, in namespace `moby`, and Docker's
+    /// record has the name). `cgroup_of` gives the cgroup path of a pid (see [`cgroup_path`]);
+    /// pass `|_| None` when the runtimes' pids are not this pid namespace's.
+    pub fn new(
+        answers: Vec<Result<Vec<Metadata>, RuntimeError>>,
+        cgroup_of: impl Fn(u32) -> Option<String>,
+    ) -> Catalog {
+        let mut c = Catalog::default();
+        for answer in answers {
+            match answer {
+                Ok(found) => {
+                    for m in found {
+                        c.add(m, &cgroup_of);
+                    }
+                }
+                Err(RuntimeError::Absent { .. }) => {}
+                Err(e) => c.notes.push(format!("netprobe: note: {e}")),
+            }
+        }
+        c
+    }
+
+    fn add(&mut self, m: Metadata, cgroup_of: &impl Fn(u32) -> Option<String>) {
+        let looked = match &m.namespace {
+            Some(ns) => format!("{} {ns}", m.runtime),
+            None => m.runtime.to_string(),
+        };
+        if !self.looked.contains(&looked) {
+            self.looked.push(looked);
+        }
+        if self.by_id.contains_key(&m.id) {
+            return;
+        }
+        let i = self.entries.len();
+        self.by_id.insert(m.id.clone(), i);
+        if let Some(ns) = &m.namespace {
+            self.by_namespaced_id.insert(format!("{ns}/{}", m.id), i);
+        }
+        if let Some(path) = m.init_pid.and_then(cgroup_of) {
+            // The host's root cgroup would put every process in this container.
+            if path != "/" {
+                self.by_cgroup.entry(path).or_insert(i);
+            }
+        }
+        self.entries.push(m);
+    }
+
+    /// What could not be read, one line each (a runtime that refused access or whose state
+    /// is not what it writes).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    pub fn entries(&self) -> &[Metadata] {
+        &self.entries
+    }
+
+    fn looked(&self) -> String {
+        if self.looked.is_empty() {
+            "no runtime's state: none of Docker, containerd and Podman has containers here".into()
+        } else {
+            self.looked.join(", ")
+        }
+    }
+
+    /// Container `i` as netprobe shows it.
+    pub fn describe(&self, i: usize) -> Container {
+        let m = &self.entries[i];
+        Container {
+            id: m.id.clone(),
+            engine: m.runtime,
+            name: display_name(m),
+            namespace: m.namespace.clone(),
+            pod: Pod::of_labels(&m.labels),
+            labels: m.labels.clone(),
+        }
+    }
+
+    /// Which known container a `/proc/PID/cgroup` text places its process in.
+    pub fn index_of_cgroup(&self, text: &str) -> Option<usize> {
+        if let Some(c) = container_of_cgroup(text) {
+            if let Some(&i) = self.by_id.get(&c.id) {
+                return Some(i);
+            }
+        }
+        for path in cgroup_paths(text) {
+            let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+            for n in (1..=comps.len()).rev() {
+                let prefix = format!("/{}", comps[..n].join("/"));
+                if let Some(&i) = self.by_cgroup.get(&prefix) {
+                    return Some(i);
+                }
+                if n >= 2 {
+                    let key = format!("{}/{}", comps[n - 2], comps[n - 1]);
+                    if let Some(&i) = self.by_namespaced_id.get(&key) {
+                        return Some(i);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The container a `/proc/PID/cgroup` text places its process in: a known one with its
+    /// metadata, else what the cgroup name alone says; `None` on the host.
+    pub fn container_of_cgroup(&self, text: &str) -> Option<Container> {
+        match self.index_of_cgroup(text) {
+            Some(i) => Some(self.describe(i)),
+            None => container_of_cgroup(text),
+        }
+    }
+
+    /// The containers `selection` chooses (indexes into [`Catalog::entries`]), running or not.
+    pub fn select(&self, selection: &Selection) -> Result<Vec<usize>, SelectError> {
+        let text = selection.to_string();
+        let chosen: Vec<usize> = match selection {
+            Selection::Container(name_or_id) => {
+                return self.find(&text, name_or_id).map(|i| vec![i])
+            }
+            Selection::Pod(p) => (0..self.entries.len())
+                .filter(|&i| {
+                    Pod::of_labels(&self.entries[i].labels).is_some_and(|pod| p.matches(&pod))
+                })
+                .collect(),
+            Selection::Labels(s) => (0..self.entries.len())
+                .filter(|&i| s.matches(&self.entries[i].labels))
+                .collect(),
+        };
+        if chosen.is_empty() {
+            let looked = self.looked();
+            return Err(match selection {
+                Selection::Pod(_) => SelectError::NoSuchPod {
+                    selection: text,
+                    looked,
+                },
+                _ => SelectError::NoMatch {
+                    selection: text,
+                    looked,
+                },
+            });
+        }
+        Ok(chosen)
+    }
+
+    /// One container by name, id, `NAMESPACE/ID`, or unique id prefix.
+    fn find(&self, selection: &str, name_or_id: &str) -> Result<usize, SelectError> {
+        let exact: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| {
+                let m = &self.entries[i];
+                m.id == name_or_id
+                    || display_name(m).as_deref() == Some(name_or_id)
+                    || m.namespace.as_ref().is_some_and(|ns| {
+                        name_or_id
+                            .strip_prefix(ns.as_str())
+                            .and_then(|r| r.strip_prefix('/'))
+                            == Some(m.id.as_str())
+                    })
+            })
+            .collect();
+        let candidates = if exact.is_empty() && name_or_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            (0..self.entries.len())
+                .filter(|&i| {
+                    is_container_id(&self.entries[i].id)
+                        && self.entries[i].id.starts_with(name_or_id)
+                })
+                .collect()
+        } else {
+            exact
+        };
+        match candidates[..] {
+            [] => Err(SelectError::NoSuchContainer {
+                selection: selection.to_string(),
+                looked: self.looked(),
+            }),
+            [i] => Ok(i),
+            _ => Err(SelectError::Ambiguous {
+                selection: selection.to_string(),
+                candidates: candidates.iter().take(8).map(|&i| self.label(i)).collect(),
+            }),
+        }
+    }
+
+    /// `RUNTIME [NAMESPACE/]ID` of container `i`, as errors list candidates.
+    pub fn label(&self, i: usize) -> String {
+        let m = &self.entries[i];
+        let id = if is_container_id(&m.id) {
+            &m.id[..12]
+        } else {
+            &m.id
+        };
+        match &m.namespace {
+            Some(ns) => format!("{} {ns}/{id}", m.runtime),
+            None => format!("{} {id}", m.runtime),
+        }
+    }
+
+    /// The processes (under `proc`, normally `/proc`) of the containers `chosen`, ascending,
+    /// each with the index of its container. Threads are not listed (`-p` takes processes).
+    pub fn processes(&self, proc: &Path, chosen: &[usize]) -> Vec<(u32, usize)> {
+        let Ok(dir) = std::fs::read_dir(proc) else {
+            return Vec::new();
+        };
+        let mut found: Vec<(u32, usize)> = dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|pid| {
+                let text = std::fs::read(proc.join(pid.to_string()).join("cgroup")).ok()?;
+                let i = self.index_of_cgroup(&String::from_utf8_lossy(&text))?;
+                chosen.contains(&i).then_some((pid, i))
+            })
+            .collect();
+        found.sort_unstable();
+        found
+    }
+
+    /// The processes of `selection`'s containers, each with its container; an error when none
+    /// is chosen, or none of those chosen runs a process netprobe can see.
+    pub fn select_processes(
+        &self,
+        proc: &Path,
+        selection: &Selection,
+    ) -> Result<Vec<(u32, Container)>, SelectError> {
+        let chosen = self.select(selection)?;
+        let found = self.processes(proc, &chosen);
+        if found.is_empty() {
+            let what = match chosen[..] {
+                [i] => format!("container {}", self.named(i)),
+                _ => format!("none of its {} containers", chosen.len()),
+            };
+            let running = chosen.iter().any(|&i| self.entries[i].init_pid.is_some());
+            return Err(if running {
+                SelectError::NoVisibleProcess {
+                    selection: selection.to_string(),
+                    what,
+                }
+            } else {
+                SelectError::NotRunning {
+                    selection: selection.to_string(),
+                    what: if chosen.len() == 1 {
+                        what
+                    } else {
+                        format!("any of its {} containers", chosen.len())
+                    },
+                }
+            });
+        }
+        let mut described: HashMap<usize, Container> = HashMap::new();
+        Ok(found
+            .into_iter()
+            .map(|(pid, i)| {
+                (
+                    pid,
+                    described
+                        .entry(i)
+                        .or_insert_with(|| self.describe(i))
+                        .clone(),
+                )
+            })
+            .collect())
+    }
+
+    /// `NAME (RUNTIME [NAMESPACE])` of container `i`.
+    fn named(&self, i: usize) -> String {
+        let m = &self.entries[i];
+        let name = display_name(m).unwrap_or_else(|| m.id.clone());
+        match &m.namespace {
+            Some(ns) => format!("{name} ({} {ns})", m.runtime),
+            None => format!("{name} ({})", m.runtime),
+        }
+    }
+}
+
+/// The name a container goes by: the runtime's (Docker, Podman), else nerdctl's name label,
+/// else, for a containerd container, the Kubernetes container name (what `crictl ps` shows), else
+/// an id its maker chose (`ctr run IMAGE web`).
+pub fn display_name(m: &Metadata) -> Option<String> {
+    m.name
+        .clone()
+        .or_else(|| m.labels.get("nerdctl/name").cloned())
+        .or_else(|| m.labels.get(CONTAINER_NAME).cloned())
+        .or_else(|| (!is_container_id(&m.id)).then(|| m.id.clone()))
+}
+
+/// The cgroup paths of a `/proc/PID/cgroup` text: the unified (v2) line's first, then v1's.
+fn cgroup_paths(text: &str) -> impl Iterator<Item = &str> {
+    let unified = text.lines().filter(|l| l.starts_with("0::"));
+    let v1 = text.lines().filter(|l| !l.starts_with("0::"));
+    unified.chain(v1).filter_map(|l| l.splitn(3, ':').nth(2))
+}
+
+/// The cgroup path of process `pid` (its unified line, else its first), read from
+/// `PROC/PID/cgroup`.
+pub fn cgroup_path(proc: &Path, pid: u32) -> Option<String> {
+    let text = std::fs::read(proc.join(pid.to_string()).join("cgroup")).ok()?;
+    let text = String::from_utf8_lossy(&text);
+    let path = cgroup_paths(&text).next().map(str::to_string);
+    path
+}
+
+/// The containers of every runtime on this machine, read from their default state locations:
+/// Docker's data root, containerd's metadata database (every namespace) and Podman's state.
+/// `pids_are_ours`: whether netprobe runs in the initial pid namespace, whose pids the runtimes
+/// record (elsewhere a container is found by its cgroup name only).
+pub fn read_system(pids_are_ours: bool) -> Catalog {
+    let answers = vec![super::docker::containers(Path::new(
+        super::docker::DEFAULT_ROOT,
+    ))];
+    let proc = Path::new("/proc");
+    Catalog::new(answers, |pid| {
+        if pids_are_ours {
+            cgroup_path(proc, pid)
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const DOCKER_ID: &str = "3f4e1b2c9d8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c";
+    const POD_ID_A: &str = "aaaa1b2c9d8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c";
+    const POD_ID_B: &str = "bbbb1b2c9d8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c";
+
+    fn meta(
+        id: &str,
+        runtime: &'static str,
+        ns: Option<&str>,
+        name: Option<&str>,
+        labels: &[(&str, &str)],
+        pid: Option<u32>,
+    ) -> Metadata {
+        Metadata {
+            id: id.into(),
+            runtime,
+            namespace: ns.map(str::to_string),
+            name: name.map(str::to_string),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+            init_pid: pid,
+        }
+    }
+
+    fn pod_labels(container: &'static str) -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("io.kubernetes.pod.name", "checkout-7d4"),
+            ("io.kubernetes.pod.namespace", "shop"),
+            ("io.kubernetes.container.name", container),
+            ("app", "checkout"),
+        ]
+    }
+
+    fn catalog() -> Catalog {
+        Catalog::new(
+            vec![
+                Ok(vec![meta(
+                    DOCKER_ID,
+                    "docker",
+                    None,
+                    Some("web"),
+                    &[],
+                    Some(10),
+                )]),
+                Ok(vec![
+                    // Docker's container again, as containerd's moby namespace keeps it.
+                    meta(DOCKER_ID, "containerd", Some("moby"), None, &[], Some(10)),
+                    meta("web", "containerd", Some("k8s.io"), None, &[], Some(20)),
+                    meta(
+                        POD_ID_A,
+                        "containerd",
+                        Some("k8s.io"),
+                        None,
+                        &pod_labels("api"),
+                        Some(30),
+                    ),
+                    meta(
+                        POD_ID_B,
+                        "containerd",
+                        Some("k8s.io"),
+                        None,
+                        &pod_labels("sidecar"),
+                        Some(40),
+                    ),
+                    meta("stopped", "containerd", Some("default"), None, &[], None),
+                ]),
+                Ok(vec![meta(
+                    "cc".repeat(32).as_str(),
+                    "podman",
+                    None,
+                    Some("db"),
+                    &[("app", "db")],
+                    Some(50),
+                )]),
+                Err(RuntimeError::Refused {
+                    runtime: "podman",
+                    path: "/x".into(),
+                    why: "EACCES".into(),
+                }),
+                Err(RuntimeError::Absent {
+                    runtime: "podman",
+                    path: "/y".into(),
+                }),
+            ],
+            // Podman's first process sits in a cgroup without the id in its name.
+            |pid| (pid == 50).then(|| "/machine.slice/app-db.scope".to_string()),
+        )
+    }
+
+    fn name_of(c: &Catalog, cgroup: &str) -> Option<String> {
+        c.container_of_cgroup(cgroup)
+            .map(|k| format!("{} {}", k.engine, k.name.unwrap_or_default()))
+    }
+
+    #[test]
+    fn processes_are_placed_by_cgroup() {
+        let c = catalog();
+        assert_eq!(
+            name_of(&c, &format!("0::/system.slice/docker-{DOCKER_ID}.scope\n")).as_deref(),
+            Some("docker web")
+        );
+        assert_eq!(
+            name_of(&c, "0::/k8s.io/web\n").as_deref(),
+            Some("containerd web")
+        );
+        assert_eq!(
+            name_of(&c, "0::/machine.slice/app-db.scope/worker\n").as_deref(),
+            Some("podman db")
+        );
+        assert_eq!(
+            name_of(&c, &format!("0::/kubepods/besteffort/pod1/{POD_ID_A}\n")).as_deref(),
+            Some("containerd api")
+        );
+        assert_eq!(name_of(&c, "0::/user.slice/session-1.scope\n"), None);
+        assert_eq!(
+            name_of(&c, "0::/default/other\n"),
+            None,
+            "an unknown NAMESPACE/ID is the host's"
+        );
+        let pod = c
+            .container_of_cgroup(&format!("0::/k8s.io/{POD_ID_B}\n"))
+            .unwrap()
+            .pod
+            .unwrap();
+        assert_eq!(
+            (
+                pod.namespace.as_str(),
+                pod.name.as_str(),
+                pod.container.as_deref()
+            ),
+            ("shop", "checkout-7d4", Some("sidecar"))
+        );
+        assert_eq!(c.notes().len(), 1, "{:?}", c.notes());
+        assert!(
+            c.notes()[0].contains("podman: cannot read /x"),
+            "{:?}",
+            c.notes()
+        );
+    }
+
+    #[test]
+    fn containers_by_name_id_prefix_and_namespace() {
+        let c = catalog();
+        let pick = |s: &str| {
+            c.select(&Selection::Container(s.into()))
+                .map(|v| c.label(v[0]))
+        };
+        assert_eq!(pick("web").unwrap_err().to_string(), "--container web: 2 containers answer to it (docker 3f4e1b2c9d8a, containerd k8s.io/web): give the full id or NAMESPACE/ID");
+        assert_eq!(pick("k8s.io/web").unwrap(), "containerd k8s.io/web");
+        assert_eq!(pick("3f4e").unwrap(), "docker 3f4e1b2c9d8a");
+        assert_eq!(pick("db").unwrap(), "podman cccccccccccc");
+        assert_eq!(pick("api").unwrap(), "containerd k8s.io/aaaa1b2c9d8a");
+        let e = pick("nothere").unwrap_err().to_string();
+        assert_eq!(e, "--container nothere: no container has that name or id (looked in docker, containerd moby, containerd k8s.io, containerd default, podman): list them with `netprobe ps`");
+    }
+
+    #[test]
+    fn pods_and_selectors_choose_every_container() {
+        let c = catalog();
+        let labels = |sel: Selection| {
+            c.select(&sel)
+                .map(|v| v.iter().map(|&i| c.label(i)).collect::<Vec<_>>())
+        };
+        let both = vec![
+            "containerd k8s.io/aaaa1b2c9d8a".to_string(),
+            "containerd k8s.io/bbbb1b2c9d8a".to_string(),
+        ];
+        assert_eq!(
+            labels(Selection::Pod(PodRef::parse("shop/checkout-7d4").unwrap())).unwrap(),
+            both
+        );
+        assert_eq!(
+            labels(Selection::Pod(PodRef::parse("checkout-7d4").unwrap())).unwrap(),
+            both
+        );
+        assert_eq!(
+            labels(Selection::Labels(
+                LabelSelector::parse("app=checkout").unwrap()
+            ))
+            .unwrap(),
+            both
+        );
+        assert!(matches!(
+            c.select(&Selection::Pod(
+                PodRef::parse("other/checkout-7d4").unwrap()
+            )),
+            Err(SelectError::NoSuchPod { .. })
+        ));
+        assert!(matches!(
+            c.select(&Selection::Labels(
+                LabelSelector::parse("app=none").unwrap()
+            )),
+            Err(SelectError::NoMatch { .. })
+        ));
+    }
+
+    #[test]
+    fn a_stopped_container_is_named_as_not_running() {
+        let c = catalog();
+        let e = c
+            .select_processes(
+                Path::new("/nonexistent"),
+                &Selection::Container("stopped".into()),
+            )
+            .unwrap_err();
+        assert_eq!(e.to_string(), "--container stopped: container stopped (containerd default) is not running: start it, or choose a running container (`netprobe ps`)");
+        let e = c
+            .select_processes(
+                Path::new("/nonexistent"),
+                &Selection::Container("db".into()),
+            )
+            .unwrap_err();
+        assert!(matches!(e, SelectError::NoVisibleProcess { .. }), "{e}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn hostile_cgroup_text_never_panics(text in "\\PC{0,200}") {
+            let _ = catalog().container_of_cgroup(&text);
+        }
+    }
+}
