@@ -246,6 +246,7 @@ fn printed(format: Format) -> String {
         printed: 0,
         tasks: TaskInfo::new(None),
         stacks: None,
+        places: netprobe_cli::sinks::places::Places::off(),
     };
     p.header().unwrap();
     for h in hits {
@@ -409,6 +410,7 @@ fn stack_printers() {
         role: Role::Entry,
         args: &[],
         stack: Some(stack),
+        place: None,
     };
     let mut out = Vec::new();
     for f in [Format::Text, Format::Json] {

@@ -9,6 +9,7 @@
 
 use crate::abi::go::{abi_for, GoAbi};
 use crate::capabilities::{CapSet, Capability};
+use crate::containers::Catalog;
 pub use crate::containers::{container_of_cgroup, docker_name, name_in_config, Container};
 use crate::elf::parser::ElfView;
 use crate::file_id::FileId;
@@ -107,7 +108,8 @@ pub type DotnetFacts<'a> = &'a dyn Fn(u32) -> Option<DotnetRuntime>;
 
 /// Every user process under `/proc`, by pid; kernel threads and processes that exit while being
 /// read are left out.
-pub fn scan(host: &Host, dotnet: DotnetFacts<'_>) -> Vec<ProcessEntry> {
+/// Containers are named from `containers` (see [`crate::containers::read_system`]).
+pub fn scan(host: &Host, containers: &Catalog, dotnet: DotnetFacts<'_>) -> Vec<ProcessEntry> {
     let mut pids: Vec<u32> = std::fs::read_dir("/proc")
         .map(|rd| {
             rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
@@ -117,7 +119,7 @@ pub fn scan(host: &Host, dotnet: DotnetFacts<'_>) -> Vec<ProcessEntry> {
     pids.sort_unstable();
     let mut go_cache = GoCache::new();
     pids.into_iter()
-        .filter_map(|pid| entry_with(pid, host, dotnet, &mut go_cache))
+        .filter_map(|pid| entry_with(pid, host, containers, dotnet, &mut go_cache))
         .collect()
 }
 
@@ -126,13 +128,19 @@ pub fn scan(host: &Host, dotnet: DotnetFacts<'_>) -> Vec<ProcessEntry> {
 type GoCache = HashMap<FileId, Option<GoProcess>>;
 
 /// One process; `None` for a kernel thread or a process that is gone.
-pub fn entry(pid: u32, host: &Host, dotnet: DotnetFacts<'_>) -> Option<ProcessEntry> {
-    entry_with(pid, host, dotnet, &mut GoCache::new())
+pub fn entry(
+    pid: u32,
+    host: &Host,
+    containers: &Catalog,
+    dotnet: DotnetFacts<'_>,
+) -> Option<ProcessEntry> {
+    entry_with(pid, host, containers, dotnet, &mut GoCache::new())
 }
 
 fn entry_with(
     pid: u32,
     host: &Host,
+    containers: &Catalog,
     dotnet: DotnetFacts<'_>,
     go_cache: &mut GoCache,
 ) -> Option<ProcessEntry> {
@@ -142,7 +150,7 @@ fn entry_with(
     if flags & PF_KTHREAD != 0 {
         return None;
     }
-    let container = container_of_process(process.dir());
+    let container = container_of_process(process.dir(), containers);
     let mut reasons = Vec::new();
     // tracefs's files are root's (`uprobe_events` mode 0640, the folder 0700): another uid
     // writes them only with CAP_DAC_OVERRIDE (capabilities(7)).
@@ -218,13 +226,12 @@ fn entry_with(
 
 pub use crate::process::parse_stat;
 
-/// The container of the process whose `/proc` directory is `proc_dir`, from its cgroup, with
-/// its name from Docker's metadata when that is readable; `None` on the host (or gone).
-pub fn container_of_process(proc_dir: &Path) -> Option<Container> {
+/// The container of the process whose `/proc` directory is `proc_dir`, from its cgroup, named
+/// by the runtimes' metadata in `containers` when it is known there; `None` on the host (or
+/// gone).
+pub fn container_of_process(proc_dir: &Path, containers: &Catalog) -> Option<Container> {
     let text = std::fs::read(proc_dir.join("cgroup")).ok()?;
-    let mut c = container_of_cgroup(&String::from_utf8_lossy(&text))?;
-    c.name = docker_name(Path::new("/var/lib/docker"), &c);
-    Some(c)
+    containers.container_of_cgroup(&String::from_utf8_lossy(&text))
 }
 
 /// Whether the maps show a CoreCLR process: `libcoreclr.so` mapped (framework-dependent and

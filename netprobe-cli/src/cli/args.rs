@@ -2,6 +2,7 @@
 //! the grammars `--help` and the man pages end with.
 
 use crate::commands;
+use crate::commands::container_args::ContainerArgs;
 use crate::commands::live::LiveOptions;
 use crate::commands::parse::{parse_cpu_percent, parse_duration};
 use clap::{Parser, Subcommand};
@@ -150,9 +151,8 @@ pub struct LiveArgs {
     /// Trace this process (repeatable); patterns without IMAGE search its mapped files.
     #[arg(short = 'p', long = "pid")]
     pub pids: Vec<u32>,
-    /// Trace the processes of this Docker container (name or id), as if each were given with -p.
-    #[arg(long, value_name = "NAME|ID")]
-    pub container: Option<String>,
+    #[command(flatten)]
+    pub containers: ContainerArgs,
     /// Start this command (split like a shell does) and trace it from its first instruction.
     #[arg(short = 'c', long = "command")]
     pub command: Option<String>,
@@ -287,7 +287,7 @@ impl LiveArgs {
         LiveOptions {
             specs: self.probes,
             pids: self.pids,
-            container: self.container,
+            container: self.containers.selection(),
             filter: self.filter.options(),
             command: self.command,
             user: self.user,
@@ -326,9 +326,8 @@ pub enum ProbeAction {
         probes: Vec<String>,
         #[arg(short = 'p', long = "pid")]
         pids: Vec<u32>,
-        /// The processes of this Docker container (name or id), as if each were given with -p.
-        #[arg(long, value_name = "NAME|ID")]
-        container: Option<String>,
+        #[command(flatten)]
+        containers: Box<ContainerArgs>,
         #[command(flatten)]
         filter: FilterArgs,
         #[arg(long)]

@@ -51,7 +51,7 @@ pub fn main() -> ExitCode {
                 ProbeAction::Add {
                     probes,
                     pids,
-                    container,
+                    containers,
                     filter,
                     group,
                     dry_run,
@@ -61,7 +61,7 @@ pub fn main() -> ExitCode {
                     &probe::PersistOptions {
                         specs: probes,
                         pids,
-                        container,
+                        container: containers.clone().selection(),
                         filter: filter.options(),
                         group,
                         dry_run,

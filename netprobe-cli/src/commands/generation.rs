@@ -29,6 +29,16 @@ pub(crate) fn run_generation(
             None => inner,
         }
     }
+    /// Where the hits' processes run, with the followed container's name already known.
+    fn places(
+        container: Option<&netprobe_core::ipc::docker::ContainerInfo>,
+    ) -> sinks::places::Places {
+        let mut p = sinks::places::Places::default();
+        if let Some(c) = container {
+            p.known(&c.id, &c.name);
+        }
+        p
+    }
     let format = if o.json { Format::Json } else { Format::Text };
     let stdout = std::io::stdout();
     let start_ns = session.start_ns();
@@ -42,6 +52,7 @@ pub(crate) fn run_generation(
                 max_events: o.max_events,
                 printed: 0,
                 tasks: session.tasks(),
+                places: places(container.as_ref()),
                 stacks: o.stack.then(|| {
                     let mut show = sinks::stack::StackShow::new(o.stack_depth);
                     show.use_recorded_maps(session.recorded_maps());
@@ -86,7 +97,8 @@ pub(crate) fn run_generation(
                 counter: Counter {
                     max_events: o.max_events,
                     ..Counter::default()
-                },
+                }
+                .by_container(session.tasks()),
                 out: stdout.lock(),
                 format,
                 last_tick: Instant::now(),

@@ -14,8 +14,8 @@ use std::time::Duration;
 pub struct LiveOptions {
     pub specs: Vec<String>,
     pub pids: Vec<u32>,
-    /// `--container NAME|ID`: its processes join `pids`.
-    pub container: Option<String>,
+    /// `--container`, `--pod` or `--selector`: the chosen containers' processes join `pids`.
+    pub container: Option<netprobe_core::containers::Selection>,
     /// `--filter`, `--tid`, `--comm`.
     pub filter: FilterOptions,
     pub command: Option<String>,
@@ -164,7 +164,7 @@ impl LiveOptions {
                 user: self.user.clone(),
             },
             (None, Some(c)) => Target::Container {
-                name_or_id: c.clone(),
+                selection: c.clone(),
                 pids: self.pids.clone(),
                 follow,
             },
@@ -185,7 +185,9 @@ impl LiveOptions {
             duration: self.duration,
             interval: self.interval,
             max_overhead: self.max_overhead,
-            reads_each_hit: self.max_events.is_some() || metrics,
+            // Containers' hits are counted per container, which needs each hit's process: the
+            // kernel's per-probe counts carry none.
+            reads_each_hit: self.max_events.is_some() || metrics || self.container.is_some(),
             // On a terminal, trace lines appear as calls happen; into a pipe or a file the reader
             // wakes like count's does.
             wake_on_every_hit: mode == Mode::Trace && std::io::stdout().is_terminal(),

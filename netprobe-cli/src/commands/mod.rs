@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod clean;
+pub mod container_args;
 pub mod docs;
 pub mod generation;
 pub mod jit_names;

@@ -37,8 +37,8 @@ fn persist_group(group: Option<&str>) -> Result<GroupName> {
 pub struct PersistOptions {
     pub specs: Vec<String>,
     pub pids: Vec<u32>,
-    /// `--container NAME|ID`: its processes join `pids`.
-    pub container: Option<String>,
+    /// `--container`, `--pod` or `--selector`: the chosen containers' processes join `pids`.
+    pub container: Option<netprobe_core::containers::Selection>,
     pub filter: FilterOptions,
     pub group: Option<String>,
     pub dry_run: bool,

@@ -14,9 +14,8 @@ pub struct ProfileArgs {
     /// Profile this process (repeatable): all its threads and those it starts later.
     #[arg(short = 'p', long = "pid")]
     pub pids: Vec<u32>,
-    /// Profile the processes of this Docker container (name or id), as if each were given with -p.
-    #[arg(long, value_name = "NAME|ID")]
-    pub container: Option<String>,
+    #[command(flatten)]
+    pub containers: crate::commands::container_args::ContainerArgs,
     /// Start this command (split like a shell does) and profile it from its first instruction.
     #[arg(short = 'c', long = "command")]
     pub command: Option<String>,
@@ -273,8 +272,8 @@ fn own_cpu_seconds() -> f64 {
 
 pub fn run(a: &ProfileArgs) -> Result<i32> {
     let mut pids = a.pids.clone();
-    if let Some(c) = &a.container {
-        pids.extend(crate::session::container_pids(c)?);
+    if let Some(c) = a.containers.clone().selection() {
+        pids.extend(crate::session::container_pids(&c)?);
     }
     crate::run_as::check_user_with_command(a.user.as_deref(), a.command.as_deref())?;
     let o = ProfileOptions {

@@ -18,7 +18,12 @@ pub fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         // An unsearchable tracefs folder is a missing capability, which `caps` names.
         tracefs: Tracefs::uprobes_available() || Tracefs::unsearchable().is_some(),
     };
-    let entries = inventory::scan(&host, &dotnet_runtime);
+    let containers =
+        netprobe_core::containers::read_system(netprobe_core::pid_namespace::sees_global_pids());
+    for note in containers.notes() {
+        crate::printable::eprint_line(note);
+    }
+    let entries = inventory::scan(&host, &containers, &dotnet_runtime);
     let mut out = Out::new();
     if args.json {
         for e in &entries {
@@ -123,17 +128,30 @@ pub fn table(entries: &[ProcessEntry]) -> Vec<String> {
         .collect()
 }
 
-/// `-` on the host; else the short id (12 digits, as `docker ps` shows it) and the name.
+/// `-` on the host; else the short id (12 digits, as `docker ps` shows it) and the name, with
+/// the runtime when it is not Docker (and containerd's namespace), and the Kubernetes pod as
+/// `NAMESPACE/POD`.
 fn container_text(e: &ProcessEntry) -> String {
-    match &e.container {
-        None => "-".into(),
-        Some(c) => {
-            let short = c.id.get(..12).unwrap_or(&c.id);
-            match &c.name {
-                Some(n) => format!("{short} ({n})"),
-                None => short.to_string(),
-            }
-        }
+    let Some(c) = &e.container else {
+        return "-".into();
+    };
+    let short = c.id.get(..12).unwrap_or(&c.id);
+    let mut about = Vec::new();
+    if let Some(n) = &c.name {
+        about.push(n.clone());
+    }
+    match (c.engine, &c.namespace) {
+        ("docker", _) => {}
+        (engine, Some(ns)) => about.push(format!("{engine} {ns}")),
+        (engine, None) => about.push(engine.to_string()),
+    }
+    if let Some(p) = &c.pod {
+        about.push(format!("pod {}/{}", p.namespace, p.name));
+    }
+    if about.is_empty() {
+        short.to_string()
+    } else {
+        format!("{short} ({})", about.join(", "))
     }
 }
 

@@ -101,17 +101,17 @@ impl SessionBuilder {
             Target::Pids(p) => (p.clone(), None, None),
             Target::Command { line, .. } => (Vec::new(), Some(line.clone()), None),
             Target::Container {
-                name_or_id,
+                selection,
                 pids,
                 follow,
             } => {
-                let (info, found) = container_processes(name_or_id)?;
+                let (info, found) = container_processes(selection)?;
                 let mut all = pids.clone();
                 all.extend(found);
                 all.sort_unstable();
                 all.dedup();
                 // Followed only when the container alone names the targets.
-                let followed = (*follow && pids.is_empty()).then_some(info);
+                let followed = info.filter(|_| *follow && pids.is_empty());
                 (all, None, followed)
             }
         };

@@ -16,11 +16,11 @@ pub enum Target {
     /// A command the session starts, held before its first instruction until the probes are in
     /// place (`-c`); `user` is whom it runs as (`--user`, a name or uid).
     Command { line: String, user: Option<String> },
-    /// The processes of a Docker container by name or id (`--container`), with any further
-    /// `pids`. With `follow`, the session waits for the container's new processes when its
-    /// traced ones are gone, and places the probes on them again.
+    /// The processes of containers (`--container`, `--pod`, `--selector`), with any further
+    /// `pids`. With `follow`, the session waits for a Docker container's new processes when
+    /// its traced ones are gone, and places the probes on them again.
     Container {
-        name_or_id: String,
+        selection: netprobe_core::containers::Selection,
         pids: Vec<u32>,
         follow: bool,
     },

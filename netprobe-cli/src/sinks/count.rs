@@ -1,11 +1,13 @@
 //! `netprobe count`: calls per function (entry hits; return hits for return-only probes), once at
 //! the end or every interval.
 
-use super::{flow_of, CountReport, Flow, Format, Sink};
+use super::places::{Place, Places};
+use super::{flow_of, CountReport, Flow, Format, Sink, TaskInfo};
 use crate::backend::Lost;
 use crate::plan::{FunctionId, Hit, ProbePlan, Role};
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::rc::Rc;
 
 /// `netprobe count`: calls per function (entry hits; return hits for return-only probes).
 #[derive(Debug, Default)]
@@ -13,9 +15,21 @@ pub struct Counter {
     pub counts: BTreeMap<FunctionId, u64>,
     pub max_events: Option<u64>,
     pub total: u64,
+    /// With [`Counter::by_container`]: how each hit's process is found and placed, and the
+    /// counts of the hits in containers, per container (calls counted in the kernel carry no
+    /// process and are in `counts` only).
+    pub places: Option<(TaskInfo, Places)>,
+    pub by_place: BTreeMap<Rc<Place>, BTreeMap<FunctionId, u64>>,
 }
 
 impl Counter {
+    /// Counts the hits of processes in containers per container too, each process found by
+    /// `tasks`.
+    pub fn by_container(mut self, tasks: TaskInfo) -> Counter {
+        self.places = Some((tasks, Places::default()));
+        self
+    }
+
     /// The counts of every function of `plan`, in plan order.
     pub fn counts_report<'a>(
         &self,
@@ -32,6 +46,18 @@ impl Counter {
                         f.name.as_str(),
                         self.counts.get(&f.id).copied().unwrap_or(0),
                     )
+                })
+                .collect(),
+            by_place: self
+                .by_place
+                .iter()
+                .map(|(place, counts)| {
+                    let rows = plan
+                        .functions
+                        .iter()
+                        .filter_map(|f| Some((f.name.as_str(), *counts.get(&f.id)?)))
+                        .collect();
+                    (place.clone(), rows)
                 })
                 .collect(),
             lost,
@@ -85,6 +111,16 @@ impl Sink for Counter {
     fn hit(&mut self, plan: &ProbePlan, hit: Hit) -> Flow {
         if Counter::counts_hit(plan, &hit) {
             *self.counts.entry(hit.function).or_insert(0) += 1;
+            if let Some((tasks, places)) = self.places.as_mut() {
+                if let Some(place) = tasks.process_of(&hit).and_then(|p| places.of(p)) {
+                    *self
+                        .by_place
+                        .entry(place)
+                        .or_default()
+                        .entry(hit.function)
+                        .or_insert(0) += 1;
+                }
+            }
             self.total += 1;
             if self.max_events.is_some_and(|m| self.total >= m) {
                 return Flow::Enough;
@@ -116,6 +152,7 @@ impl<W: Write> Sink for IntervalCounter<W> {
             .counter
             .report(plan, self.format, lost, elapsed, &mut self.out);
         self.counter.counts.clear();
+        self.counter.by_place.clear();
         flow_of(r)
     }
 }

@@ -52,12 +52,29 @@ impl Printer for JsonPrinter {
             .iter()
             .map(|(name, n)| (name.to_string(), json!(n)))
             .collect();
-        let obj = json!({
+        let mut obj = json!({
             "elapsed_s": (r.elapsed_s * 1e3).round() / 1e3,
             "counts": counts,
             "lost": r.lost.counted,
             "complete": !r.lost.any(),
         });
+        if !r.by_place.is_empty() {
+            // One object per container: its container, pod and namespace beside its counts.
+            let per: Vec<serde_json::Value> = r
+                .by_place
+                .iter()
+                .map(|(place, rows)| {
+                    let mut o = serde_json::to_value(&**place).unwrap_or_default();
+                    o["counts"] = rows
+                        .iter()
+                        .map(|(name, n)| (name.to_string(), json!(n)))
+                        .collect::<serde_json::Map<_, _>>()
+                        .into();
+                    o
+                })
+                .collect();
+            obj["containers"] = per.into();
+        }
         writeln!(out, "{obj}")
     }
 
@@ -165,6 +182,10 @@ fn write_trace_line(w: &mut Vec<u8>, l: &TraceLine<'_>) -> io::Result<()> {
     }
     key(w, first, "comm")?;
     value(w, &l.comm)?;
+    if let Some(p) = l.place {
+        fixed(w, b"\"container\":");
+        value(w, &p.container)?;
+    }
     fixed(w, b"\"event\":");
     value(w, &l.role)?;
     fixed(w, b"\"function\":");
@@ -177,8 +198,16 @@ fn write_trace_line(w: &mut Vec<u8>, l: &TraceLine<'_>) -> io::Result<()> {
     }
     fixed(w, b"\"mono_ns\":");
     value(w, &l.mono_ns)?;
+    if let Some(ns) = l.place.and_then(|p| p.namespace.as_ref()) {
+        fixed(w, b"\"namespace\":");
+        value(w, ns)?;
+    }
     fixed(w, b"\"pid\":");
     value(w, &l.pid)?;
+    if let Some(pod) = l.place.and_then(|p| p.pod.as_ref()) {
+        fixed(w, b"\"pod\":");
+        value(w, pod)?;
+    }
     if l.role == Role::Return {
         if let Some(v) = l.retval() {
             key(w, false, "retval")?;
@@ -215,8 +244,13 @@ fn write_trace_line(w: &mut Vec<u8>, l: &TraceLine<'_>) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::plan::Value;
+    use crate::sinks::places::Place;
 
     fn line(role: Role, args: &[(String, Value)]) -> String {
+        line_in(role, args, None)
+    }
+
+    fn line_in(role: Role, args: &[(String, Value)], place: Option<&Place>) -> String {
         let l = TraceLine {
             rel_s: 0.25,
             mono_ns: 7,
@@ -228,6 +262,7 @@ mod tests {
             role,
             args,
             stack: None,
+            place,
         };
         let mut out = Vec::new();
         JsonPrinter.trace_line(&mut out, &l).unwrap();
@@ -254,5 +289,32 @@ mod tests {
             "mono_ns": 7, "pid": null, "retval": 5, "tid": 3, "time_s": 0.25,
         });
         assert_eq!(line(Role::Return, &ret), format!("{want}\n"));
+    }
+
+    #[test]
+    fn a_hit_in_a_pod_names_its_container_pod_and_namespace() {
+        let place = Place {
+            container: "api".into(),
+            pod: Some("checkout-7d4".into()),
+            namespace: Some("shop".into()),
+        };
+        let want = json!({
+            "args": {}, "comm": "c\"q", "container": "api", "event": "entry", "function": "f",
+            "image": "/x", "mono_ns": 7, "namespace": "shop", "pid": null, "pod": "checkout-7d4",
+            "tid": 3, "time_s": 0.25,
+        });
+        assert_eq!(line_in(Role::Entry, &[], Some(&place)), format!("{want}\n"));
+        let docker = Place {
+            container: "web".into(),
+            ..Place::default()
+        };
+        let want = json!({
+            "args": {}, "comm": "c\"q", "container": "web", "event": "entry", "function": "f",
+            "image": "/x", "mono_ns": 7, "pid": null, "tid": 3, "time_s": 0.25,
+        });
+        assert_eq!(
+            line_in(Role::Entry, &[], Some(&docker)),
+            format!("{want}\n")
+        );
     }
 }

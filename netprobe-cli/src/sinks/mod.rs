@@ -20,6 +20,7 @@ pub mod json;
 pub mod latency;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+pub mod places;
 pub mod stack;
 pub mod stall;
 pub mod tasks;
@@ -114,6 +115,8 @@ pub struct TraceLine<'a> {
     pub args: &'a [(String, Value)],
     /// The user call stack under the hit (`trace --stack`); `None` when not recorded.
     pub stack: Option<&'a stack::ShownStack>,
+    /// The process's container, pod and namespace; `None` on the host.
+    pub place: Option<&'a places::Place>,
 }
 
 impl TraceLine<'_> {
@@ -123,11 +126,17 @@ impl TraceLine<'_> {
     }
 }
 
+/// One container's calls per function.
+pub type PlaceCounts<'a> = (std::rc::Rc<places::Place>, Vec<(&'a str, u64)>);
+
 /// Calls per function over a span (`netprobe count`).
 #[derive(Clone, Debug)]
 pub struct CountReport<'a> {
     /// Function name and calls, in plan order.
     pub rows: Vec<(&'a str, u64)>,
+    /// The same per container, for the hits of processes in containers (functions with calls
+    /// only).
+    pub by_place: Vec<PlaceCounts<'a>>,
     pub lost: Lost,
     /// Length of the counted span in seconds.
     pub elapsed_s: f64,
@@ -220,6 +229,7 @@ mod tests {
     fn report(rows: &[(String, u64)], counted: u64) -> CountReport<'_> {
         CountReport {
             rows: rows.iter().map(|(n, c)| (n.as_str(), *c)).collect(),
+            by_place: Vec::new(),
             lost: Lost {
                 counted,
                 unknown_amount: false,

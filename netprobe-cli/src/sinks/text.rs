@@ -76,9 +76,13 @@ impl Printer for TextPrinter {
                 None => format!("<- {}", Printable(l.function)),
             },
         };
+        let place = l
+            .place
+            .map(|p| format!("  [{}]", Printable(&p.path())))
+            .unwrap_or_default();
         writeln!(
             out,
-            "{:>12.6} {pidtid:>15} {:<16} {event}",
+            "{:>12.6} {pidtid:>15} {:<16} {event}{place}",
             l.rel_s,
             Printable(l.comm)
         )?;
@@ -123,6 +127,20 @@ impl Printer for TextPrinter {
         writeln!(out, "{:<50} {:>12}", "FUNCTION", "CALLS")?;
         for (name, n) in &r.rows {
             writeln!(out, "{:<50} {n:>12}", Printable(name))?;
+        }
+        if !r.by_place.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "{:<50} {:>12}  CONTAINER", "FUNCTION", "CALLS")?;
+            for (place, rows) in &r.by_place {
+                for (name, n) in rows {
+                    writeln!(
+                        out,
+                        "{:<50} {n:>12}  {}",
+                        Printable(name),
+                        Printable(&place.path())
+                    )?;
+                }
+            }
         }
         if r.lost.any() {
             writeln!(out, "(INCOMPLETE: counts are lower bounds, hits were lost)")?;
@@ -192,6 +210,7 @@ mod tests {
             role: Role::Entry,
             args: &[],
             stack: None,
+            place: None,
         };
         let mut out = Vec::new();
         TextPrinter.trace_line(&mut out, &line).unwrap();
@@ -200,6 +219,7 @@ mod tests {
                 &mut out,
                 &CountReport {
                     rows: vec![(function, 3)],
+                    by_place: Vec::new(),
                     lost: Lost::default(),
                     elapsed_s: 1.0,
                 },

@@ -15,6 +15,8 @@ pub struct TracePrinter<W: Write> {
     pub tasks: TaskInfo,
     /// `--stack`: name and print the user stack under each hit.
     pub stacks: Option<super::stack::StackShow>,
+    /// Where each process runs (container, pod, namespace), for the lines of hits in containers.
+    pub places: super::places::Places,
 }
 
 impl<W: Write> TracePrinter<W> {
@@ -29,6 +31,7 @@ impl<W: Write> TracePrinter<W> {
             printed: 0,
             tasks,
             stacks: None,
+            places: Default::default(),
         }
     }
 
@@ -48,6 +51,7 @@ impl<W: Write> TracePrinter<W> {
             }
             None => None,
         };
+        let place = pid.and_then(|p| self.places.of(p));
         let line = TraceLine {
             rel_s: hit.ts_ns.saturating_sub(self.start_ns) as f64 / 1e9,
             mono_ns: hit.ts_ns,
@@ -59,6 +63,7 @@ impl<W: Write> TracePrinter<W> {
             role: hit.role,
             args: &hit.args,
             stack: stack.as_ref(),
+            place: place.as_deref(),
         };
         // Flushed once per event-loop turn (`idle`), not per line: at 100k hits/s a write(2) per
         // line cost more CPU than everything else netprobe does.

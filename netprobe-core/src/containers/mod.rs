@@ -18,7 +18,7 @@ mod cgroup;
 pub mod docker;
 pub mod kubernetes;
 
-pub use catalog::{cgroup_path, display_name, Catalog, SelectError, Selection};
+pub use catalog::{cgroup_path, display_name, read_system, Catalog, SelectError, Selection};
 pub use cgroup::{container_of_cgroup, is_container_id};
 pub use docker::{docker_name, name_in_config};
 

@@ -7,6 +7,7 @@ use super::Metrics;
 use super::Task;
 use crate::backend::Lost;
 use crate::plan::{Hit, ProbePlan};
+use crate::sinks::places::Places;
 use crate::sinks::{Counter, Flow, Latency, Sink, TaskInfo};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,47 +28,12 @@ pub struct Exported<'a> {
     inner: Inner<'a>,
     metrics: Arc<Metrics>,
     tasks: TaskInfo,
-    /// The command name (`/proc/PID/comm`, its main thread's name) and container label of each
-    /// process, read once (at most [`MAX_CACHED_TASKS`] kept): the `comm` label names the
-    /// process, so thread names add no series.
-    processes: HashMap<u32, (String, String)>,
-    /// The `container` label by container id: names already known (`--container`) or looked up
-    /// once.
-    containers: HashMap<String, String>,
-}
-
-/// The `container` label of process `pid`: its container's name (Docker's metadata, else the
-/// Docker Engine API), else the container's short id (12 hex digits, as `docker ps` shows it);
-/// empty for a process that is not in a container. `names` caches the answer by container id.
-pub(super) fn container_label(pid: u32, names: &mut HashMap<String, String>) -> String {
-    let dir = std::path::PathBuf::from(format!("/proc/{pid}"));
-    let Some(c) = netprobe_core::inventory::container_of_process(&dir) else {
-        return String::new();
-    };
-    if let Some(n) = names.get(&c.id) {
-        return n.clone();
-    }
-    let label = c
-        .name
-        .clone()
-        .or_else(|| {
-            (c.engine == "docker")
-                .then(|| {
-                    netprobe_core::ipc::docker::inspect(
-                        &netprobe_core::ipc::docker::socket_path(),
-                        &c.id,
-                    )
-                    .ok()
-                })
-                .flatten()
-                .map(|i| i.name)
-        })
-        .unwrap_or_else(|| c.id.chars().take(12).collect());
-    if names.len() > MAX_CACHED_TASKS {
-        names.clear();
-    }
-    names.insert(c.id, label.clone());
-    label
+    /// The command name (`/proc/PID/comm`, its main thread's name) and the `container` and
+    /// `pod` labels of each process, read once (at most [`MAX_CACHED_TASKS`] kept): the `comm`
+    /// label names the process, so thread names add no series.
+    processes: HashMap<u32, (String, String, String)>,
+    /// Where each process runs (container, pod, namespace).
+    places: Places,
 }
 
 impl<'a> Exported<'a> {
@@ -78,7 +44,7 @@ impl<'a> Exported<'a> {
             metrics,
             tasks,
             processes: Default::default(),
-            containers: Default::default(),
+            places: Places::default(),
         }
     }
 
@@ -89,7 +55,7 @@ impl<'a> Exported<'a> {
             metrics,
             tasks,
             processes: Default::default(),
-            containers: Default::default(),
+            places: Places::default(),
         }
     }
 }
@@ -97,7 +63,7 @@ impl<'a> Exported<'a> {
 impl Exported<'_> {
     /// Container `id` is labelled `name` (what `--container` already asked the engine).
     pub fn known_container(mut self, id: &str, name: &str) -> Self {
-        self.containers.insert(id.to_string(), name.to_string());
+        self.places.known(id, name);
         self
     }
 }
@@ -111,23 +77,29 @@ impl Sink for Exported<'_> {
         if self.processes.len() > MAX_CACHED_TASKS {
             self.processes.clear();
         }
-        let containers = &mut self.containers;
-        let (comm, container) = match pid {
+        let places = &mut self.places;
+        let (comm, container, pod) = match pid {
             Some(p) => {
-                let (comm, container) = self.processes.entry(p).or_insert_with(|| {
+                let (comm, container, pod) = self.processes.entry(p).or_insert_with(|| {
                     let comm = std::fs::read_to_string(format!("/proc/{p}/comm"))
                         .map(|c| c.trim_end_matches('\n').to_string())
                         .unwrap_or_else(|_| hit.comm.clone().unwrap_or_default());
-                    (comm, container_label(p, containers))
+                    let place = places.of(p);
+                    let container = place.as_ref().map(|c| c.container.clone());
+                    let pod = place.as_ref().and_then(|c| {
+                        Some(format!("{}/{}", c.namespace.as_ref()?, c.pod.as_ref()?))
+                    });
+                    (comm, container.unwrap_or_default(), pod.unwrap_or_default())
                 });
-                (comm.as_str(), container.as_str())
+                (comm.as_str(), container.as_str(), pod.as_str())
             }
-            None => (hit.comm.as_deref().unwrap_or(""), ""),
+            None => (hit.comm.as_deref().unwrap_or(""), "", ""),
         };
         let task = Task {
             pid,
             comm,
             container,
+            pod,
         };
         if Counter::counts_hit(plan, &hit) {
             self.metrics.call(hit.function, &task);

@@ -32,24 +32,29 @@ impl Metrics {
     }
 }
 
-/// The labels of a series.
+/// The labels of a series: `pod` and `namespace` only for a process in a Kubernetes pod (an
+/// empty label is an absent one to Prometheus; leaving them out keeps other series short).
 fn labels<'a>(
     st: &'a State,
     function: usize,
     pid: &'a str,
     task: &Task<'a>,
-) -> [(&'static str, &'a str); 5] {
+) -> Vec<(&'static str, &'a str)> {
     let (name, image) = st
         .functions
         .get(function)
         .map_or(("", ""), |(n, i)| (n.as_str(), i.as_str()));
-    [
+    let mut labels = vec![
         ("function", name),
         ("image", image),
         ("pid", pid),
         ("comm", task.comm),
         ("container", task.container),
-    ]
+    ];
+    if let Some((namespace, pod)) = task.pod.split_once('/') {
+        labels.extend([("pod", pod), ("namespace", namespace)]);
+    }
+    labels
 }
 
 /// The text a label holds for a pid (`unknown` when netprobe could not find the process).

@@ -42,13 +42,13 @@ impl Durations {
     }
 }
 
-/// Values per function (an index into [`State::functions`]), pid, comm and container (nested, so
-/// a hit finds its series without allocating).
+/// Values per function (an index into [`State::functions`]), pid, comm, container and pod
+/// (nested, so a hit finds its series without allocating).
 #[derive(Debug)]
-#[allow(clippy::type_complexity)]
-pub(super) struct PerTask<T>(
-    pub(super) BTreeMap<usize, BTreeMap<Option<u32>, BTreeMap<String, BTreeMap<String, T>>>>,
-);
+pub(super) struct PerTask<T>(pub(super) BTreeMap<usize, PerPid<T>>);
+
+/// Values per pid, comm, container and pod.
+type PerPid<T> = BTreeMap<Option<u32>, BTreeMap<String, BTreeMap<String, BTreeMap<String, T>>>>;
 
 impl<T> Default for PerTask<T> {
     fn default() -> Self {
@@ -62,7 +62,8 @@ impl<T> PerTask<T> {
             .get_mut(&f)?
             .get_mut(&task.pid)?
             .get_mut(task.comm)?
-            .get_mut(task.container)
+            .get_mut(task.container)?
+            .get_mut(task.pod)
     }
 
     fn insert(&mut self, f: usize, task: &Task<'_>, v: T) {
@@ -73,7 +74,9 @@ impl<T> PerTask<T> {
             .or_default()
             .entry(task.comm.to_string())
             .or_default()
-            .insert(task.container.to_string(), v);
+            .entry(task.container.to_string())
+            .or_default()
+            .insert(task.pod.to_string(), v);
     }
 
     /// Every series, ordered by function (first-seen order), pid, comm, container.
@@ -81,16 +84,19 @@ impl<T> PerTask<T> {
         self.0.iter().flat_map(|(&f, pids)| {
             pids.iter().flat_map(move |(&pid, comms)| {
                 comms.iter().flat_map(move |(comm, containers)| {
-                    containers.iter().map(move |(container, v)| {
-                        (
-                            f,
-                            Task {
-                                pid,
-                                comm,
-                                container,
-                            },
-                            v,
-                        )
+                    containers.iter().flat_map(move |(container, pods)| {
+                        pods.iter().map(move |(pod, v)| {
+                            (
+                                f,
+                                Task {
+                                    pid,
+                                    comm,
+                                    container,
+                                    pod,
+                                },
+                                v,
+                            )
+                        })
                     })
                 })
             })
@@ -99,12 +105,14 @@ impl<T> PerTask<T> {
 }
 
 /// The task labels of a series: the process (`None` when netprobe could not find it), its
-/// command name and its container (empty on the host).
+/// command name, its container (empty on the host) and its Kubernetes pod as `NAMESPACE/POD`
+/// (empty outside Kubernetes; exported as the `namespace` and `pod` labels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Task<'a> {
     pub pid: Option<u32>,
     pub comm: &'a str,
     pub container: &'a str,
+    pub pod: &'a str,
 }
 
 #[derive(Debug, Default)]

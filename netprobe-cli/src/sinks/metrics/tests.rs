@@ -2,7 +2,6 @@
 //! plan, lost events, the decorator over the latency sink, and the histogram's buckets against
 //! the latency sink's.
 
-use super::exported::container_label;
 use super::series::{FIRST_BUCKET, LAST_BUCKET};
 use super::*;
 use crate::backend::Lost;
@@ -11,7 +10,6 @@ use crate::plan::{FunctionId, Hit, ProbePlan};
 use crate::sinks::latency::{bucket_bounds, bucket_of};
 use crate::sinks::{Latency, Sink, TaskInfo};
 use proptest::prelude::*;
-use std::collections::HashMap;
 
 fn plan(names: &[&str]) -> ProbePlan {
     crate::sinks::test_plan(names, "/srv/app")
@@ -22,6 +20,7 @@ fn task<'a>(pid: Option<u32>, comm: &'a str, container: &'a str) -> Task<'a> {
         pid,
         comm,
         container,
+        pod: "",
     }
 }
 
@@ -59,6 +58,31 @@ fn exposition_of_known_calls() {
     });
     let text = Metrics::exposition(&m.registry());
     insta::assert_snapshot!(text);
+}
+
+/// Two containers of one pod, same container name in another pod: a series each, with the pod
+/// and namespace labels Kubernetes tools use.
+#[test]
+fn pods_label_their_series() {
+    let m = Metrics::new(&plan(&["f"]), 1, DEFAULT_MAX_SERIES);
+    let in_pod = |pid, container, pod| Task {
+        pid: Some(pid),
+        comm: "srv",
+        container,
+        pod,
+    };
+    m.call(FunctionId(0), &in_pod(1, "api", "shop/checkout-7d4"));
+    m.call(FunctionId(0), &in_pod(2, "sidecar", "shop/checkout-7d4"));
+    m.call(FunctionId(0), &in_pod(3, "api", "shop/cart-1"));
+    let text = Metrics::exposition(&m.registry());
+    for (pid, container, pod) in [
+        (1, "api", "checkout-7d4"),
+        (2, "sidecar", "checkout-7d4"),
+        (3, "api", "cart-1"),
+    ] {
+        let want = format!("netprobe_calls_total{{function=\"f\",image=\"/srv/app\",pid=\"{pid}\",comm=\"srv\",container=\"{container}\",pod=\"{pod}\",namespace=\"shop\"}} 1");
+        assert!(text.contains(&want), "{want}\n{text}");
+    }
 }
 
 #[test]
@@ -178,10 +202,18 @@ fn the_decorator_exports_what_the_sinks_see() {
     }
     assert_eq!(lat.total, 4);
     let text = Metrics::exposition(&m.registry());
+    let place = crate::sinks::places::Places::default().of(me);
     let labels = format!(
-        "{{function=\"f\",image=\"/srv/app\",pid=\"{me}\",comm=\"{}\",container=\"{}\"}}",
+        "{{function=\"f\",image=\"/srv/app\",pid=\"{me}\",comm=\"{}\",container=\"{}\"{}}}",
         comm.trim_end(),
-        container_label(me, &mut HashMap::new())
+        place.as_ref().map_or("", |p| p.container.as_str()),
+        match place
+            .as_ref()
+            .and_then(|p| Some((p.pod.as_ref()?, p.namespace.as_ref()?)))
+        {
+            Some((pod, ns)) => format!(",pod=\"{pod}\",namespace=\"{ns}\""),
+            None => String::new(),
+        }
     );
     assert!(
         text.contains(&format!("netprobe_calls_total{labels} 4")),

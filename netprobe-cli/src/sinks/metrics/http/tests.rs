@@ -24,6 +24,7 @@ fn start_with(series: u32, web: WebConfig) -> (MetricsServer, SocketAddr) {
                 pid: Some(pid),
                 comm: "worker",
                 container: "",
+                pod: "",
             },
         );
     }
