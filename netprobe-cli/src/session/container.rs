@@ -25,13 +25,18 @@ pub(crate) fn container_processes(
     }
     let found = catalog.select_processes(std::path::Path::new("/proc"), selection);
     let found = match (found, selection) {
-        (Ok(found), _) => found,
+        (Ok(found), _) => without_netprobe(found),
         // Docker's API may know what its state on disk did not tell (unreadable to netprobe).
         (Err(e @ SelectError::NoSuchContainer { .. }), Selection::Container(name)) => {
             return from_docker_api(name, e, catalog.entries().is_empty())
         }
         (Err(e), _) => return Err(Error::usage(e.to_string())),
     };
+    if found.is_empty() {
+        return Err(Error::usage(format!(
+            "{selection}: its only processes are netprobe's own: choose the application's container"
+        )));
+    }
     let mut pids: Vec<u32> = found.iter().map(|(p, _)| *p).collect();
     pids.dedup();
     let mut said: Vec<(&Container, Vec<u32>)> = Vec::new();
@@ -60,6 +65,24 @@ pub(crate) fn container_processes(
         _ => None,
     };
     Ok((docker, pids))
+}
+
+/// `found` without netprobe's own processes (this one and its watchdog, which run netprobe's
+/// executable): a sidecar selecting its own pod, or a container netprobe runs in, must not
+/// have netprobe probe itself.
+fn without_netprobe(found: Vec<(u32, Container)>) -> Vec<(u32, Container)> {
+    let me = std::fs::metadata("/proc/self/exe").ok();
+    let same_file = |pid: u32| {
+        let Some(me) = &me else { return false };
+        std::fs::metadata(format!("/proc/{pid}/exe")).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.dev() == me.dev() && m.ino() == me.ino()
+        })
+    };
+    found
+        .into_iter()
+        .filter(|(pid, _)| *pid != std::process::id() && !same_file(*pid))
+        .collect()
 }
 
 /// `--container NAME` that no runtime's state names: asked of the Docker Engine API. When that

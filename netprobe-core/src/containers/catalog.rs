@@ -6,7 +6,7 @@
 //! sub-cgroups, else a containerd `NAMESPACE/ID` path (`ctr run`'s default cgroup, whose id the
 //! user chose and need not be hex). The runtime's metadata then names it.
 
-use super::kubernetes::{LabelSelector, Pod, PodRef, CONTAINER_NAME};
+use super::kubernetes::{is_sandbox, LabelSelector, Pod, PodRef, CONTAINER_NAME};
 use super::{container_of_cgroup, is_container_id, Container, Metadata, RuntimeError};
 use std::collections::HashMap;
 use std::path::Path;
@@ -188,16 +188,19 @@ impl Catalog {
     /// The containers `selection` chooses (indexes into [`Catalog::entries`]), running or not.
     pub fn select(&self, selection: &Selection) -> Result<Vec<usize>, SelectError> {
         let text = selection.to_string();
+        // A pod's sandbox carries the pod's labels but runs no application: never chosen by
+        // pod or labels.
+        let workloads = (0..self.entries.len()).filter(|&i| !is_sandbox(&self.entries[i].labels));
         let chosen: Vec<usize> = match selection {
             Selection::Container(name_or_id) => {
                 return self.find(&text, name_or_id).map(|i| vec![i])
             }
-            Selection::Pod(p) => (0..self.entries.len())
+            Selection::Pod(p) => workloads
                 .filter(|&i| {
                     Pod::of_labels(&self.entries[i].labels).is_some_and(|pod| p.matches(&pod))
                 })
                 .collect(),
-            Selection::Labels(s) => (0..self.entries.len())
+            Selection::Labels(s) => workloads
                 .filter(|&i| s.matches(&self.entries[i].labels))
                 .collect(),
         };
@@ -460,6 +463,20 @@ mod tests {
                         Some(40),
                     ),
                     meta("stopped", "containerd", Some("default"), None, &[], None),
+                    // The pod's sandbox: the pod's labels, no container name.
+                    meta(
+                        &"dd".repeat(32),
+                        "containerd",
+                        Some("k8s.io"),
+                        None,
+                        &[
+                            ("io.kubernetes.pod.name", "checkout-7d4"),
+                            ("io.kubernetes.pod.namespace", "shop"),
+                            ("io.cri-containerd.kind", "sandbox"),
+                            ("app", "checkout"),
+                        ],
+                        Some(60),
+                    ),
                 ]),
                 Ok(vec![meta(
                     "cc".repeat(32).as_str(),

@@ -20,6 +20,18 @@ pub struct Pod {
     pub container: Option<String>,
 }
 
+/// Whether a container with `labels` is a pod's sandbox (the `pause` container that holds the
+/// pod's namespaces): containerd's CRI marks it `io.cri-containerd.kind=sandbox` (containerd
+/// `internal/cri/labels`), CRI-O and dockershim name its container `POD`, and it has the pod's
+/// labels but no container name. It runs no application code.
+pub fn is_sandbox(labels: &BTreeMap<String, String>) -> bool {
+    labels
+        .get("io.cri-containerd.kind")
+        .is_some_and(|k| k == "sandbox")
+        || labels.get(CONTAINER_NAME).is_some_and(|n| n == "POD")
+        || (labels.contains_key(POD_NAME) && !labels.contains_key(CONTAINER_NAME))
+}
+
 impl Pod {
     /// The pod a container with `labels` belongs to; `None` when the kubelet did not make it.
     pub fn of_labels(labels: &BTreeMap<String, String>) -> Option<Pod> {
