@@ -5,7 +5,8 @@
 //! for JIT code, `[unknown] (image+0xOFF)` otherwise), aggregated into a [`Report`].
 //!
 //! The perf_event backend (`crate::backend::perf_event`) opens the samplers and reads their ring
-//! buffers (the only unsafe code of profiling); [`report`] aggregates and prints;
+//! buffers (the only unsafe code of profiling); [`report`] aggregates and prints; [`pprof`]
+//! writes the report as pprof's protocol buffer;
 //! `missed_caller` puts back the caller of a sample taken before its function made its frame;
 //! `unwinding` chooses, per sample, between the user-space walk of the copied stack
 //! ([`crate::stacks::Unwinder`]: CFI, Go pcsp, frame pointers) and the kernel's frame-pointer
@@ -14,6 +15,7 @@
 mod absorb;
 mod missed_caller;
 pub mod off_cpu;
+pub mod pprof;
 pub mod probed;
 pub mod report;
 mod unwinding;
@@ -379,6 +381,13 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         absorber.apply_windows(&hits.windows(end_ns));
     }
     absorber.namer.retry_unnamed(true);
+    // Each sampled process's name, while a `-c` command still runs (gone processes have none).
+    let commands: std::collections::BTreeMap<u32, String> = raw_pids(&absorber.raw)
+        .filter_map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            Some((pid, comm.trim_end_matches('\n').to_string()))
+        })
+        .collect();
     if let Started::Child(c) = &mut started {
         c.terminate();
     }
@@ -392,6 +401,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         throttled: raw.throttled,
         switches: raw.switches,
         cpu_samples: raw.cpu_samples,
+        commands,
         ..Report::default()
     };
     let mut notes = Vec::new();
@@ -411,7 +421,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
             }
             stack.push(FrameName::named(&off_cpu::leaf_name(reason), false, false));
         }
-        report.add(stack, *n);
+        report.add_in(*pid, stack, *n);
     }
     if hits.go_view() {
         notes.push(format!(
@@ -433,6 +443,12 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         elapsed,
         unwinding: absorber.unwinder.cost(),
     })
+}
+
+/// The distinct processes of the stacks in `raw`.
+fn raw_pids(raw: &RawStacks) -> impl Iterator<Item = u32> {
+    let pids: std::collections::BTreeSet<u32> = raw.stacks.keys().map(|k| k.0).collect();
+    pids.into_iter()
 }
 
 /// Routes a feed's hits: `runtime.gopark`'s to the goroutine view's pairing, the rest to the
