@@ -12,6 +12,8 @@
 //! - `--dry-run` prints perf's command line; a missing pid is a one-line error.
 //!
 //! - Off-CPU and wall-clock profiles: `profile_off_cpu/trials.rs`.
+//! - `--pprof` files read by `go tool pprof` and by speedscope in Chromium:
+//!   `profile_pprof/trials.rs`.
 //!
 //! Go and .NET programs: `profile_go_e2e.rs`, `profile_dotnet_e2e.rs`.
 
@@ -26,6 +28,8 @@ use std::process::Command;
 
 #[path = "profile_off_cpu/trials.rs"]
 mod off_cpu;
+#[path = "profile_pprof/trials.rs"]
+mod pprof;
 
 type R = Result<(), String>;
 
@@ -478,6 +482,22 @@ fn main() {
             "svg_renders_in_chromium",
             &[Need::Root, Need::CCompiler, Need::Program("chromium")],
             svg_renders_in_chromium,
+        ),
+        e2e::trial(
+            "pprof_top_matches_the_table",
+            &[Need::Root, Need::CCompiler, Need::Go],
+            || pprof::pprof_top_matches_the_table(&target_c()),
+        ),
+        e2e::trial(
+            "pprof_opens_in_speedscope",
+            &[
+                Need::Root,
+                Need::CCompiler,
+                Need::Program("chromium"),
+                Need::Program("base64"),
+                Need::Path(pprof::speedscope_index()),
+            ],
+            || pprof::pprof_opens_in_speedscope(&target_c()),
         ),
         e2e::trial(
             "output_files_replace_a_planted_symlink",

@@ -311,6 +311,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         every: o.off_cpu_every.max(1),
         min_block_ns: o.min_block.as_nanos().min(u128::from(u64::MAX)) as u64,
         held: trigger.then(HeldCounts::default),
+        commands: Default::default(),
     };
     let mut hits = HitRouter::new(probes.as_ref());
     // Chunks as drained, each with its sampler's index; a sampler's chunks of one turn are
@@ -381,13 +382,6 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         absorber.apply_windows(&hits.windows(end_ns));
     }
     absorber.namer.retry_unnamed(true);
-    // Each sampled process's name, while a `-c` command still runs (gone processes have none).
-    let commands: std::collections::BTreeMap<u32, String> = raw_pids(&absorber.raw)
-        .filter_map(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-            Some((pid, comm.trim_end_matches('\n').to_string()))
-        })
-        .collect();
     if let Started::Child(c) = &mut started {
         c.terminate();
     }
@@ -401,7 +395,11 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         throttled: raw.throttled,
         switches: raw.switches,
         cpu_samples: raw.cpu_samples,
-        commands,
+        commands: absorber
+            .commands
+            .into_iter()
+            .filter_map(|(pid, comm)| Some((pid, comm?)))
+            .collect(),
         ..Report::default()
     };
     let mut notes = Vec::new();
@@ -443,12 +441,6 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         elapsed,
         unwinding: absorber.unwinder.cost(),
     })
-}
-
-/// The distinct processes of the stacks in `raw`.
-fn raw_pids(raw: &RawStacks) -> impl Iterator<Item = u32> {
-    let pids: std::collections::BTreeSet<u32> = raw.stacks.keys().map(|k| k.0).collect();
-    pids.into_iter()
 }
 
 /// Routes a feed's hits: `runtime.gopark`'s to the goroutine view's pairing, the rest to the
