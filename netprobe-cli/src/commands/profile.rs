@@ -401,7 +401,7 @@ fn report(
         let meta = profile::pprof::PprofMeta {
             kind: o.kind,
             period_ns: 1_000_000_000 / o.frequency.max(1),
-            start: std::time::SystemTime::now() - p.elapsed,
+            start: p.started,
             duration: p.elapsed,
             comment: format!("netprobe profile {what}: {how}"),
         };

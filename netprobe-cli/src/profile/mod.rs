@@ -87,6 +87,8 @@ pub struct Profile {
     /// Things to tell the user once (e.g. how to get names of JIT-compiled .NET code).
     pub notes: Vec<String>,
     pub elapsed: Duration,
+    /// When sampling started.
+    pub started: std::time::SystemTime,
     /// What unwinding the copied stacks cost (`--json`'s `unwinding`; BENCHMARKS.md).
     pub unwinding: unwinding::UnwindCost,
 }
@@ -281,6 +283,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
     let kinds: Vec<Sampling> = samplers.iter().map(Sampler::sampling).collect();
     let signals = SignalPipe::install()?;
     let start = Instant::now();
+    let wall_start = std::time::SystemTime::now();
     let start_ns = crate::backend::monotonic_ns();
     match &mut started {
         Started::Child(c) => c.release()?,
@@ -395,10 +398,8 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         throttled: raw.throttled,
         switches: raw.switches,
         cpu_samples: raw.cpu_samples,
-        commands: absorber
-            .commands
-            .into_iter()
-            .filter_map(|(pid, comm)| Some((pid, comm?)))
+        process_labels: (absorber.commands.into_iter())
+            .filter_map(|(pid, comm)| Some((pid, vec![("comm".to_string(), comm?)])))
             .collect(),
         ..Report::default()
     };
@@ -439,6 +440,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         report,
         notes,
         elapsed,
+        started: wall_start,
         unwinding: absorber.unwinder.cost(),
     })
 }

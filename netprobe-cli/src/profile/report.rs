@@ -68,8 +68,10 @@ pub struct Report {
     /// The same counts per process, (pid, stack) to count, for what labels samples with their
     /// process (`--pprof`); empty when the stacks were added without one ([`Report::add`]).
     pub by_process: HashMap<(u32, Vec<FrameName>), u64>,
-    /// The command name (`/proc/PID/comm`) of each sampled process that was still there to ask.
-    pub commands: BTreeMap<u32, String>,
+    /// What is known of each sampled process, as (key, value) labels: `comm` (its
+    /// `/proc/PID/comm`, when it was still there to ask), and whatever a caller adds (its
+    /// container, pod). `--pprof` labels the process's samples with them.
+    pub process_labels: BTreeMap<u32, Vec<(String, String)>>,
 }
 
 impl Report {

@@ -9,8 +9,9 @@
 //!   frequency's), so tools that expect a CPU profile take it as one. Off-CPU time is
 //!   `off-cpu`/`nanoseconds` and `--wall` time `wall`/`nanoseconds`: the microseconds the table
 //!   shows, in pprof's unit.
-//! - One sample per distinct (process, stack), labelled `pid` and `comm` (string labels, so
-//!   `pprof -tagfocus comm=app` selects one program).
+//! - One sample per distinct (process, stack), labelled `pid` and the process's labels of the
+//!   report (`comm`, a container's), as string labels, so `pprof -tagfocus comm=app` selects one
+//!   program.
 //! - A location per frame with its inlined callees as lines before it (profile.proto: "the last
 //!   entry represents the caller into which the preceding entries were inlined"); a function per
 //!   name and source file; a mapping per image with its build id. netprobe names frames itself,
@@ -105,8 +106,8 @@ pub fn message(
         let mut label = Vec::new();
         if let Some(pid) = pid {
             label.push(b.label("pid", &pid.to_string()));
-            if let Some(comm) = report.commands.get(&pid) {
-                label.push(b.label("comm", comm));
+            for (key, value) in report.process_labels.get(&pid).into_iter().flatten() {
+                label.push(b.label(key, value));
             }
         }
         // Locations leaf first: a frame with the frames inlined into it, root first.

@@ -21,7 +21,7 @@ fn meta(kind: ProfileKind) -> PprofMeta {
     }
 }
 
-fn no_build_id(image: &str) -> Option<String> {
+fn app_build_id(image: &str) -> Option<String> {
     (image == "/srv/app").then(|| "0badc0ffee".to_string())
 }
 
@@ -40,7 +40,13 @@ fn small_report() -> Report {
     r.add_in(43, vec![main.clone(), run.clone(), hot], 5);
     r.add_in(42, vec![main.clone(), run, mix], 20);
     r.add_in(42, vec![main, libc], 3);
-    r.commands.insert(42, "app".into());
+    r.process_labels.insert(
+        42,
+        vec![
+            ("comm".into(), "app".into()),
+            ("container".into(), "web".into()),
+        ],
+    );
     r
 }
 
@@ -120,7 +126,7 @@ fn decode(bytes: &[u8]) -> pb::Profile {
 #[test]
 fn a_small_profile_decodes_back_to_what_was_written() {
     let r = small_report();
-    let m = message(&r, &meta(ProfileKind::OnCpu), &no_build_id);
+    let m = message(&r, &meta(ProfileKind::OnCpu), &app_build_id);
     let mut bytes = Vec::new();
     write_message(&m, &mut bytes).unwrap();
     assert_eq!(&bytes[..2], [0x1f, 0x8b], "gzip magic");
@@ -133,7 +139,7 @@ fn a_small_profile_decodes_back_to_what_was_written() {
 #[test]
 fn off_cpu_and_wall_time_are_nanoseconds_of_their_kind() {
     let r = small_report();
-    let off = message(&r, &meta(ProfileKind::OffCpu), &no_build_id);
+    let off = message(&r, &meta(ProfileKind::OffCpu), &app_build_id);
     let text = readable(&off);
     assert!(
         text.starts_with("sample types: off-cpu/nanoseconds\nperiod: 0 -\n"),
@@ -141,7 +147,7 @@ fn off_cpu_and_wall_time_are_nanoseconds_of_their_kind() {
     );
     // The report counts microseconds: 75 us under the hottest stack.
     assert_eq!(off.sample[0].value, [75_000]);
-    let wall = message(&r, &meta(ProfileKind::Wall), &no_build_id);
+    let wall = message(&r, &meta(ProfileKind::Wall), &app_build_id);
     let text = readable(&wall);
     assert!(
         text.starts_with("sample types: wall/nanoseconds\nperiod: 10101010 cpu/nanoseconds\n"),
@@ -153,7 +159,7 @@ fn off_cpu_and_wall_time_are_nanoseconds_of_their_kind() {
 fn a_report_without_processes_has_unlabelled_samples() {
     let mut r = Report::default();
     r.add(vec![FrameName::named("main", false, false)], 4);
-    let m = message(&r, &meta(ProfileKind::OnCpu), &no_build_id);
+    let m = message(&r, &meta(ProfileKind::OnCpu), &app_build_id);
     assert_eq!(m.sample.len(), 1);
     assert!(m.sample[0].label.is_empty());
     assert_eq!(m.sample[0].value, [4, 4 * 10_101_010]);
@@ -183,7 +189,7 @@ proptest! {
     /// sample or line names exists, and each sample has one location per non-inlined frame.
     #[test]
     fn every_report_round_trips_with_its_totals_and_ids(r in arb_report()) {
-        let m = message(&r, &meta(ProfileKind::OnCpu), &no_build_id);
+        let m = message(&r, &meta(ProfileKind::OnCpu), &app_build_id);
         let mut bytes = Vec::new();
         write_message(&m, &mut bytes).unwrap();
         let back = decode(&bytes);
