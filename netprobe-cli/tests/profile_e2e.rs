@@ -305,16 +305,8 @@ fn svg_renders_in_chromium() -> R {
         .map_err(err)?;
     succeeded(out, "profile --svg")?;
     let profile_dir = tempfile::tempdir().map_err(err)?;
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile_dir.path().display()))
+    let out = profile::headless_chromium(profile_dir.path())
         .arg(format!("--screenshot={}", png.display()))
-        .arg("--window-size=1200,800")
         .arg(format!("file://{}", svg.display()))
         .output()
         .map_err(err)?;
@@ -334,9 +326,8 @@ fn svg_renders_in_chromium() -> R {
         return Err(format!("{} is not a PNG", png.display()));
     }
     // The DOM Chromium loaded: the frames' <title>s as the page holds them.
-    let dom = Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", profile_dir.path().display()))
+    let dom = profile::headless_chromium(profile_dir.path())
+        .arg("--dump-dom")
         .arg(format!("file://{}", svg.display()))
         .output()
         .map_err(err)?;

@@ -211,19 +211,11 @@ fn speedscope_in_chromium(load: &Path, view: &str, args: &[&str]) -> Result<Vec<
         speedscope_index().display(),
         load.display()
     );
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-        ])
+    let out = profile::headless_chromium(user_dir.path())
         .args([
             "--allow-file-access-from-files",
             "--virtual-time-budget=5000",
         ])
-        .args(["--window-size=1200,800"])
-        .arg(format!("--user-data-dir={}", user_dir.path().display()))
         .args(args)
         .arg(url)
         .output()
