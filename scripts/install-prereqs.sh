@@ -72,7 +72,7 @@ fi
 for step in "$root/sample-app/dotnet/fetch-runtimes.sh" \
   "$root/sample-app/dotnet/fetch-net9-nativeaot.sh" \
   "$root/scripts/fetch-go-binaries.sh" "$root/scripts/fetch-go-toolchains.sh" \
-  "$root/scripts/docker-up.sh"; do
+  "$root/scripts/fetch-speedscope.sh" "$root/scripts/docker-up.sh"; do
   if [ -x "$step" ]; then
     log "running ${step#"$root"/}"
     args=()

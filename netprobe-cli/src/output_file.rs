@@ -1,4 +1,4 @@
-//! Every file netprobe writes for the user (`man --dir`, `profile --folded/--svg`,
+//! Every file netprobe writes for the user (`man --dir`, `profile --folded/--svg/--pprof`,
 //! `count --stack --folded`) is made anew and renamed over its destination, so that netprobe,
 //! running as root, never writes through a symlink someone else placed there (a link in a
 //! world-writable folder pointing at `/etc/shadow` would otherwise be truncated and rewritten).
@@ -41,6 +41,39 @@ pub fn replace_file(
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// Why `path` cannot become a file [`replace_file`] writes, with what to do instead; `None` when
+/// it can as far as can be told without writing (the folder exists, the name is no folder). A
+/// command asks before it works for minutes, so a typo costs no profile.
+pub fn unwritable_reason(path: &Path) -> Option<String> {
+    let shown = path.display();
+    if path.file_name().is_none() {
+        return Some(format!(
+            "{shown} names no file (it ends in '..' or '/'): give a file name"
+        ));
+    }
+    if path.is_dir() {
+        return Some(format!(
+            "{shown} is a folder: give a file name in it ({})",
+            path.join("NAME").display()
+        ));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some(format!(
+            "{} is not a folder: give a path in a folder",
+            dir.display()
+        )),
+        Err(e) => Some(format!(
+            "the folder {} cannot be used ({e}): create it first or give a path in another",
+            dir.display()
+        )),
+    }
 }
 
 /// A new file `.NAME.netprobe-PID-N.tmp` in `dir`, created by this call alone.
@@ -111,6 +144,24 @@ mod tests {
         let e = replace_file(&dest, |_| Err(io::Error::other("renderer failed"))).unwrap_err();
         assert_eq!(e.to_string(), "renderer failed");
         assert_eq!(std::fs::read_to_string(&dest).unwrap(), "before");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_destination_in_a_missing_folder_or_naming_a_folder_is_refused_up_front() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(unwritable_reason(&d.path().join("p.pb.gz")), None);
+        let missing = d.path().join("no/such/p.pb.gz");
+        let why = unwritable_reason(&missing).unwrap();
+        assert!(
+            why.contains("cannot be used") && why.contains("create it first"),
+            "{why}"
+        );
+        let why = unwritable_reason(d.path()).unwrap();
+        assert!(why.contains("is a folder: give a file name in it"), "{why}");
+        std::fs::write(d.path().join("f"), "").unwrap();
+        let why = unwritable_reason(&d.path().join("f/p")).unwrap();
+        assert!(why.contains("is not a folder"), "{why}");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }
 

@@ -641,3 +641,38 @@ fn metrics_bad_inputs_are_one_line_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }
+
+/// `profile --pprof`/`--svg`/`--folded` into a folder that is missing, or naming a folder, is
+/// refused in one line naming the fix before anything is sampled (no root needed), and leaves
+/// nothing behind.
+#[test]
+fn profile_output_files_in_bad_places_are_refused_before_sampling() {
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("no-such-folder/cpu.pb.gz");
+    let folder = d.path().to_str().unwrap();
+    let cases: [(&str, &str, &str); 3] = [
+        ("--pprof", missing.to_str().unwrap(), "create it first"),
+        ("--pprof", folder, "is a folder: give a file name in it"),
+        ("--svg", missing.to_str().unwrap(), "create it first"),
+    ];
+    for (flag, path, fix) in cases {
+        let out = assert_cmd::Command::new(fixtures::netprobe::bin())
+            .args(["profile", "--duration", "1s", "-c", "/bin/true", flag, path])
+            .assert()
+            .code(1)
+            .get_output()
+            .clone();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.trim_end().lines().count(), 1, "one-line error: {err}");
+        assert!(
+            err.starts_with(&format!("netprobe: error: {flag} {path}: ")) && err.contains(fix),
+            "{flag} {path}: {err}"
+        );
+        assert!(!err.contains("profiling"), "nothing sampled: {err}");
+    }
+    assert_eq!(
+        std::fs::read_dir(d.path()).unwrap().count(),
+        0,
+        "nothing left behind"
+    );
+}

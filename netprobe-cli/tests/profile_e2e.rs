@@ -12,6 +12,8 @@
 //! - `--dry-run` prints perf's command line; a missing pid is a one-line error.
 //!
 //! - Off-CPU and wall-clock profiles: `profile_off_cpu/trials.rs`.
+//! - `--pprof` files read by `go tool pprof` and by speedscope in Chromium:
+//!   `profile_pprof/trials.rs`.
 //!
 //! Go and .NET programs: `profile_go_e2e.rs`, `profile_dotnet_e2e.rs`.
 
@@ -26,6 +28,8 @@ use std::process::Command;
 
 #[path = "profile_off_cpu/trials.rs"]
 mod off_cpu;
+#[path = "profile_pprof/trials.rs"]
+mod pprof;
 
 type R = Result<(), String>;
 
@@ -301,16 +305,8 @@ fn svg_renders_in_chromium() -> R {
         .map_err(err)?;
     succeeded(out, "profile --svg")?;
     let profile_dir = tempfile::tempdir().map_err(err)?;
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile_dir.path().display()))
+    let out = profile::headless_chromium(profile_dir.path())
         .arg(format!("--screenshot={}", png.display()))
-        .arg("--window-size=1200,800")
         .arg(format!("file://{}", svg.display()))
         .output()
         .map_err(err)?;
@@ -330,9 +326,8 @@ fn svg_renders_in_chromium() -> R {
         return Err(format!("{} is not a PNG", png.display()));
     }
     // The DOM Chromium loaded: the frames' <title>s as the page holds them.
-    let dom = Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", profile_dir.path().display()))
+    let dom = profile::headless_chromium(profile_dir.path())
+        .arg("--dump-dom")
         .arg(format!("file://{}", svg.display()))
         .output()
         .map_err(err)?;
@@ -478,6 +473,22 @@ fn main() {
             "svg_renders_in_chromium",
             &[Need::Root, Need::CCompiler, Need::Program("chromium")],
             svg_renders_in_chromium,
+        ),
+        e2e::trial(
+            "pprof_top_matches_the_table",
+            &[Need::Root, Need::CCompiler, Need::Go],
+            || pprof::pprof_top_matches_the_table(&target_c()),
+        ),
+        e2e::trial(
+            "pprof_opens_in_speedscope",
+            &[
+                Need::Root,
+                Need::CCompiler,
+                Need::Program("chromium"),
+                Need::Program("base64"),
+                Need::Path(pprof::speedscope_index()),
+            ],
+            || pprof::pprof_opens_in_speedscope(&target_c()),
         ),
         e2e::trial(
             "output_files_replace_a_planted_symlink",

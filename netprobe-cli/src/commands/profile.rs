@@ -1,5 +1,5 @@
 //! `netprobe profile`: arguments, and what the command prints and writes (summary table or JSON
-//! on stdout, folded stacks and a flame graph SVG to files).
+//! on stdout, folded stacks, a flame graph SVG and a pprof profile to files).
 
 use crate::commands::parse::parse_duration;
 use crate::error::{Error, Result};
@@ -84,6 +84,11 @@ pub struct ProfileArgs {
     /// Write an interactive flame graph (SVG, made by inferno) to FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Write the profile as pprof's gzip'd protocol buffer (profile.proto) to FILE: for `go tool
+    /// pprof`, Pyroscope, Parca, Grafana and speedscope. Samples are labelled with `pid` and
+    /// `comm` (`go tool pprof -tagfocus comm=app`).
+    #[arg(long, value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
     /// Print the profile as one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -270,7 +275,24 @@ fn own_cpu_seconds() -> f64 {
     ((t(u.ru_utime) + t(u.ru_stime)) * 1000.0).round() / 1000.0
 }
 
+/// Refuses an output file that could not be written, before anything is sampled.
+fn check_output_files(a: &ProfileArgs) -> Result<()> {
+    let files = [
+        ("--folded", &a.folded),
+        ("--svg", &a.svg),
+        ("--pprof", &a.pprof),
+    ];
+    for (flag, path) in files {
+        let Some(path) = path else { continue };
+        if let Some(why) = crate::output_file::unwritable_reason(path) {
+            return Err(Error::usage(format!("{flag} {}: {why}", path.display())));
+        }
+    }
+    Ok(())
+}
+
 pub fn run(a: &ProfileArgs) -> Result<i32> {
+    check_output_files(a)?;
     let mut pids = a.pids.clone();
     if let Some(c) = a.containers.clone().selection() {
         pids.extend(crate::session::container_pids(&c)?);
@@ -373,6 +395,16 @@ fn report(
                 flamegraph_svg_with_lines(&folded, &title, report.unit, &lines, w)
             })?;
         }
+    }
+    if let Some(path) = &a.pprof {
+        let meta = profile::pprof::PprofMeta {
+            kind: o.kind,
+            period_ns: 1_000_000_000 / o.frequency.max(1),
+            start: p.started,
+            duration: p.elapsed,
+            comment: format!("netprobe profile {what}: {how}"),
+        };
+        write_file(path, |w| profile::pprof::write(shown, &meta, w))?;
     }
     let mut out = std::io::stdout().lock();
     let r = if a.json {

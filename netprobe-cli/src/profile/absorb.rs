@@ -94,6 +94,9 @@ pub struct Absorber {
     pub min_block_ns: u64,
     /// With `--trigger`: everything counted is held here until the windows are known.
     pub held: Option<HeldCounts>,
+    /// Each counted process's name (`/proc/PID/comm`), read at its first count while it runs;
+    /// `None` when it was gone already.
+    pub commands: HashMap<u32, Option<String>>,
 }
 
 impl Absorber {
@@ -245,6 +248,11 @@ impl Absorber {
             0 => ((span.1 - span.0) / 1000).saturating_mul(scale),
             n => n,
         };
+        let pid = key.0;
+        self.commands.entry(pid).or_insert_with(|| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            Some(comm.trim_end_matches('\n').to_string())
+        });
         match &mut self.held {
             Some(h) => h.hold(key, tid, span, sample, scale),
             None => *self.raw.stacks.entry(key).or_insert(0) += weight,

@@ -5,7 +5,8 @@
 //! for JIT code, `[unknown] (image+0xOFF)` otherwise), aggregated into a [`Report`].
 //!
 //! The perf_event backend (`crate::backend::perf_event`) opens the samplers and reads their ring
-//! buffers (the only unsafe code of profiling); [`report`] aggregates and prints;
+//! buffers (the only unsafe code of profiling); [`report`] aggregates and prints; [`pprof`]
+//! writes the report as pprof's protocol buffer;
 //! `missed_caller` puts back the caller of a sample taken before its function made its frame;
 //! `unwinding` chooses, per sample, between the user-space walk of the copied stack
 //! ([`crate::stacks::Unwinder`]: CFI, Go pcsp, frame pointers) and the kernel's frame-pointer
@@ -14,6 +15,7 @@
 mod absorb;
 mod missed_caller;
 pub mod off_cpu;
+pub mod pprof;
 pub mod probed;
 pub mod report;
 mod unwinding;
@@ -85,6 +87,8 @@ pub struct Profile {
     /// Things to tell the user once (e.g. how to get names of JIT-compiled .NET code).
     pub notes: Vec<String>,
     pub elapsed: Duration,
+    /// When sampling started.
+    pub started: std::time::SystemTime,
     /// What unwinding the copied stacks cost (`--json`'s `unwinding`; BENCHMARKS.md).
     pub unwinding: unwinding::UnwindCost,
 }
@@ -279,6 +283,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
     let kinds: Vec<Sampling> = samplers.iter().map(Sampler::sampling).collect();
     let signals = SignalPipe::install()?;
     let start = Instant::now();
+    let wall_start = std::time::SystemTime::now();
     let start_ns = crate::backend::monotonic_ns();
     match &mut started {
         Started::Child(c) => c.release()?,
@@ -309,6 +314,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         every: o.off_cpu_every.max(1),
         min_block_ns: o.min_block.as_nanos().min(u128::from(u64::MAX)) as u64,
         held: trigger.then(HeldCounts::default),
+        commands: Default::default(),
     };
     let mut hits = HitRouter::new(probes.as_ref());
     // Chunks as drained, each with its sampler's index; a sampler's chunks of one turn are
@@ -392,6 +398,9 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         throttled: raw.throttled,
         switches: raw.switches,
         cpu_samples: raw.cpu_samples,
+        process_labels: (absorber.commands.into_iter())
+            .filter_map(|(pid, comm)| Some((pid, vec![("comm".to_string(), comm?)])))
+            .collect(),
         ..Report::default()
     };
     let mut notes = Vec::new();
@@ -411,7 +420,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
             }
             stack.push(FrameName::named(&off_cpu::leaf_name(reason), false, false));
         }
-        report.add(stack, *n);
+        report.add_in(*pid, stack, *n);
     }
     if hits.go_view() {
         notes.push(format!(
@@ -431,6 +440,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         report,
         notes,
         elapsed,
+        started: wall_start,
         unwinding: absorber.unwinder.cost(),
     })
 }

@@ -4,7 +4,7 @@
 //! `--children`), and JSON.
 
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 pub use crate::stacks::FrameName;
@@ -65,12 +65,42 @@ pub struct Report {
     pub lost: u64,
     /// Times the kernel throttled sampling.
     pub throttled: u64,
+    /// The same counts per process, (pid, stack) to count, for what labels samples with their
+    /// process (`--pprof`); empty when the stacks were added without one ([`Report::add`]).
+    pub by_process: HashMap<(u32, Vec<FrameName>), u64>,
+    /// What is known of each sampled process, as (key, value) labels: `comm` (its
+    /// `/proc/PID/comm`, when it was still there to ask), and whatever a caller adds (its
+    /// container, pod). `--pprof` labels the process's samples with them.
+    pub process_labels: BTreeMap<u32, Vec<(String, String)>>,
 }
 
 impl Report {
     /// Adds `count` samples of `stack` (root first).
     pub fn add(&mut self, stack: Vec<FrameName>, count: u64) {
         *self.stacks.entry(stack).or_insert(0) += count;
+    }
+
+    /// [`Report::add`] of samples of process `pid`, also counted per process.
+    pub fn add_in(&mut self, pid: u32, stack: Vec<FrameName>, count: u64) {
+        *self.by_process.entry((pid, stack.clone())).or_insert(0) += count;
+        self.add(stack, count);
+    }
+
+    /// The report with every stack (and every per-process stack) changed by `change`, stacks
+    /// that are then equal merged.
+    fn map_stacks(&self, change: impl Fn(&[FrameName]) -> Vec<FrameName>) -> Report {
+        let mut r = Report {
+            stacks: HashMap::new(),
+            by_process: HashMap::new(),
+            ..self.clone()
+        };
+        for (stack, &n) in &self.stacks {
+            r.add(change(stack), n);
+        }
+        for ((pid, stack), &n) in &self.by_process {
+            *r.by_process.entry((*pid, change(stack))).or_insert(0) += n;
+        }
+        r
     }
 
     /// The sum of the counts: samples taken (not counting lost ones), or microseconds.
@@ -155,25 +185,14 @@ impl Report {
     /// (`--unknown-addrs`): each run of unnamed frames of one image as one `[image]` frame
     /// ([`crate::stacks::collapse_unnamed_runs`]), stacks that are then equal merged.
     pub fn with_unnamed_runs_collapsed(&self) -> Report {
-        let mut r = Report {
-            stacks: HashMap::new(),
-            ..self.clone()
-        };
-        for (stack, &n) in &self.stacks {
-            r.add(crate::stacks::collapse_unnamed_runs(stack), n);
-        }
-        r
+        self.map_stacks(|stack| crate::stacks::collapse_unnamed_runs(stack))
     }
 
     /// The report with each .NET frame's tier after its name (`Replace(string, string)
     /// [tier1]`, `--tiers`): a method's code at each tier is then a function of its own.
     pub fn with_tiers_in_names(&self) -> Report {
-        let mut r = Report {
-            stacks: HashMap::new(),
-            ..self.clone()
-        };
-        for (stack, &n) in &self.stacks {
-            let named = stack
+        self.map_stacks(|stack| {
+            stack
                 .iter()
                 .map(|f| match &f.tier {
                     Some(t) => FrameName {
@@ -182,10 +201,8 @@ impl Report {
                     },
                     None => f.clone(),
                 })
-                .collect();
-            r.add(named, n);
-        }
-        r
+                .collect()
+        })
     }
 
     /// The summary table: the `top` functions by self samples, then by total samples.

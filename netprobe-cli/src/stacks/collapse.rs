@@ -45,7 +45,10 @@ pub fn collapse_unnamed_runs<'a>(stack: impl IntoIterator<Item = &'a FrameName>)
             Some(image) if run_image == Some(image) => {}
             Some(image) => {
                 run_image = Some(image);
-                out.push(FrameName::named(&format!("[{image}]"), false, true));
+                out.push(FrameName {
+                    image: f.image.clone(),
+                    ..FrameName::named(&format!("[{image}]"), false, true)
+                });
             }
             None => {
                 run_image = None;

@@ -43,6 +43,11 @@ pub struct FrameName {
     /// method counts as one function across a tier-up.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tier: Option<netprobe_core::dotnet::managed_name::CodeTier>,
+    /// The file that holds the code, as the process names it ([`Frame::image`]); `None` in
+    /// anonymous memory. Not serialized: the name of an unnamed frame says it already, and a
+    /// pprof file's mappings are made of it.
+    #[serde(skip)]
+    pub image: Option<String>,
 }
 
 impl FrameName {
@@ -58,6 +63,7 @@ impl FrameName {
                 line: f.line,
                 unwound_by: None,
                 tier: f.tier.clone(),
+                image: f.image.as_ref().map(|p| p.display().to_string()),
             },
             None => FrameName {
                 name: f.to_string(),
@@ -67,6 +73,7 @@ impl FrameName {
                 line: None,
                 unwound_by: None,
                 tier: None,
+                image: f.image.as_ref().map(|p| p.display().to_string()),
             },
         }
     }
@@ -81,6 +88,7 @@ impl FrameName {
             line: None,
             unwound_by: None,
             tier: None,
+            image: None,
         }
     }
 
