@@ -7,6 +7,7 @@
 //! - [`images`]: the images' contents (.NET app, Go app, sidecar, fixture programs).
 //! - [`checks`]: THE table of kernel-matrix checks and how netprobe's output is judged.
 //! - [`docker_checks`]: the table of Docker checks (sample apps, sidecar and host vantage).
+//! - [`runtimes`]: containerd (`ctr`) and Podman: image archives, labelled containers, guards.
 //! - [`containers`]: the app + sidecar scenario on testcontainers (privileged, else minimal caps).
 //! - [`kernels`], [`matrix`], [`report`]: the kernel matrix and its table.
 
@@ -22,3 +23,4 @@ pub mod oracle;
 pub mod owner;
 pub mod report;
 pub mod rootfs;
+pub mod runtimes;
