@@ -71,6 +71,8 @@ struct Running {
     app: Waiting,
     /// The first process, in the initial pid namespace.
     pid: u32,
+    /// Every process of the container (`ctr task ps`; Podman's: the first).
+    pids: Vec<u32>,
     /// What the runtime says: full id, engine, the name netprobe should show, the containerd
     /// namespace.
     id: String,
@@ -122,10 +124,12 @@ fn start_ctr(
     let argv: Vec<&str> = cmd.iter().map(String::as_str).collect();
     let app = Waiting::start(&mut guard.run_command(&image, &labels, false, &argv))?;
     let pid = h(guard.task_pid())?;
+    let pids = h(guard.pids())?;
     let info = h(guard.info())?;
     Ok(Running {
         app,
         pid,
+        pids,
         id: info["ID"].as_str().unwrap_or_default().to_string(),
         engine: "containerd",
         name: name.to_string(),
@@ -141,9 +145,11 @@ fn start_podman(role: &str, rounds: usize) -> Result<Running, String> {
     let argv: Vec<&str> = cmd.iter().map(String::as_str).collect();
     let app = Waiting::start(&mut guard.run_command(&image, &[], false, &argv))?;
     let info = h(guard.inspect())?;
+    let pid = info["State"]["Pid"].as_u64().unwrap_or_default() as u32;
     Ok(Running {
         app,
-        pid: info["State"]["Pid"].as_u64().unwrap_or_default() as u32,
+        pid,
+        pids: vec![pid],
         id: info["Id"].as_str().unwrap_or_default().to_string(),
         engine: "podman",
         name: info["Name"].as_str().unwrap_or_default().to_string(),
@@ -162,29 +168,34 @@ fn ps_json(cmd: &mut Command) -> Result<(Vec<Json>, String), String> {
     Ok((json_lines(&out.stdout), stderr))
 }
 
-/// `ps --json` names the container of `c.pid` as its runtime does: id, engine, name and (for
-/// containerd) namespace; and `ps` shows `ID12 (NAME)` on its line, as for Docker.
+/// `ps --json` names the container of each of `c.pids` as its runtime does: id, engine, name
+/// and (for containerd) namespace; and `ps` shows `ID12 (NAME)` on its line, as for Docker.
 fn ps_names(c: &Running) -> R {
     let (entries, stderr) = ps_json(netprobe::command().args(["ps", "--json"]))?;
-    let e = entries
-        .iter()
-        .find(|e| e["pid"] == c.pid)
-        .ok_or_else(|| format!("pid {} is not listed by ps --json: {stderr}", c.pid))?;
-    let ct = &e["container"];
-    expect(
-        ct["id"] == c.id.as_str()
-            && ct["engine"] == c.engine
-            && ct["name"] == c.name.as_str()
-            && c.namespace
-                .as_deref()
-                .is_none_or(|ns| ct["namespace"] == ns),
-        || {
-            format!(
-                "pid {}: expected {} {} {:?} {:?}: {e}",
-                c.pid, c.engine, c.id, c.name, c.namespace
-            )
-        },
-    )?;
+    expect(c.pids.contains(&c.pid), || {
+        format!("{} lists pids {:?} without {}", c.engine, c.pids, c.pid)
+    })?;
+    for pid in &c.pids {
+        let e = entries
+            .iter()
+            .find(|e| e["pid"] == *pid)
+            .ok_or_else(|| format!("pid {pid} is not listed by ps --json: {stderr}"))?;
+        let ct = &e["container"];
+        expect(
+            ct["id"] == c.id.as_str()
+                && ct["engine"] == c.engine
+                && ct["name"] == c.name.as_str()
+                && c.namespace
+                    .as_deref()
+                    .is_none_or(|ns| ct["namespace"] == ns),
+            || {
+                format!(
+                    "pid {pid}: expected {} {} {:?} {:?}: {e}",
+                    c.engine, c.id, c.name, c.namespace
+                )
+            },
+        )?;
+    }
     let out = netprobe::command().arg("ps").output().map_err(err)?;
     let line = text(&out.stdout)
         .lines()

@@ -92,3 +92,52 @@ pub fn write(rootfs: &Rootfs, role: &str, dir: &Path) -> Result<ImageArchive> {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// The archive holds what `docker save` writes: a manifest naming the config and the layer,
+    /// the layer's digest as its folder and as the config's diff id, and the tag; written again,
+    /// the same content gives the same file.
+    #[test]
+    fn archive_is_a_docker_save_layout_named_by_its_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut root = Rootfs::new();
+        root.bytes(b"hello\n".to_vec(), "/app/hello.txt", 0o644)
+            .unwrap();
+        let a = write(&root, "unit", dir.path()).unwrap();
+        let mut files = std::collections::BTreeMap::new();
+        let mut tar = tar::Archive::new(std::fs::File::open(&a.path).unwrap());
+        for e in tar.entries().unwrap() {
+            let mut e = e.unwrap();
+            let mut data = Vec::new();
+            e.read_to_end(&mut data).unwrap();
+            files.insert(e.path().unwrap().to_string_lossy().into_owned(), data);
+        }
+        let manifest: serde_json::Value = serde_json::from_slice(&files["manifest.json"]).unwrap();
+        let layer_path = manifest[0]["Layers"][0].as_str().unwrap();
+        let layer_digest = hex(&Sha256::digest(&files[layer_path]));
+        assert_eq!(layer_path, format!("{layer_digest}/layer.tar"));
+        let config_path = manifest[0]["Config"].as_str().unwrap();
+        assert_eq!(
+            config_path,
+            format!("{}.json", hex(&Sha256::digest(&files[config_path])))
+        );
+        let config: serde_json::Value = serde_json::from_slice(&files[config_path]).unwrap();
+        assert_eq!(
+            config["rootfs"]["diff_ids"][0],
+            format!("sha256:{layer_digest}")
+        );
+        assert_eq!(
+            manifest[0]["RepoTags"][0],
+            format!("netprobe-harness/unit:{}", &layer_digest[..16])
+        );
+        assert_eq!(a.name, manifest[0]["RepoTags"][0]);
+        let bytes = std::fs::read(&a.path).unwrap();
+        std::fs::remove_file(&a.path).unwrap();
+        let again = write(&root, "unit", dir.path()).unwrap();
+        assert_eq!(std::fs::read(&again.path).unwrap(), bytes);
+    }
+}

@@ -64,3 +64,38 @@ pub fn container_id(owner: &crate::owner::Owner, role: &str) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubelet_labels_name_the_pod_and_its_container() {
+        let l = KubeletLabels {
+            namespace: "shop".into(),
+            pod: "checkout-7d4".into(),
+            uid: "u-1".into(),
+            container: "web".into(),
+            pod_labels: vec![("app".into(), "checkout".into())],
+        }
+        .labels();
+        let get = |k: &str| l.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("io.kubernetes.pod.namespace"), Some("shop"));
+        assert_eq!(get("io.kubernetes.pod.name"), Some("checkout-7d4"));
+        assert_eq!(get("io.kubernetes.pod.uid"), Some("u-1"));
+        assert_eq!(get("io.kubernetes.container.name"), Some("web"));
+        assert_eq!(get("app"), Some("checkout"));
+    }
+
+    #[test]
+    fn container_ids_are_64_hex_digits_per_owner_and_role() {
+        let me = crate::owner::Owner::current();
+        let id = container_id(&me, "web");
+        assert_eq!(id.len(), 64);
+        assert!(id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert_eq!(id, container_id(&me, "web"));
+        assert_ne!(id, container_id(&me, "worker"));
+    }
+}
