@@ -3,6 +3,7 @@
 //!
 //! - [`owner`]: names of containers/images, and who owns them (for cleanup).
 //! - [`rootfs`]: deterministic root file systems → tar (`docker import`) or newc cpio (initramfs).
+//! - [`command`]: the client programs and daemon scripts, run alike.
 //! - [`docker`]: the engine through `/usr/bin/docker`; guards that remove what a run made.
 //! - [`images`]: the images' contents (.NET app, Go app, sidecar, fixture programs).
 //! - [`checks`]: THE table of kernel-matrix checks and how netprobe's output is judged.
@@ -13,6 +14,7 @@
 
 pub mod binaries;
 pub mod checks;
+pub mod command;
 pub mod containers;
 pub mod docker;
 pub mod docker_checks;

@@ -37,16 +37,11 @@ pub fn ctr_output(namespace: &str, args: &[&str]) -> Result<Output> {
 
 /// Runs `ctr -n NAMESPACE ARGS` and returns its stdout; an error carrying stderr when it fails.
 pub fn ctr(namespace: &str, args: &[&str]) -> Result<String> {
-    let out = ctr_output(namespace, args)?;
-    if !out.status.success() {
-        bail!(
-            "`ctr -n {namespace} {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    crate::command::stdout_of(
+        ctr_output(namespace, args)?,
+        &format!("ctr -n {namespace}"),
+        args,
+    )
 }
 
 /// Whether a containerd answers on [`ADDRESS`].
@@ -57,18 +52,7 @@ pub fn answers() -> bool {
 
 /// Starts the daemon with the project's `scripts/containerd-up.sh` unless one already answers.
 pub fn ensure_daemon() -> Result<()> {
-    if answers() {
-        return Ok(());
-    }
-    let script = fixtures::workspace_root().join("scripts/containerd-up.sh");
-    let status = Command::new("bash")
-        .arg(&script)
-        .status()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !status.success() {
-        bail!("{} could not start containerd", script.display());
-    }
-    Ok(())
+    crate::command::start_unless(answers, "scripts/containerd-up.sh", "containerd")
 }
 
 /// Imports `archive` into `namespace` (unpacked for the default snapshotter), once per process

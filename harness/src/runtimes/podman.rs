@@ -5,8 +5,8 @@
 //! file events by itself (`podman --help` shows the defaults).
 
 use super::{ImageArchive, OWNER_LABEL};
-use crate::owner::{Owner, CONTAINER_PREFIX};
-use anyhow::{bail, Context, Result};
+use crate::owner::Owner;
+use anyhow::{Context, Result};
 use std::process::{Command, Output};
 
 /// The Podman client.
@@ -22,16 +22,7 @@ pub fn podman_output(args: &[&str]) -> Result<Output> {
 
 /// Runs `podman ARGS` and returns its stdout; an error carrying stderr when it fails.
 pub fn podman(args: &[&str]) -> Result<String> {
-    let out = podman_output(args)?;
-    if !out.status.success() {
-        bail!(
-            "`podman {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    crate::command::stdout_of(podman_output(args)?, "podman", args)
 }
 
 /// Loads `archive` (`podman load`), once per process; returns the image's reference
@@ -129,19 +120,11 @@ impl Drop for PodmanContainer {
 /// Removes the containers that runs of the harness which no longer exist left (their name names
 /// a dead owner); returns their names. Live runs' containers and others are left alone.
 pub fn sweep_dead_owners() -> Result<Vec<String>> {
-    let out = podman(&[
-        "ps",
-        "-a",
-        "--filter",
-        &format!("name={CONTAINER_PREFIX}"),
-        "--format",
-        "{{.Names}}",
-    ])?;
     let mut removed = Vec::new();
-    for name in out.lines().map(str::trim) {
-        if Owner::of_container(name).is_some_and(|o| !o.is_alive()) {
-            let _ = podman_output(&["rm", "-f", "-t", "0", name]);
-            removed.push(name.to_string());
+    for name in crate::docker::harness_containers_of(podman)? {
+        if Owner::of_container(&name).is_some_and(|o| !o.is_alive()) {
+            let _ = podman_output(&["rm", "-f", "-t", "0", &name]);
+            removed.push(name);
         }
     }
     Ok(removed)
