@@ -61,6 +61,14 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
+# Podman (4.3) for netprobe-cli/tests/container_runtimes_e2e.rs: rootful, no network, so without
+# its recommends (buildah, slirp4netns, fuse-overlayfs, uidmap). It runs containers with Debian's
+# runc, the one docker.io uses, and leaves iptables (nft) and Docker's engine as they were.
+if ! command -v podman >/dev/null 2>&1; then
+  log "apt-get install --no-install-recommends podman"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends podman >/dev/null
+fi
 
 # tracefs: uprobes are placed through it (kernel Documentation/trace/uprobetracer.rst).
 if [ ! -e /sys/kernel/tracing/uprobe_events ] && [ ! -e /sys/kernel/debug/tracing/uprobe_events ]; then
@@ -68,11 +76,14 @@ if [ ! -e /sys/kernel/tracing/uprobe_events ] && [ ! -e /sys/kernel/debug/tracin
   mount -t tracefs nodev /sys/kernel/tracing
 fi
 
-# Project downloads and services. Each script is idempotent and says what it does.
+# Project downloads and services. Each script is idempotent and says what it does. containerd-up
+# comes after docker-up: a dockerd started while a containerd serves its default socket uses that
+# one instead of its own (scripts/containerd-up.sh says more).
 for step in "$root/sample-app/dotnet/fetch-runtimes.sh" \
   "$root/sample-app/dotnet/fetch-net9-nativeaot.sh" \
   "$root/scripts/fetch-go-binaries.sh" "$root/scripts/fetch-go-toolchains.sh" \
-  "$root/scripts/fetch-speedscope.sh" "$root/scripts/docker-up.sh"; do
+  "$root/scripts/fetch-speedscope.sh" "$root/scripts/docker-up.sh" \
+  "$root/scripts/containerd-up.sh"; do
   if [ -x "$step" ]; then
     log "running ${step#"$root"/}"
     args=()

@@ -20,16 +20,7 @@ pub const DOCKER: &str = "/usr/bin/docker";
 
 /// Runs `docker ARGS` and returns its stdout; an error carrying stderr when it fails.
 pub fn docker(args: &[&str]) -> Result<String> {
-    let out = docker_output(args)?;
-    if !out.status.success() {
-        bail!(
-            "`docker {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    crate::command::stdout_of(docker_output(args)?, "docker", args)
 }
 
 /// Runs `docker ARGS` and returns its whole output, whatever the exit status.
@@ -43,21 +34,11 @@ pub fn docker_output(args: &[&str]) -> Result<Output> {
 
 /// Starts the engine with the project's `scripts/docker-up.sh` unless it already answers.
 pub fn ensure_engine() -> Result<()> {
-    if docker_output(&["info"])
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-    {
-        return Ok(());
-    }
-    let script = fixtures::workspace_root().join("scripts/docker-up.sh");
-    let status = Command::new("bash")
-        .arg(&script)
-        .status()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !status.success() {
-        bail!("{} could not start the Docker engine", script.display());
-    }
-    Ok(())
+    crate::command::start_unless(
+        || docker_output(&["info"]).is_ok_and(|o| o.status.success()),
+        "scripts/docker-up.sh",
+        "the Docker engine",
+    )
 }
 
 /// Removes the named container (and its anonymous volumes) on drop, running or not.
@@ -198,7 +179,13 @@ pub fn build(
 
 /// Names of all containers (any state) whose names start with the harness's prefix.
 pub fn harness_containers() -> Result<Vec<String>> {
-    let out = docker(&[
+    harness_containers_of(docker)
+}
+
+/// [`harness_containers`] as `client` lists them: `docker`, or Podman's CLI, which takes the
+/// same `ps` arguments.
+pub fn harness_containers_of(client: fn(&[&str]) -> Result<String>) -> Result<Vec<String>> {
+    let out = client(&[
         "ps",
         "-a",
         "--filter",

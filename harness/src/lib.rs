@@ -3,15 +3,18 @@
 //!
 //! - [`owner`]: names of containers/images, and who owns them (for cleanup).
 //! - [`rootfs`]: deterministic root file systems → tar (`docker import`) or newc cpio (initramfs).
+//! - [`command`]: the client programs and daemon scripts, run alike.
 //! - [`docker`]: the engine through `/usr/bin/docker`; guards that remove what a run made.
 //! - [`images`]: the images' contents (.NET app, Go app, sidecar, fixture programs).
 //! - [`checks`]: THE table of kernel-matrix checks and how netprobe's output is judged.
 //! - [`docker_checks`]: the table of Docker checks (sample apps, sidecar and host vantage).
+//! - [`runtimes`]: containerd (`ctr`) and Podman: image archives, labelled containers, guards.
 //! - [`containers`]: the app + sidecar scenario on testcontainers (privileged, else minimal caps).
 //! - [`kernels`], [`matrix`], [`report`]: the kernel matrix and its table.
 
 pub mod binaries;
 pub mod checks;
+pub mod command;
 pub mod containers;
 pub mod docker;
 pub mod docker_checks;
@@ -22,3 +25,4 @@ pub mod oracle;
 pub mod owner;
 pub mod report;
 pub mod rootfs;
+pub mod runtimes;
