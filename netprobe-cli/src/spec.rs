@@ -295,12 +295,21 @@ pub fn resolve(spec: &ProbeSpec, targeting: &Targeting) -> Result<Vec<Location>>
             out.extend(resolve_in_file(spec, &absolute(i)?)?);
         }
     }
+    // The file as the kernel maps it: two containers of one image reach one file through two
+    // overlay mounts, whose st_dev differ, and one uprobe there fires for both.
     let mut seen = std::collections::HashSet::new();
     out.retain(|l| {
-        let key = std::fs::metadata(&l.probe_path)
-            .map(|m| (m.dev(), m.ino(), l.file_offset.0))
-            .unwrap_or((0, 0, l.file_offset.0));
-        key.0 == 0 && key.1 == 0 || seen.insert(key)
+        let key = netprobe_core::file_id::inode_as_mapped(&l.probe_path)
+            .map(|(dev, ino)| ((u64::from(dev.major) << 32) | u64::from(dev.minor), ino))
+            .or_else(|| {
+                std::fs::metadata(&l.probe_path)
+                    .ok()
+                    .map(|m| (m.dev(), m.ino()))
+            });
+        match key {
+            Some((dev, ino)) => seen.insert((dev, ino, l.file_offset.0)),
+            None => true,
+        }
     });
     Ok(out)
 }
