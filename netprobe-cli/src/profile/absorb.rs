@@ -97,6 +97,9 @@ pub struct Absorber {
     /// Each counted process's name (`/proc/PID/comm`), read at its first count while it runs;
     /// `None` when it was gone already.
     pub commands: HashMap<u32, Option<String>>,
+    /// Each counted process's container, pod and namespace, found at its first count.
+    pub places: HashMap<u32, Option<std::rc::Rc<crate::sinks::places::Place>>>,
+    pub placer: crate::sinks::places::Places,
 }
 
 impl Absorber {
@@ -253,6 +256,8 @@ impl Absorber {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
             Some(comm.trim_end_matches('\n').to_string())
         });
+        let placer = &mut self.placer;
+        self.places.entry(pid).or_insert_with(|| placer.of(pid));
         match &mut self.held {
             Some(h) => h.hold(key, tid, span, sample, scale),
             None => *self.raw.stacks.entry(key).or_insert(0) += weight,

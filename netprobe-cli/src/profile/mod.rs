@@ -315,6 +315,8 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         min_block_ns: o.min_block.as_nanos().min(u128::from(u64::MAX)) as u64,
         held: trigger.then(HeldCounts::default),
         commands: Default::default(),
+        places: Default::default(),
+        placer: Default::default(),
     };
     let mut hits = HitRouter::new(probes.as_ref());
     // Chunks as drained, each with its sampler's index; a sampler's chunks of one turn are
@@ -398,9 +400,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         throttled: raw.throttled,
         switches: raw.switches,
         cpu_samples: raw.cpu_samples,
-        process_labels: (absorber.commands.into_iter())
-            .filter_map(|(pid, comm)| Some((pid, vec![("comm".to_string(), comm?)])))
-            .collect(),
+        process_labels: process_labels(absorber.commands, absorber.places),
         ..Report::default()
     };
     let mut notes = Vec::new();
@@ -535,4 +535,28 @@ mod tests {
             "perf record -e cpu-clock/period=10101010/ -e context-switches/period=1/ --switch-events -g -p 7"
         );
     }
+}
+
+/// The labels of each profiled process (pprof's sample labels): its command name, and where it
+/// runs in a container, the `container`, `pod` and `namespace` Kubernetes tools use.
+fn process_labels(
+    commands: std::collections::HashMap<u32, Option<String>>,
+    mut places: std::collections::HashMap<u32, Option<std::rc::Rc<crate::sinks::places::Place>>>,
+) -> std::collections::BTreeMap<u32, Vec<(String, String)>> {
+    commands
+        .into_iter()
+        .map(|(pid, comm)| {
+            let mut labels: Vec<(String, String)> =
+                comm.map(|c| ("comm".to_string(), c)).into_iter().collect();
+            if let Some(p) = places.remove(&pid).flatten() {
+                labels.push(("container".into(), p.container.clone()));
+                if let (Some(pod), Some(ns)) = (&p.pod, &p.namespace) {
+                    labels.push(("pod".into(), pod.clone()));
+                    labels.push(("namespace".into(), ns.clone()));
+                }
+            }
+            (pid, labels)
+        })
+        .filter(|(_, labels)| !labels.is_empty())
+        .collect()
 }
