@@ -13,9 +13,13 @@
 //! Everything a runtime's state holds is treated as hostile input: a container (or whoever can
 //! write a label) chooses its names and labels, so they are bounded and printed escaped.
 
+pub mod bolt;
 mod cgroup;
+pub mod containerd;
 pub mod docker;
 pub mod kubernetes;
+pub mod podman;
+mod state_file;
 
 pub use cgroup::{container_of_cgroup, is_container_id};
 pub use docker::{docker_name, name_in_config};
