@@ -19,7 +19,9 @@
 //! still found by their cgroups.
 
 use super::bolt::{BoltError, Db, Value};
-use super::{is_container_id, labels_from, state_file, Metadata, RuntimeError, MAX_CONTAINERS};
+use super::{
+    is_container_id, labels_from, state_file, Metadata, RuntimeError, MAX_CONTAINERS, MAX_LABEL_KEY,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -120,15 +122,18 @@ pub fn containers_in_db(db: &Db) -> Result<Vec<Metadata>, BoltError> {
             id: id.to_string(),
             runtime: "podman",
             namespace: None,
-            name: config["name"]
-                .as_str()
-                .filter(|n| !n.is_empty())
-                .map(str::to_string),
+            name: config["name"].as_str().and_then(name),
             labels,
             init_pid,
         });
     }
     Ok(out)
+}
+
+/// A container name as kept: not empty, at most [`MAX_LABEL_KEY`] bytes (Podman's names are
+/// `[a-zA-Z0-9][a-zA-Z0-9_.-]*`; a longer one was not written by Podman and is dropped).
+fn name(n: &str) -> Option<String> {
+    (!n.is_empty() && n.len() <= MAX_LABEL_KEY).then(|| n.to_string())
 }
 
 fn json(bytes: &[u8]) -> Option<serde_json::Value> {
@@ -161,8 +166,7 @@ pub fn names_in_storage(bytes: &[u8]) -> BTreeMap<String, String> {
         .take(MAX_CONTAINERS)
         .filter_map(|r| {
             let id = r["id"].as_str().filter(|i| is_container_id(i))?;
-            let name = r["names"].get(0)?.as_str().filter(|n| !n.is_empty())?;
-            Some((id.to_string(), name.to_string()))
+            Some((id.to_string(), name(r["names"].get(0)?.as_str()?)?))
         })
         .collect()
 }
@@ -275,6 +279,11 @@ mod tests {
         assert_eq!(names.len(), 3);
         assert!(names_in_storage(b"{").is_empty());
         assert!(names_in_storage(br#"[{"id":"../x","names":["evil"]}]"#).is_empty());
+        let long = format!(r#"[{{"id":"{WEB}","names":["{}"]}}]"#, "n".repeat(600));
+        assert!(
+            names_in_storage(long.as_bytes()).is_empty(),
+            "a name over the cap is dropped"
+        );
     }
 
     #[test]

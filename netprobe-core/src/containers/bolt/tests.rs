@@ -269,3 +269,19 @@ proptest! {
         }
     }
 }
+
+/// The fuzz target's seed (`netprobe-core/fuzz/seeds/bolt/synthetic.db`) is [`synthetic`]'s file
+/// (`NETPROBE_WRITE_BOLT_SEED=1` writes it anew after a change to [`synthetic`]).
+#[test]
+fn the_fuzz_seed_is_the_synthetic_file() {
+    let seed =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/bolt/synthetic.db");
+    if std::env::var_os("NETPROBE_WRITE_BOLT_SEED").is_some() {
+        std::fs::write(&seed, synthetic()).unwrap();
+    }
+    assert!(
+        std::fs::read(&seed).unwrap() == synthetic(),
+        "{} differs from synthetic()",
+        seed.display()
+    );
+}
