@@ -19,9 +19,7 @@
 //! still found by their cgroups.
 
 use super::bolt::{BoltError, Db, Value};
-use super::{
-    is_container_id, labels_from, state_file, Metadata, RuntimeError, MAX_CONTAINERS, MAX_LABEL_KEY,
-};
+use super::{is_container_id, state_file, Metadata, RuntimeError, MAX_CONTAINERS, MAX_LABEL_KEY};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -109,15 +107,7 @@ pub fn containers_in_db(db: &Db) -> Result<Vec<Metadata>, BoltError> {
             let pid = s["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
             pid.filter(|&p| live && p != 0)
         });
-        let labels = config["labels"]
-            .as_object()
-            .map(|o| {
-                labels_from(
-                    o.iter()
-                        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))),
-                )
-            })
-            .unwrap_or_default();
+        let labels = state_file::labels_in_json(&config["labels"]);
         out.push(Metadata {
             id: id.to_string(),
             runtime: "podman",

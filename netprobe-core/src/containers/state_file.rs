@@ -58,6 +58,20 @@ pub fn read_db<T>(
     Ok(found)
 }
 
+/// The labels of a JSON object of strings (Docker's `Config.Labels`, Podman's `labels`), within
+/// the caps of [`super::labels_from`]; a member that is not a string is left out.
+pub fn labels_in_json(object: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    object
+        .as_object()
+        .map(|o| {
+            super::labels_from(
+                o.iter()
+                    .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))),
+            )
+        })
+        .unwrap_or_default()
+}
+
 /// The pid a pid file holds: decimal digits only (a newline after them allowed), not 0, within
 /// `u32`; `None` for anything else or an unreadable file.
 pub fn read_pid(path: &Path) -> Option<u32> {
