@@ -2,21 +2,21 @@
 //! store containerd keeps its metadata in (`ROOT/io.containerd.metadata.v1.bolt/meta.db`) and
 //! Podman 4 its state (`GRAPH_ROOT/libpod/bolt_state.db`).
 //!
-//! One file per on-disk structure, after bbolt's own sources: [`meta`] (the two meta pages and
-//! the snapshot they choose; bbolt `internal/common/meta.go`, `db.go`), [`page`] (page header,
-//! branch and leaf elements, overflow; `internal/common/page.go`) and [`bucket`] (nested and
+//! One file per on-disk structure, after bbolt's own sources: `meta.rs` (the two meta pages and
+//! the snapshot they choose; bbolt `internal/common/meta.go`, `db.go`), `page.rs` (page header,
+//! branch and leaf elements, overflow; `internal/common/page.go`) and `bucket.rs` (nested and
 //! inline buckets, tree walks; `internal/common/bucket.go`, `bucket.go`, `cursor.go`).
 //!
 //! Zero-copy: a [`Db`] borrows the file's bytes (a mapping, [`crate::bytes::FileBytes`]) and every
 //! key and value is a slice of them. No lock is taken: the runtime holds bbolt's `flock` for as
 //! long as it runs. A writer never overwrites the pages of the last committed transaction (it
 //! writes new pages, then the meta page), so the newest valid meta names a consistent snapshot;
-//! a page a later commit reuses while we read is caught by the checks below and read again by
-//! the caller.
+//! a page that a later commit frees and reuses while we read mostly fails the checks below,
+//! and the caller then reads the file once more (`state_file::read_db`).
 //!
 //! The bytes are hostile input (a file anyone with write access to the runtime's state can
 //! shape): every offset is bounds-checked, a page must name itself in its header and lie below
-//! the snapshot's high-water mark, trees and bucket nesting deeper than [`bucket::MAX_DEPTH`]
+//! the snapshot's high-water mark, trees and bucket nesting deeper than [`MAX_DEPTH`]
 //! and pages met twice in one walk are errors. Nothing panics and memory stays proportional to
 //! the depth and the pages of one walk.
 
