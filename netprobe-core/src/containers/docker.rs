@@ -1,7 +1,7 @@
 //! Docker's metadata on disk: `DOCKER_ROOT/containers/ID/config.v2.json` (moby
 //! `container/container.go`), read without the Engine API.
 
-use super::{labels_from, Container, Metadata, RuntimeError, MAX_CONTAINERS};
+use super::{Container, Metadata, RuntimeError, MAX_CONTAINERS};
 use std::path::Path;
 
 /// Docker's default data root (`dockerd --data-root`).
@@ -53,15 +53,7 @@ pub fn metadata_of_config(id: &str, bytes: &[u8]) -> Option<Metadata> {
         .then(|| state["Pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
         .flatten()
         .filter(|p| *p != 0);
-    let labels = doc["Config"]["Labels"]
-        .as_object()
-        .map(|o| {
-            labels_from(
-                o.iter()
-                    .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))),
-            )
-        })
-        .unwrap_or_default();
+    let labels = super::state_file::labels_in_json(&doc["Config"]["Labels"]);
     Some(Metadata {
         id: id.to_string(),
         runtime: "docker",

@@ -13,10 +13,14 @@
 //! Everything a runtime's state holds is treated as hostile input: a container (or whoever can
 //! write a label) chooses its names and labels, so they are bounded and printed escaped.
 
+pub mod bolt;
 mod catalog;
 mod cgroup;
+pub mod containerd;
 pub mod docker;
 pub mod kubernetes;
+pub mod podman;
+mod state_file;
 
 pub use catalog::{cgroup_path, display_name, read_system, Catalog, SelectError, Selection};
 pub use cgroup::{container_of_cgroup, is_container_id};
