@@ -499,6 +499,30 @@ impl HitRouter {
     }
 }
 
+/// The labels of each profiled process (pprof's sample labels): its command name, and where it
+/// runs in a container, the `container`, `pod` and `namespace` Kubernetes tools use.
+fn process_labels(
+    commands: std::collections::HashMap<u32, Option<String>>,
+    mut places: std::collections::HashMap<u32, Option<std::rc::Rc<crate::sinks::places::Place>>>,
+) -> std::collections::BTreeMap<u32, Vec<(String, String)>> {
+    commands
+        .into_iter()
+        .map(|(pid, comm)| {
+            let mut labels: Vec<(String, String)> =
+                comm.map(|c| ("comm".to_string(), c)).into_iter().collect();
+            if let Some(p) = places.remove(&pid).flatten() {
+                labels.push(("container".into(), p.container.clone()));
+                if let (Some(pod), Some(ns)) = (&p.pod, &p.namespace) {
+                    labels.push(("pod".into(), pod.clone()));
+                    labels.push(("namespace".into(), ns.clone()));
+                }
+            }
+            (pid, labels)
+        })
+        .filter(|(_, labels)| !labels.is_empty())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,28 +559,4 @@ mod tests {
             "perf record -e cpu-clock/period=10101010/ -e context-switches/period=1/ --switch-events -g -p 7"
         );
     }
-}
-
-/// The labels of each profiled process (pprof's sample labels): its command name, and where it
-/// runs in a container, the `container`, `pod` and `namespace` Kubernetes tools use.
-fn process_labels(
-    commands: std::collections::HashMap<u32, Option<String>>,
-    mut places: std::collections::HashMap<u32, Option<std::rc::Rc<crate::sinks::places::Place>>>,
-) -> std::collections::BTreeMap<u32, Vec<(String, String)>> {
-    commands
-        .into_iter()
-        .map(|(pid, comm)| {
-            let mut labels: Vec<(String, String)> =
-                comm.map(|c| ("comm".to_string(), c)).into_iter().collect();
-            if let Some(p) = places.remove(&pid).flatten() {
-                labels.push(("container".into(), p.container.clone()));
-                if let (Some(pod), Some(ns)) = (&p.pod, &p.namespace) {
-                    labels.push(("pod".into(), pod.clone()));
-                    labels.push(("namespace".into(), ns.clone()));
-                }
-            }
-            (pid, labels)
-        })
-        .filter(|(_, labels)| !labels.is_empty())
-        .collect()
 }

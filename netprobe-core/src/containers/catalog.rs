@@ -379,9 +379,19 @@ pub fn cgroup_path(proc: &Path, pid: u32) -> Option<String> {
 /// `pids_are_ours`: whether netprobe runs in the initial pid namespace, whose pids the runtimes
 /// record (elsewhere a container is found by its cgroup name only).
 pub fn read_system(pids_are_ours: bool) -> Catalog {
-    let answers = vec![super::docker::containers(Path::new(
+    let mut answers = vec![super::docker::containers(Path::new(
         super::docker::DEFAULT_ROOT,
     ))];
+    for (root, state) in super::containerd::DEFAULT_DIRS {
+        answers.push(super::containerd::containers(
+            Path::new(root),
+            Path::new(state),
+        ));
+    }
+    answers.push(super::podman::containers(
+        Path::new(super::podman::DEFAULT_GRAPH_ROOT),
+        Path::new(super::podman::DEFAULT_RUN_ROOT),
+    ));
     let proc = Path::new("/proc");
     Catalog::new(answers, |pid| {
         if pids_are_ours {
