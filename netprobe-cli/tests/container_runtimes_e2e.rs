@@ -203,7 +203,7 @@ fn ps_names(c: &Running) -> R {
         .map(str::to_string)
         .ok_or_else(|| format!("pid {} is not listed by ps", c.pid))?;
     expect(
-        line.contains(&format!("{} ({})", &c.id[..12], c.name)),
+        line.contains(&format!("{} ({}", &c.id[..12], c.name)),
         || format!("ps line of pid {}: {line:?}", c.pid),
     )
 }
@@ -449,13 +449,26 @@ fn pod_counted_by_selector_and_name() -> R {
         expect(n == 7, || {
             format!("count {selection:?}: main.Add3 {n}, expected 3 + 4: {stdout} {stderr}")
         })?;
+        // Per container: each of the pod's two names the pod, and their calls add up.
+        let mut per_container = Vec::new();
         for rec in json_lines(stdout.as_bytes()) {
-            let (_, pod, ns) = placement(&rec);
-            expect(
-                pod.as_deref() == Some(POD_NAME) && ns.as_deref() == Some(POD_NAMESPACE),
-                || format!("count {selection:?}: a record does not name the pod: {rec}"),
-            )?;
+            for c in rec["containers"].as_array().into_iter().flatten() {
+                let (container, pod, ns) = placement(c);
+                expect(
+                    pod.as_deref() == Some(POD_NAME) && ns.as_deref() == Some(POD_NAMESPACE),
+                    || format!("count {selection:?}: a container does not name the pod: {rec}"),
+                )?;
+                per_container.push((container, c["counts"]["main.Add3"].as_u64()));
+            }
         }
+        per_container.sort();
+        expect(
+            per_container.len() == 2
+                && per_container.iter().filter_map(|(_, n)| *n).sum::<u64>() == 7,
+            || {
+                format!("count {selection:?}: per container {per_container:?}, expected both containers of the pod, 3 + 4: {stdout}")
+            },
+        )?;
     }
     Ok(())
 }

@@ -23,21 +23,25 @@ pub(crate) fn run_generation(
     fn export<'s>(
         inner: Exported<'s>,
         container: Option<&netprobe_core::ipc::docker::ContainerInfo>,
+        pids: &[u32],
     ) -> Exported<'s> {
         match container {
             Some(c) => inner.known_container(&c.id, &c.name),
             None => inner,
         }
+        .learn(pids)
     }
-    /// Where the hits' processes run, with the followed container's name already known.
+    /// Where the hits' processes run, with the followed container's name already known, and
+    /// the targets looked up while they run.
     fn places(
         container: Option<&netprobe_core::ipc::docker::ContainerInfo>,
+        pids: &[u32],
     ) -> sinks::places::Places {
         let mut p = sinks::places::Places::default();
         if let Some(c) = container {
             p.known(&c.id, &c.name);
         }
-        p
+        p.learn(pids)
     }
     let format = if o.json { Format::Json } else { Format::Text };
     let stdout = std::io::stdout();
@@ -52,7 +56,7 @@ pub(crate) fn run_generation(
                 max_events: o.max_events,
                 printed: 0,
                 tasks: session.tasks(),
-                places: places(container.as_ref()),
+                places: places(container.as_ref(), session.pids()),
                 stacks: o.stack.then(|| {
                     let mut show = sinks::stack::StackShow::new(o.stack_depth);
                     show.use_recorded_maps(session.recorded_maps());
@@ -98,7 +102,7 @@ pub(crate) fn run_generation(
                     max_events: o.max_events,
                     ..Counter::default()
                 }
-                .by_container(session.tasks()),
+                .by_container(session.tasks(), places(container.as_ref(), session.pids())),
                 out: stdout.lock(),
                 format,
                 last_tick: Instant::now(),
@@ -109,6 +113,7 @@ pub(crate) fn run_generation(
                     with_metrics = export(
                         Exported::counting(&mut counter, m.clone(), session.tasks()),
                         container.as_ref(),
+                        session.pids(),
                     );
                     &mut with_metrics
                 }
@@ -138,6 +143,7 @@ pub(crate) fn run_generation(
                     with_metrics = export(
                         Exported::timing(&mut lat, m.clone(), session.tasks()),
                         container.as_ref(),
+                        session.pids(),
                     );
                     &mut with_metrics
                 }

@@ -316,7 +316,7 @@ pub fn record(o: &ProfileOptions, mut probes: Option<Probes>) -> Result<Profile>
         held: trigger.then(HeldCounts::default),
         commands: Default::default(),
         places: Default::default(),
-        placer: Default::default(),
+        placer: crate::sinks::places::Places::default().learn(&o.pids),
     };
     let mut hits = HitRouter::new(probes.as_ref());
     // Chunks as drained, each with its sampler's index; a sampler's chunks of one turn are

@@ -99,11 +99,26 @@ pub(crate) fn start_backend(
 /// stack, event limit or metrics labels; a `--filter`, `--tid` or `--comm` is the kernel's to test
 /// on counting events too, `perf_tp_event_match`), on processes (the per-task backend), without
 /// .NET methods (whose stall watch needs each hit), of at most
-/// [`per_task::MAX_COUNTED_PROBES`] probes.
+/// [`per_task::MAX_COUNTED_PROBES`] probes, none of which may be one file reached through two
+/// paths (see [`one_file_through_two_paths`]).
 pub(crate) fn counts_in_kernel(mode: Mode, o: &Options, plan: &ProbePlan) -> bool {
     mode == Mode::Count
         && !o.stack
         && !o.reads_each_hit
         && plan.managed.is_empty()
         && plan.probes.len() <= per_task::MAX_COUNTED_PROBES
+        && !one_file_through_two_paths(plan)
+}
+
+/// Whether two probes of one function sit at the same offset of two paths: two containers of
+/// one image reach one file through two overlay mounts, which stat tells apart but uprobes do
+/// not (they sit on the layer's inode underneath), so each probe fires in both containers'
+/// tasks. Counting perf events cannot tell which process a probe belongs to; records can (the
+/// per-task backend keeps a record only from a process that maps its probe's path).
+fn one_file_through_two_paths(plan: &ProbePlan) -> bool {
+    let mut seen = std::collections::HashMap::new();
+    plan.probes.iter().any(|p| {
+        let key = (plan.function(p.function).name.as_str(), p.role, p.offset.0);
+        matches!(seen.insert(key, &p.path), Some(other) if *other != p.path)
+    })
 }

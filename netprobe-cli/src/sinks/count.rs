@@ -24,9 +24,9 @@ pub struct Counter {
 
 impl Counter {
     /// Counts the hits of processes in containers per container too, each process found by
-    /// `tasks`.
-    pub fn by_container(mut self, tasks: TaskInfo) -> Counter {
-        self.places = Some((tasks, Places::default()));
+    /// `tasks` and placed by `places`.
+    pub fn by_container(mut self, tasks: TaskInfo, places: Places) -> Counter {
+        self.places = Some((tasks, places));
         self
     }
 
@@ -38,27 +38,11 @@ impl Counter {
         elapsed_s: f64,
     ) -> CountReport<'a> {
         CountReport {
-            rows: plan
-                .functions
-                .iter()
-                .map(|f| {
-                    (
-                        f.name.as_str(),
-                        self.counts.get(&f.id).copied().unwrap_or(0),
-                    )
-                })
-                .collect(),
+            rows: by_name(plan, &self.counts, true),
             by_place: self
                 .by_place
                 .iter()
-                .map(|(place, counts)| {
-                    let rows = plan
-                        .functions
-                        .iter()
-                        .filter_map(|f| Some((f.name.as_str(), *counts.get(&f.id)?)))
-                        .collect();
-                    (place.clone(), rows)
-                })
+                .map(|(place, counts)| (place.clone(), by_name(plan, counts, false)))
                 .collect(),
             lost,
             elapsed_s,
@@ -94,6 +78,28 @@ impl Counter {
                 .iter()
                 .any(|p| p.function == function && p.role == Role::Entry)
     }
+}
+
+/// Calls per function name, in plan order: one name can be several planned functions (a
+/// function of one image in two containers, reached through two paths), whose calls add up.
+/// `all`: functions without calls too.
+fn by_name<'a>(
+    plan: &'a ProbePlan,
+    counts: &BTreeMap<FunctionId, u64>,
+    all: bool,
+) -> Vec<(&'a str, u64)> {
+    let mut rows: Vec<(&str, u64)> = Vec::new();
+    for f in &plan.functions {
+        let n = counts.get(&f.id).copied();
+        if n.is_none() && !all {
+            continue;
+        }
+        match rows.iter_mut().find(|(name, _)| *name == f.name) {
+            Some((_, total)) => *total += n.unwrap_or(0),
+            None => rows.push((f.name.as_str(), n.unwrap_or(0))),
+        }
+    }
+    rows
 }
 
 impl Sink for Counter {

@@ -80,6 +80,15 @@ impl Places {
         }
     }
 
+    /// Looks `pids` up now, while they run: a target whose hits are read after it exited (a
+    /// short workload) is still placed.
+    pub fn learn(mut self, pids: &[u32]) -> Places {
+        for &p in pids {
+            self.of(p);
+        }
+        self
+    }
+
     /// Container `id` is named `name` (what `--container` already asked the engine).
     pub fn known(&mut self, id: &str, name: &str) {
         self.names.insert(id.to_string(), name.to_string());

@@ -81,6 +81,8 @@ impl Catalog {
         cgroup_of: impl Fn(u32) -> Option<String>,
     ) -> Catalog {
         let mut c = Catalog::default();
+        // One note per runtime (containerd has two state folders: its own and Docker's).
+        let mut failed: Vec<(&'static str, RuntimeError, usize)> = Vec::new();
         for answer in answers {
             match answer {
                 Ok(found) => {
@@ -89,8 +91,17 @@ impl Catalog {
                     }
                 }
                 Err(RuntimeError::Absent { .. }) => {}
-                Err(e) => c.notes.push(format!("netprobe: note: {e}")),
+                Err(e) => match failed.iter_mut().find(|(r, _, _)| *r == e.runtime()) {
+                    Some((_, _, more)) => *more += 1,
+                    None => failed.push((e.runtime(), e, 0)),
+                },
             }
+        }
+        for (_, e, more) in failed {
+            c.notes.push(match more {
+                0 => format!("netprobe: note: {e}"),
+                n => format!("netprobe: note: {e} (and {n} more of its state folders)"),
+            });
         }
         c
     }

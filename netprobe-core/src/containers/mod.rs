@@ -133,6 +133,15 @@ pub enum RuntimeError {
 }
 
 impl RuntimeError {
+    /// The runtime whose state it is.
+    pub fn runtime(&self) -> &'static str {
+        match self {
+            RuntimeError::Absent { runtime, .. }
+            | RuntimeError::Refused { runtime, .. }
+            | RuntimeError::Unreadable { runtime, .. } => runtime,
+        }
+    }
+
     /// The error an I/O failure on `path` of `runtime`'s state is: absent, refused or unreadable.
     pub fn of_io(
         runtime: &'static str,

@@ -19,6 +19,7 @@
 //! `netprobe clean`, and cost no process anything while they wait.
 
 pub mod events;
+mod owners;
 pub mod sample;
 
 use crate::backend::tracefs::decode;
@@ -108,6 +109,8 @@ pub struct PerTaskSession {
     /// With stacks: the targets' mappings as the kernel announced them, so the frames of a
     /// process that exited before its hits were read are named all the same.
     recorded: netprobe_core::maps::RecordedMaps,
+    /// Which process each record of a probe reached through two paths belongs to.
+    owners: owners::ProbeOwners,
 }
 
 impl PerTaskSession {
@@ -136,6 +139,7 @@ impl PerTaskSession {
             max_stack,
             caller_in_chain: Vec::new(),
             recorded: Default::default(),
+            owners: Default::default(),
         }
     }
 
@@ -330,6 +334,7 @@ impl PerTaskSession {
             max_stack,
             caller_in_chain,
             recorded,
+            owners,
             ..
         } = self;
         let mut last = None;
@@ -345,6 +350,9 @@ impl PerTaskSession {
                 let Some(probe) = slot.probe(s.raw) else {
                     return;
                 };
+                if !owners.keeps(s.pid, probe) {
+                    return;
+                }
                 let Some(mut hit) = decode::decode(plan, probe, format, s.time, s.raw) else {
                     return;
                 };
@@ -504,6 +512,8 @@ impl Backend for PerTaskSession {
         }
         self.attached = true;
         self.plan = plan.into_inner();
+        self.owners = owners::ProbeOwners::new(&self.plan);
+        self.owners.learn(&self.options.pids);
         if let Err(e) = self.setup() {
             // Teardown errors are secondary to the one that stopped the start.
             let _ = self.teardown();

@@ -66,6 +66,12 @@ impl Exported<'_> {
         self.places.known(id, name);
         self
     }
+
+    /// The targets `pids`, looked up now while they run.
+    pub fn learn(mut self, pids: &[u32]) -> Self {
+        self.places = std::mem::take(&mut self.places).learn(pids);
+        self
+    }
 }
 
 impl Sink for Exported<'_> {
