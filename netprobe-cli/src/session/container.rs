@@ -30,6 +30,12 @@ pub(crate) fn container_processes(
         (Err(e @ SelectError::NoSuchContainer { .. }), Selection::Container(name)) => {
             return from_docker_api(name, e, catalog.entries().is_empty())
         }
+        // The engine says why a Docker container has no process (`created`, `exited`) and how
+        // to start it.
+        (
+            Err(e @ (SelectError::NotRunning { .. } | SelectError::NoVisibleProcess { .. })),
+            Selection::Container(name),
+        ) if docker_chosen(&catalog, selection) => return from_docker_api(name, e, false),
         (Err(e), _) => return Err(Error::usage(e.to_string())),
     };
     if found.is_empty() {
@@ -85,6 +91,11 @@ fn without_netprobe(found: Vec<(u32, Container)>) -> Vec<(u32, Container)> {
         .collect()
 }
 
+/// Whether `selection` chooses one container, and Docker's.
+fn docker_chosen(catalog: &netprobe_core::containers::Catalog, selection: &Selection) -> bool {
+    matches!(catalog.select(selection).as_deref(), Ok([i]) if catalog.entries()[*i].runtime == "docker")
+}
+
 /// `--container NAME` that no runtime's state names: asked of the Docker Engine API. When that
 /// has no socket either, the catalog's error stands, unless there was no state to look in.
 fn from_docker_api(
@@ -106,8 +117,11 @@ fn from_docker_api(
             ));
             Ok((Some(info), pids))
         }
-        Err(ContainerError::NoSocket { .. }) if !catalog_empty => {
-            Err(Error::usage(not_in_catalog.to_string()))
+        Err(ContainerError::NoSocket { socket, .. }) if !catalog_empty => {
+            Err(Error::usage(format!(
+                "{not_in_catalog}; no Docker socket at {} to ask either",
+                socket.display()
+            )))
         }
         Err(e) => Err(Error::usage(e.to_string())),
     }
