@@ -84,3 +84,32 @@ impl ProbeOwners {
         keeps
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This test process maps its own executable, not a copy of it: of two probes of one
+    /// function at one offset (the copy standing for the same image in another container), its
+    /// records are its own probe's; a probe without a twin is always kept.
+    #[test]
+    fn records_are_kept_from_the_process_that_maps_the_probe_path() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("copy");
+        std::fs::copy(&exe, &copy).unwrap();
+        let mut plan = crate::sinks::test_plan(&["f", "g"], exe.to_str().unwrap());
+        let other = crate::sinks::test_plan(&["f"], copy.to_str().unwrap());
+        plan.probes.push(crate::plan::KernelProbe {
+            function: plan.functions[0].id,
+            ..other.probes[0].clone()
+        });
+        let mut owners = ProbeOwners::new(&plan);
+        let me = std::process::id();
+        assert!(owners.keeps(me, 0), "its own path");
+        assert!(owners.keeps(me, 1), "no twin");
+        assert!(!owners.keeps(me, 2), "the copy's path");
+        // A process that cannot be read keeps its records.
+        assert!(owners.keeps(u32::MAX, 2));
+    }
+}
