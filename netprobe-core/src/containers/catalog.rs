@@ -64,6 +64,8 @@ pub struct Catalog {
     notes: Vec<String>,
     /// The runtimes read (for "looked in" in errors): `docker`, `containerd k8s.io`, ...
     looked: Vec<String>,
+    /// The runtimes with no state here (not installed, or never run).
+    absent: Vec<&'static str>,
     by_id: HashMap<String, usize>,
     /// `NAMESPACE/ID` of containerd containers.
     by_namespaced_id: HashMap<String, usize>,
@@ -90,7 +92,11 @@ impl Catalog {
                         c.add(m, &cgroup_of);
                     }
                 }
-                Err(RuntimeError::Absent { .. }) => {}
+                Err(RuntimeError::Absent { runtime, .. }) => {
+                    if !c.absent.contains(&runtime) {
+                        c.absent.push(runtime);
+                    }
+                }
                 Err(e) => match failed.iter_mut().find(|(r, _, _)| *r == e.runtime()) {
                     Some((_, _, more)) => *more += 1,
                     None => failed.push((e.runtime(), e, 0)),
@@ -142,10 +148,22 @@ impl Catalog {
     }
 
     fn looked(&self) -> String {
-        if self.looked.is_empty() {
-            "no runtime's state: none of Docker, containerd and Podman has containers here".into()
+        // A runtime with state in one place and none in another (containerd's own folders and
+        // Docker's) was looked in.
+        let absent: Vec<&str> = self
+            .absent
+            .iter()
+            .copied()
+            .filter(|r| !self.looked.iter().any(|l| l.split(' ').next() == Some(*r)))
+            .collect();
+        let looked = if self.looked.is_empty() {
+            "no runtime's containers".to_string()
         } else {
             self.looked.join(", ")
+        };
+        match absent[..] {
+            [] => looked,
+            _ => format!("{looked}; no state of {} here", absent.join(", ")),
         }
     }
 
@@ -627,6 +645,41 @@ mod tests {
             )),
             Err(SelectError::NoMatch { .. })
         ));
+    }
+
+    #[test]
+    fn runtimes_without_state_are_named_in_errors() {
+        let absent = |runtime| {
+            Err(RuntimeError::Absent {
+                runtime,
+                path: "/x".into(),
+            })
+        };
+        let c = Catalog::new(
+            vec![
+                Ok(vec![meta(
+                    DOCKER_ID,
+                    "docker",
+                    None,
+                    Some("web"),
+                    &[],
+                    None,
+                )]),
+                absent("containerd"),
+                absent("podman"),
+            ],
+            |_| None,
+        );
+        let e = c.select(&Selection::Container("db".into())).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--container db: no container has that name or id (looked in docker; no state of containerd, podman here): list them with `netprobe ps`"
+        );
+        assert!(
+            c.notes().is_empty(),
+            "an absent runtime is no note: {:?}",
+            c.notes()
+        );
     }
 
     #[test]
