@@ -473,6 +473,45 @@ fn pod_counted_by_selector_and_name() -> R {
     Ok(())
 }
 
+/// `latency --json --pod shop/checkout-7d4`: one record per container of the pod, naming its
+/// container, pod and namespace, with that container's completed calls (3 and 4).
+fn pod_timed_per_container() -> R {
+    let _one_pod = POD.lock().unwrap_or_else(|e| e.into_inner());
+    let pod = start_pod()?;
+    let (child, stderr) = fixtures::live::spawn_until_live(
+        netprobe::command()
+            .args(["latency", "--json", "--pod"])
+            .arg(format!("{POD_NAMESPACE}/{POD_NAME}"))
+            .args(["main.Add3", "--duration", "120s"]),
+        Duration::from_secs(60),
+    )?;
+    let (apps, guards): (Vec<_>, Vec<_>) =
+        pod.into_iter().map(|(c, n)| ((c.app, n), c._guard)).unzip();
+    let calls: Vec<usize> = apps.iter().map(|(_, n)| *n).collect();
+    run_workloads(apps)?;
+    let (stdout, stderr) = finish_netprobe(child, stderr)?;
+    drop(guards);
+    let mut per_container: Vec<(Option<String>, u64)> = Vec::new();
+    for rec in json_lines(stdout.as_bytes()) {
+        let (container, pod, ns) = placement(&rec);
+        expect(
+            rec["function"] == "main.Add3"
+                && pod.as_deref() == Some(POD_NAME)
+                && ns.as_deref() == Some(POD_NAMESPACE),
+            || format!("latency: a record does not name the pod: {rec} {stderr}"),
+        )?;
+        per_container.push((container, rec["count"].as_u64().unwrap_or(0)));
+    }
+    per_container.sort();
+    let mut got: Vec<u64> = per_container.iter().map(|(_, n)| *n).collect();
+    got.sort_unstable();
+    let mut want: Vec<u64> = calls.iter().map(|&n| n as u64).collect();
+    want.sort_unstable();
+    expect(per_container.len() == 2 && got == want, || {
+        format!("latency: per container {per_container:?}, expected {want:?}: {stdout} {stderr}")
+    })
+}
+
 /// A selector or pod that matches no container: exit status non-zero, one line on stderr.
 fn selection_matching_nothing_is_one_line() -> R {
     let none = format!("app=none-{}", std::process::id());
@@ -592,6 +631,7 @@ fn main() {
             &ctr,
             pod_counted_by_selector_and_name,
         ),
+        e2e::trial("pod_timed_per_container", &ctr, pod_timed_per_container),
         e2e::trial(
             "selection_matching_nothing_is_one_line",
             &e2e::live(&[]),

@@ -136,7 +136,8 @@ pub(crate) fn run_generation(
             let mut lat = Latency {
                 max_events: o.max_events,
                 ..Latency::default()
-            };
+            }
+            .by_container(session.tasks(), places(container.as_ref(), session.pids()));
             let mut with_metrics;
             let sink: &mut dyn sinks::Sink = match metrics {
                 Some(m) => {

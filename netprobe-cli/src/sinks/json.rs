@@ -79,9 +79,20 @@ impl Printer for JsonPrinter {
     }
 
     fn latency(&self, out: &mut dyn Write, r: &LatencyReport<'_>) -> io::Result<()> {
-        for (name, stats) in &r.functions {
+        for (name, place, stats) in &r.functions {
+            // Where the calls ran: the container, pod and namespace beside the function.
+            let with_place = |mut o: serde_json::Value| {
+                if let Some(p) = place {
+                    if let (Some(o), Ok(serde_json::Value::Object(p))) =
+                        (o.as_object_mut(), serde_json::to_value(&**p))
+                    {
+                        o.extend(p);
+                    }
+                }
+                o
+            };
             let Some(s) = stats else {
-                writeln!(out, "{}", json!({"function": name, "count": 0}))?;
+                writeln!(out, "{}", with_place(json!({"function": name, "count": 0})))?;
                 continue;
             };
             let buckets: Vec<serde_json::Value> = s
@@ -97,14 +108,14 @@ impl Printer for JsonPrinter {
             writeln!(
                 out,
                 "{}",
-                json!({
+                with_place(json!({
                     "function": name,
                     "count": s.calls,
                     "p50_ns": s.p50_ns, "p90_ns": s.p90_ns, "p99_ns": s.p99_ns, "max_ns": s.max_ns,
                     "buckets": buckets,
                     "lost": r.lost.counted,
                     "complete": !r.lost.any(),
-                })
+                }))
             )?;
         }
         Ok(())

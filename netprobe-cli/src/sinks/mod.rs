@@ -155,11 +155,20 @@ pub struct LatencyStats<'a> {
     pub log2: &'a [u64],
 }
 
+/// A function's name, the container of its calls (`None`: the host), and their statistics
+/// (`None` when no call completed).
+pub type LatencyRow<'a> = (
+    &'a str,
+    Option<std::rc::Rc<places::Place>>,
+    Option<LatencyStats<'a>>,
+);
+
 /// The latency report (`netprobe latency`): per function in plan order, `None` when no call
 /// completed.
 #[derive(Clone, Debug)]
 pub struct LatencyReport<'a> {
-    pub functions: Vec<(&'a str, Option<LatencyStats<'a>>)>,
+    /// Per function (and container, where its process runs in one).
+    pub functions: Vec<LatencyRow<'a>>,
     /// Returns seen without an entry (the call began before the probes).
     pub unpaired_returns: u64,
     pub lost: Lost,

@@ -149,13 +149,17 @@ impl Printer for TextPrinter {
     }
 
     fn latency(&self, out: &mut dyn Write, r: &LatencyReport<'_>) -> io::Result<()> {
-        for (name, stats) in &r.functions {
+        for (name, place, stats) in &r.functions {
             let name = Printable(name);
+            let at = place
+                .as_ref()
+                .map(|p| format!(" in {}", Printable(&p.path())))
+                .unwrap_or_default();
             let Some(s) = stats else {
-                writeln!(out, "{name}: no completed calls")?;
+                writeln!(out, "{name}{at}: no completed calls")?;
                 continue;
             };
-            writeln!(out, "Function = {name} [{} calls]", s.calls)?;
+            writeln!(out, "Function = {name}{at} [{} calls]", s.calls)?;
             writeln!(out, "{:>24} : {:<8} distribution", "nsecs", "count")?;
             let first = s.log2.iter().position(|&c| c > 0).unwrap_or(0);
             let last = s.log2.iter().rposition(|&c| c > 0).unwrap_or(0);
