@@ -8,6 +8,12 @@
 //! generic parameter of the type, of the method). C# writes `Dictionary<int, bool>`,
 //! `TextWriter`, `ReadOnlySpan<int>`, `ref byte`, `char*`, `string[]`, `Outer.Inner`.
 //!
+//! A function pointer, ``method unmanaged void *(uint8*,int32)``, is C#'s
+//! `delegate* unmanaged<byte*, int, void>`. The runtime's signature printer (`PrettyPrintType` in
+//! dotnet/runtime `src/coreclr/inc/formattype.cpp`) writes a type it knows only by its method
+//! table as ``System.Span`1 /* MT: 0x7f2aa3dae620 */<object>`` (seen in a perf map, a reflection
+//! stub's `dynamicClass::InvokeStub_...`); [`without_comments`] takes such comments out first.
+//!
 //! Generic parameters stay `!0` and `!!0`: their names are in the metadata, not in the runtime's
 //! name, and netprobe does not guess them.
 
@@ -103,6 +109,11 @@ pub fn type_name(t: &str, pos: Position) -> String {
         Some((r, end)) if !r[..end].contains([',', '[', '<']) && end + 1 < r.len() => &r[end + 1..],
         _ => t,
     };
+    if let Some(sig) = t.strip_prefix("method ") {
+        if let Some(p) = function_pointer(sig) {
+            return p;
+        }
+    }
     // Suffixes, outermost last: `&` (ref), `*` (pointer), `[]`/`[,]` (array), taken off in a
     // loop (a hostile perf map may write thousands of them; no recursion per suffix).
     let mut t = t;
@@ -142,6 +153,64 @@ pub fn type_name(t: &str, pos: Position) -> String {
         return k.to_string();
     }
     generic_type(t, pos)
+}
+
+/// A function pointer's signature after `method ` (`unmanaged void *(uint8*,int32)`) as C#
+/// writes it (`delegate* unmanaged<byte*, int, void>`); `None` when it is not one.
+fn function_pointer(sig: &str) -> Option<String> {
+    let mut sig = sig.trim();
+    let mut unmanaged = None;
+    if let Some(rest) = sig.strip_prefix("unmanaged ") {
+        sig = rest;
+        unmanaged = Some("");
+        for (il, cs) in [
+            ("cdecl ", "[Cdecl]"),
+            ("stdcall ", "[Stdcall]"),
+            ("thiscall ", "[Thiscall]"),
+            ("fastcall ", "[Fastcall]"),
+        ] {
+            if let Some(rest) = sig.strip_prefix(il) {
+                (sig, unmanaged) = (rest, Some(cs));
+            }
+        }
+    }
+    for word in ["explicit ", "instance ", "vararg "] {
+        sig = sig.strip_prefix(word).unwrap_or(sig);
+    }
+    let open = sig
+        .char_indices()
+        .filter(|&(_, c)| c == '(')
+        .map(|(i, _)| i)
+        .find(|&i| closing(sig, i) == Some(sig.len() - 1))?;
+    let ret = sig[..open].trim_end().strip_suffix('*')?.trim();
+    let args = &sig[open + 1..sig.len() - 1];
+    let mut types: Vec<String> = split_top(args, b',')
+        .into_iter()
+        .filter(|a| !a.trim().is_empty())
+        .map(|a| type_name(a, Position::Argument))
+        .collect();
+    types.push(type_name(ret, Position::Argument));
+    let kind = unmanaged.map_or(String::new(), |cc| format!(" unmanaged{cc}"));
+    Some(format!("delegate*{kind}<{}>", types.join(", ")))
+}
+
+/// `s` without the runtime's `/* ... */` comments (` /* MT: 0x7f2aa3dae620 */`) and the
+/// blank before each; an unclosed comment stays.
+pub fn without_comments(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains("/*") {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(start) = rest.find("/*") {
+        let Some(len) = rest[start..].find("*/") else {
+            break;
+        };
+        out.push_str(rest[..start].trim_end_matches(' '));
+        rest = &rest[start + len + 2..];
+    }
+    out.push_str(rest);
+    out.into()
 }
 
 /// A (possibly nested, possibly generic) type name: `NS.Outer`1+Inner`1[A,B]` is

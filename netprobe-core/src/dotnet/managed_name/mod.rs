@@ -22,7 +22,7 @@ mod tier;
 
 pub use tier::CodeTier;
 
-use csharp::{closing, method_name, split_top, type_name, Position};
+use csharp::{closing, method_name, split_top, type_name, without_comments, Position};
 use std::fmt;
 
 /// A method named by the runtime, taken apart.
@@ -46,13 +46,14 @@ impl ManagedName {
     /// native symbol, a perf map's stub entry like `stub<1> AllocateTemporaryEntryPoints`, a
     /// name cut short). Never panics.
     pub fn parse(s: &str) -> Option<ManagedName> {
-        let s = s.trim();
         // A perf map is the target's to write: a name longer or deeper than any real one (the
         // longest seen is 626 bytes, 7 brackets deep) stays as written, so that reading it
         // cannot take unbounded time or stack.
         if s.len() > MAX_LEN || bracket_depth(s) > MAX_DEPTH {
             return None;
         }
+        let s = without_comments(s);
+        let s = s.trim();
         // The tier: `[...]` right after the closing parenthesis.
         let (body, tier) = match s.rfind(")[") {
             Some(p)

