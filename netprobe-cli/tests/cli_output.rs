@@ -394,6 +394,7 @@ fn stack_printers() {
         cut: Some(StackCut::Depth),
         depth: Some(6),
         missing: false,
+        tiers: false,
     };
     let missing = ShownStack {
         missing: true,
@@ -456,4 +457,129 @@ fn stack_printers() {
     out.extend_from_slice(b"-- with --folded-lines:\n");
     out.extend_from_slice(report.folded(true).as_bytes());
     insta::assert_snapshot!("stack_printers", String::from_utf8(out).unwrap());
+}
+
+/// `trace --stack --tiers` and `count --stack --tiers`: a .NET frame's tier after its name in
+/// text and folded stacks; without `--tiers`, stacks that differ only in a method's tier are one
+/// stack of the name (the ReadyToRun and the tier-1 code of one method read the same); JSON
+/// keeps the tier as a field either way.
+#[test]
+fn stack_printers_show_tiers_when_asked() {
+    use netprobe_cli::sinks::stack::{ShownStack, StackCount, StackCountReport};
+    use netprobe_cli::stacks::FrameName;
+    use netprobe_core::dotnet::managed_name::CodeTier;
+    use netprobe_core::symbolize::{Frame, SourceKind};
+    let replace = "System.String.Replace(string, string)";
+    let frame = Frame {
+        address: 0x7f00_0002_0010,
+        image: None,
+        file_offset: None,
+        function: Some(replace.into()),
+        offset: Some(0x1c),
+        source: SourceKind::PerfMap,
+        inlined: false,
+        file: None,
+        line: None,
+        column: None,
+        tier: Some(CodeTier::Tier1),
+    };
+    let stack = |tiers| ShownStack {
+        frames: vec![frame.clone()],
+        tiers,
+        ..ShownStack::default()
+    };
+    fn line(stack: &ShownStack) -> netprobe_cli::sinks::TraceLine<'_> {
+        netprobe_cli::sinks::TraceLine {
+            rel_s: 0.5,
+            mono_ns: 1_500_000_000,
+            pid: Some(42),
+            tid: 43,
+            comm: "app",
+            function: "System.String::Replace",
+            image: std::path::Path::new("/usr/share/dotnet/System.Private.CoreLib.dll"),
+            role: Role::Entry,
+            args: &[],
+            stack: Some(stack),
+            place: None,
+        }
+    }
+    let text = |tiers| {
+        let mut out = Vec::new();
+        let shown = stack(tiers);
+        Format::Text
+            .printer()
+            .trace_line(&mut out, &line(&shown))
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    assert!(
+        text(true).contains("        System.String.Replace(string, string)+0x1c [tier1]\n"),
+        "{}",
+        text(true)
+    );
+    assert!(!text(false).contains("[tier1]"), "{}", text(false));
+    let mut json = Vec::new();
+    let shown = stack(false);
+    Format::Json
+        .printer()
+        .trace_line(&mut json, &line(&shown))
+        .unwrap();
+    let json = String::from_utf8(json).unwrap();
+    assert!(json.contains(r#""tier":"tier1""#), "{json}");
+
+    let at = |tier| FrameName {
+        tier: Some(tier),
+        ..FrameName::named(replace, false, false)
+    };
+    let main = FrameName::named("Program.Main(string[])", false, false);
+    let report = StackCountReport {
+        stacks: vec![
+            StackCount {
+                frames: vec![at(CodeTier::Tier1), main.clone()],
+                count: 7,
+                cut: None,
+            },
+            StackCount {
+                frames: vec![at(CodeTier::ReadyToRun), main.clone()],
+                count: 3,
+                cut: None,
+            },
+        ],
+        ..StackCountReport::default()
+    };
+    let printed = |r: &StackCountReport| {
+        let mut out = Vec::new();
+        Format::Text.printer().stack_counts(&mut out, r).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let merged = report.clone().with_tiers_merged();
+    assert_eq!(
+        printed(&merged),
+        "  System.String.Replace(string, string)\n  Program.Main(string[])\n    10\n\n"
+    );
+    assert_eq!(
+        merged.folded(false),
+        "Program.Main(string[]);System.String.Replace(string, string) 10\n"
+    );
+    let apart = report.clone().with_tiers_in_names();
+    assert_eq!(
+        printed(&apart),
+        "  System.String.Replace(string, string) [tier1]\n  Program.Main(string[])\n    7\n\n\
+         \x20 System.String.Replace(string, string) [ready_to_run]\n  Program.Main(string[])\n    3\n\n"
+    );
+    assert_eq!(
+        apart.folded(false),
+        "Program.Main(string[]);System.String.Replace(string, string) [ready_to_run] 3\n\
+         Program.Main(string[]);System.String.Replace(string, string) [tier1] 7\n"
+    );
+    let mut json = Vec::new();
+    Format::Json
+        .printer()
+        .stack_counts(&mut json, &report)
+        .unwrap();
+    let json = String::from_utf8(json).unwrap();
+    assert!(
+        json.contains(r#""tier":"tier1""#) && json.contains(r#""tier":"ready_to_run""#),
+        "{json}"
+    );
 }

@@ -211,6 +211,11 @@ pub struct LiveArgs {
     /// name JIT-compiled frames, and off again when the session ends.
     #[arg(long, requires = "stack")]
     pub no_perf_map: bool,
+    /// With --stack: show each .NET method's code tier after its name in text and folded stacks
+    /// (`System.String.Replace(string, string) [tier1]`); by default a method reads the same at
+    /// every tier (JSON frames always carry `tier`).
+    #[arg(long, requires = "stack")]
+    pub tiers: bool,
     /// With -p, -c or --container: the most the session may cost its targets, as a share of
     /// one CPU (e.g. 1%). netprobe estimates each probe's cost from its hit rate and what a hit
     /// costs on this machine (measured once, then cached); every second, the probes of the
@@ -306,6 +311,7 @@ impl LiveArgs {
             stack: self.stack,
             stack_depth: self.stack_depth,
             no_perf_map: self.no_perf_map,
+            tiers: self.tiers,
             folded,
             folded_lines: false,
             unknown_addrs: false,

@@ -59,6 +59,7 @@ pub(crate) fn run_generation(
                 places: places(container.as_ref(), session.pids()),
                 stacks: o.stack.then(|| {
                     let mut show = sinks::stack::StackShow::new(o.stack_depth);
+                    show.tiers = o.tiers;
                     show.use_recorded_maps(session.recorded_maps());
                     show
                 }),
@@ -75,10 +76,20 @@ pub(crate) fn run_generation(
             let outcome = session.run(&mut counter)?;
             let elapsed = started.elapsed().as_secs_f64();
             let report = counter.stack_report(outcome.lost, elapsed);
+            // Text and folded stacks: with `--tiers` each .NET frame named with its tier, else
+            // a method one frame at every tier; JSON frames carry `tier` as a field.
+            let shown = match o.tiers {
+                true => report.clone().with_tiers_in_names(),
+                false => report.clone().with_tiers_merged(),
+            };
+            let printed = match format {
+                Format::Text => &shown,
+                Format::Json => &report,
+            };
             let mut out = stdout.lock();
             let folded = || match o.unknown_addrs {
-                true => report.folded(o.folded_lines),
-                false => report.folded_collapsed(o.folded_lines),
+                true => shown.folded(o.folded_lines),
+                false => shown.folded_collapsed(o.folded_lines),
             };
             match o.folded.as_deref() {
                 Some(p) if p == std::path::Path::new("-") => {
@@ -87,10 +98,10 @@ pub(crate) fn run_generation(
                 Some(p) => {
                     let folded = folded();
                     super::profile::write_file(p, |w| w.write_all(folded.as_bytes()))?;
-                    let _ = format.printer().stack_counts(&mut out, &report);
+                    let _ = format.printer().stack_counts(&mut out, printed);
                 }
                 None => {
-                    let _ = format.printer().stack_counts(&mut out, &report);
+                    let _ = format.printer().stack_counts(&mut out, printed);
                 }
             }
             let _ = out.flush();

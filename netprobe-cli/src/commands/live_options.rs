@@ -39,6 +39,8 @@ pub struct LiveOptions {
     pub stack_depth: Option<usize>,
     /// Leave .NET targets' perf maps as they are (`--no-perf-map`).
     pub no_perf_map: bool,
+    /// Text and folded stacks show each .NET frame's code tier after its name (`--tiers`).
+    pub tiers: bool,
     /// `count --stack --folded [FILE]`: folded stacks to FILE (`-`: stdout).
     pub folded: Option<std::path::PathBuf>,
     /// `--folded-lines`: folded frames carry their source line.

@@ -49,6 +49,11 @@ pub struct FunctionRow {
     pub self_samples: u64,
     /// Samples with this function anywhere on the stack (counted once per sample).
     pub total: u64,
+    /// A .NET method's samples by the tier of its code (`{"ready_to_run": 3, "tier1": 7}`):
+    /// [`Report::total`]'s count per tier, a sample counted once for each tier the method ran at
+    /// in it. The row itself is the method at every tier. Absent for other code.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tiers: BTreeMap<String, u64>,
 }
 
 /// Aggregated samples: distinct stacks (root first) and how often each was sampled.
@@ -140,25 +145,34 @@ impl Report {
 
     /// Functions by self samples, then total samples, then name.
     pub fn functions(&self) -> Vec<FunctionRow> {
-        let mut rows: HashMap<&str, (u64, u64)> = HashMap::new();
+        let mut rows: HashMap<&str, (u64, u64, BTreeMap<String, u64>)> = HashMap::new();
         for (stack, &n) in &self.stacks {
             if let Some(leaf) = stack.last() {
                 rows.entry(&leaf.name).or_default().0 += n;
             }
-            let mut seen: Vec<&str> = Vec::with_capacity(stack.len());
+            let mut seen: Vec<(&str, Option<&str>)> = Vec::with_capacity(stack.len());
             for f in stack {
-                if !seen.contains(&f.name.as_str()) {
-                    seen.push(&f.name);
-                    rows.entry(&f.name).or_default().1 += n;
+                let tier = f.tier.as_ref().map(|t| t.as_str());
+                if seen.contains(&(f.name.as_str(), tier)) {
+                    continue;
                 }
+                let row = rows.entry(&f.name).or_default();
+                if !seen.iter().any(|(name, _)| *name == f.name) {
+                    row.1 += n;
+                }
+                if let Some(t) = tier {
+                    *row.2.entry(t.to_string()).or_default() += n;
+                }
+                seen.push((&f.name, tier));
             }
         }
         let mut rows: Vec<FunctionRow> = rows
             .into_iter()
-            .map(|(name, (s, t))| FunctionRow {
+            .map(|(name, (s, t, tiers))| FunctionRow {
                 name: name.to_string(),
                 self_samples: s,
                 total: t,
+                tiers,
             })
             .collect();
         rows.sort_by(|a, b| {
@@ -191,18 +205,7 @@ impl Report {
     /// The report with each .NET frame's tier after its name (`Replace(string, string)
     /// [tier1]`, `--tiers`): a method's code at each tier is then a function of its own.
     pub fn with_tiers_in_names(&self) -> Report {
-        self.map_stacks(|stack| {
-            stack
-                .iter()
-                .map(|f| match &f.tier {
-                    Some(t) => FrameName {
-                        name: format!("{} [{t}]", f.name),
-                        ..f.clone()
-                    },
-                    None => f.clone(),
-                })
-                .collect()
-        })
+        self.map_stacks(|stack| stack.iter().map(FrameName::with_tier).collect())
     }
 
     /// The summary table: the `top` functions by self samples, then by total samples.
@@ -349,6 +352,11 @@ mod tests {
         assert_eq!(rows[0].name, "System.String.Replace(string, string)");
         assert_eq!(rows[0].self_samples, 10);
         assert_eq!(
+            rows[0].tiers,
+            BTreeMap::from([("ready_to_run".to_string(), 3), ("tier1".to_string(), 7)])
+        );
+        assert!(rows[1].tiers.is_empty(), "{rows:?}");
+        assert_eq!(
             r.folded(),
             "Main;System.String.Replace(string, string) 10\n"
         );
@@ -357,6 +365,11 @@ mod tests {
             json.contains(r#""tier":"ready_to_run""#) && json.contains(r#""tier":"tier1""#),
             "{json}"
         );
+        assert_eq!(
+            r.json()["functions"][0]["tiers"],
+            serde_json::json!({"ready_to_run": 3, "tier1": 7})
+        );
+        assert!(r.json()["functions"][1].get("tiers").is_none());
         let apart = r.with_tiers_in_names();
         let names: Vec<String> = apart.functions().into_iter().map(|f| f.name).collect();
         assert!(

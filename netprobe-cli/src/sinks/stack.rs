@@ -52,6 +52,8 @@ pub struct ShownStack {
     /// Beside each frame, the method that found it, when the stack was unwound in user space
     /// from a copy (empty: the kernel's frame-pointer chain as it came).
     pub unwound_by: Vec<UnwoundBy>,
+    /// The text format writes each .NET frame's tier after it (`--tiers`).
+    pub tiers: bool,
 }
 
 /// The innermost `depth` of `frames` and why they were cut, if they were.
@@ -76,6 +78,8 @@ pub struct StackShow {
     unwinder: Unwinder,
     /// `--stack-depth`: at most this many frames (innermost).
     pub depth: Option<usize>,
+    /// `--tiers`: text stacks show each .NET frame's code tier ([`ShownStack::tiers`]).
+    pub tiers: bool,
 }
 
 impl StackShow {
@@ -91,13 +95,22 @@ impl StackShow {
             namer: StackNamer::new(),
             unwinder: Unwinder::new(),
             depth,
+            tiers: false,
+        }
+    }
+
+    /// The named stack of `hit` ([`StackShow::named`]) as `--tiers` asks it shown.
+    pub fn show(&mut self, pid: Option<u32>, hit: &Hit) -> ShownStack {
+        ShownStack {
+            tiers: self.tiers,
+            ..self.named(pid, hit)
         }
     }
 
     /// The named stack of `hit`; `pid` is its process in netprobe's pid namespace (see
     /// [`naming_pid`]). Notes for the user (how to name JIT-compiled .NET code) go to stderr,
     /// once per process.
-    pub fn show(&mut self, pid: Option<u32>, hit: &Hit) -> ShownStack {
+    fn named(&mut self, pid: Option<u32>, hit: &Hit) -> ShownStack {
         let Some(stack) = &hit.user_stack else {
             return ShownStack {
                 missing: true,
@@ -117,6 +130,7 @@ impl StackShow {
                 depth: self.depth,
                 missing: false,
                 unwound_by: Vec::new(),
+                tiers: false,
             };
         };
         if let Some((walked, _)) = stack
@@ -137,6 +151,7 @@ impl StackShow {
                 depth: self.depth,
                 missing: false,
                 unwound_by,
+                tiers: false,
             };
         }
         self.namer.learn(pid, &stack.addrs);
@@ -155,6 +170,7 @@ impl StackShow {
             depth: self.depth,
             missing: false,
             unwound_by: Vec::new(),
+            tiers: false,
         }
     }
 }
@@ -204,6 +220,39 @@ impl StackCountReport {
         )
     }
 
+    /// The report with each .NET frame's code tier after its name (`Replace(string, string)
+    /// [tier1]`, `--tiers`): a method's code at each tier is then a stack of its own.
+    pub fn with_tiers_in_names(self) -> StackCountReport {
+        let stacks = self
+            .stacks
+            .into_iter()
+            .map(|s| StackCount {
+                frames: s.frames.iter().map(FrameName::with_tier).collect(),
+                ..s
+            })
+            .collect();
+        StackCountReport { stacks, ..self }
+    }
+
+    /// The report as text shows it without `--tiers`: stacks that differ only in their .NET
+    /// frames' tiers (a method sampled in its ReadyToRun code and after tier-up) merged into one,
+    /// as they read the same.
+    pub fn with_tiers_merged(self) -> StackCountReport {
+        let mut merged: HashMap<(Vec<FrameName>, Option<StackCut>), u64> = HashMap::new();
+        for s in self.stacks {
+            let frames = s
+                .frames
+                .into_iter()
+                .map(|f| FrameName { tier: None, ..f })
+                .collect();
+            *merged.entry((frames, s.cut)).or_insert(0) += s.count;
+        }
+        StackCountReport {
+            stacks: sorted(merged),
+            ..self
+        }
+    }
+
     /// [`StackCountReport::folded`] with each run of unnamed frames of one image as one
     /// `[image]` frame ([`crate::stacks::collapse_unnamed_runs`]): what `count --stack --folded`
     /// writes unless `--unknown-addrs` asks for every address.
@@ -220,6 +269,21 @@ impl StackCountReport {
             .collect();
         crate::stacks::folded_lines(stacks.iter().map(|(s, n)| (s, *n)), source_lines)
     }
+}
+
+/// Merged stacks, most frequent first (then by frames, then by cut).
+fn sorted(merged: HashMap<(Vec<FrameName>, Option<StackCut>), u64>) -> Vec<StackCount> {
+    let mut stacks: Vec<StackCount> = merged
+        .into_iter()
+        .map(|((frames, cut), count)| StackCount { frames, count, cut })
+        .collect();
+    stacks.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.frames.cmp(&b.frames))
+            .then_with(|| a.cut.cmp(&b.cut))
+    });
+    stacks
 }
 
 /// `count --stack`: calls per distinct user stack (like bcc stackcount). Stacks are kept as
@@ -299,18 +363,8 @@ impl StackCounter {
             let (frames, cut) = cut_to(innermost_first, self.depth, *kernel_limit);
             *merged.entry((frames, cut)).or_insert(0) += n;
         }
-        let mut stacks: Vec<StackCount> = merged
-            .into_iter()
-            .map(|((frames, cut), count)| StackCount { frames, count, cut })
-            .collect();
-        stacks.sort_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then_with(|| a.frames.cmp(&b.frames))
-                .then_with(|| a.cut.cmp(&b.cut))
-        });
         StackCountReport {
-            stacks,
+            stacks: sorted(merged),
             without_stack: self.without_stack,
             depth: self.depth,
             lost,

@@ -27,13 +27,18 @@ fn stack_lines(out: &mut dyn Write, s: &ShownStack) -> io::Result<()> {
         return writeln!(out, "{INDENT}(no stack recorded)");
     }
     for f in &s.frames {
+        // `--tiers`: a .NET frame's code tier after it (`Replace(string, string)+0x1c [tier1]`).
+        let tier = match (&f.tier, s.tiers) {
+            (Some(t), true) => format!(" [{t}]"),
+            _ => String::new(),
+        };
         match (&f.function, &f.image) {
             (Some(_), Some(img)) if !f.inlined => {
                 let name = img.file_name().unwrap_or(img.as_os_str()).to_string_lossy();
                 let (f, name) = (f.to_string(), Printable(&name));
-                writeln!(out, "{INDENT}{} ({name})", printable(&f))?
+                writeln!(out, "{INDENT}{}{tier} ({name})", printable(&f))?
             }
-            _ => writeln!(out, "{INDENT}{}", printable(&f.to_string()))?,
+            _ => writeln!(out, "{INDENT}{}{tier}", printable(&f.to_string()))?,
         }
     }
     if let Some(cut) = s.cut {

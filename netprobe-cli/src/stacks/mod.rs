@@ -92,6 +92,18 @@ impl FrameName {
         }
     }
 
+    /// The frame named with its .NET code tier after the name (`Replace(string, string)
+    /// [tier1]`, `--tiers`); a frame without a tier as it is.
+    pub fn with_tier(&self) -> FrameName {
+        match &self.tier {
+            Some(t) => FrameName {
+                name: format!("{} [{t}]", self.name),
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
+    }
+
     /// `file:line` (the file alone without a line); `None` without a file.
     pub fn source_line(&self) -> Option<String> {
         let file = self.file.as_deref()?;
