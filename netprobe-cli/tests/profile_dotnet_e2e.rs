@@ -150,6 +150,9 @@ fn dotnet8_r2r_frames_named_as_symbols_prints() -> R {
     }
     // Stacks write it as C# does.
     let replace_cs = netprobe_core::dotnet::managed_name::readable(REPLACE).0;
+    if replace_cs != "System.String.Replace(string, string)" {
+        return Err(format!("{REPLACE} written as {replace_cs}"));
+    }
     let (_, replace) = total_of(&v, |n| n == replace_cs);
     eprintln!("{samples} samples, {replace} under {REPLACE}");
     if profile::pct(replace, samples) < 50.0 {

@@ -28,6 +28,10 @@ fn corelib_sleep_name() -> Result<String, String> {
                 .map(|i| netprobe_core::dotnet::managed_name::readable(l[i..].trim()).0)
         })
         .ok_or_else(|| "netprobe symbols does not list Thread::Sleep(int32)".to_string())
+        .and_then(|name| match name.as_str() {
+            "System.Threading.Thread.Sleep(int)" => Ok(name),
+            _ => Err(format!("Thread::Sleep(int32) written as {name}")),
+        })
 }
 
 /// Whether `frames` (innermost first) are Thread.Sleep named `sleep`, then the JIT-compiled

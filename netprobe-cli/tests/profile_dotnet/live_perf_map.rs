@@ -383,7 +383,7 @@ pub fn one_function_across_a_tier_up() -> R {
             *tiers.entry(t).or_default() += n;
         }
     }
-    let rows = v["functions"]
+    let replace_rows: Vec<&Json> = v["functions"]
         .as_array()
         .into_iter()
         .flatten()
@@ -392,11 +392,22 @@ pub fn one_function_across_a_tier_up() -> R {
                 .as_str()
                 .is_some_and(|n| n.contains("String.Replace("))
         })
-        .count();
+        .collect();
+    let rows = replace_rows.len();
     eprintln!("samples under {REPLACE} by tier: {tiers:?}; {rows} row(s)");
     let jit = tiers.keys().any(|t| t != "ready_to_run" && t != "none");
     if !tiers.contains_key("ready_to_run") || !jit || rows != 1 {
         return Err(format!("{REPLACE} by tier {tiers:?}, {rows} table rows"));
+    }
+    // The row counts the same samples per tier as its stacks' frames say.
+    let mut by_tier = tiers.clone();
+    by_tier.remove("none");
+    let row_tiers: std::collections::BTreeMap<String, u64> =
+        serde_json::from_value(replace_rows[0]["tiers"].clone()).map_err(err)?;
+    if row_tiers != by_tier {
+        return Err(format!(
+            "{REPLACE}'s row counts {row_tiers:?} by tier, its frames {by_tier:?}"
+        ));
     }
     Ok(())
 }
