@@ -550,6 +550,8 @@ fn stack_flags_bad_inputs_are_one_line_errors() {
     for args in [
         &["trace", "--folded", "f", "/bin/true:main"][..],
         &["count", "--stack", "--unknown-addrs", "/bin/true:main"][..],
+        &["trace", "--tiers", "/bin/true:main"][..],
+        &["count", "--tiers", "/bin/true:main"][..],
         &["trace", "--stack", "--stack-depth", "x", "/bin/true:main"][..],
     ] {
         let out = netprobe::command().args(args).output().unwrap();

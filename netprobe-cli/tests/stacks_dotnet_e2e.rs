@@ -199,6 +199,59 @@ fn dotnet8_count_stack_names_jit_frames_without_restart() -> R {
     Ok(())
 }
 
+/// `trace --stack --tiers` (text) on the same calls, perf map on: each stack's Thread.Sleep line
+/// ends in `[ready_to_run]` and its JIT-compiled caller's in the tier the JSON frames of the same
+/// run without `--tiers` give it (`tier`), as the runtime's perf map names it.
+fn dotnet8_trace_stack_text_shows_tiers() -> R {
+    let app = dotnet::sample_app_copy(&fixtures::build::target_dir().join("stacks-artifacts"))?;
+    let sleep = corelib_sleep_name()?;
+    let json = sleep_three_times(&["trace", "--stack", "--json"], &app, "1")?;
+    if !json.status.success() {
+        return Err(format!("netprobe exited with {}", json.status));
+    }
+    let hits = e2e::json_lines_strict(&json.stdout)?;
+    let tiers: std::collections::BTreeSet<(String, String)> = hits
+        .iter()
+        .map(|h| {
+            let tier = |i: usize| h["stack"][i]["tier"].as_str().unwrap_or("none").to_string();
+            (tier(0), tier(1))
+        })
+        .collect();
+    let pairs: Vec<(String, String)> = tiers.iter().cloned().collect();
+    let [(sleep_tier, caller_tier)] = &pairs[..] else {
+        return Err(format!("tiers of (Sleep, caller) over the hits: {tiers:?}"));
+    };
+    if hits.len() != 3 || sleep_tier != "ready_to_run" || caller_tier == "none" {
+        return Err(format!("{} hits; tiers {tiers:?}", hits.len()));
+    }
+    let out = sleep_three_times(&["trace", "--stack", "--tiers"], &app, "1")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("netprobe exited with {}: {stdout}", out.status));
+    }
+    let lines: Vec<&str> = stdout.lines().map(str::trim_start).collect();
+    let sleeps = lines
+        .iter()
+        .filter(|l| {
+            l.starts_with(&format!("{sleep}+0x"))
+                && l.ends_with(" [ready_to_run] (System.Private.CoreLib.dll)")
+        })
+        .count();
+    let callers = lines
+        .iter()
+        .filter(|l| {
+            l.starts_with("sample_netcore_app.Program.SleepMode(")
+                && l.contains(&format!(" [{caller_tier}]"))
+        })
+        .count();
+    if sleeps != 3 || callers != 3 {
+        return Err(format!(
+            "{sleeps} Sleep lines with [ready_to_run], {callers} SleepMode lines with [{caller_tier}]: {stdout}"
+        ));
+    }
+    Ok(())
+}
+
 fn main() {
     let dotnet = [
         Need::Root,
@@ -211,6 +264,11 @@ fn main() {
             "dotnet8_r2r_and_jit_frames",
             &dotnet,
             dotnet8_r2r_and_jit_frames,
+        ),
+        e2e::trial(
+            "dotnet8_trace_stack_text_shows_tiers",
+            &dotnet,
+            dotnet8_trace_stack_text_shows_tiers,
         ),
         e2e::trial(
             "dotnet8_count_stack_one_path",
