@@ -503,28 +503,23 @@ fn stack_printers_show_tiers_when_asked() {
             place: None,
         }
     }
-    let text = |tiers| {
+    let printed = |format: Format, tiers| {
         let mut out = Vec::new();
         let shown = stack(tiers);
-        Format::Text
+        format
             .printer()
             .trace_line(&mut out, &line(&shown))
             .unwrap();
         String::from_utf8(out).unwrap()
     };
+    let text = |tiers| printed(Format::Text, tiers);
     assert!(
         text(true).contains("        System.String.Replace(string, string)+0x1c [tier1]\n"),
         "{}",
         text(true)
     );
     assert!(!text(false).contains("[tier1]"), "{}", text(false));
-    let mut json = Vec::new();
-    let shown = stack(false);
-    Format::Json
-        .printer()
-        .trace_line(&mut json, &line(&shown))
-        .unwrap();
-    let json = String::from_utf8(json).unwrap();
+    let json = printed(Format::Json, false);
     assert!(json.contains(r#""tier":"tier1""#), "{json}");
 
     let at = |tier| FrameName {
