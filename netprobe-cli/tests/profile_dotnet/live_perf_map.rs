@@ -341,7 +341,8 @@ pub fn a_killed_sessions_map_is_turned_off_by_clean() -> R {
 /// app, started without any variable and waiting, is profiled with `-p` (netprobe turns its perf
 /// map on) and then spins in CoreLib's `String.Replace`, first in its precompiled code, then in
 /// its tier-1 code; the JSON stacks carry both tiers on frames of one name, and the table has
-/// one row for it. (The app outlives the profile, so its JIT names are there to be read however
+/// one row for it, counting its samples per tier as the frames do. `--tiers` writes the tier after
+/// the name in the folded stacks: there the same tiers as in JSON, each its own frame. (The app outlives the profile, so its JIT names are there to be read however
 /// late the samples are named.)
 pub fn one_function_across_a_tier_up() -> R {
     let app = NET8.app()?;
@@ -352,8 +353,21 @@ pub fn one_function_across_a_tier_up() -> R {
             .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
             .stderr(Stdio::null()),
     )?;
+    let dir = tempfile::tempdir().map_err(err)?;
+    let folded = dir.path().join("tier-up.folded");
     let np = netprobe::command()
-        .args(["profile", "-F", "999", "--json", "--duration", "4s", "-p"])
+        .args([
+            "profile",
+            "-F",
+            "999",
+            "--json",
+            "--duration",
+            "4s",
+            "--tiers",
+        ])
+        .arg("--folded")
+        .arg(&folded)
+        .arg("-p")
         .arg(target.pid.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -407,6 +421,32 @@ pub fn one_function_across_a_tier_up() -> R {
     if row_tiers != by_tier {
         return Err(format!(
             "{REPLACE}'s row counts {row_tiers:?} by tier, its frames {by_tier:?}"
+        ));
+    }
+    // Folded with `--tiers`: `...;System.String.Replace(string, string) [tier1];... N`.
+    let folded = std::fs::read_to_string(&folded).map_err(err)?;
+    let mut folded_tiers = std::collections::BTreeMap::<String, u64>::new();
+    for line in folded.lines() {
+        let Some((stack, n)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let n: u64 = n.parse().map_err(err)?;
+        let mut seen = std::collections::BTreeSet::new();
+        for f in stack.split(';') {
+            if f == REPLACE {
+                return Err(format!("{f} without its tier in --tiers folded output"));
+            }
+            if let Some(t) = f.strip_prefix(REPLACE).and_then(|r| r.strip_prefix(" [")) {
+                seen.insert(t.trim_end_matches(']').to_string());
+            }
+        }
+        for t in seen {
+            *folded_tiers.entry(t).or_default() += n;
+        }
+    }
+    if folded_tiers != by_tier {
+        return Err(format!(
+            "folded --tiers counts {folded_tiers:?} under {REPLACE} by tier, JSON {by_tier:?}"
         ));
     }
     Ok(())
