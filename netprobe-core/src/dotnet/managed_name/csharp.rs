@@ -26,9 +26,6 @@ pub enum Position {
     Argument,
 }
 
-/// The most generic parameters a type is read with (the runtime's own limit is far below).
-const MAX_ARITY: usize = 255;
-
 /// IL and CLR names of the types C# has keywords for.
 fn keyword(t: &str) -> Option<&'static str> {
     Some(match t {
@@ -98,61 +95,57 @@ pub fn split_top(s: &str, sep: u8) -> Vec<&str> {
 
 /// The type `t` as C# writes it at `pos`.
 pub fn type_name(t: &str, pos: Position) -> String {
-    let t = t.trim();
-    let t = t
-        .strip_prefix("class ")
-        .or_else(|| t.strip_prefix("valuetype "))
-        .unwrap_or(t)
-        .trim();
-    // An assembly reference before the name: `[System.Runtime]System.IO.TextWriter`.
-    let t = match t.strip_prefix('[').and_then(|r| Some((r, r.find(']')?))) {
-        Some((r, end)) if !r[..end].contains([',', '[', '<']) && end + 1 < r.len() => &r[end + 1..],
-        _ => t,
-    };
-    if let Some(sig) = t.strip_prefix("method ") {
-        if let Some(p) = function_pointer(sig) {
-            return p;
-        }
-    }
-    // Suffixes, outermost last: `&` (ref), `*` (pointer), `[]`/`[,]` (array), taken off in a
-    // loop (a hostile perf map may write thousands of them; no recursion per suffix).
+    // What follows the element type (`&`, `*`, `[]`, `[,]`), outermost first, taken off one by
+    // one rather than by recursion: `int32****...` nests no bracket, so the depth limit of
+    // [`super::MAX_DEPTH`] does not bound it.
+    let mut suffixes: Vec<&str> = Vec::new();
     let mut t = t;
-    let mut suffixes: Vec<String> = Vec::new();
-    let mut byref = false;
-    loop {
+    let base = loop {
+        t = t.trim();
+        t = t
+            .strip_prefix("class ")
+            .or_else(|| t.strip_prefix("valuetype "))
+            .unwrap_or(t)
+            .trim();
+        // An assembly reference before the name: `[System.Runtime]System.IO.TextWriter`.
+        t = match t.strip_prefix('[').and_then(|r| Some((r, r.find(']')?))) {
+            Some((r, end)) if !r[..end].contains([',', '[', '<']) && end + 1 < r.len() => {
+                &r[end + 1..]
+            }
+            _ => t,
+        };
+        if let Some(p) = t.strip_prefix("method ").and_then(function_pointer) {
+            break p;
+        }
         if let Some(inner) = t.strip_suffix('&') {
-            byref = true;
-            t = inner.trim_end();
+            suffixes.push("&");
+            t = inner;
             continue;
         }
         if let Some(inner) = t.strip_suffix('*') {
-            suffixes.push("*".into());
-            t = inner.trim_end();
+            suffixes.push("*");
+            t = inner;
             continue;
         }
         // An array: `[]`, `[,]` (an instantiation's brackets hold names).
         if let Some(open) = t.ends_with(']').then(|| t.rfind('[')).flatten() {
-            let dims = &t[open + 1..t.len() - 1];
-            if dims.bytes().all(|b| b == b',') && open > 0 {
-                suffixes.push(format!("[{dims}]"));
+            if t[open + 1..t.len() - 1].bytes().all(|b| b == b',') && open > 0 {
+                suffixes.push(&t[open..]);
                 t = &t[..open];
                 continue;
             }
         }
-        break;
-    }
-    if byref || !suffixes.is_empty() {
-        let mut out = type_name(t, pos);
-        for s in suffixes.iter().rev() {
-            out.push_str(s);
-        }
-        return if byref { format!("ref {out}") } else { out };
-    }
-    // The owner keeps its CLR name (`System.String.Replace`, as the runtime's type is named).
-    if let Some(k) = keyword(t).filter(|_| pos == Position::Argument) {
-        return k.to_string();
-    }
-    generic_type(t, pos)
+        // The owner keeps its CLR name (`System.String.Replace`, as the runtime's type is named).
+        break match keyword(t).filter(|_| pos == Position::Argument) {
+            Some(k) => k.to_string(),
+            None => generic_type(t, pos),
+        };
+    };
+    // Innermost first: `uint8*&` is a reference to a pointer, `ref byte*`.
+    suffixes.iter().rev().fold(base, |inner, s| match *s {
+        "&" => format!("ref {inner}"),
+        s => format!("{inner}{s}"),
+    })
 }
 
 /// A function pointer's signature after `method ` (`unmanaged void *(uint8*,int32)`) as C#
@@ -213,6 +206,10 @@ pub fn without_comments(s: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// The most generic parameters a type's arity mark (`` `2 ``) is taken to give; CoreLib's most
+/// is 8 (`ValueTuple`8`), metadata allows 65535 (ECMA-335 II.22.20).
+const MAX_ARITY: usize = 255;
+
 /// A (possibly nested, possibly generic) type name: `NS.Outer`1+Inner`1[A,B]` is
 /// `NS.Outer<A>.Inner<B>`; an open generic (no arguments) is `Outer<>`, `Pair<,>`.
 fn generic_type(t: &str, pos: Position) -> String {
@@ -241,10 +238,11 @@ fn generic_type(t: &str, pos: Position) -> String {
     let segments: Vec<&str> = name.split(['+', '/']).collect();
     let mut out = String::new();
     for (i, seg) in segments.iter().enumerate() {
+        // An arity past any the runtime writes stays part of the name (`A`100000000` would
+        // otherwise be written as that many commas).
         let (base, arity) = match seg.rsplit_once('`') {
-            // An arity past any real type's is not one (and would write that many commas).
             Some((b, n)) => match n.parse::<usize>() {
-                Ok(a) if a <= MAX_ARITY => (b, a),
+                Ok(n) if n <= MAX_ARITY => (b, n),
                 _ => (*seg, 0),
             },
             None => (*seg, 0),

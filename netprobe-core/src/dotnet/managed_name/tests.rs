@@ -163,6 +163,49 @@ fn hostile_names_are_bounded() {
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
 }
 
+/// A perf map is written by the target: a name nested or long beyond any the runtime writes
+/// stays as it is, at once (the C# writer recurses per level and would overflow the stack).
+#[test]
+fn hostile_names_stay_as_they_are_without_deep_recursion() {
+    let deep = format!(
+        "void [x] N.T::M({}int32{})",
+        "A`1<".repeat(20_000),
+        ">".repeat(20_000)
+    );
+    let long = format!("void [x] N.T::M({})", vec!["int32"; 1000].join(","));
+    let open = format!("void [x] N.T::M({})", "<".repeat(30_000));
+    for s in [deep, long, open] {
+        let started = std::time::Instant::now();
+        assert_eq!(readable(&s).0, s);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    }
+    // Suffixes nest no bracket: taken off without recursion, however many.
+    let pointers = format!("void [x] N.T::M(int32{}&)", "*".repeat(4000));
+    assert_eq!(
+        readable(&pointers).0,
+        format!("N.T.M(ref int{})", "*".repeat(4000))
+    );
+    // An arity no type has is part of the name, not that many commas.
+    assert_eq!(
+        readable("void [x] N.T::M(A`100000000)").0,
+        "N.T.M(A`100000000)"
+    );
+    // Just inside the limits: parsed.
+    let nested = format!(
+        "void [x] N.T::M({}int32{})",
+        "A`1<".repeat(MAX_DEPTH - 1),
+        ">".repeat(MAX_DEPTH - 1)
+    );
+    assert_eq!(
+        readable(&nested).0,
+        format!(
+            "N.T.M({}int{})",
+            "A<".repeat(MAX_DEPTH - 1),
+            ">".repeat(MAX_DEPTH - 1)
+        )
+    );
+}
+
 proptest! {
     /// Any text, and any text shaped like a name, parses or not without panicking, and what
     /// it writes parses no further (a C# name has no `::`).
