@@ -43,6 +43,7 @@ pub(crate) fn container_processes(
             "{selection}: its only processes are netprobe's own: choose the application's container"
         )));
     }
+    crate::sinks::places::remember_targets(&found);
     let mut pids: Vec<u32> = found.iter().map(|(p, _)| *p).collect();
     pids.dedup();
     let mut said: Vec<(&Container, Vec<u32>)> = Vec::new();

@@ -45,6 +45,23 @@ impl Place {
     }
 }
 
+/// The containers a session chose its targets from (`--container`, `--pod`, `--selector`), by
+/// target pid: what the selection found is what the targets' hits are labelled with, whether or
+/// not their cgroup can still be read when the hits are (a short workload exits first).
+static TARGETS: std::sync::Mutex<Vec<(u32, Container)>> = std::sync::Mutex::new(Vec::new());
+
+/// Remembers the containers of a session's targets (see [`TARGETS`]).
+pub fn remember_targets(found: &[(u32, Container)]) {
+    if let Ok(mut t) = TARGETS.lock() {
+        t.extend(found.iter().cloned());
+    }
+}
+
+fn target_container(pid: u32) -> Option<Container> {
+    let t = TARGETS.lock().ok()?;
+    t.iter().find(|(p, _)| *p == pid).map(|(_, c)| c.clone())
+}
+
 /// Processes kept before the cache is cleared (a long session sees processes come and go).
 const MAX_CACHED: usize = 65_536;
 /// A container not in the catalog (started after it was read) makes it read again, at most
@@ -104,6 +121,11 @@ impl Places {
         }
         if self.by_pid.len() >= MAX_CACHED {
             self.by_pid.clear();
+        }
+        if let Some(c) = target_container(pid) {
+            let place = Some(Rc::new(Place::of(&c)));
+            self.by_pid.insert(pid, place.clone());
+            return place;
         }
         let cgroup = std::fs::read(format!("/proc/{pid}/cgroup")).ok();
         let place = cgroup.and_then(|text| {
