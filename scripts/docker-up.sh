@@ -10,6 +10,12 @@
 # alone, and a dockerd that is starting (pid file alive) is waited for, never started twice.
 # Never passes --bridge=none: a second dockerd started that way beside a running one deletes docker0
 # (seen on Debian bookworm's docker.io 20.10 with a second daemon on the same host).
+# A stale /run/containerd/containerd.sock (a standalone containerd that was killed, e.g. by a
+# machine's restart without a tmpfs /run) is removed before dockerd starts: dockerd 20.10 uses the
+# system containerd whenever that socket file exists (moby/moby cmd/dockerd/daemon.go,
+# systemContainerdRunning, a plain Lstat) and then fails after 60 s dialing a socket no one
+# listens on. Whether anyone listens is read from /proc/net/unix (proc(5)), which lists the path
+# of every bound socket in this network namespace.
 # Always talks to /usr/bin/docker: the 20.10 client that matches the engine (/usr/local/bin/docker
 # may be a newer client only).
 # Needs root. Exit status 0 when the engine answers, 1 otherwise (with the log's tail on stderr).
@@ -20,6 +26,11 @@ log="${DOCKERD_LOG:-/var/log/netprobe-dockerd.log}"
 timeout_s="${DOCKER_UP_TIMEOUT:-60}"
 
 say() { echo "docker-up: $*" >&2; }
+
+system_containerd=/run/containerd/containerd.sock
+
+# True when a process has $1 bound (listed in /proc/net/unix), false for a file left behind.
+socket_bound() { awk -v p="$1" '$NF == p { found = 1 } END { exit !found }' /proc/net/unix; }
 
 engine_answers() { [[ -x $docker_cli ]] && "$docker_cli" info >/dev/null 2>&1; }
 
@@ -53,6 +64,10 @@ if ! engine_answers; then
     fi
     if [[ $running -eq 0 ]]; then
         # cgroup v2 needs the unified hierarchy mounted; it is on Debian bookworm. Nothing else to set up.
+        if [[ -S $system_containerd ]] && ! socket_bound "$system_containerd"; then
+            say "removing $system_containerd: no containerd listens on it, and dockerd would wait for one"
+            rm -f "$system_containerd" "$system_containerd.ttrpc"
+        fi
         say "starting dockerd (log: $log)"
         mkdir -p "$(dirname "$log")"
         # setsid + nohup: the engine outlives this script and the shell or test that called it.
