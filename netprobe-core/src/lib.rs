@@ -18,6 +18,7 @@
 
 pub mod abi;
 pub mod addr;
+pub mod arch;
 pub mod bytes;
 pub mod cache;
 pub mod capabilities;

@@ -49,6 +49,11 @@ fn guarded<T>(path: &Path, f: impl FnOnce() -> goblin::error::Result<T>) -> Resu
 }
 
 impl<'a> ElfView<'a> {
+    /// The file's architecture from `e_machine`; `None` for a machine netprobe has no rules for.
+    pub fn arch(&self) -> Option<crate::arch::Arch> {
+        crate::arch::Arch::of_elf_machine(self.header.e_machine)
+    }
+
     /// Parses the headers. Errors: [`Error::NotAnObjectFile`] without the ELF magic,
     /// [`Error::Malformed`] when a header is out of bounds or inconsistent.
     pub fn parse(path: &Path, bytes: &'a [u8]) -> Result<ElfView<'a>> {
