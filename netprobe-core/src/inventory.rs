@@ -10,7 +10,7 @@
 use crate::abi::go::{abi_for, GoAbi};
 use crate::capabilities::{CapSet, Capability};
 use crate::containers::Catalog;
-pub use crate::containers::{container_of_cgroup, docker_name, name_in_config, Container};
+pub use crate::containers::{container_of_cgroup, Container};
 use crate::elf::parser::ElfView;
 use crate::file_id::FileId;
 use crate::golang::buildinfo::BuildInfo;
@@ -350,21 +350,13 @@ mod tests {
         assert_eq!(parse_stat(b"7 (x"), None);
     }
 
-    #[test]
-    fn docker_config_name() {
-        let cfg = r#"{"StreamConfig":{},"State":{"Running":true},"ID":"abc","Name":"/np-ps-app","Driver":"overlay2"}"#;
-        assert_eq!(name_in_config(cfg).as_deref(), Some("np-ps-app"));
-        assert_eq!(name_in_config(r#"{"Name":"/"}"#), None);
-        assert_eq!(name_in_config("{}"), None);
-    }
-
     proptest! {
         #[test]
         fn hostile_proc_text_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = parse_stat(&bytes);
             let text = String::from_utf8_lossy(&bytes);
             let _ = container_of_cgroup(&text);
-            let _ = name_in_config(&text);
+            let _ = crate::containers::docker::metadata_of_config("abc", &bytes);
         }
 
         #[test]

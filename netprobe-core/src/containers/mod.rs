@@ -24,7 +24,6 @@ mod state_file;
 
 pub use catalog::{cgroup_path, display_name, read_system, Catalog, SelectError, Selection};
 pub use cgroup::{container_of_cgroup, is_container_id};
-pub use docker::{docker_name, name_in_config};
 
 use serde::Serialize;
 use std::collections::BTreeMap;
