@@ -193,7 +193,7 @@ pub fn parse_dword(v: &str) -> Option<u32> {
 /// The value of knob `name` from the environment as `version` reads it: `(value, variable)`, or
 /// `None` when unset. Explanations of variables that look like the knob but are not read go to
 /// `ignored`.
-fn env_knob(
+pub(crate) fn env_knob(
     env: &[(String, String)],
     version: &RuntimeVersion,
     name: &str,

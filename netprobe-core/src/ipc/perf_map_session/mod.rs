@@ -32,7 +32,7 @@
 
 pub mod claims;
 
-use crate::dotnet::runtime::{parse_dword, runtime_of_process, RuntimeVersion};
+use crate::dotnet::runtime::{env_knob, runtime_of_process};
 use crate::ipc::dotnet_diagnostics::{disable_perf_map, enable_perf_map, PerfMapType};
 use crate::process::Process;
 use crate::symbolize::jit::PerfMapFiles;
@@ -70,18 +70,6 @@ pub struct PerfMapSession {
     ended: bool,
 }
 
-/// The setting of `knob` in the environment of a runtime of `version` (`DOTNET_` first, then
-/// `COMPlus_`, as it reads them), with the variable: `(value, "NAME=VALUE")`.
-fn knob(env: &[(String, String)], version: &RuntimeVersion, knob: &str) -> Option<(u32, String)> {
-    version.prefixes().iter().find_map(|p| {
-        let name = format!("{p}{knob}");
-        env.iter()
-            .rev()
-            .find(|(k, _)| *k == name)
-            .and_then(|(_, v)| Some((parse_dword(v)?, format!("{name}={v}"))))
-    })
-}
-
 /// Starts naming the JIT code of process `pid` for a session; `None` when the process runs no
 /// .NET runtime netprobe can name.
 pub fn begin(pid: u32) -> Option<Begun> {
@@ -92,7 +80,7 @@ pub fn begin(pid: u32) -> Option<Begun> {
         "restart it with {}=1",
         version.recommended("PerfMapEnabled")
     );
-    if let Some((v, var)) = knob(&env, &version, "PerfMapEnabled") {
+    if let Some((v, var)) = env_knob(&env, &version, "PerfMapEnabled", &mut Vec::new()) {
         if v != 0 {
             return Some(Begun::AlreadyOn(var));
         }
@@ -104,7 +92,7 @@ pub fn begin(pid: u32) -> Option<Begun> {
         )));
     }
     for k in ["EnableDiagnostics", "EnableDiagnostics_IPC"] {
-        if let Some((0, var)) = knob(&env, &version, k) {
+        if let Some((0, var)) = env_knob(&env, &version, k, &mut Vec::new()) {
             return Some(Begun::Unavailable(format!(
                 "process {pid} was started with {var}, so it has no diagnostics socket to turn its perf map on through and its JIT-compiled frames stay [unknown]: {restart} (or without {var})"
             )));
