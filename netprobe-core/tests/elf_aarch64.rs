@@ -206,6 +206,20 @@ fn nativeaot_arm64_exports() -> R {
             aot.header_vaddr
         ));
     }
+    // The same with the slot's stored pointer zeroed, as a linker that leaves it to the loader
+    // writes it (`--no-apply-dynamic-relocs`): the relocation's addend alone leads to the header.
+    let mut unapplied = bytes.clone();
+    let slot = formula(&segs, modules).ok_or("__modules outside the file")? as usize;
+    unapplied[slot..slot + 8].fill(0);
+    let view = ElfView::parse(&lib, &unapplied).map_err(err)?;
+    let aot = netprobe_core::elf::nativeaot::detect(&view)
+        .ok_or("with the slot zeroed: not recognised through R_AARCH64_RELATIVE")?;
+    if aot.header_vaddr != header {
+        return Err(format!(
+            "slot zeroed: module header {:#x}",
+            aot.header_vaddr
+        ));
+    }
     eprintln!("  linux-arm64 NativeAOT: {n} exports equal readelf; RTR header at {header:#x}");
     Ok(())
 }

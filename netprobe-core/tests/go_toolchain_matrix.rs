@@ -138,7 +138,8 @@ fn minor_of(version: &str) -> Result<u32, String> {
 ///   `.symtab` FUNC symbol (read with goblin), the stripped build's at its unstripped twin's
 ///   (`go_checks::arm64`), and in unstripped builds at a text symbol of that release's
 ///   `go tool nm`;
-/// - every offset is also the `PT_LOAD` formula over the executable segment holding it.
+/// - every offset is also the `PT_LOAD` formula over the executable segment holding it;
+/// - before 1.26, the PIE's text start also comes from its `R_AARCH64_RELATIVE` relocation.
 fn arm64_matrix(version: &str) -> R {
     let dir = sample_app_arm64_variants_by(version);
     let minor = minor_of(version)?;
@@ -159,11 +160,36 @@ fn arm64_matrix(version: &str) -> R {
                 arm64::check_every_function_against_symtab(go, go.bytes())?
             };
             check_segment_formula(&path, go)?;
+            if variant == "sampleapp-pie" && minor < 26 {
+                check_text_start_from_arm64_relocation(&path, go)?;
+            }
             checked.push(format!("{variant}: {n}"));
             Ok(())
         })?;
     }
     eprintln!("  go{version} arm64, functions at their .symtab offset: {checked:?}");
+    Ok(())
+}
+
+/// A copy of an arm64 PIE whose header `textStart` word (the third word after the 8-byte
+/// prefix, `runtime/symtab.go` `pcHeader`) is zeroed, as a linker that leaves the word to the
+/// loader writes it (GNU ld `--no-apply-dynamic-relocs` on aarch64): the same
+/// text start comes from the word's `R_AARCH64_RELATIVE` relocation.
+fn check_text_start_from_arm64_relocation(path: &Path, go: &GoBinary<'_>) -> R {
+    let loc = go.pclntab_location();
+    let mut bytes = go.bytes().to_vec();
+    let at = loc.file_offset.0 as usize + 24;
+    bytes[at..at + 8].fill(0);
+    let again = GoBinary::parse(path, &bytes)
+        .map_err(err)?
+        .ok_or("no longer Go")?;
+    let got = again.pclntab_location();
+    if got.text_start_source != TextStartSource::Relocation || got.text_start != loc.text_start {
+        return Err(format!(
+            "header word zeroed: text start {:#x} from {:?}, was {:#x}",
+            got.text_start, got.text_start_source, loc.text_start
+        ));
+    }
     Ok(())
 }
 
