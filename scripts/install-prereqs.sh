@@ -27,6 +27,12 @@ want pip3 python3-pip
 want unzip unzip
 want busybox busybox-static
 want qemu-system-x86_64 qemu-system-x86
+# arm64 images on this x86-64 host: C fixtures and Go's external link cross-built with
+# aarch64-linux-gnu-gcc (its libc and libstdc++ under /usr/aarch64-linux-gnu), and the linux-arm64
+# .NET runtime of a single-file app run by qemu-user (netprobe-core/tests/dotnet_linux_arm64.rs).
+want aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
+want /usr/aarch64-linux-gnu/lib/libstdc++.so.6 libstdc++6-arm64-cross
+want qemu-aarch64-static qemu-user-static
 want /usr/bin/docker docker.io
 want perf linux-perf
 # Debug info: gdb's `bt` is the reference for unwinding without frame pointers, libc6-dbg is
@@ -81,6 +87,7 @@ fi
 # one instead of its own (scripts/containerd-up.sh says more).
 for step in "$root/sample-app/dotnet/fetch-runtimes.sh" \
   "$root/sample-app/dotnet/fetch-net9-nativeaot.sh" \
+  "$root/sample-app/dotnet/fetch-linux-arm64.sh" \
   "$root/scripts/fetch-go-binaries.sh" "$root/scripts/fetch-go-toolchains.sh" \
   "$root/scripts/fetch-speedscope.sh" "$root/scripts/docker-up.sh" \
   "$root/scripts/containerd-up.sh"; do
