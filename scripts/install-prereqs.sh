@@ -27,6 +27,10 @@ want pip3 python3-pip
 want unzip unzip
 want busybox busybox-static
 want qemu-system-x86_64 qemu-system-x86
+# The kernel matrix's arm64 row: QEMU's aarch64 system emulator, and the cross C compiler (also
+# netprobe's linker for the Rust target aarch64-unknown-linux-gnu, added below; docs/arm64.md).
+want qemu-system-aarch64 qemu-system-arm
+want aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
 want /usr/bin/docker docker.io
 want perf linux-perf
 # Debug info: gdb's `bt` is the reference for unwinding without frame pointers, libc6-dbg is
@@ -68,6 +72,19 @@ if ! command -v podman >/dev/null 2>&1; then
   log "apt-get install --no-install-recommends podman"
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y -qq --no-install-recommends podman >/dev/null
+fi
+
+# Rust's aarch64 target for the cross-built netprobe of the arm64 row (a no-op when present).
+if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
+  log "rustup target add aarch64-unknown-linux-gnu"
+  rustup target add aarch64-unknown-linux-gnu >&2
+fi
+# dpkg multiarch lists Debian's arm64 packages (the arm64 row's kernel and busybox, fetched with
+# `apt-get download`, never installed).
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  log "dpkg --add-architecture arm64"
+  dpkg --add-architecture arm64
+  apt-get update -qq
 fi
 
 # tracefs: uprobes are placed through it (kernel Documentation/trace/uprobetracer.rst).
