@@ -61,21 +61,7 @@ pub fn busybox_for(arch: GuestArch) -> Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
     let result = (|| -> Result<()> {
-        let dl = Command::new("apt-get")
-            .current_dir(&tmp)
-            .args(["download", "-q", &format!("{pkg}={version}")])
-            .output()?;
-        if !dl.status.success() {
-            bail!(
-                "apt-get download {pkg} failed: {}",
-                String::from_utf8_lossy(&dl.stderr).trim()
-            );
-        }
-        let deb = std::fs::read_dir(&tmp)?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .context("apt-get download left no .deb")?;
+        let deb = crate::kernels::apt_download(&tmp, &pkg, &version)?;
         let x = Command::new("dpkg-deb")
             .arg("-x")
             .arg(&deb)

@@ -155,16 +155,7 @@ pub fn fetch(spec: &KernelSpec) -> Result<KernelImage> {
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
     let result = (|| -> Result<()> {
-        run_text(Command::new("apt-get").current_dir(&tmp).args([
-            "download",
-            "-q",
-            &format!("{package}={version}"),
-        ]))?;
-        let deb = std::fs::read_dir(&tmp)?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .context("apt-get download left no .deb")?;
+        let deb = apt_download(&tmp, &package, &version)?;
         // Only ./boot is unpacked: the modules (hundreds of MB) are not needed, as the initramfs
         // carries everything the checks use and no module is loaded.
         let unpack = Command::new("sh")
@@ -198,6 +189,21 @@ pub fn fetch(spec: &KernelSpec) -> Result<KernelImage> {
     let _ = std::fs::remove_file(&latest_link);
     std::os::unix::fs::symlink(img_dir.file_name().expect("named"), &latest_link)?;
     cached(&img_dir)
+}
+
+/// Downloads `package` at `version` into the folder `dir` with `apt-get download` (nothing is
+/// installed) and returns the `.deb`'s path.
+pub fn apt_download(dir: &Path, package: &str, version: &str) -> Result<PathBuf> {
+    run_text(Command::new("apt-get").current_dir(dir).args([
+        "download",
+        "-q",
+        &format!("{package}={version}"),
+    ]))?;
+    std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .context("apt-get download left no .deb")
 }
 
 fn cached(dir: &Path) -> Result<KernelImage> {
