@@ -6,6 +6,9 @@
 //! read from the image itself, never from the host netprobe runs on: an aarch64 binary planned
 //! on an x86-64 host gets aarch64 rules. An image of any other machine is refused, not guessed.
 
+pub mod aarch64;
+pub mod x86_64;
+
 use serde::Serialize;
 
 /// `EM_X86_64` (System V gABI, `e_machine`; elf.h).
