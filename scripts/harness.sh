@@ -5,7 +5,7 @@
 #                                           fetches the .NET runtimes when the fetch script is
 #                                           there, runs the docker_sidecar_e2e and docker_checks_e2e tests
 #   scripts/harness.sh kernels [NAME...]    kernel matrix: every row, or the named ones
-#                                           (debian-6.1, debian-6.12, host); prints the table,
+#                                           (debian-6.1, debian-6.12, debian-6.12-arm64, host); prints the table,
 #                                           writes target/harness-kernels/matrix.md
 #   scripts/harness.sh sweep                removes containers/images of dead harness runs
 #

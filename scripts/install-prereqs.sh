@@ -27,6 +27,15 @@ want pip3 python3-pip
 want unzip unzip
 want busybox busybox-static
 want qemu-system-x86_64 qemu-system-x86
+# arm64 images on this x86-64 host: C fixtures and Go's external link cross-built with
+# aarch64-linux-gnu-gcc (its libc and libstdc++ under /usr/aarch64-linux-gnu; also netprobe's
+# linker for the Rust target aarch64-unknown-linux-gnu, added below), the linux-arm64 .NET runtime
+# of a single-file app run by qemu-user (netprobe-core/tests/dotnet_linux_arm64.rs), and QEMU's
+# aarch64 system emulator for the kernel matrix's arm64 row (docs/arm64.md).
+want aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
+want /usr/aarch64-linux-gnu/lib/libstdc++.so.6 libstdc++6-arm64-cross
+want qemu-aarch64-static qemu-user-static
+want qemu-system-aarch64 qemu-system-arm
 want /usr/bin/docker docker.io
 want perf linux-perf
 # Debug info: gdb's `bt` is the reference for unwinding without frame pointers, libc6-dbg is
@@ -70,6 +79,19 @@ if ! command -v podman >/dev/null 2>&1; then
   apt-get install -y -qq --no-install-recommends podman >/dev/null
 fi
 
+# Rust's aarch64 target for the cross-built netprobe of the arm64 row (a no-op when present).
+if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
+  log "rustup target add aarch64-unknown-linux-gnu"
+  rustup target add aarch64-unknown-linux-gnu >&2
+fi
+# dpkg multiarch lists Debian's arm64 packages (the arm64 row's kernel and busybox, fetched with
+# `apt-get download`, never installed).
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  log "dpkg --add-architecture arm64"
+  dpkg --add-architecture arm64
+  apt-get update -qq
+fi
+
 # tracefs: uprobes are placed through it (kernel Documentation/trace/uprobetracer.rst).
 if [ ! -e /sys/kernel/tracing/uprobe_events ] && [ ! -e /sys/kernel/debug/tracing/uprobe_events ]; then
   log "mounting tracefs at /sys/kernel/tracing"
@@ -81,6 +103,7 @@ fi
 # one instead of its own (scripts/containerd-up.sh says more).
 for step in "$root/sample-app/dotnet/fetch-runtimes.sh" \
   "$root/sample-app/dotnet/fetch-net9-nativeaot.sh" \
+  "$root/sample-app/dotnet/fetch-linux-arm64.sh" \
   "$root/scripts/fetch-go-binaries.sh" "$root/scripts/fetch-go-toolchains.sh" \
   "$root/scripts/fetch-speedscope.sh" "$root/scripts/docker-up.sh" \
   "$root/scripts/containerd-up.sh"; do

@@ -1,5 +1,6 @@
 //! The programs the harness ships into images and initramfs archives.
 
+use crate::guest_arch::GuestArch;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::process::Command;
@@ -43,6 +44,69 @@ fn build_netprobe_release() -> Result<PathBuf> {
         bail!("cargo build --release -p netprobe-cli failed ({status})");
     }
     let bin = fixtures::build::target_dir().join("release/netprobe");
+    if !bin.is_file() {
+        bail!("cargo built netprobe but {} is missing", bin.display());
+    }
+    Ok(bin)
+}
+
+/// `netprobe` built for `arch` (aarch64: the Rust target `aarch64-unknown-linux-gnu` from rustup,
+/// linked by `aarch64-linux-gnu-gcc` from Debian `gcc-aarch64-linux-gnu`), statically linked
+/// (`-C target-feature=+crt-static`: glibc's static libc.a from the cross toolchain), so the
+/// initramfs needs no loader or libraries. `$NETPROBE_BIN_AARCH64` when set. Built in the release
+/// profile into `<target>/aarch64-unknown-linux-gnu/release/` (a no-op when up to date; about 11
+/// minutes from nothing on 2 busy cores, docs/arm64.md).
+///
+/// The target's flags go through `CARGO_TARGET_<TRIPLE>_RUSTFLAGS`, which leaves the host
+/// profile's fingerprints (and so its build) alone.
+pub fn netprobe_cross(arch: GuestArch) -> Result<PathBuf> {
+    if arch == GuestArch::X86_64 {
+        return netprobe_release();
+    }
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| build_netprobe_aarch64().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn build_netprobe_aarch64() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("NETPROBE_BIN_AARCH64") {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!("NETPROBE_BIN_AARCH64={} is not a file", p.display());
+        }
+        return Ok(p);
+    }
+    let arch = GuestArch::Aarch64;
+    let triple = arch.rust_target();
+    let cc = arch.cc();
+    let env_triple = triple.replace('-', "_");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .current_dir(fixtures::workspace_root())
+        .env(
+            format!("CARGO_TARGET_{}_LINKER", env_triple.to_uppercase()),
+            cc,
+        )
+        .env(
+            format!("CARGO_TARGET_{}_RUSTFLAGS", env_triple.to_uppercase()),
+            "-C target-feature=+crt-static",
+        )
+        // ring and mimalloc compile C: the cc crate reads CC_<triple> and AR_<triple>.
+        .env(format!("CC_{env_triple}"), cc)
+        .env(format!("AR_{env_triple}"), "aarch64-linux-gnu-ar")
+        .args(["build", "--release", "--target", triple])
+        .args(["-p", "netprobe-cli", "--bin", "netprobe"])
+        .status()
+        .context("running cargo build --release --target aarch64-unknown-linux-gnu")?;
+    if !status.success() {
+        bail!(
+            "cargo build --release --target {triple} -p netprobe-cli failed ({status}); needs \
+             `rustup target add {triple}` and `apt-get install gcc-aarch64-linux-gnu`"
+        );
+    }
+    let bin = fixtures::build::target_dir().join(format!("{triple}/release/netprobe"));
     if !bin.is_file() {
         bail!("cargo built netprobe but {} is missing", bin.display());
     }

@@ -8,6 +8,7 @@
 //! Downloads are cached under `$NETPROBE_CACHE/kernels/` and never committed.
 
 use crate::checks::{self, CheckResult, KERNEL_CHECKS};
+use crate::guest_arch::GuestArch;
 use crate::rootfs::Rootfs;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader, Read};
@@ -20,8 +21,11 @@ use std::time::{Duration, Instant};
 pub struct KernelSpec {
     /// Row name, also what `--kernel` takes.
     pub name: &'static str,
-    /// The Debian meta package whose dependency is the newest image of this line.
+    /// The Debian meta package whose dependency is the newest image of this line (with
+    /// `:arch` for a foreign architecture, which `dpkg --add-architecture` made known to apt).
     pub meta_package: &'static str,
+    /// The architecture the kernel is built for, and so the guest's.
+    pub arch: GuestArch,
 }
 
 /// The Debian kernel lines in the matrix (the host kernel is added as the row "host").
@@ -30,12 +34,21 @@ pub const KERNELS: &[KernelSpec] = &[
     KernelSpec {
         name: "debian-6.1",
         meta_package: "linux-image-amd64",
+        arch: GuestArch::X86_64,
     },
     // bookworm-security carries the 6.12 line; scripts/kernel-apt-sources.sh adds
     // bookworm-backports when a machine's apt sources lack it.
     KernelSpec {
         name: "debian-6.12",
         meta_package: "linux-image-6.12-amd64",
+        arch: GuestArch::X86_64,
+    },
+    // The same 6.12 line built for arm64, booted under qemu-system-aarch64 (TCG); its checks are
+    // `checks::ARM64_CHECKS`, run by a shell agent (crate::arm64_guest).
+    KernelSpec {
+        name: "debian-6.12-arm64",
+        meta_package: "linux-image-6.12-arm64:arm64",
+        arch: GuestArch::Aarch64,
     },
 ];
 
@@ -83,13 +96,17 @@ pub fn resolve_package(meta: &str) -> Result<(String, String)> {
         .find(|p| p.starts_with("linux-image-") && !p.contains('<'))
         .with_context(|| format!("{meta} names no linux-image package"))?
         .to_string();
-    let show = run_text(Command::new("apt-cache").args(["show", "--no-all-versions", &package]))?;
-    let version = show
-        .lines()
+    let version = resolve_version(&package)?;
+    Ok((package, version))
+}
+
+/// The candidate version of `package` (`apt-cache show --no-all-versions`).
+pub fn resolve_version(package: &str) -> Result<String> {
+    let show = run_text(Command::new("apt-cache").args(["show", "--no-all-versions", package]))?;
+    show.lines()
         .find_map(|l| l.strip_prefix("Version:"))
         .map(|v| v.trim().to_string())
-        .with_context(|| format!("apt-cache show {package} gives no version"))?;
-    Ok((package, version))
+        .with_context(|| format!("apt-cache show {package} gives no version"))
 }
 
 /// Runs `scripts/kernel-apt-sources.sh` (adds bookworm-backports to apt's sources when absent,
@@ -127,25 +144,18 @@ pub fn fetch(spec: &KernelSpec) -> Result<KernelImage> {
             return Err(e);
         }
     };
-    let img_dir = dir.join(format!("{package}_{version}"));
+    // A foreign architecture's package is named `NAME:ARCH`; the folder takes `NAME_ARCH`.
+    let img_dir = dir.join(format!("{}_{version}", package.replace(':', "_")));
     if let Ok(img) = cached(&img_dir) {
         return Ok(img);
     }
     eprintln!("kernels: downloading {package} {version} (about 70 MB, cached afterwards)");
-    let tmp = dir.join(format!(".dl-{package}-{}", std::process::id()));
+    let tmp_name = package.replace(':', "_");
+    let tmp = dir.join(format!(".dl-{tmp_name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
     let result = (|| -> Result<()> {
-        run_text(Command::new("apt-get").current_dir(&tmp).args([
-            "download",
-            "-q",
-            &format!("{package}={version}"),
-        ]))?;
-        let deb = std::fs::read_dir(&tmp)?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .context("apt-get download left no .deb")?;
+        let deb = apt_download(&tmp, &package, &version)?;
         // Only ./boot is unpacked: the modules (hundreds of MB) are not needed, as the initramfs
         // carries everything the checks use and no module is loaded.
         let unpack = Command::new("sh")
@@ -179,6 +189,21 @@ pub fn fetch(spec: &KernelSpec) -> Result<KernelImage> {
     let _ = std::fs::remove_file(&latest_link);
     std::os::unix::fs::symlink(img_dir.file_name().expect("named"), &latest_link)?;
     cached(&img_dir)
+}
+
+/// Downloads `package` at `version` into the folder `dir` with `apt-get download` (nothing is
+/// installed) and returns the `.deb`'s path.
+pub fn apt_download(dir: &Path, package: &str, version: &str) -> Result<PathBuf> {
+    run_text(Command::new("apt-get").current_dir(dir).args([
+        "download",
+        "-q",
+        &format!("{package}={version}"),
+    ]))?;
+    std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .context("apt-get download left no .deb")
 }
 
 fn cached(dir: &Path) -> Result<KernelImage> {
@@ -251,6 +276,8 @@ pub fn build_initramfs(
 pub struct KernelRow {
     /// Row name (`debian-6.1`, `host`).
     pub name: String,
+    /// The architecture the row ran (its columns follow from it).
+    pub arch: GuestArch,
     /// What ran: `uname -r` as the kernel reported it, or the package when it never booted.
     pub release: String,
     /// One result per check (plus the boot/tracefs/netprobe rows), in table order.
@@ -262,35 +289,52 @@ pub struct KernelRow {
 /// Prefix of the guest agent's result lines on the console.
 pub const RESULT_PREFIX: &str = "NPRESULT ";
 
-/// Boots `image` under QEMU/TCG with `initramfs` and collects the guest agent's results.
-pub fn boot(name: &str, image: &KernelImage, initramfs: &Path, limit: Duration) -> KernelRow {
+/// The results the Rust guest agent (`harness guest`) printed on the console (`NPRESULT` lines).
+pub fn agent_results(console: &[String]) -> Vec<CheckResult> {
+    let mut results = Vec::new();
+    for line in console {
+        if let Some(json) = line.split_once(RESULT_PREFIX).map(|(_, r)| r) {
+            match serde_json::from_str::<CheckResult>(json) {
+                Ok(r) => results.push(r),
+                Err(e) => results.push(CheckResult::failed(
+                    "console",
+                    format!("unreadable result line ({e}): {json}"),
+                )),
+            }
+        }
+    }
+    results
+}
+
+/// Boots `image` under QEMU/TCG with `initramfs` and reads the guest's results from its console
+/// with `results_of` ([`agent_results`] for the Rust agent, `arm64_guest::Judge` for the shell
+/// agent of arm64 guests).
+pub fn boot(
+    spec: &KernelSpec,
+    image: &KernelImage,
+    initramfs: &Path,
+    limit: Duration,
+    results_of: &dyn Fn(&[String]) -> Vec<CheckResult>,
+) -> KernelRow {
+    let name = spec.name;
+    let (qemu, qemu_package) = spec.arch.qemu();
     let started = Instant::now();
     let mut row = KernelRow {
         name: name.into(),
+        arch: spec.arch,
         release: format!("{} {}", image.package, image.version),
         results: Vec::new(),
         seconds: 0.0,
     };
-    let child = Command::new("qemu-system-x86_64")
-        .args([
-            "-accel",
-            "tcg",
-            "-m",
-            "1024",
-            "-smp",
-            "1",
-            "-nographic",
-            "-no-reboot",
-        ])
+    let child = Command::new(qemu)
+        .args(spec.arch.machine_args())
+        .args(["-m", "1024", "-smp", "1", "-nographic", "-no-reboot"])
         .args(["-nic", "none", "-monitor", "none", "-serial", "stdio"])
         .arg("-kernel")
         .arg(&image.vmlinuz)
         .arg("-initrd")
         .arg(initramfs)
-        .args([
-            "-append",
-            "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=3 tsc=reliable",
-        ])
+        .args(["-append", spec.arch.cmdline()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -300,7 +344,7 @@ pub fn boot(name: &str, image: &KernelImage, initramfs: &Path, limit: Duration) 
         Err(e) => {
             row.results.push(CheckResult::failed(
                 "boot",
-                format!("starting qemu-system-x86_64 (apt-get install qemu-system-x86): {e}"),
+                format!("starting {qemu} (apt-get install {qemu_package}): {e}"),
             ));
             return row;
         }
@@ -347,16 +391,8 @@ pub fn boot(name: &str, image: &KernelImage, initramfs: &Path, limit: Duration) 
             row.release = rest.trim().to_string();
             boot_ok = true;
         }
-        if let Some(json) = line.split_once(RESULT_PREFIX).map(|(_, r)| r) {
-            match serde_json::from_str::<CheckResult>(json) {
-                Ok(r) => row.results.push(r),
-                Err(e) => row.results.push(CheckResult::failed(
-                    "console",
-                    format!("unreadable result line ({e}): {json}"),
-                )),
-            }
-        }
     }
+    row.results.extend(results_of(&console));
     let tail: Vec<&str> = console
         .iter()
         .rev()
@@ -392,7 +428,7 @@ pub fn boot(name: &str, image: &KernelImage, initramfs: &Path, limit: Duration) 
     };
     row.results.insert(0, boot);
     // A check the guest never reported (agent crashed, time ran out) is red, never missing.
-    for name in expected_columns() {
+    for name in expected_columns(spec.arch) {
         if !row.results.iter().any(|r| r.check == name) {
             let why = if timed_out {
                 format!(
@@ -408,10 +444,29 @@ pub fn boot(name: &str, image: &KernelImage, initramfs: &Path, limit: Duration) 
     row
 }
 
-/// The columns of the matrix, in order: boot, tracefs, netprobe, then every check.
-pub fn expected_columns() -> Vec<String> {
+/// The columns of a row of `arch`, in order: boot, tracefs, netprobe, then every check of the
+/// architecture's table ([`checks::checks_for`]), then what only that architecture's agent reports.
+pub fn expected_columns(arch: GuestArch) -> Vec<String> {
     let mut cols = vec!["boot".to_string(), "tracefs".into(), "netprobe".into()];
-    cols.extend(KERNEL_CHECKS.iter().map(|c| c.name.to_string()));
+    cols.extend(checks::checks_for(arch).iter().map(|c| c.name.to_string()));
+    if arch == GuestArch::Aarch64 {
+        cols.extend(
+            crate::arm64_guest::EXTRA_COLUMNS
+                .iter()
+                .map(|c| c.to_string()),
+        );
+    }
+    cols
+}
+
+/// Every column of the table: the x86-64 rows' columns, then the ones only other rows have.
+pub fn all_columns() -> Vec<String> {
+    let mut cols = expected_columns(GuestArch::X86_64);
+    for c in expected_columns(GuestArch::Aarch64) {
+        if !cols.contains(&c) {
+            cols.push(c);
+        }
+    }
     cols
 }
 

@@ -11,13 +11,17 @@
 //! - [`runtimes`]: containerd (`ctr`) and Podman: image archives, labelled containers, guards.
 //! - [`containers`]: the app + sidecar scenario on testcontainers (privileged, else minimal caps).
 //! - [`kernels`], [`matrix`], [`report`]: the kernel matrix and its table.
+//! - [`guest_arch`]: what a guest's architecture decides (QEMU board, console, cross tools).
+//! - [`arm64_guest`]: the arm64 guest's initramfs and shell agent, judged on the host.
 
+pub mod arm64_guest;
 pub mod binaries;
 pub mod checks;
 pub mod command;
 pub mod containers;
 pub mod docker;
 pub mod docker_checks;
+pub mod guest_arch;
 pub mod images;
 pub mod kernels;
 pub mod matrix;

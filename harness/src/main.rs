@@ -69,6 +69,9 @@ fn main() -> ExitCode {
                 for c in harness::checks::KERNEL_CHECKS {
                     println!("check {:<16} {}", c.name, c.what);
                 }
+                for c in harness::checks::ARM64_CHECKS {
+                    println!("arm64 check {:<18} {}", c.name, c.what);
+                }
                 return ExitCode::SUCCESS;
             }
             let started = Instant::now();

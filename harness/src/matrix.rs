@@ -1,8 +1,9 @@
 //! Runs the kernel matrix: builds the targets and the initramfs once, boots each selected kernel,
 //! runs the host row, and returns the rows for [`crate::report::render`].
 
-use crate::checks::{self, CheckResult, KERNEL_CHECKS};
-use crate::kernels::{self, KernelRow, HOST, KERNELS};
+use crate::checks::{self, CheckResult};
+use crate::guest_arch::GuestArch;
+use crate::kernels::{self, KernelRow, KernelSpec, HOST, KERNELS};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,7 +45,23 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
             .filter(|r| opts.only.iter().any(|o| o == r))
             .collect()
     };
-    let netprobe = crate::binaries::netprobe_release()?;
+    let spec_of = |name: &str| KERNELS.iter().find(|k| k.name == name);
+    let x86_guests: Vec<&KernelSpec> = selected
+        .iter()
+        .filter_map(|r| spec_of(r))
+        .filter(|k| k.arch == GuestArch::X86_64)
+        .collect();
+    let arm64_guests: Vec<&KernelSpec> = selected
+        .iter()
+        .filter_map(|r| spec_of(r))
+        .filter(|k| k.arch == GuestArch::Aarch64)
+        .collect();
+    let x86_needed = !x86_guests.is_empty() || selected.contains(&HOST);
+    let netprobe = if x86_needed {
+        Some(crate::binaries::netprobe_release()?)
+    } else {
+        None
+    };
     // Builders name their temporary files by pid: one thread at a time builds within a process
     // (several test trials may run matrices at once).
     static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -52,36 +69,58 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
     // Targets: built once on the host; a failed build turns its checks red in every row.
     let mut built: BTreeMap<&'static str, PathBuf> = BTreeMap::new();
     let mut build_errors: BTreeMap<&'static str, String> = BTreeMap::new();
-    for t in checks::targets() {
-        match t.build() {
-            Ok(p) => {
-                built.insert(t.key(), p);
-            }
-            Err(e) => {
-                build_errors.insert(t.key(), e);
+    let mut arches = Vec::new();
+    if x86_needed {
+        arches.push(GuestArch::X86_64);
+    }
+    if !arm64_guests.is_empty() {
+        arches.push(GuestArch::Aarch64);
+    }
+    for arch in &arches {
+        for t in checks::targets(*arch) {
+            match t.build() {
+                Ok(p) => {
+                    built.insert(t.key(), p);
+                }
+                Err(e) => {
+                    build_errors.insert(t.key(), e);
+                }
             }
         }
     }
-    let expected = checks::expected_values(&|key| built.get(key).cloned());
-    let mut rows = Vec::new();
-    let guest_rows: Vec<&str> = selected.iter().copied().filter(|r| *r != HOST).collect();
-    if !guest_rows.is_empty() {
-        let initramfs = write_initramfs(&netprobe, &opts.harness, &built, &expected)?;
-        building.take();
-        for name in guest_rows {
-            let spec = KERNELS.iter().find(|k| k.name == name).expect("known row");
-            let row = match kernels::fetch(spec) {
-                Ok(image) => {
-                    eprintln!(
-                        "kernels: booting {name} ({} {}) under QEMU/TCG",
-                        image.package, image.version
-                    );
-                    kernels::boot(name, &image, &initramfs, opts.boot_limit)
-                }
-                Err(e) => unbootable(name, &format!("{e:#}")),
-            };
-            rows.push(row);
+    let expected = checks::expected_values(GuestArch::X86_64, &|key| built.get(key).cloned());
+    let x86_initramfs = match (x86_guests.is_empty(), &netprobe) {
+        (false, Some(netprobe)) => {
+            Some(write_initramfs(netprobe, &opts.harness, &built, &expected)?)
         }
+        _ => None,
+    };
+    let arm64_expected =
+        checks::expected_values(GuestArch::Aarch64, &|key| built.get(key).cloned());
+    let arm64_initramfs = (!arm64_guests.is_empty()).then(|| {
+        crate::binaries::netprobe_cross(GuestArch::Aarch64)
+            .and_then(|np| crate::arm64_guest::write_initramfs(&np, &built, &arm64_expected))
+    });
+    building.take();
+    let mut rows = Vec::new();
+    for spec in x86_guests {
+        let initramfs = x86_initramfs.as_deref().expect("built for x86-64 rows");
+        rows.push(boot_row(
+            spec,
+            initramfs,
+            opts.boot_limit,
+            &kernels::agent_results,
+        ));
+    }
+    for spec in arm64_guests {
+        rows.push(
+            match arm64_initramfs.as_ref().expect("built for arm64 rows") {
+                Ok(initramfs) => boot_row(spec, initramfs, opts.boot_limit, &|console| {
+                    crate::arm64_guest::judge_console(console, &arm64_expected)
+                }),
+                Err(e) => unbootable(spec, &format!("no initramfs: {e:#}")),
+            },
+        );
     }
     building.take();
     if selected.contains(&HOST) {
@@ -99,12 +138,13 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
             seconds: 0.0,
         }];
         results.extend(kernels::run_here(
-            &netprobe,
+            netprobe.as_deref().expect("built for the host row"),
             &|key| built.get(key).cloned(),
             &expected,
         ));
         rows.push(KernelRow {
             name: HOST.into(),
+            arch: GuestArch::X86_64,
             release,
             results,
             seconds: started.elapsed().as_secs_f64(),
@@ -113,7 +153,10 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
     // A check whose target did not build says so (rather than "not built") in every row.
     for row in &mut rows {
         for r in &mut row.results {
-            let Some(check) = KERNEL_CHECKS.iter().find(|c| c.name == r.check) else {
+            let Some(check) = checks::checks_for(row.arch)
+                .iter()
+                .find(|c| c.name == r.check)
+            else {
                 continue;
             };
             if let Some(err) = check.target.and_then(|t| build_errors.get(t.key())) {
@@ -124,16 +167,36 @@ pub fn run(opts: &MatrixOptions) -> Result<Vec<KernelRow>> {
     Ok(rows)
 }
 
-fn unbootable(name: &str, why: &str) -> KernelRow {
+/// Fetches `spec`'s kernel and boots it with `initramfs`.
+fn boot_row(
+    spec: &KernelSpec,
+    initramfs: &Path,
+    limit: Duration,
+    results_of: &dyn Fn(&[String]) -> Vec<CheckResult>,
+) -> KernelRow {
+    match kernels::fetch(spec) {
+        Ok(image) => {
+            eprintln!(
+                "kernels: booting {} ({} {}) under QEMU/TCG",
+                spec.name, image.package, image.version
+            );
+            kernels::boot(spec, &image, initramfs, limit, results_of)
+        }
+        Err(e) => unbootable(spec, &format!("{e:#}")),
+    }
+}
+
+fn unbootable(spec: &KernelSpec, why: &str) -> KernelRow {
     let mut results = vec![CheckResult::failed(
         "boot",
         format!("no kernel image: {why}"),
     )];
-    for col in kernels::expected_columns().into_iter().skip(1) {
+    for col in kernels::expected_columns(spec.arch).into_iter().skip(1) {
         results.push(CheckResult::failed(&col, "kernel did not boot"));
     }
     KernelRow {
-        name: name.into(),
+        name: spec.name.into(),
+        arch: spec.arch,
         release: "?".into(),
         results,
         seconds: 0.0,

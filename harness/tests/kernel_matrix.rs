@@ -5,8 +5,9 @@
 //! kernel_matrix -- debian-6.12/`. The table is printed to stderr.
 
 use fixtures::e2e::{self, Need};
-use harness::checks::{Target, KERNEL_CHECKS};
-use harness::kernels::{KernelRow, HOST};
+use harness::checks::{self, Target};
+use harness::guest_arch::GuestArch;
+use harness::kernels::{KernelRow, HOST, KERNELS};
 use harness::{matrix, report};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,11 +22,23 @@ fn main() {
     let runs: Shared = Arc::default();
     let mut trials = Vec::new();
     for row in matrix::all_rows() {
-        let mut needs = vec![Need::Root, Need::Check(netprobe_builds)];
+        let arch = KERNELS
+            .iter()
+            .find(|k| k.name == row)
+            .map_or(GuestArch::X86_64, |k| k.arch);
+        let mut needs = vec![Need::Root];
         if row == HOST {
+            needs.push(Need::Check(netprobe_builds));
             needs.push(Need::Tracefs);
         } else {
-            needs.push(Need::Program("qemu-system-x86_64"));
+            if arch == GuestArch::X86_64 {
+                needs.push(Need::Check(netprobe_builds));
+            } else {
+                // The cross build (rustup's aarch64 target, Debian gcc-aarch64-linux-gnu).
+                needs.push(Need::Program(arch.cc()));
+                needs.push(Need::Check(netprobe_aarch64_builds));
+            }
+            needs.push(Need::Program(arch.qemu().0));
             needs.push(Need::Program("apt-get"));
         }
         let r = runs.clone();
@@ -36,13 +49,26 @@ fn main() {
         ));
         // One trial per check, so a check whose netprobe subcommand has not landed is skipped
         // (failed under CI=true) on its own, and every other check still asserts.
-        for check in KERNEL_CHECKS {
+        for check in checks::checks_for(arch) {
             let mut check_needs = needs.clone();
-            check_needs.extend(harness::binaries::subcommand_need(check.subcommand));
             match check.target {
-                Some(Target::C { .. }) => check_needs.push(Need::CCompiler),
-                Some(Target::Go { .. }) => check_needs.push(Need::Go),
-                None => {}
+                Some(Target::C {
+                    arch: GuestArch::X86_64,
+                    ..
+                }) => check_needs.push(Need::CCompiler),
+                Some(Target::Go {
+                    arch: GuestArch::X86_64,
+                    ..
+                }) => check_needs.push(Need::Go),
+                Some(Target::Go { .. }) => {
+                    check_needs.push(Need::Path(fixtures::go::toolchain_go(checks::CROSS_GO)))
+                }
+                Some(Target::C { .. }) | None => {}
+            }
+            if arch == GuestArch::X86_64 {
+                // The x86-64 binary's subcommands (the arm64 agent reports a missing one as a
+                // failed run).
+                check_needs.extend(harness::binaries::subcommand_need(check.subcommand));
             }
             let r = runs.clone();
             trials.push(e2e::trial(
@@ -51,8 +77,25 @@ fn main() {
                 move || assert_columns(&row_run(&r, row)?, &[check.name]),
             ));
         }
+        for col in harness::kernels::expected_columns(arch)
+            .into_iter()
+            .skip(PLUMBING.len() + checks::checks_for(arch).len())
+        {
+            let r = runs.clone();
+            trials.push(e2e::trial(
+                &format!("{row}/{}", col.replace(' ', "_")),
+                &needs,
+                move || assert_columns(&row_run(&r, row)?, &[col.as_str()]),
+            ));
+        }
     }
     e2e::run(trials);
+}
+
+fn netprobe_aarch64_builds() -> Result<(), String> {
+    harness::binaries::netprobe_cross(GuestArch::Aarch64)
+        .map(|_| ())
+        .map_err(|e| format!("{e:#}"))
 }
 
 fn netprobe_builds() -> Result<(), String> {

@@ -1,13 +1,21 @@
 //! The Go toolchain matrix: the sample app built by Go 1.21 and 1.27, or by each release
 //! 1.21..1.27 with `NETPROBE_GO_MATRIX=all` (`fixtures::go::matrix_versions`), that
 //! `scripts/fetch-go-toolchains.sh` fetches, read by the Go readers and checked against that
-//! release's `go tool nm` and `objdump` (needs the fetched toolchain, a C compiler and objdump).
+//! release's `go tool nm` and `objdump` (needs the fetched toolchain, a C compiler and objdump);
+//! and the same app cross-built with `GOARCH=arm64` by each of those releases, every function
+//! checked against the build's own ELF symbol table (needs `aarch64-linux-gnu-gcc` for the
+//! externally linked variant).
 
 mod go_checks;
 
 use fixtures::e2e::{self, err, Need};
-use fixtures::go::{matrix_versions, sample_app_variants_by, toolchain_go, MATRIX_VARIANTS};
-use go_checks::{check_against_nm_of, check_rets_and_prologues, locate_moduledata, with_binary, R};
+use fixtures::go::{
+    matrix_versions, sample_app_arm64_variants_by, sample_app_variants_by, toolchain_go,
+    ARM64_MATRIX_VARIANTS, MATRIX_VARIANTS,
+};
+use go_checks::{
+    arm64, check_against_nm_of, check_rets_and_prologues, locate_moduledata, with_binary, R,
+};
 use goblin::elf::Elf;
 use netprobe_core::addr::VirtAddr;
 use netprobe_core::golang::TextStartSource;
@@ -38,11 +46,7 @@ fn toolchain_cmd(version: &str) -> Command {
 ///   jumping back to the entry.
 fn toolchain_matrix(version: &str) -> R {
     let dir = sample_app_variants_by(version);
-    let minor: u32 = version
-        .split('.')
-        .nth(1)
-        .and_then(|m| m.parse().ok())
-        .ok_or("bad version")?;
+    let minor = minor_of(version)?;
     let default_bytes = std::fs::read(dir.join("sampleapp-default")).map_err(err)?;
     let default = GoBinary::parse("sampleapp-default", &default_bytes)
         .map_err(err)?
@@ -59,19 +63,7 @@ fn toolchain_matrix(version: &str) -> R {
                 return Err(format!("version {:?}, built by {want}", go.version()));
             }
             let loc = go.pclntab_location();
-            let header_zero = go.pclntab().header().text_start_field == Some(0);
-            match (minor >= 26, loc.text_start_source) {
-                (true, TextStartSource::ModuleData { .. }) if header_zero => {}
-                (false, TextStartSource::Header) if !header_zero => {}
-                (false, TextStartSource::Relocation) if variant.contains("pie") => {}
-                (_, other) => {
-                    return Err(format!(
-                        "text start {:#x} from {other:?} (header word {:?})",
-                        loc.text_start,
-                        go.pclntab().header().text_start_field
-                    ))
-                }
-            }
+            check_text_start_source(go, minor, variant)?;
             if !variant.contains("pie") && loc.text_start_source == TextStartSource::Header {
                 let md = locate_moduledata(&path, go)?;
                 if md != Some(loc.text_start) {
@@ -109,6 +101,94 @@ fn toolchain_matrix(version: &str) -> R {
             }
             Ok(())
         })?;
+    }
+    Ok(())
+}
+
+/// The text start comes from where release `minor` puts it: the header (or, in a PIE, its
+/// relocation) before Go 1.26, the module data from 1.26 on (`runtime/symtab.go`, `pcHeader`).
+fn check_text_start_source(go: &GoBinary<'_>, minor: u32, variant: &str) -> R {
+    let loc = go.pclntab_location();
+    let header_zero = go.pclntab().header().text_start_field == Some(0);
+    match (minor >= 26, loc.text_start_source) {
+        (true, TextStartSource::ModuleData { .. }) if header_zero => Ok(()),
+        (false, TextStartSource::Header) if !header_zero => Ok(()),
+        (false, TextStartSource::Relocation) if variant.contains("pie") => Ok(()),
+        (_, other) => Err(format!(
+            "text start {:#x} from {other:?} (header word {:?})",
+            loc.text_start,
+            go.pclntab().header().text_start_field
+        )),
+    }
+}
+
+/// The minor release of `version` ("1.27.3" -> 27).
+fn minor_of(version: &str) -> Result<u32, String> {
+    version
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(|| format!("bad version {version}"))
+}
+
+/// The sample app cross-built for linux/arm64 by Go `version` in every arm64 variant (default,
+/// PIE, stripped, external link with `aarch64-linux-gnu-gcc`):
+/// - the text start comes from where that release puts it (as on amd64; 1.26+: the module data);
+/// - every function netprobe lists is at the address, size and file offset of the same build's
+///   `.symtab` FUNC symbol (read with goblin), the stripped build's at its unstripped twin's
+///   (`go_checks::arm64`), and in unstripped builds at a text symbol of that release's
+///   `go tool nm`;
+/// - every offset is also the `PT_LOAD` formula over the executable segment holding it;
+/// - before 1.26, the PIE's text start also comes from its `R_AARCH64_RELATIVE` relocation.
+fn arm64_matrix(version: &str) -> R {
+    let dir = sample_app_arm64_variants_by(version);
+    let minor = minor_of(version)?;
+    let twin = std::fs::read(dir.join("sampleapp-default")).map_err(err)?;
+    let mut checked = Vec::new();
+    for variant in ARM64_MATRIX_VARIANTS {
+        let path = dir.join(variant);
+        with_binary(&path, |go| {
+            let want = format!("go{version}");
+            if go.version().map(|v| v.raw) != Some(want.clone()) {
+                return Err(format!("version {:?}, built by {want}", go.version()));
+            }
+            check_text_start_source(go, minor, variant)?;
+            let n = if variant.contains("stripped") {
+                arm64::check_every_function_against_symtab(go, &twin)?
+            } else {
+                check_against_nm_of(toolchain_cmd(version), &path, go)?;
+                arm64::check_every_function_against_symtab(go, go.bytes())?
+            };
+            check_segment_formula(&path, go)?;
+            if variant == "sampleapp-pie" && minor < 26 {
+                check_text_start_from_arm64_relocation(&path, go)?;
+            }
+            checked.push(format!("{variant}: {n}"));
+            Ok(())
+        })?;
+    }
+    eprintln!("  go{version} arm64, functions at their .symtab offset: {checked:?}");
+    Ok(())
+}
+
+/// A copy of an arm64 PIE whose header `textStart` word (the third word after the 8-byte
+/// prefix, `runtime/symtab.go` `pcHeader`) is zeroed, as a linker that leaves the word to the
+/// loader writes it (GNU ld `--no-apply-dynamic-relocs` on aarch64): the same
+/// text start comes from the word's `R_AARCH64_RELATIVE` relocation.
+fn check_text_start_from_arm64_relocation(path: &Path, go: &GoBinary<'_>) -> R {
+    let loc = go.pclntab_location();
+    let mut bytes = go.bytes().to_vec();
+    let at = loc.file_offset.0 as usize + 24;
+    bytes[at..at + 8].fill(0);
+    let again = GoBinary::parse(path, &bytes)
+        .map_err(err)?
+        .ok_or("no longer Go")?;
+    let got = again.pclntab_location();
+    if got.text_start_source != TextStartSource::Relocation || got.text_start != loc.text_start {
+        return Err(format!(
+            "header word zeroed: text start {:#x} from {:?}, was {:#x}",
+            got.text_start, got.text_start_source, loc.text_start
+        ));
     }
     Ok(())
 }
@@ -181,20 +261,27 @@ fn check_segment_formula(path: &Path, go: &GoBinary<'_>) -> R {
 }
 
 fn main() {
-    e2e::run(
-        matrix_versions()
-            .into_iter()
-            .map(|version| {
-                e2e::trial(
-                    &format!("go_toolchain_matrix::{version}"),
-                    &[
-                        Need::Path(toolchain_go(version)),
-                        Need::CCompiler,
-                        Need::Program("objdump"),
-                    ],
-                    move || toolchain_matrix(version),
-                )
-            })
-            .collect(),
-    );
+    let versions = matrix_versions();
+    let amd64 = versions.iter().map(|&version| {
+        e2e::trial(
+            &format!("go_toolchain_matrix::{version}"),
+            &[
+                Need::Path(toolchain_go(version)),
+                Need::CCompiler,
+                Need::Program("objdump"),
+            ],
+            move || toolchain_matrix(version),
+        )
+    });
+    let arm64 = versions.iter().map(|&version| {
+        e2e::trial(
+            &format!("go_toolchain_matrix::arm64::{version}"),
+            &[
+                Need::Path(toolchain_go(version)),
+                Need::Program("aarch64-linux-gnu-gcc"),
+            ],
+            move || arm64_matrix(version),
+        )
+    });
+    e2e::run(amd64.chain(arm64).collect());
 }

@@ -15,6 +15,10 @@
 # GOROOT is set from it), e.g. GO=~/.cache/netprobe/go-toolchains/1.26.6/go/bin/go from
 # scripts/fetch-go-toolchains.sh. The external-link variants need gcc. Writes nothing outside
 # OUT_DIR except Go's build cache. Nothing built here belongs in git.
+#
+# GOARCH=arm64 cross-builds the same variants for linux/arm64 (Go needs nothing more); the
+# external-link variants then link with CC (default aarch64-linux-gnu-gcc, Debian's
+# gcc-aarch64-linux-gnu).
 set -euo pipefail
 
 src_dir=$(cd "$(dirname "$0")" && pwd)
@@ -26,6 +30,10 @@ out_dir=$(cd "$out_dir" && pwd)
 export GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GO111MODULE=on
 export CGO_ENABLED=0
 go=${GO:-go}
+if [[ "${GOARCH:-}" == arm64 ]]; then
+	export GOOS=linux GOARCH=arm64
+	export CC=${CC:-aarch64-linux-gnu-gcc}
+fi
 if [[ -n "${GO:-}" ]]; then
 	GOROOT=$(cd "$(dirname "$GO")/.." && pwd)
 	export GOROOT

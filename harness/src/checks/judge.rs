@@ -2,7 +2,8 @@
 //! values, counts read from the last report, and `offsets --json` compared with what binutils
 //! computes on the host ([`crate::oracle`]).
 
-use super::{KernelCheck, Reading, RunOutput, KERNEL_CHECKS};
+use super::{checks_for, KernelCheck, Reading, RunOutput};
+use crate::guest_arch::GuestArch;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -38,12 +39,13 @@ impl CheckResult {
 /// (check name → function → file offset), shipped to the guest as `/fixtures/expected.json`.
 pub type Expected = std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>;
 
-/// The [`Expected`] values of every [`Reading::JsonOffsets`] check, from binutils on the host.
-/// A check whose expectation cannot be computed is left out (it then fails with that reason).
-pub fn expected_values(targets: &dyn Fn(&str) -> Option<PathBuf>) -> Expected {
+/// The [`Expected`] values of every check of `arch` that names `offsets_of`, from binutils on
+/// the host. A check whose expectation cannot be computed is left out (it then fails with that
+/// reason).
+pub fn expected_values(arch: GuestArch, targets: &dyn Fn(&str) -> Option<PathBuf>) -> Expected {
     let mut expected = Expected::new();
-    for c in KERNEL_CHECKS {
-        if c.reading != Reading::JsonOffsets {
+    for c in checks_for(arch) {
+        if c.offsets_of.is_empty() {
             continue;
         }
         let Some(path) = c.target.and_then(|t| targets(t.key())) else {
@@ -141,6 +143,9 @@ pub fn evaluate(check: &KernelCheck, out: &RunOutput) -> CheckResult {
             last_line(&out.stderr)
         ));
     }
+    if check.reading == Reading::Refused {
+        return refused(check, out);
+    }
     if out.code != Some(0) {
         return fail(format!(
             "exit {:?}: {}",
@@ -154,6 +159,44 @@ pub fn evaluate(check: &KernelCheck, out: &RunOutput) -> CheckResult {
     }
     match check.reading {
         Reading::JsonOffsets => fail("offsets are judged by evaluate_offsets".into()),
+        Reading::Refused => refused(check, out),
+        Reading::JsonReturns => {
+            let returns = json_returns(&out.stdout, check.function);
+            let n = returns.len() as u64;
+            if Some(n) != check.hits {
+                return CheckResult {
+                    hits: Some(n),
+                    ..fail(format!(
+                        "{n} return events, expected {}",
+                        check.hits.unwrap_or(0)
+                    ))
+                };
+            }
+            for (i, ret) in returns.iter().enumerate() {
+                for (field, want) in check.arg_values {
+                    let got = ret.get(*field).map(|v| match v {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    });
+                    if got.as_deref() != Some(*want) {
+                        return CheckResult {
+                            hits: Some(n),
+                            ..fail(format!(
+                                "return {i}: {field} = {}, expected {want}",
+                                got.unwrap_or_else(|| "missing".into())
+                            ))
+                        };
+                    }
+                }
+            }
+            CheckResult {
+                check: check.name.into(),
+                ok: true,
+                hits: Some(n),
+                detail: "count and return values exact".into(),
+                seconds: 0.0,
+            }
+        }
         Reading::ExitStatus => CheckResult {
             check: check.name.into(),
             ok: true,
@@ -221,6 +264,64 @@ pub fn evaluate(check: &KernelCheck, out: &RunOutput) -> CheckResult {
             )),
         },
     }
+}
+
+/// A refusal: netprobe exited non-zero on its own (not at the time limit), printed no event, and
+/// never handed the probe to the kernel (a kernel's refusal is not netprobe's).
+fn refused(check: &KernelCheck, out: &RunOutput) -> CheckResult {
+    let fail = |detail: String| CheckResult::failed(check.name, detail);
+    if out.timed_out {
+        return fail(format!(
+            "ran until the time limit instead of refusing: {}",
+            last_line(&out.stderr)
+        ));
+    }
+    let events = out
+        .stdout
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l.trim()).is_ok_and(|v| v.is_object())
+        })
+        .count();
+    if out.stderr.contains("kernel refused") {
+        return fail(format!(
+            "netprobe placed it and the kernel refused it (netprobe's own check let it through): {}",
+            last_line(&out.stderr)
+        ));
+    }
+    match out.code {
+        Some(0) => fail(format!(
+            "accepted (exit 0, {events} events): {}",
+            last_line(&out.stderr)
+        )),
+        _ if events > 0 => fail(format!(
+            "exit {:?} but {events} events were traced",
+            out.code
+        )),
+        None => fail("killed by a signal".into()),
+        Some(code) => CheckResult {
+            check: check.name.into(),
+            ok: true,
+            hits: None,
+            detail: format!("refused (exit {code}): {}", last_line(&out.stderr)),
+            seconds: 0.0,
+        },
+    }
+}
+
+/// The return events (`"event":"return"`) on `stdout` that name `function` in a string field.
+pub fn json_returns(stdout: &str, function: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+        .filter(|v| v.get("event").and_then(|e| e.as_str()) == Some("return"))
+        .filter(|v| {
+            v.as_object().is_some_and(|o| {
+                o.values()
+                    .any(|val| val.as_str().is_some_and(|s| s.contains(function)))
+            })
+        })
+        .collect()
 }
 
 /// The JSON objects on `stdout` that name `function` in a string field.
@@ -303,7 +404,10 @@ mod tests {
     use super::*;
 
     fn check(name: &str) -> &'static KernelCheck {
-        KERNEL_CHECKS.iter().find(|c| c.name == name).unwrap()
+        crate::checks::KERNEL_CHECKS
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
     }
 
     fn ok_output(stdout: &str) -> RunOutput {

@@ -2,6 +2,7 @@
 //! read and what it must show.
 
 use super::Target;
+use crate::guest_arch::GuestArch;
 
 /// How a check's output is turned into hits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,6 +16,12 @@ pub enum Reading {
     JsonCounts,
     /// Only the exit status says whether it worked; no hit number.
     ExitStatus,
+    /// `--json` return events (`"event":"return"`) naming `function`, each one hit; `arg_values`
+    /// are read from the event's top level (`retval`).
+    JsonReturns,
+    /// netprobe must refuse: a non-zero exit (not the time limit) before any event is printed,
+    /// and before the kernel is asked (its refusal, "the kernel refused", does not count).
+    Refused,
     /// `offsets --json` lines (`{"name":..,"offset":"0x.."}`): the offset netprobe gives for
     /// every function in `offsets_of` must equal the one binutils gives ([`crate::oracle`]).
     JsonOffsets,
@@ -47,7 +54,8 @@ pub struct KernelCheck {
     pub arg_values: &'static [(&'static str, &'static str)],
     /// Time limit for the whole netprobe run.
     pub timeout_secs: u64,
-    /// Functions whose offsets [`Reading::JsonOffsets`] compares.
+    /// Functions whose offsets [`Reading::JsonOffsets`] compares, or that `{offset:F+N}` in
+    /// `args` names (the arm64 agent replaces it by F's nm+readelf offset plus N, in hex).
     pub offsets_of: &'static [&'static str],
 }
 
@@ -55,15 +63,19 @@ const C_STATIC: Target = Target::C {
     key: "harness_calls_static",
     source: "harness_calls",
     flags: &["-static", "-O2"],
+    arch: GuestArch::X86_64,
 };
 const C_STATIC_PIE: Target = Target::C {
     key: "harness_calls_static_pie",
     source: "harness_calls",
     flags: &["-static-pie", "-O2"],
+    arch: GuestArch::X86_64,
 };
 const GO_STATIC: Target = Target::Go {
     key: "harness_calls_go",
     dir: "harness_calls",
+    arch: GuestArch::X86_64,
+    stripped: false,
 };
 
 /// Every check the kernel matrix runs, in table order. The counts and values in `args` are the
@@ -270,10 +282,19 @@ pub const KERNEL_CHECKS: &[KernelCheck] = &[
     },
 ];
 
-/// The targets the checks need, each once.
-pub fn targets() -> Vec<Target> {
+/// The table a guest of `arch` runs: [`KERNEL_CHECKS`] on x86-64, [`super::ARM64_CHECKS`] on
+/// aarch64.
+pub fn checks_for(arch: GuestArch) -> &'static [KernelCheck] {
+    match arch {
+        GuestArch::X86_64 => KERNEL_CHECKS,
+        GuestArch::Aarch64 => super::ARM64_CHECKS,
+    }
+}
+
+/// The targets the checks of `arch` need, each once.
+pub fn targets(arch: GuestArch) -> Vec<Target> {
     let mut t: Vec<Target> = Vec::new();
-    for c in KERNEL_CHECKS {
+    for c in checks_for(arch) {
         if let Some(target) = c.target {
             if !t.contains(&target) {
                 t.push(target);
@@ -289,13 +310,22 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_targets_named_once() {
-        let mut names: Vec<_> = KERNEL_CHECKS.iter().map(|c| c.name).collect();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), KERNEL_CHECKS.len());
-        let keys: Vec<_> = targets().iter().map(|t| t.key()).collect();
-        let mut dedup = keys.clone();
-        dedup.dedup();
-        assert_eq!(keys, dedup);
+        for arch in [GuestArch::X86_64, GuestArch::Aarch64] {
+            let table = checks_for(arch);
+            let mut names: Vec<_> = table.iter().map(|c| c.name).collect();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), table.len());
+            let mut keys: Vec<_> = targets(arch).iter().map(|t| t.key()).collect();
+            keys.sort();
+            let n = keys.len();
+            keys.dedup();
+            assert_eq!(keys.len(), n);
+        }
+        // The two tables' targets never share a file name (they share the fixtures folder).
+        let x86: Vec<_> = targets(GuestArch::X86_64).iter().map(|t| t.key()).collect();
+        assert!(targets(GuestArch::Aarch64)
+            .iter()
+            .all(|t| !x86.contains(&t.key())));
     }
 }

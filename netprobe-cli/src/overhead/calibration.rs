@@ -22,6 +22,7 @@ use std::path::PathBuf;
 
 // The calibration targets. Each returns its argument so the call cannot be folded away; the
 // first instruction is what the kernel traps on.
+#[cfg(target_arch = "x86_64")]
 std::arch::global_asm!(
     ".text",
     ".globl netprobe_calibrate_emulated",
@@ -45,6 +46,35 @@ std::arch::global_asm!(
     "netprobe_calibrate_stepped:",
     // 48 89 f8: mov rax, rdi, single-stepped out of line (`default_xol_ops`).
     "mov rax, rdi",
+    "ret",
+    ".size netprobe_calibrate_stepped, .-netprobe_calibrate_stepped",
+);
+
+// The same three on aarch64 (the argument and the result are both in x0): a `b` to the next
+// instruction, which the kernel simulates (`arch/arm64/kernel/probes/decode-insn.c`,
+// `aarch64_insn_is_b` -> `simulate_b_bl`); again a `b`, as arm64 has no optimized uprobes; and
+// `add x0, x0, #0`, stepped out of line (`INSN_GOOD`).
+#[cfg(target_arch = "aarch64")]
+std::arch::global_asm!(
+    ".text",
+    ".globl netprobe_calibrate_emulated",
+    ".type netprobe_calibrate_emulated,%function",
+    "netprobe_calibrate_emulated:",
+    "b 1f",
+    "1:",
+    "ret",
+    ".size netprobe_calibrate_emulated, .-netprobe_calibrate_emulated",
+    ".globl netprobe_calibrate_optimized",
+    ".type netprobe_calibrate_optimized,%function",
+    "netprobe_calibrate_optimized:",
+    "b 2f",
+    "2:",
+    "ret",
+    ".size netprobe_calibrate_optimized, .-netprobe_calibrate_optimized",
+    ".globl netprobe_calibrate_stepped",
+    ".type netprobe_calibrate_stepped,%function",
+    "netprobe_calibrate_stepped:",
+    "add x0, x0, #0",
     "ret",
     ".size netprobe_calibrate_stepped, .-netprobe_calibrate_stepped",
 );

@@ -7,8 +7,10 @@
 //! on an x86-64 host gets aarch64 rules. An image of any other machine is refused, not guessed.
 
 pub mod aarch64;
+mod relocation;
 pub mod x86_64;
 
+pub use relocation::{R_AARCH64_RELATIVE, R_X86_64_RELATIVE};
 use serde::Serialize;
 
 /// `EM_X86_64` (System V gABI, `e_machine`; elf.h).
@@ -94,5 +96,7 @@ mod tests {
         if cfg!(target_arch = "x86_64") {
             assert_eq!(Arch::host(), Some(Arch::X86_64));
         }
+        assert_eq!(Arch::X86_64.relative_relocation(), 8);
+        assert_eq!(Arch::Aarch64.relative_relocation(), 1027);
     }
 }

@@ -302,3 +302,32 @@ impl CliHeader {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::Arch;
+
+    /// A linux-arm64 ReadyToRun image stores 0xAA64 ^ 0x7B79 (= 0xD11D); a linux-x64 one
+    /// 0x8664 ^ 0x7B79; an IL-only assembly built for arm64 the plain 0xAA64.
+    #[test]
+    fn os_bits_come_off_the_machine() {
+        assert_eq!(
+            split_machine(0xaa64 ^ 0x7b79),
+            (MACHINE_ARM64, Some("linux"))
+        );
+        assert_eq!(0xaa64 ^ 0x7b79, 0xd11d);
+        assert_eq!(
+            split_machine(0x8664 ^ 0x7b79),
+            (MACHINE_AMD64, Some("linux"))
+        );
+        assert_eq!(
+            split_machine(0xaa64 ^ 0x4644),
+            (MACHINE_ARM64, Some("apple"))
+        );
+        assert_eq!(split_machine(MACHINE_ARM64), (MACHINE_ARM64, None));
+        assert_eq!(split_machine(MACHINE_I386), (MACHINE_I386, None));
+        let (linux_arm64, _) = split_machine(0xd11d);
+        assert_eq!(Arch::of_pe_machine(linux_arm64), Some(Arch::Aarch64));
+    }
+}

@@ -3,8 +3,9 @@
 //! - the linker section `__modules` holds one pointer per managed module to that module's
 //!   header (the runtime walks it at start-up: `src/coreclr/nativeaot/Runtime/unix/` and
 //!   ILCompiler's object writer, `src/coreclr/tools/aot/ILCompiler.Compiler/Compiler/
-//!   ObjectWriter/`); in a shared library the pointer is filled by an `R_X86_64_RELATIVE`
-//!   relocation (System V AMD64 ABI, "Relocation Types") whose addend is the header's address;
+//!   ObjectWriter/`); in a shared library the pointer is filled by a relative relocation
+//!   (`R_X86_64_RELATIVE`, or `R_AARCH64_RELATIVE` in a linux-arm64 library:
+//!   [`crate::arch::Arch::relative_relocation`]) whose addend is the header's address;
 //! - the header is a `ReadyToRunHeader` (`src/coreclr/nativeaot/Runtime/inc/ModuleHeaders.h`):
 //!   `u32 Signature = 0x00525452 ('RTR')`, `u16 MajorVersion`, `u16 MinorVersion`, `u32 Flags`,
 //!   `u16 NumberOfSections`, `u8 EntrySize`, `u8 EntryType`;
@@ -23,8 +24,6 @@ use serde::Serialize;
 
 /// `ReadyToRunHeaderConstants::Signature` (`ModuleHeaders.h`): `RTR\0` little-endian.
 pub const RTR_SIGNATURE: u32 = 0x0052_5452;
-/// `R_X86_64_RELATIVE` (System V AMD64 ABI, table "Relocation Types").
-const R_X86_64_RELATIVE: u32 = 8;
 
 /// The module header of a NativeAOT image.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -53,6 +52,7 @@ pub fn detect(view: &ElfView<'_>) -> Option<NativeAotImage> {
     // The stored pointer (executables, or a linker that applied it), else the relocation's
     // addend (shared libraries with RELA relocations).
     let stored = view.section_bytes(modules).and_then(|b| u64_at(b, 0));
+    let relative = view.arch()?.relative_relocation();
     let relocated = || {
         view.section_headers
             .iter()
@@ -61,8 +61,7 @@ pub fn detect(view: &ElfView<'_>) -> Option<NativeAotImage> {
             .flat_map(|b| b.chunks_exact(24))
             .find_map(|e| {
                 let (offset, info, addend) = (u64_at(e, 0)?, u64_at(e, 8)?, u64_at(e, 16)?);
-                (offset == slot && (info & 0xffff_ffff) as u32 == R_X86_64_RELATIVE)
-                    .then_some(addend)
+                (offset == slot && (info & 0xffff_ffff) as u32 == relative).then_some(addend)
             })
     };
     let header_vaddr = match stored {

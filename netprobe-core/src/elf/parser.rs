@@ -393,11 +393,14 @@ impl SymFields {
 }
 
 impl ElfView<'_> {
-    /// Every `R_X86_64_RELATIVE` relocation (System V x86-64 psABI, table "Relocation Types":
-    /// `B + A`) of the RELA sections: relocated word's address to its addend (negative addends,
-    /// which no pointer has, are left out). Unreadable sections are skipped.
+    /// Every relative relocation (`B + A`: `R_X86_64_RELATIVE`, `R_AARCH64_RELATIVE`, the one of
+    /// the image's machine, [`crate::arch::Arch::relative_relocation`]) of the RELA sections:
+    /// relocated word's address to its addend (negative addends, which no pointer has, are left
+    /// out). Unreadable sections are skipped; an image of no known machine has none.
     pub fn relative_relocations(&self) -> HashMap<u64, u64> {
-        const R_X86_64_RELATIVE: u32 = 8;
+        let Some(relative) = self.arch().map(crate::arch::Arch::relative_relocation) else {
+            return HashMap::new();
+        };
         self.section_headers
             .iter()
             .filter(|sh| sh.sh_type == SHT_RELA)
@@ -416,7 +419,7 @@ impl ElfView<'_> {
             .flat_map(|relocs| {
                 relocs
                     .iter()
-                    .filter(|r| r.r_type == R_X86_64_RELATIVE)
+                    .filter(|r| r.r_type == relative)
                     .filter_map(|r| Some((r.r_offset, u64::try_from(r.r_addend?).ok()?)))
                     .collect::<Vec<_>>()
             })

@@ -49,7 +49,8 @@ pub enum TextStartSource {
     NotNeeded,
     /// The header's `textStart` word.
     Header,
-    /// The `R_X86_64_RELATIVE` relocation on the header's `textStart` word.
+    /// The relative relocation (`R_X86_64_RELATIVE`, `R_AARCH64_RELATIVE`) on the header's
+    /// `textStart` word.
     Relocation,
     /// The `text` field of `runtime.firstmoduledata`, found at `moduledata_vaddr`.
     ModuleData { moduledata_vaddr: u64 },

@@ -11,8 +11,9 @@
 //! 1. the header's `textStart` word (the third word after the 8-byte magic/pad/quantum/ptrsize
 //!    prefix; `runtime/symtab.go`, `pcHeader`)
 //!    when it is not zero: Go 1.18 to 1.25 write it;
-//! 2. the addend of the `R_X86_64_RELATIVE` relocation on that word, for a PIE whose linker left
-//!    the word for the loader (System V x86-64 psABI, "Relocation Types": `B + A`);
+//! 2. the addend of the relative relocation on that word, for a PIE whose linker left the word
+//!    for the loader (`B + A`: `R_X86_64_RELATIVE` of the System V x86-64 psABI,
+//!    `R_AARCH64_RELATIVE` of AAELF64; `crate::arch::Arch::relative_relocation`);
 //! 3. the `text` field of the module data (`runtime.firstmoduledata`, `runtime/symtab.go`,
 //!    `moduledata`): Go 1.26 and later write the header word as zero ("no longer stored as it
 //!    requires a relocation. Code should use the moduledata text field instead", Go 1.26's
@@ -47,7 +48,7 @@
 //!
 //! (Go 1.21 and later put a zero-sized `sys.NotInHeap` first, which takes no room.) Candidates are
 //! the pointer-aligned words of the file's loadable segments whose value, read from the file or,
-//! where a `R_X86_64_RELATIVE` relocation covers the word, from its addend (PIEs: Go's linker and
+//! where a relative relocation covers the word, from its addend (PIEs: Go's linker and
 //! GNU ld write the value in both places, but only the relocation is authoritative), equals the
 //! table's link-time address; a candidate is the module data when the slice pointers and the
 //! `ftab` length above agree with the table's header.
@@ -63,12 +64,12 @@ const MINPC_WORD: u64 = 20;
 const WORDS: u64 = 24;
 
 /// The link-time image the locator reads: file-backed bytes of the loadable segments and the
-/// `R_X86_64_RELATIVE` relocations (target address to addend).
+/// relative relocations (target address to addend).
 #[derive(Clone, Debug, Default)]
 pub struct LinkImage<'a> {
     /// `(vaddr, file bytes)` of each loadable segment (its file-backed part).
     pub segments: Vec<(u64, &'a [u8])>,
-    /// `R_X86_64_RELATIVE` relocations: address of the relocated word to its addend.
+    /// Relative relocations (`B + A`): address of the relocated word to its addend.
     pub relative: HashMap<u64, u64>,
 }
 

@@ -16,6 +16,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+pub mod arm64;
+
 pub type R = Result<(), String>;
 
 pub const DEBIAN_GO: [&str; 3] = ["/usr/sbin/dockerd", "/usr/bin/containerd", "/usr/sbin/runc"];

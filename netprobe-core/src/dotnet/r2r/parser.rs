@@ -5,7 +5,7 @@
 use super::native_format::{decode_unsigned, NativeArray, NativeHashtable};
 use super::types::{R2rHeader, R2rSection, RuntimeFunction, SIGNATURE};
 use crate::bytes::{u16_at, u32_at, us};
-use crate::dotnet::pe::{PeImage, MACHINE_AMD64};
+use crate::dotnet::pe::{PeImage, MACHINE_AMD64, MACHINE_ARM64};
 
 pub use super::versions::{MAX_MAJOR, MIN_MAJOR};
 
@@ -68,7 +68,15 @@ pub fn parse_sections(
 }
 
 /// The RUNTIME_FUNCTIONS table (readytorun-format.md: x64 entries are begin, end, unwind RVA;
-/// other targets begin and unwind, so the end is the next entry's begin).
+/// other targets begin and unwind).
+///
+/// An arm64 entry has no end: the function's length is in its unwind data (Microsoft, "ARM64
+/// exception handling", `.pdata` and `.xdata` records; what R2RDump reads,
+/// `ILCompiler.Reflection.ReadyToRun/Arm64/UnwindInfo.cs`): when the unwind word's low two bits
+/// are 0 it is the RVA of an `.xdata` record whose first word holds `Function Length` in bits
+/// 0..18, in 4-byte units; otherwise the word itself is packed unwind data with the length in
+/// bits 2..13, also in 4-byte units. Where neither can be read the next entry's begin ends the
+/// function (as for the other targets).
 pub fn runtime_functions(
     pe: &PeImage,
     data: &[u8],
@@ -94,13 +102,29 @@ pub fn runtime_functions(
         Ok(begins
             .iter()
             .enumerate()
-            .map(|(i, &(begin, unwind))| RuntimeFunction {
-                begin,
-                end: begins.get(i + 1).map_or(begin, |n| n.0),
-                unwind,
+            .map(|(i, &(begin, unwind))| {
+                let next = begins.get(i + 1).map_or(begin, |n| n.0);
+                let end = match pe.machine {
+                    MACHINE_ARM64 => arm64_function_length(pe, data, unwind)
+                        .and_then(|len| begin.checked_add(len))
+                        .unwrap_or(next),
+                    _ => next,
+                };
+                RuntimeFunction { begin, end, unwind }
             })
             .collect())
     }
+}
+
+/// The length in bytes of an arm64 function from its RUNTIME_FUNCTION's unwind word (packed
+/// unwind data, or the RVA of an `.xdata` record): see [`runtime_functions`].
+fn arm64_function_length(pe: &PeImage, data: &[u8], unwind: u32) -> Option<u32> {
+    let units = if unwind & 0b11 != 0 {
+        (unwind >> 2) & 0x7ff
+    } else {
+        u32_at(pe.bytes_at(data, unwind, 4)?, 0)? & 0x3_ffff
+    };
+    Some(units * 4)
 }
 
 /// The file offset of a section's first byte, for the NativeFormat readers (they address the
@@ -154,4 +178,69 @@ pub fn instance_entry_positions(
     let table = NativeHashtable::parse(data, pos, end)
         .ok_or("INSTANCE_METHOD_ENTRYPOINTS header malformed")?;
     Ok(table.entries(data)?.into_iter().map(|(_, p)| p).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dotnet::pe::PeSection;
+
+    /// An image whose one section maps RVA 0x1000.. to file offset 0, holding `bytes`.
+    fn image(machine: u16, len: u32) -> PeImage {
+        PeImage {
+            machine,
+            target_os: Some("linux"),
+            preferred_image_base: 0,
+            size_of_headers: 0x200,
+            pe32_plus: true,
+            sections: vec![PeSection {
+                name: ".text".into(),
+                virtual_address: 0x1000,
+                virtual_size: len,
+                pointer_to_raw_data: 0,
+                size_of_raw_data: len,
+                characteristics: 0x6000_0020,
+            }],
+            data_directories: Vec::new(),
+        }
+    }
+
+    /// Three arm64 entries: an `.xdata` record (length 0x1c units = 0x70 bytes, plus epilog and
+    /// code-word bits that are not the length), packed unwind data (length 5 units = 0x14 bytes),
+    /// and an `.xdata` RVA outside the file (the next begin ends it, the last one is empty).
+    #[test]
+    fn arm64_lengths_come_from_the_unwind_data() {
+        let mut bytes = vec![0u8; 0x40];
+        let table = [
+            (0x2000u32, 0x1030u32),
+            (0x2080, (5 << 2) | 1),
+            (0x20a0, 0x9000),
+        ];
+        for (i, (begin, unwind)) in table.iter().enumerate() {
+            bytes[8 * i..8 * i + 4].copy_from_slice(&begin.to_le_bytes());
+            bytes[8 * i + 4..8 * i + 8].copy_from_slice(&unwind.to_le_bytes());
+        }
+        let xdata: u32 = 0x1c | (1 << 21) | (3 << 27);
+        bytes[0x30..0x34].copy_from_slice(&xdata.to_le_bytes());
+        let section = R2rSection {
+            kind: 0,
+            rva: 0x1000,
+            size: 24,
+        };
+        let pe = image(MACHINE_ARM64, 0x40);
+        let ends: Vec<(u32, u32)> = runtime_functions(&pe, &bytes, section)
+            .unwrap()
+            .iter()
+            .map(|f| (f.begin, f.end))
+            .collect();
+        assert_eq!(ends, [(0x2000, 0x2070), (0x2080, 0x2094), (0x20a0, 0x20a0)]);
+        // Another non-x64 machine keeps the next-begin rule.
+        let pe = image(crate::dotnet::pe::MACHINE_I386, 0x40);
+        let ends: Vec<u32> = runtime_functions(&pe, &bytes, section)
+            .unwrap()
+            .iter()
+            .map(|f| f.end)
+            .collect();
+        assert_eq!(ends, [0x2080, 0x20a0, 0x20a0]);
+    }
 }

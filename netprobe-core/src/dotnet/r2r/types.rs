@@ -74,8 +74,9 @@ impl R2rHeader {
     }
 }
 
-/// One `RUNTIME_FUNCTION` (x64: begin, end, unwind data; other targets have no end field and
-/// the end is taken as the next function's begin).
+/// One `RUNTIME_FUNCTION` (x64: begin, end, unwind data; other targets have no end field: arm64's
+/// comes from the length in its unwind data, any other's is the next function's begin;
+/// [`super::parser::runtime_functions`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct RuntimeFunction {
     pub begin: u32,
