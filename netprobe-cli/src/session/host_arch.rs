@@ -16,8 +16,7 @@ pub(super) fn foreign_architecture(plan: &ProbePlan, host: Option<Arch>) -> Opti
     Some(Error::Refused {
         probe: format!("{}:{}", p.path.display(), p.offset),
         reason: format!(
-            "{} is an {} image and this host is {here}, so its probes cannot run here",
-            p.path.display(),
+            "it is an {} image and this host is {here}, so its probes cannot run here",
             p.arch
         ),
         fix: format!(
