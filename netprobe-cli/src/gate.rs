@@ -10,7 +10,6 @@
 
 use crate::error::{Error, Result};
 use crate::plan::{FetchValue, FunctionId, ProbeKind, ProbePlan, Role};
-use netprobe_core::abi::{ArgLocation, Register};
 use netprobe_core::addr::FileOffset;
 use netprobe_core::probe_point::{cheapest_entry, recheck_branches_from_file, FetchedState};
 use netprobe_core::probe_safety::{CodeFile, ProbeRequest, Refusal};
@@ -251,7 +250,7 @@ pub fn choose_entry_points(plan: &mut ProbePlan, options: GateOptions) {
         let Some(entry) = p.offset.0.checked_sub(unit.start.0) else {
             continue;
         };
-        let mut choice = cheapest_entry(&code, entry, &fetched_state(&p.fetches));
+        let mut choice = cheapest_entry(&code, entry, &fetched_state(&p.fetches, p.arch));
         if choice.moved() {
             let targets = branches
                 .entry(p.path.clone())
@@ -265,22 +264,15 @@ pub fn choose_entry_points(plan: &mut ProbePlan, options: GateOptions) {
 }
 
 /// The registers a probe's fetches read (directly, or as the base of a memory read; a stack
-/// word reads RSP), and whether one is a raw fetch-arg the rules cannot see into.
-fn fetched_state(fetches: &[crate::plan::Fetch]) -> FetchedState {
-    fn walk(at: &ArgLocation, out: &mut Vec<Register>) {
-        match at {
-            ArgLocation::Register(r) => out.push(*r),
-            ArgLocation::EntryStack { .. } => out.push(Register::Sp),
-            ArgLocation::ReturnValue => out.push(Register::Ax),
-            ArgLocation::Deref { base, .. } => walk(base, out),
-        }
-    }
+/// word reads the stack pointer; the return value, `arch`'s result register), and whether one
+/// is a raw fetch-arg the rules cannot see into.
+fn fetched_state(fetches: &[crate::plan::Fetch], arch: netprobe_core::arch::Arch) -> FetchedState {
     let mut state = FetchedState::default();
     for f in fetches {
         match &f.value {
             FetchValue::Int { at, .. }
             | FetchValue::CString { at }
-            | FetchValue::Array { at, .. } => walk(at, &mut state.registers),
+            | FetchValue::Array { at, .. } => state.registers.extend(at.registers(arch)),
             FetchValue::Comm => {}
             FetchValue::Backend { .. } => state.opaque = true,
         }

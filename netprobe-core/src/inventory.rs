@@ -292,8 +292,9 @@ pub fn go_facts(exe: &Path) -> Option<GoProcess> {
         BuildInfo::parse(blob, &bytes, &segments)
     });
     let version = version.as_ref().and_then(BuildInfo::version);
+    let arch = elf.arch().unwrap_or(crate::arch::Arch::X86_64);
     Some(GoProcess {
-        abi: version.as_ref().map(abi_for),
+        abi: version.as_ref().map(|v| abi_for(v, arch)),
         version: version.map(|v| v.raw),
     })
 }

@@ -32,6 +32,7 @@ use crate::plan::{FunctionPlan, PairingKey, Returns};
 use crate::spec::{Location, ProbeSpec, SpecTarget};
 use netprobe_core::abi::CallingConvention;
 use netprobe_core::addr::{FileOffset, VirtAddr};
+use netprobe_core::arch::Arch;
 use netprobe_core::golang::{GoAbi, GoBinary, GoVersion};
 use netprobe_core::symbol::{Address, SymbolKind};
 use std::collections::HashMap;
@@ -79,6 +80,9 @@ pub struct GoImage {
     /// The table layout's oldest Go release (what is known without build info).
     pub version_lower_bound: GoVersion,
     pub abi: GoAbi,
+    /// The architecture the binary was built for (its ELF `e_machine`): which registers the
+    /// ABI uses.
+    pub arch: Arch,
     /// By the file offset of the location that asked for it.
     functions: HashMap<u64, GoFunctionFacts>,
 }
@@ -157,6 +161,8 @@ fn read_image(path: &Path, locs: &[&Location]) -> Option<GoImage> {
 
 /// The facts the planner needs of each location's function in the Go binary `bin`.
 fn read_functions(path: &Path, bin: &GoBinary<'_>, locs: &[&Location]) -> Option<GoImage> {
+    // A machine netprobe has no rules for is no Go image it can plan.
+    let arch = bin.arch()?;
     let mut functions = HashMap::new();
     for loc in locs {
         let vaddr = match loc.symbol.as_ref().map(|s| s.address) {
@@ -209,6 +215,7 @@ fn read_functions(path: &Path, bin: &GoBinary<'_>, locs: &[&Location]) -> Option
         version: bin.version(),
         version_lower_bound: bin.version_lower_bound(),
         abi: bin.abi(),
+        arch,
         functions,
     })
 }
@@ -232,14 +239,15 @@ pub struct GoSummary {
     pub after_prologue: usize,
 }
 
-/// Whether positional arguments `args` need more than the register ABI's nine integer registers,
-/// so that some are read from the stack (relative to the entry stack pointer).
-fn overflows_registers(args: &[crate::plan::ArgRequest]) -> bool {
+/// Whether positional arguments `args` need more than the register ABI's integer registers on
+/// `arch` (amd64 9, arm64 16), so that some are read from the stack (relative to the entry stack
+/// pointer).
+fn overflows_registers(args: &[crate::plan::ArgRequest], arch: Arch) -> bool {
     let words: usize = args
         .iter()
         .map(crate::plan::ArgRequest::positional_words)
         .sum();
-    words > CallingConvention::GoRegAbi.int_registers().len()
+    words > CallingConvention::GoRegAbi { arch }.int_registers().len()
 }
 
 /// The plan of one Go function at `loc` (see the module doc for the rules). `notes` receives
@@ -259,16 +267,18 @@ pub fn plan_function(
     notes: &mut Vec<String>,
     summary: &mut GoSummary,
 ) -> Result<Option<FunctionPlan>> {
+    let arch = img.arch;
     let convention = match img.abi {
-        GoAbi::Register => CallingConvention::GoRegAbi,
+        GoAbi::Register => CallingConvention::GoRegAbi { arch },
         GoAbi::Stack => CallingConvention::GoStackAbi {
+            arch,
             args_size: f.args_size,
         },
     };
     // Only a mode that pairs calls reads the goroutine.
     let pairing = match img.abi {
         GoAbi::Register if wants.pair => {
-            PairingKey::Register(netprobe_core::abi::go::GOROUTINE_REGISTER)
+            PairingKey::Register(convention.conventions().go_goroutine)
         }
         _ => PairingKey::Thread,
     };
@@ -294,7 +304,7 @@ pub fn plan_function(
             ));
         }
         vec![loc.file_offset]
-    } else if (img.abi == GoAbi::Stack || (wants.args && overflows_registers(&spec.args)))
+    } else if (img.abi == GoAbi::Stack || (wants.args && overflows_registers(&spec.args, arch)))
         && f.sp_moves_before_entry_probe
     {
         notes.push(format!(
@@ -454,6 +464,7 @@ mod tests {
             }),
             version_lower_bound: GoVersion::new(1, 16, 0),
             abi,
+            arch: Arch::X86_64,
             functions: [(f.entry_offset.0, f.clone())].into_iter().collect(),
         }
     }
@@ -511,10 +522,13 @@ mod tests {
             plan.returns,
             Returns::Instructions(vec![FileOffset(0x213cf1)])
         );
-        assert_eq!(plan.convention, CallingConvention::GoRegAbi);
+        assert_eq!(
+            plan.convention,
+            CallingConvention::GoRegAbi { arch: Arch::X86_64 }
+        );
         assert_eq!(
             plan.pairing,
-            PairingKey::Register(netprobe_core::abi::go::GOROUTINE_REGISTER)
+            PairingKey::Register(netprobe_core::abi::Register::R14)
         );
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("on each RET instruction"), "{notes:?}");
@@ -601,7 +615,10 @@ mod tests {
         let plan = plan.unwrap().unwrap();
         assert_eq!(
             plan.convention,
-            CallingConvention::GoStackAbi { args_size: Some(8) }
+            CallingConvention::GoStackAbi {
+                arch: Arch::X86_64,
+                args_size: Some(8)
+            }
         );
         assert_eq!(plan.pairing, PairingKey::Thread);
         assert_eq!(plan.entry_offsets, vec![f.entry_probe_offset]);

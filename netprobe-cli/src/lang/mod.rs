@@ -195,7 +195,7 @@ impl Planner {
                 ),
             });
         }
-        let planned = native::plan_function(spec, loc, wants, &self.options.pids, &mut self.notes);
+        let planned = native::plan_function(spec, loc, wants, &self.options.pids, &mut self.notes)?;
         Ok(Some(self.with_dwarf_args(planned, spec, loc, wants, false)))
     }
 

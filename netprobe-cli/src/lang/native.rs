@@ -1,6 +1,8 @@
 //! Native ELF code (C, C++, Rust, cgo's C in Go binaries, .NET NativeAOT's exported entry
-//! points): System V arguments, an entry uprobe at the first byte, a uretprobe for returns
-//! (native stacks never move, so uretprobes are safe), latency paired by thread.
+//! points): the C convention of the file's architecture (System V on x86-64, AAPCS64 on
+//! aarch64, by its ELF `e_machine`, never the host's), an entry uprobe at the first byte, a
+//! uretprobe for returns (native stacks never move, so uretprobes are safe), latency paired by
+//! thread.
 //!
 //! ELF details users hit:
 //! - A shared library is probed in the file itself (`uprobe_events` takes the library's path and
@@ -14,15 +16,36 @@
 //!   `/proc/PID/root` by the resolver; NativeAOT code in a `__managedcode` section is placed by
 //!   the segment formula like any code outside `.text`.
 
+use crate::error::{Error, Result};
 use crate::lang::Wants;
 use crate::plan::{FunctionPlan, PairingKey, Returns};
 use crate::spec::{Location, ProbeSpec};
 use netprobe_core::abi::CallingConvention;
+use netprobe_core::arch::Arch;
 use netprobe_core::elf::ifunc::{resolve_ifunc, IfuncTarget};
 use netprobe_core::process::Process;
 use netprobe_core::symbol::{Address, SymbolKind};
 
-/// For an `IMAGE:0xOFFSET` probe whose arguments go past the six System V registers: the entry
+/// The architecture of the ELF file at `loc` (its `e_machine`). A file that cannot be read as
+/// ELF here is planned for the host's; a machine netprobe has no rules for is refused.
+pub fn image_arch(spec: &ProbeSpec, loc: &Location) -> Result<Arch> {
+    let Some(view) = netprobe_core::elf::ElfFile::open(&loc.probe_path).ok() else {
+        return Ok(Arch::host().unwrap_or(Arch::X86_64));
+    };
+    let Ok(elf) = view.view() else {
+        return Ok(Arch::host().unwrap_or(Arch::X86_64));
+    };
+    elf.arch().ok_or_else(|| Error::BadSpec {
+        spec: spec.text.clone(),
+        why: format!(
+            "{} is built for ELF machine {}, which netprobe has no rules for (it knows x86_64 and aarch64)",
+            loc.probe_path.display(),
+            elf.header.e_machine
+        ),
+    })
+}
+
+/// For an `IMAGE:0xOFFSET` probe whose arguments go past the C convention's registers: the entry
 /// of the ELF function that contains the offset when the offset is inside it (not its first
 /// byte), so that the planner refuses stack arguments there (the stack pointer has moved since
 /// entry). `None` otherwise.
@@ -30,6 +53,7 @@ fn stack_args_function_start(
     spec: &ProbeSpec,
     loc: &Location,
     wants: Wants,
+    convention: CallingConvention,
 ) -> Option<netprobe_core::addr::FileOffset> {
     if !wants.args || !matches!(spec.target, crate::spec::SpecTarget::Offset(_)) {
         return None;
@@ -39,7 +63,7 @@ fn stack_args_function_start(
         .iter()
         .map(crate::plan::ArgRequest::positional_words)
         .sum();
-    if words <= CallingConvention::SysV.int_registers().len() {
+    if words <= convention.int_registers().len() {
         return None;
     }
     let off = loc.file_offset.0;
@@ -53,22 +77,25 @@ fn stack_args_function_start(
 }
 
 /// The plan of a native function at `loc`. `notes` receives what the user should know (IFUNC
-/// resolvers); `pids` are the `-p` processes, in which IFUNCs are looked up.
+/// resolvers); `pids` are the `-p` processes, in which IFUNCs are looked up. Errors: an ELF
+/// file of a machine netprobe has no rules for.
 pub fn plan_function(
     spec: &ProbeSpec,
     loc: &Location,
     wants: Wants,
     pids: &[u32],
     notes: &mut Vec<String>,
-) -> FunctionPlan {
+) -> Result<FunctionPlan> {
+    let convention = CallingConvention::native(image_arch(spec, loc)?);
     if loc.kind() == Some(SymbolKind::Ifunc) {
         notes.extend(ifunc_notes(loc, pids));
     }
-    FunctionPlan {
+    Ok(FunctionPlan {
         name: loc.name.clone(),
         image: loc.image.clone(),
         probe_path: loc.probe_path.clone(),
-        function_offset: stack_args_function_start(spec, loc, wants).unwrap_or(loc.file_offset),
+        function_offset: stack_args_function_start(spec, loc, wants, convention)
+            .unwrap_or(loc.file_offset),
         entry_offsets: if wants.entry {
             vec![loc.file_offset]
         } else {
@@ -79,7 +106,7 @@ pub fn plan_function(
         } else {
             Returns::None
         },
-        convention: CallingConvention::SysV,
+        convention,
         args: if wants.args {
             spec.args.clone()
         } else {
@@ -88,7 +115,7 @@ pub fn plan_function(
         ret: spec.ret,
         pairing: PairingKey::Thread,
         symbol: loc.symbol.as_ref().map(|s| s.name.clone()),
-    }
+    })
 }
 
 /// What to say about an IFUNC location: that the probe lands on the resolver, and where the
@@ -197,7 +224,7 @@ mod tests {
             pair: false,
         };
         let mut notes = Vec::new();
-        let plan = plan_function(&spec, &strlen(), wants, &[], &mut notes);
+        let plan = plan_function(&spec, &strlen(), wants, &[], &mut notes).unwrap();
         assert_eq!(plan.returns, Returns::UretProbe);
         assert_eq!(plan.entry_offsets, vec![FileOffset(0x9e8e0)]);
         assert_eq!(notes.len(), 2);

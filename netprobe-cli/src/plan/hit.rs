@@ -44,7 +44,7 @@ pub struct UserStack {
     pub copy: Option<StackCopy>,
 }
 
-/// Registers (perf's x86 order, `netprobe_core::debuginfo::PERF_REGS_MASK_X86_64`) and the
+/// Registers (perf's order on the host, `netprobe_core::debuginfo::PERF_REGS_MASK`) and the
 /// stack bytes from rsp up, as a hit's perf record carried them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StackCopy {

@@ -23,6 +23,7 @@ use netprobe_core::abi::{
     ArgLocation, CallingConvention, IntType, Register, ValueType, STRING_PREFIX,
 };
 use netprobe_core::addr::FileOffset;
+use netprobe_core::arch::Arch;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -41,7 +42,7 @@ pub enum Role {
 
 /// How a probe is placed: a plain uprobe on an instruction, or a uretprobe (entry breakpoint that
 /// hijacks the return address and fires on return, where the stack pointer is 8 bytes above the
-/// entry's).
+/// entry's on x86-64 and where it was on aarch64, `ArchConventions::sp_after_return`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProbeKind {
@@ -212,6 +213,9 @@ pub struct KernelProbe {
     pub path: PathBuf,
     pub offset: FileOffset,
     pub kind: ProbeKind,
+    /// The architecture of the probed image (its function's calling convention's): which
+    /// registers the fetches name, and where the stack pointer is after a return.
+    pub arch: Arch,
     /// What the probe reads, in order.
     pub fetches: Vec<Fetch>,
     pub function: FunctionId,
@@ -286,6 +290,7 @@ impl ProbePlan {
         // is stack-assigned). Stack words are read relative to the stack pointer a call enters
         // with, so only where the probe sees it: at the function's first byte, or (Go) after a
         // stack-check prologue that `lang::go` checked does not move it.
+        let arch = f.convention.arch();
         let sp_is_entry_sp =
             f.convention.is_go() || f.entry_offsets.iter().all(|o| *o == f.function_offset);
         let mut next_word = 0usize;
@@ -306,7 +311,7 @@ impl ProbePlan {
                             .collect()
                     } else if sp_is_entry_sp {
                         let w = (next_stack_slot..next_stack_slot + need)
-                            .map(ArgLocation::stack_slot)
+                            .map(|slot| f.convention.stack_slot(slot))
                             .collect();
                         next_stack_slot += need;
                         w
@@ -385,6 +390,7 @@ impl ProbePlan {
                 path: f.probe_path.clone(),
                 offset: *off,
                 kind: ProbeKind::Entry,
+                arch,
                 fetches: fetch,
                 function: id,
                 role: Role::Entry,
@@ -403,9 +409,7 @@ impl ProbePlan {
             Returns::Instructions(offs) => offs.iter().map(|o| (ProbeKind::Entry, *o)).collect(),
         };
         for (kind, off) in ret_probes {
-            let (decode, mut fetch) = if f.convention == CallingConvention::SysV
-                && kind == ProbeKind::UretProbe
-            {
+            let (decode, mut fetch) = if f.convention.is_native() && kind == ProbeKind::UretProbe {
                 typed_fetch("ret", ret_ty, &[ArgLocation::ReturnValue])
             } else {
                 let words = f.convention.result_words(ret_ty.words()).ok_or_else(|| {
@@ -422,6 +426,7 @@ impl ProbePlan {
                 path: f.probe_path.clone(),
                 offset: off,
                 kind,
+                arch,
                 fetches: fetch,
                 function: id,
                 role: Role::Return,
@@ -462,7 +467,8 @@ impl ProbePlan {
     /// byte (and, in Go, after the stack-check prologue, which moves neither pointer) and on a
     /// RET instruction, the probed function has no frame of its own yet (or any more): the base
     /// pointer still names its caller's frame, so the walk misses the caller, whose return
-    /// address is the word at the stack pointer. Those probes also read that word, and the
+    /// address is the word at the stack pointer on x86-64 and the link register x30 on aarch64
+    /// (`ArchConventions::return_address`). Those probes also read it, and the
     /// stack puts it back in place (perf does the same for uprobes at a function's entry:
     /// `is_uprobe_at_func_entry` in the kernel's `arch/x86/events/core.c`; the tracefs walk,
     /// `arch_stack_walk_user` in `arch/x86/kernel/stacktrace.c`, does not). A uretprobe fires
@@ -482,7 +488,7 @@ impl ProbePlan {
                 p.fetches.push(Fetch::new(
                     RETURN_ADDRESS_FIELD,
                     FetchValue::Int {
-                        at: ArgLocation::EntryStack { offset: 0 },
+                        at: f.convention.conventions().return_address_location(),
                         ty: IntType::X64,
                     },
                 ));
@@ -493,13 +499,14 @@ impl ProbePlan {
 }
 
 /// The values to read for a typed value whose words are at `words` (one per word the type
-/// takes), and how to decode them.
+/// takes; callers give them all), and how to decode them.
 fn typed_fetch(name: &str, ty: ValueType, words: &[ArgLocation]) -> (Decode, Vec<Fetch>) {
     let word = |i: usize| {
         words
             .get(i)
+            .or(words.first())
             .cloned()
-            .unwrap_or(ArgLocation::Register(Register::Ax))
+            .unwrap_or(ArgLocation::ReturnValue)
     };
     match ty {
         ValueType::Int(t) => (

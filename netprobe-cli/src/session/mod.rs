@@ -33,6 +33,7 @@ mod armed;
 mod builder;
 mod container;
 mod follow;
+mod host_arch;
 mod options;
 mod placing;
 mod planned;

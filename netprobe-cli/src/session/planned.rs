@@ -20,6 +20,7 @@ use crate::plan::ProbePlan;
 use crate::run_as::RunAs;
 use crate::runner::Executables;
 use crate::signals::SignalPipe;
+use netprobe_core::arch::Arch;
 use netprobe_core::ipc::docker::ContainerInfo;
 use std::time::Instant;
 
@@ -110,7 +111,8 @@ impl PlannedSession {
         self.report.error()
     }
 
-    /// Approves the plan (a refused probe is the error), opens tracefs and forks the watchdog
+    /// Approves the plan (a probe in an image of another architecture than the host's, or a
+    /// refused probe, is the error), opens tracefs and forks the watchdog
     /// if [`super::SessionBuilder::arm`] did not. After it, nothing can fail for want of
     /// privilege before the probes are placed; a caller binds what must exist before they are
     /// (a metrics port) between this and [`PlannedSession::start`].
@@ -118,6 +120,9 @@ impl PlannedSession {
         let Stage::Planned(waiting) = &mut self.stage else {
             return Ok(());
         };
+        if let Some(e) = super::host_arch::foreign_architecture(waiting, Arch::host()) {
+            return Err(e);
+        }
         if let Some(e) = self.report.error() {
             return Err(e);
         }

@@ -8,7 +8,6 @@
 
 use netprobe_core::debuginfo::{
     walk, CopiedStack, ImageUnwinder, Registers, UnwoundBy, Walk, WalkEnd, WalkLimits,
-    PERF_REGS_MASK_X86_64,
 };
 use netprobe_core::file_id::FileId;
 use netprobe_core::maps::{MapPath, MapsEntry, RecordedMaps};
@@ -219,7 +218,7 @@ impl Unwinder {
         regs: &[u64],
         stack: &[u8],
     ) -> Option<(Vec<(u64, UnwoundBy)>, bool)> {
-        let regs = Registers::from_perf_regs(PERF_REGS_MASK_X86_64, regs);
+        let regs = Registers::from_host_perf_regs(regs);
         if regs.rip().is_none() || regs.rsp().is_none() || stack.is_empty() {
             return None;
         }

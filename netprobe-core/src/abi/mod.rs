@@ -1,111 +1,40 @@
 //! Language facts a probe planner needs, in terms no tracing backend owns: where a function's
 //! arguments and results are ([`ArgLocation`]), which types users can ask for ([`ValueType`]),
 //! and the calling conventions that map argument positions to locations
-//! ([`CallingConvention`]: System V in [`sysv`], Go's register and stack ABIs in [`go`]); .NET
-//! signatures to argument layouts, return sites and value types in [`dotnet`].
+//! ([`CallingConvention`]: the C convention of each architecture, Go's register and stack ABIs
+//! in [`go`]); .NET signatures to argument layouts, return sites and value types in [`dotnet`].
+//!
+//! Which registers a convention uses depends on the image's architecture: each architecture's
+//! values are in `crate::arch::{x86_64, aarch64}::calling_convention` ([`ArchConventions`]), and
+//! every convention here carries the [`Arch`] it is of, read from the image, never the host's.
+//! The registers themselves, of every architecture, are [`Register`].
 //!
 //! A backend (the CLI's tracefs backend, later perf_event or BPF) renders these locations in its
 //! own syntax.
 
+mod conventions;
 pub mod dotnet;
 pub mod go;
-pub mod sysv;
+mod register;
 
+pub use conventions::{go_stack_slot, ArchConventions, ReturnAddress};
+pub use register::Register;
+
+use crate::arch::Arch;
 use serde::Serialize;
 use std::fmt;
-
-/// An x86-64 general-purpose register (64-bit), named as in the kernel's `pt_regs`
-/// (`arch/x86/include/asm/ptrace.h`) without the `r` prefix of the legacy eight: `ax`, `sp`, `r8`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Register {
-    Ax,
-    Bx,
-    Cx,
-    Dx,
-    Si,
-    Di,
-    Bp,
-    Sp,
-    R8,
-    R9,
-    R10,
-    R11,
-    R12,
-    R13,
-    R14,
-    R15,
-}
-
-impl Register {
-    pub const ALL: [Register; 16] = [
-        Register::Ax,
-        Register::Bx,
-        Register::Cx,
-        Register::Dx,
-        Register::Si,
-        Register::Di,
-        Register::Bp,
-        Register::Sp,
-        Register::R8,
-        Register::R9,
-        Register::R10,
-        Register::R11,
-        Register::R12,
-        Register::R13,
-        Register::R14,
-        Register::R15,
-    ];
-
-    /// `ax`, `bx`, ..., `r15`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Register::Ax => "ax",
-            Register::Bx => "bx",
-            Register::Cx => "cx",
-            Register::Dx => "dx",
-            Register::Si => "si",
-            Register::Di => "di",
-            Register::Bp => "bp",
-            Register::Sp => "sp",
-            Register::R8 => "r8",
-            Register::R9 => "r9",
-            Register::R10 => "r10",
-            Register::R11 => "r11",
-            Register::R12 => "r12",
-            Register::R13 => "r13",
-            Register::R14 => "r14",
-            Register::R15 => "r15",
-        }
-    }
-
-    /// The register named `name` (`ax`, `r14`; `rax` is accepted too).
-    pub fn parse(name: &str) -> Option<Register> {
-        let short = match name.strip_prefix('r') {
-            Some(rest) if rest.len() == 2 && !rest.starts_with(|c: char| c.is_ascii_digit()) => {
-                rest
-            }
-            _ => name,
-        };
-        Register::ALL.into_iter().find(|r| r.name() == short)
-    }
-}
-
-impl fmt::Display for Register {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// Where a value is at a probe point.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ArgLocation {
     /// In a register.
     Register(Register),
-    /// The 8-byte word at `offset` bytes above the stack pointer the call entered with (at the
-    /// function's first byte `offset` 0 is the return address, so stack arguments start at 8;
-    /// System V AMD64 ABI 3.2.3, Figure 3.4; Go `src/cmd/compile/abi-internal.md`). At a RET the
-    /// stack pointer is back where it was at entry; after the return it is 8 bytes higher.
+    /// The 8-byte word at `offset` bytes above the stack pointer the call entered with. On
+    /// x86-64 `offset` 0 is the return address at the function's first byte, so stack arguments
+    /// start at 8 (System V AMD64 ABI 3.2.3, Figure 3.4); on aarch64 C stack arguments start at
+    /// 0 (AAPCS64: the return address is in x30); Go's start at 8 on both
+    /// (`src/cmd/compile/abi-internal.md`). At a RET the stack pointer is back where it was at
+    /// entry; after the return it is [`ArchConventions::sp_after_return`] bytes higher.
     EntryStack { offset: u64 },
     /// A function's (first) integer result as the kernel hands it to a return probe.
     ReturnValue,
@@ -122,11 +51,15 @@ impl ArgLocation {
         }
     }
 
-    /// Stack argument slot `slot` (0-based) at a function's entry: `8 + 8*slot` above the entry
-    /// stack pointer.
-    pub fn stack_slot(slot: usize) -> Option<ArgLocation> {
-        let offset = u64::try_from(slot).ok()?.checked_mul(8)?.checked_add(8)?;
-        Some(ArgLocation::EntryStack { offset })
+    /// The registers this location reads (a stack word reads the stack pointer; the return
+    /// value, `arch`'s result register), outermost first.
+    pub fn registers(&self, arch: Arch) -> Vec<Register> {
+        match self {
+            ArgLocation::Register(r) => vec![*r],
+            ArgLocation::EntryStack { .. } => vec![Register::Sp],
+            ArgLocation::ReturnValue => vec![ArchConventions::of(arch).return_value()],
+            ArgLocation::Deref { base, .. } => base.registers(arch),
+        }
     }
 }
 
@@ -267,29 +200,58 @@ impl ValueType {
     }
 }
 
-/// Where integer arguments arrive, by position (x86_64).
+/// Where integer arguments arrive, by position, on the image's architecture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallingConvention {
-    /// System V AMD64 (C, C++, Rust `extern "C"`, and .NET managed code on Linux, where `this`
-    /// comes first): rdi, rsi, rdx, rcx, r8, r9; result in rax.
+    /// System V AMD64, x86-64's C convention (C, C++, Rust `extern "C"`, and .NET managed code on
+    /// Linux x64, where `this` comes first): rdi, rsi, rdx, rcx, r8, r9, then the stack; result
+    /// in rax.
     SysV,
-    /// Go's register ABI (Go 1.17+, `ABIInternal`): rax, rbx, rcx, rdi, rsi, r8, r9, r10, r11;
-    /// results from rax on; the current goroutine in r14.
-    GoRegAbi,
-    /// Go's stack ABI (`ABI0`, every Go function before 1.17): argument word `i` at
+    /// AAPCS64, aarch64's C convention (and .NET managed code on linux-arm64, `this` first):
+    /// x0..x7, then the stack; result in x0.
+    Aapcs64,
+    /// Go's register ABI (`ABIInternal`; amd64 since Go 1.17: rax, rbx, rcx, rdi, rsi, r8..r11,
+    /// goroutine in r14; arm64 since Go 1.18: R0..R15, goroutine in R28); results from the first
+    /// register on.
+    GoRegAbi { arch: Arch },
+    /// Go's stack ABI (`ABI0`, every Go function before the register ABI): argument word `i` at
     /// `8 + 8*i` above the entry stack pointer (and after the stack-check prologue, which moves
     /// nothing); results follow the arguments, so they end where the in/out area of `args_size`
     /// bytes ends (the pclntab's `args` field; `None` when the table does not say).
-    GoStackAbi { args_size: Option<u32> },
+    GoStackAbi { arch: Arch, args_size: Option<u32> },
 }
 
 impl CallingConvention {
+    /// The C convention of `arch` (System V AMD64, AAPCS64).
+    pub fn native(arch: Arch) -> CallingConvention {
+        match arch {
+            Arch::X86_64 => CallingConvention::SysV,
+            Arch::Aarch64 => CallingConvention::Aapcs64,
+        }
+    }
+
+    /// The architecture the convention is of.
+    pub fn arch(self) -> Arch {
+        match self {
+            CallingConvention::SysV => Arch::X86_64,
+            CallingConvention::Aapcs64 => Arch::Aarch64,
+            CallingConvention::GoRegAbi { arch } | CallingConvention::GoStackAbi { arch, .. } => {
+                arch
+            }
+        }
+    }
+
+    /// Its architecture's register rules.
+    pub fn conventions(self) -> &'static ArchConventions {
+        ArchConventions::of(self.arch())
+    }
+
     /// Integer argument registers in order; empty for the stack ABI.
     pub fn int_registers(self) -> &'static [Register] {
         match self {
-            CallingConvention::SysV => &sysv::INT_ARGUMENT_REGISTERS,
-            CallingConvention::GoRegAbi => &go::REGISTER_ORDER,
+            CallingConvention::SysV | CallingConvention::Aapcs64 => self.conventions().c_arguments,
+            CallingConvention::GoRegAbi { .. } => self.conventions().go_arguments,
             CallingConvention::GoStackAbi { .. } => &[],
         }
     }
@@ -304,10 +266,10 @@ impl CallingConvention {
     }
 
     /// Where integer argument word `word` is at entry: a register, or for the stack ABI a stack
-    /// word ([`go::GoAbi::arg`]); `None` past the registers.
+    /// word ([`go_stack_slot`]); `None` past the registers.
     pub fn arg_word(self, word: usize) -> Option<ArgLocation> {
         match self {
-            CallingConvention::GoStackAbi { .. } => go::GoAbi::Stack.arg(word),
+            CallingConvention::GoStackAbi { .. } => go_stack_slot(word),
             c => c
                 .int_registers()
                 .get(word)
@@ -315,44 +277,58 @@ impl CallingConvention {
         }
     }
 
+    /// Where stack argument slot `slot` (0-based, 8 bytes each) of a register convention is at
+    /// entry: the C conventions from their first stack argument
+    /// ([`ArchConventions::c_first_stack_argument`]), Go's from 8.
+    pub fn stack_slot(self, slot: usize) -> Option<ArgLocation> {
+        match self {
+            CallingConvention::SysV | CallingConvention::Aapcs64 => {
+                self.conventions().c_stack_slot(slot)
+            }
+            CallingConvention::GoRegAbi { .. } | CallingConvention::GoStackAbi { .. } => {
+                go_stack_slot(slot)
+            }
+        }
+    }
+
     /// Where the words of a `words`-word result are at a return; `None` when they cannot be
     /// placed (stack ABI without the argument size, or a result larger than it).
     ///
-    /// Register conventions: the result registers (Go: rax, rbx, ... like arguments,
-    /// `abi-internal.md`; System V: rax, rdx). Stack ABI: the result is the last `words` words
-    /// of the in/out area (one result: the results follow the arguments), which starts 8 bytes
-    /// above the entry stack pointer.
+    /// Register conventions: the result registers (Go: the argument registers again,
+    /// `abi-internal.md`; System V: rax, rdx; AAPCS64: x0, x1). Stack ABI: the result is the
+    /// last `words` words of the in/out area (one result: the results follow the arguments),
+    /// which starts 8 bytes above the entry stack pointer.
     pub fn result_words(self, words: usize) -> Option<Vec<ArgLocation>> {
-        match self {
-            CallingConvention::SysV => Some(
-                sysv::RESULT_REGISTERS
-                    .iter()
-                    .take(words)
-                    .map(|r| ArgLocation::Register(*r))
-                    .collect(),
-            )
-            .filter(|v: &Vec<ArgLocation>| v.len() == words),
-            CallingConvention::GoRegAbi => (0..words)
-                .map(|i| go::GoAbi::Register.result(i, 0))
-                .collect(),
-            CallingConvention::GoStackAbi { args_size } => {
+        let registers = match self {
+            CallingConvention::SysV | CallingConvention::Aapcs64 => self.conventions().c_results,
+            CallingConvention::GoRegAbi { .. } => self.conventions().go_arguments,
+            CallingConvention::GoStackAbi { args_size, .. } => {
                 let area = u64::from(args_size?);
                 let first = area.checked_sub(8 * words as u64)?;
-                Some(
+                return Some(
                     (0..words as u64)
                         .map(|i| ArgLocation::EntryStack {
                             offset: 8 + first + 8 * i,
                         })
                         .collect(),
-                )
+                );
             }
-        }
+        };
+        Some(
+            registers
+                .iter()
+                .take(words)
+                .map(|r| ArgLocation::Register(*r))
+                .collect(),
+        )
+        .filter(|v: &Vec<ArgLocation>| v.len() == words)
     }
 
     pub fn label(self) -> &'static str {
         match self {
             CallingConvention::SysV => "System V",
-            CallingConvention::GoRegAbi => "Go register ABI",
+            CallingConvention::Aapcs64 => "AAPCS64",
+            CallingConvention::GoRegAbi { .. } => "Go register ABI",
             CallingConvention::GoStackAbi { .. } => "Go stack ABI",
         }
     }
@@ -361,8 +337,13 @@ impl CallingConvention {
     pub fn is_go(self) -> bool {
         matches!(
             self,
-            CallingConvention::GoRegAbi | CallingConvention::GoStackAbi { .. }
+            CallingConvention::GoRegAbi { .. } | CallingConvention::GoStackAbi { .. }
         )
+    }
+
+    /// Whether this is an architecture's C convention.
+    pub fn is_native(self) -> bool {
+        matches!(self, CallingConvention::SysV | CallingConvention::Aapcs64)
     }
 }
 
@@ -371,13 +352,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip() {
-        for r in Register::ALL {
-            assert_eq!(Register::parse(r.name()), Some(r));
-        }
-        assert_eq!(Register::parse("rax"), Some(Register::Ax));
-        assert_eq!(Register::parse("r14"), Some(Register::R14));
-        assert_eq!(Register::parse("xmm0"), None);
+    fn type_names_round_trip() {
         for t in IntType::ALL {
             assert_eq!(IntType::parse(t.name()), Some(t));
             assert_eq!(ValueType::parse(t.name()), Some(ValueType::Int(t)));
@@ -397,7 +372,7 @@ mod tests {
     fn result_registers_by_convention() {
         let reg = |r| ArgLocation::Register(r);
         assert_eq!(
-            CallingConvention::GoRegAbi.result_words(2),
+            CallingConvention::GoRegAbi { arch: Arch::X86_64 }.result_words(2),
             Some(vec![reg(Register::Ax), reg(Register::Bx)])
         );
         assert_eq!(
@@ -413,6 +388,7 @@ mod tests {
     #[test]
     fn go_stack_abi_results_end_the_in_out_area() {
         let conv = CallingConvention::GoStackAbi {
+            arch: Arch::X86_64,
             args_size: Some(32),
         };
         assert_eq!(
@@ -421,7 +397,10 @@ mod tests {
         );
         // A result larger than the area, or an unknown area, cannot be placed.
         assert_eq!(conv.result_words(5), None);
-        let unknown = CallingConvention::GoStackAbi { args_size: None };
+        let unknown = CallingConvention::GoStackAbi {
+            arch: Arch::X86_64,
+            args_size: None,
+        };
         assert_eq!(unknown.result_words(1), None);
         assert_eq!(
             unknown.arg_word(3),

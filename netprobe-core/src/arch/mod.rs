@@ -6,7 +6,9 @@
 //! read from the image itself, never from the host netprobe runs on: an aarch64 binary planned
 //! on an x86-64 host gets aarch64 rules. An image of any other machine is refused, not guessed.
 
+pub mod aarch64;
 mod relocation;
+pub mod x86_64;
 
 pub use relocation::{R_AARCH64_RELATIVE, R_X86_64_RELATIVE};
 use serde::Serialize;

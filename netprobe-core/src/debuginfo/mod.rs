@@ -30,5 +30,5 @@ pub use sections::{DebugSections, Reader, MAX_SECTION_BYTES};
 pub use unwind::{
     frame_pointer_step, walk, CallFrameInfo, CfiMiss, CopiedStack, GoStackTable, ImageLookup,
     ImageUnwinder, Registers, StackMemory, UnwoundBy, Walk, WalkEnd, WalkLimits,
-    PERF_REGS_MASK_X86_64,
+    GO_THIRD_ARGUMENT_INDEX, PERF_REGS_MASK, PERF_REGS_MASK_AARCH64, PERF_REGS_MASK_X86_64,
 };

@@ -6,6 +6,7 @@ use super::pclntab::{magic_candidates_iter, GoFunction, Pclntab, PclntabResolver
 use super::prologue::{self, GSource, StackCheck};
 use crate::abi::go::{abi_for, GoAbi};
 use crate::addr::{AddressSet, FileOffset, VirtAddr};
+use crate::arch::Arch;
 use crate::elf::parser::ElfView;
 use crate::elf::LoadSegments;
 use crate::image::format::{sniff, ImageFormat};
@@ -249,13 +250,21 @@ impl<'a> GoBinary<'a> {
             .and_then(|i| self.pclntab.function(i))
     }
 
-    /// The calling convention: from the build info's version when known (register ABI since
-    /// 1.17); else from the table layout (1.18+ register, 1.2 stack); for the 1.16 layout, which
+    /// The architecture of the ELF file (its `e_machine`); `None` for a machine netprobe has no
+    /// rules for.
+    pub fn arch(&self) -> Option<Arch> {
+        crate::elf::parser::ElfView::parse(&self.path, self.bytes)
+            .ok()?
+            .arch()
+    }
+
+    /// The calling convention: from the build info's version and the architecture when known
+    /// (register ABI since 1.17 on amd64, 1.18 on arm64); else from the table layout (1.18+ register, 1.2 stack); for the 1.16 layout, which
     /// Go 1.16 (stack) and 1.17 (register) share, from where the stack checks of the first
     /// functions read g: R14 under the register ABI, thread-local storage before it.
     pub fn abi(&self) -> GoAbi {
         if let Some(v) = self.version() {
-            return abi_for(&v);
+            return abi_for(&v, self.arch().unwrap_or(Arch::X86_64));
         }
         match self.pclntab.version() {
             PclntabVersion::Go12 => GoAbi::Stack,

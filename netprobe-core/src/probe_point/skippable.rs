@@ -24,6 +24,9 @@ pub(super) fn iced_register(r: Register) -> iced_x86::Register {
         Register::R13 => I::R13,
         Register::R14 => I::R14,
         Register::R15 => I::R15,
+        // aarch64's registers are in no x86 instruction (the x86 rules never see an aarch64
+        // plan: the gate picks rules by the image's architecture).
+        _ => I::None,
     }
 }
 

@@ -99,7 +99,7 @@ fn attr(
                 // The uprobe PMU's tracepoint events take the same sample bits as profile's.
                 sample |=
                     sys::bindings::PERF_SAMPLE_REGS_USER | sys::bindings::PERF_SAMPLE_STACK_USER;
-                a.sample_regs_user = netprobe_core::debuginfo::PERF_REGS_MASK_X86_64;
+                a.sample_regs_user = netprobe_core::debuginfo::PERF_REGS_MASK;
                 a.sample_stack_user = stack_copy;
             }
         }

@@ -24,7 +24,7 @@ pub struct Sample<'a> {
     /// The trace event's record.
     pub raw: &'a [u8],
     /// The user registers (`PERF_SAMPLE_REGS_USER`, in the bit order of
-    /// `netprobe_core::debuginfo::PERF_REGS_MASK_X86_64`); empty when none came.
+    /// `netprobe_core::debuginfo::PERF_REGS_MASK`); empty when none came.
     pub regs: Vec<u64>,
     /// The user stack from rsp up (`PERF_SAMPLE_STACK_USER`'s copied bytes); empty when none.
     pub stack: &'a [u8],

@@ -104,7 +104,7 @@ impl Sampling {
 
 /// The `perf_event_attr` of a user-stack sampler of `sampling` copying `stack_bytes` of the
 /// stack and the registers an unwinder needs
-/// ([`netprobe_core::debuginfo::PERF_REGS_MASK_X86_64`]); `track`: it also records its task's
+/// ([`netprobe_core::debuginfo::PERF_REGS_MASK`]); `track`: it also records its task's
 /// mappings (one event per task and CPU must, and only one: [`sideband`]).
 fn sampler_attr(
     sampling: Sampling,
@@ -122,7 +122,7 @@ fn sampler_attr(
             | sys::bindings::PERF_SAMPLE_CALLCHAIN
             | sys::bindings::PERF_SAMPLE_REGS_USER
             | sys::bindings::PERF_SAMPLE_STACK_USER) as u64,
-        sample_regs_user: netprobe_core::debuginfo::PERF_REGS_MASK_X86_64,
+        sample_regs_user: netprobe_core::debuginfo::PERF_REGS_MASK,
         sample_stack_user: stack_bytes,
         ..Default::default()
     };

@@ -1,11 +1,11 @@
 //! Decoding the records a sampler's ring buffer holds (`struct perf_event_header` and the record
 //! bodies of `include/uapi/linux/perf_event.h`), for the attribute `perf_event` opens:
 //! `PERF_SAMPLE_IP | TID | TIME | CALLCHAIN | REGS_USER | STACK_USER` (registers
-//! [`PERF_REGS_MASK_X86_64`]), with `sample_id_all` for the side-band records of the tasks'
+//! [`PERF_REGS_MASK`]), with `sample_id_all` for the side-band records of the tasks'
 //! mappings ([`super::sideband`]). Bounds-checked: a malformed buffer ends decoding, never
 //! panics.
 
-use netprobe_core::debuginfo::PERF_REGS_MASK_X86_64;
+use netprobe_core::debuginfo::PERF_REGS_MASK;
 
 use super::fields::{u16_at, u32_at, u64_at};
 
@@ -51,7 +51,7 @@ pub enum Record<'a> {
         /// Borrowed from the buffer decoded: a switch-heavy profile decodes thousands a second.
         stack: &'a [u8],
         /// The user registers (`PERF_SAMPLE_REGS_USER`) in the ascending bit order of
-        /// [`PERF_REGS_MASK_X86_64`]; empty when the kernel had none to give
+        /// [`PERF_REGS_MASK`]; empty when the kernel had none to give
         /// (`PERF_SAMPLE_REGS_ABI_NONE`).
         regs: Vec<u64>,
     },
@@ -80,7 +80,7 @@ pub enum Record<'a> {
 /// PERF_SAMPLE_REGS_ABI_NONE, 0) then `{ u64 size; char data[size]; u64 dyn_size; }` (dyn_size
 /// only when size != 0: `size` is what was asked for, the first `dyn_size` bytes what the kernel
 /// could copy), as `perf_output_sample` in kernel/events/core.c writes them for
-/// [`PERF_REGS_MASK_X86_64`]. Absent parts read as empty; `None` when a part is cut short.
+/// [`PERF_REGS_MASK`]. Absent parts read as empty; `None` when a part is cut short.
 pub fn regs_and_stack(rec: &[u8], mut at: usize) -> Option<(Vec<u64>, &[u8])> {
     let (mut regs, mut stack): (Vec<u64>, &[u8]) = (Vec::new(), &[]);
     let Some(abi) = u64_at(rec, at) else {
@@ -88,7 +88,7 @@ pub fn regs_and_stack(rec: &[u8], mut at: usize) -> Option<(Vec<u64>, &[u8])> {
     };
     at += 8;
     if abi != 0 {
-        for _ in 0..PERF_REGS_MASK_X86_64.count_ones() {
+        for _ in 0..PERF_REGS_MASK.count_ones() {
             regs.push(u64_at(rec, at)?);
             at += 8;
         }
@@ -271,7 +271,7 @@ mod tests {
     fn user_registers_come_before_the_stack() {
         let mut buf = sample(1, 2, &[0x401000]);
         buf.extend_from_slice(&2u64.to_ne_bytes()); // PERF_SAMPLE_REGS_ABI_64
-        let n = PERF_REGS_MASK_X86_64.count_ones() as u64;
+        let n = PERF_REGS_MASK.count_ones() as u64;
         for r in 0..n {
             buf.extend_from_slice(&(1000 + r).to_ne_bytes());
         }

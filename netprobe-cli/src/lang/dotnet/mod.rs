@@ -263,7 +263,7 @@ impl Assemblies {
                 vec![]
             },
             returns,
-            convention: CallingConvention::SysV,
+            convention: CallingConvention::native(shape.arch),
             args: arg_requests,
             ret,
             pairing: PairingKey::Thread,

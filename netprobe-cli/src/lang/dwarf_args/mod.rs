@@ -235,6 +235,18 @@ pub fn fill_in(
     let [probe] = plan.entry_offsets[..] else {
         return;
     };
+    // DWARF numbers registers per architecture; the reader knows x86-64's (psABI §3.6.2). An
+    // aarch64 image's parameters are not read by name (AADWARF64's numbers are not mapped), so
+    // no x86 register is ever named in its plan.
+    let arch = plan.convention.arch();
+    if arch != netprobe_core::arch::Arch::X86_64 {
+        notes.push(format!(
+            "note: arguments by name from DWARF are read on x86_64 images only; {} is {arch}: type the ARGs (positional in {})",
+            loc.probe_path.display(),
+            plan.convention.label()
+        ));
+        return;
+    }
     let Some(sections) = files.get(&loc.probe_path) else {
         return;
     };

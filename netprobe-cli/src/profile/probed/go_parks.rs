@@ -135,8 +135,12 @@ impl GoParks {
     fn reason_of(&self, h: &Hit) -> String {
         let copy = h.user_stack.as_ref().and_then(|s| s.copy.as_ref());
         let value = copy.and_then(|c| match self.abi {
-            // perf's x86 register order: AX, BX, CX, ... (PERF_REGS_MASK_X86_64).
-            GoAbi::Register => c.regs.get(PERF_REG_CX).map(|&cx| cx as u8),
+            // The third integer argument register: CX on amd64, R2 on arm64, in the host's
+            // perf register order (netprobe_core::debuginfo::PERF_REGS_MASK).
+            GoAbi::Register => c
+                .regs
+                .get(netprobe_core::debuginfo::GO_THIRD_ARGUMENT_INDEX)
+                .map(|&cx| cx as u8),
             GoAbi::Stack => c.stack.get(STACK_ABI_REASON_OFFSET).copied(),
         });
         match value {
@@ -145,9 +149,6 @@ impl GoParks {
         }
     }
 }
-
-/// RCX's index in a stack copy's registers (perf's order, `arch/x86/include/uapi/asm/perf_regs.h`).
-const PERF_REG_CX: usize = 2;
 
 /// `reason`'s offset from SP at `gopark`'s entry under the stack ABI: after the return address,
 /// `unlockf` and `lock`.

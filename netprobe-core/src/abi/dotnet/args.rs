@@ -2,21 +2,20 @@
 //!
 //! Sources: dotnet/runtime `docs/design/coreclr/botr/clr-abi.md` ("Special/extra parameters":
 //! `this` always comes first; then the optional return buffer, then the generic context, then the
-//! declared arguments) and the System V AMD64 psABI (integer class in rdi, rsi, rdx, rcx, r8, r9;
+//! declared arguments; "Return buffers": on ARM64 the buffer is passed in x8 instead, so it
+//! takes no argument register) and the platform's C convention, the image's architecture's
+//! ([`ArchConventions`]): System V AMD64 (integer class in rdi, rsi, rdx, rcx, r8, r9;
 //! float/double in xmm0..7, which take no integer register; structs by their size and fields;
-//! results in rax (rdx), floats in xmm0). Verified on this kernel: a fetch-arg naming `%xmm0` is
-//! refused ("Invalid register name"), so float arguments cannot be shown.
+//! results in rax (rdx), floats in xmm0) or AAPCS64 (x0..x7; floats in v0..v7; results in x0,
+//! floats in v0). Verified on this kernel: a fetch-arg naming `%xmm0` is refused ("Invalid
+//! register name"), so float arguments cannot be shown; arm64's register table
+//! (`arch/arm64/kernel/ptrace.c`) has no v registers either.
 
 use super::{Hidden, MethodShape};
-use crate::abi::{IntType, ValueType};
+use crate::abi::{ArchConventions, IntType, ValueType};
 use crate::dotnet::metadata::{ArgKind, TypeSig};
 #[cfg(test)]
 use crate::dotnet::MethodDetails;
-
-/// Integer argument registers of System V AMD64.
-pub const INT_REGISTERS: usize = 6;
-/// Float argument registers of System V AMD64 (xmm0..xmm7).
-const XMM_REGISTERS: usize = 8;
 
 /// One argument of a layout: its field name and type, in calling-convention order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -184,9 +183,11 @@ impl Names {
 /// The entry arguments of a method: `this` first, then a hidden generic context if any, then the
 /// declared parameters by register. Stops (with a note) where the registers can no longer be
 /// told: a struct passed by value, an unresolved generic parameter, a possible hidden return
-/// buffer, or the seventh integer argument (on the stack). Float parameters take no integer
-/// register; they are skipped with a note.
+/// buffer (x64; arm64 passes it in x8), or more float arguments than float registers (their
+/// stack slots would shift the rest). Float parameters take no integer register; they are
+/// skipped with a note.
 pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
+    let conv = ArchConventions::of(shape.arch);
     let d = shape.details;
     let sig = &d.signature;
     let mut out = Layout::default();
@@ -207,9 +208,11 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
         push(&mut out, &mut names, &mut used, "this".into(), ty);
     }
     // A struct result may come back through a hidden buffer argument (System V: structs over 16
-    // bytes); its size is not in the signature.
+    // bytes); its size is not in the signature. On arm64 the buffer has a register of its own.
     let ret_kind = resolved_kind(shape, &sig.ret);
-    if matches!(ret_kind, ArgKind::ValueType | ArgKind::GenericParam) {
+    if matches!(ret_kind, ArgKind::ValueType | ArgKind::GenericParam)
+        && conv.dotnet_return_buffer.is_none()
+    {
         if !sig.params.is_empty() {
             out.notes.push(format!(
                 "{}: arguments after `this` are not shown: the struct result ({}) may be returned through a hidden buffer argument that shifts the registers",
@@ -253,8 +256,8 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
         if let ArgKind::Float { .. } = kind {
             floats += 1;
             out.notes.push(format!(
-                "{}: {label} ({type_text}) is passed in an XMM register, which uprobe fetch-args cannot read (the kernel accepts only general-purpose registers); not shown",
-                shape.display
+                "{}: {label} ({type_text}) is passed in {}, which uprobe fetch-args cannot read (the kernel accepts only general-purpose registers); not shown",
+                shape.display, conv.float_registers
             ));
             continue;
         }
@@ -269,14 +272,15 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
             ));
             return out;
         };
-        // Past the sixth integer register the argument is in its caller's stack slot, in
-        // order (System V AMD64 ABI 3.2.3, which CoreCLR follows on Unix x64); the planner
-        // reads it at `+8(%sp)`, `+16(%sp)`, ... at the method's first byte. Floats past the
-        // eighth XMM register would take stack slots too and shift the order: stop there.
-        if used >= INT_REGISTERS && floats > XMM_REGISTERS {
+        // Past the last integer register the argument is in its caller's stack slot, in
+        // order (System V AMD64 ABI 3.2.3, AAPCS64, which CoreCLR follows on Unix); the planner
+        // reads it at `+8(%sp)`, `+16(%sp)`, ... (x64) or `+0(%sp)`, ... (arm64) at the method's
+        // first byte. Floats past the last float register would take stack slots too and shift
+        // the order: stop there.
+        if used >= conv.c_arguments.len() && floats > conv.c_float_arguments {
             out.notes.push(format!(
-                "{}: arguments from {label} on are passed on the stack after more than {XMM_REGISTERS} float arguments, whose slots netprobe does not place; not shown",
-                shape.display
+                "{}: arguments from {label} on are passed on the stack after more than {} float arguments, whose slots netprobe does not place; not shown",
+                shape.display, conv.c_float_arguments
             ));
             return out;
         }
@@ -291,15 +295,17 @@ pub fn entry_layout(shape: &MethodShape<'_>) -> Layout {
     out
 }
 
-/// How the return value reads at a RET instruction: `Ok(Some(type))` from rax, `Ok(None)` for
-/// `void`, `Err(note)` when it cannot be read (a float in xmm0, a struct).
+/// How the return value reads at a RET instruction: `Ok(Some(type))` from rax (x0 on arm64),
+/// `Ok(None)` for `void`, `Err(note)` when it cannot be read (a float in xmm0 or v0, a struct).
 pub fn return_type(shape: &MethodShape<'_>) -> Result<Option<ValueType>, String> {
     let kind = resolved_kind(shape, &shape.details.signature.ret);
     match kind {
         ArgKind::Void => Ok(None),
         ArgKind::Float { .. } => Err(format!(
-            "{}: the return value ({}) is in XMM0, which uprobes cannot read; returns are shown without it",
-            shape.display, shape.ret_type
+            "{}: the return value ({}) is in {}, which uprobes cannot read; returns are shown without it",
+            shape.display,
+            shape.ret_type,
+            ArchConventions::of(shape.arch).float_result
         )),
         ArgKind::ValueType | ArgKind::GenericParam => Err(format!(
             "{}: the return value ({}) is a struct whose layout decides the registers; returns are shown without it",
@@ -372,6 +378,7 @@ mod tests {
     fn shape(d: &MethodDetails) -> MethodShape<'_> {
         MethodShape {
             details: d,
+            arch: crate::arch::Arch::X86_64,
             display: "T::M".into(),
             this_is_string: false,
             hidden: Hidden::None,
@@ -475,6 +482,45 @@ mod tests {
             "{:?}",
             l.notes
         );
+    }
+
+    /// linux-arm64 (clr-abi.md "Return buffers": the buffer is in x8): a struct result shifts
+    /// no argument, and floats are in v registers, which a fetch-arg cannot read.
+    #[test]
+    fn arm64_keeps_arguments_after_a_struct_result_and_names_v_registers() {
+        let tok = crate::dotnet::metadata::TypeToken {
+            module: 0,
+            table: 1,
+            rid: 1,
+        };
+        let d = details(
+            true,
+            TypeSig::ValueType { ty: tok },
+            vec![TypeSig::I4, TypeSig::R8, TypeSig::String],
+            &["a", "x", "s"],
+        );
+        let mut s = shape(&d);
+        s.arch = crate::arch::Arch::Aarch64;
+        let l = entry_layout(&s);
+        assert_eq!(
+            names_types(&l),
+            [
+                ("this".into(), ValueType::Int(IntType::X64)),
+                ("a".into(), ValueType::Int(IntType::S32)),
+                ("s".into(), ValueType::DotnetString)
+            ]
+        );
+        assert_eq!(l.notes.len(), 1, "{:?}", l.notes);
+        assert!(
+            l.notes[0].contains("SIMD&FP register (v0-v7)"),
+            "{:?}",
+            l.notes
+        );
+        assert!(return_type(&s).is_err());
+        let f = details(false, TypeSig::R8, vec![], &[]);
+        let mut s = shape(&f);
+        s.arch = crate::arch::Arch::Aarch64;
+        assert!(return_type(&s).unwrap_err().contains("is in v0"));
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! and result are, from its signature ([`args`]), how its body can be left ([`exits`]), and
 //! whether a type is a value type ([`owner_is_value_type`]).
 //!
-//! Managed x64 code on Linux uses the System V convention with `this` first (dotnet/runtime
-//! `docs/design/coreclr/botr/clr-abi.md`), see [`crate::abi::sysv`].
+//! Managed code on Linux uses the platform's C convention with `this` first (dotnet/runtime
+//! `docs/design/coreclr/botr/clr-abi.md`): System V on x64, AAPCS64 on arm64, see
+//! [`crate::abi::ArchConventions`]. The architecture is the image's (its PE machine).
 
 pub mod args;
 
 use crate::addr::VirtAddr;
+use crate::arch::Arch;
 use crate::dotnet::metadata::table;
 use crate::dotnet::{Assembly, EntryKind, MethodDetails, R2rMethod};
 use crate::Result;
@@ -34,6 +36,8 @@ pub enum Hidden {
 #[derive(Clone, Debug)]
 pub struct MethodShape<'a> {
     pub details: &'a MethodDetails,
+    /// The architecture the method was compiled for (the assembly's PE machine).
+    pub arch: Arch,
     /// The method's name for notes (`System.String::Replace(string,string)`).
     pub display: String,
     /// `this` is a `System.String` (instance methods of `System.String`).
@@ -50,6 +54,7 @@ pub struct MethodShape<'a> {
 /// The owned parts of a [`MethodShape`].
 pub struct ShapeStorage {
     details: MethodDetails,
+    arch: Arch,
     display: String,
     this_is_string: bool,
     hidden: Hidden,
@@ -63,6 +68,7 @@ impl ShapeStorage {
     pub fn shape(&self) -> MethodShape<'_> {
         MethodShape {
             details: &self.details,
+            arch: self.arch,
             display: self.display.clone(),
             this_is_string: self.this_is_string,
             hidden: self.hidden.clone(),
@@ -77,6 +83,13 @@ impl ShapeStorage {
 /// `System.String`, and the hidden generic-context argument of shared generic code.
 pub fn shape_of(asm: &Assembly, m: &R2rMethod) -> Result<ShapeStorage> {
     let details = asm.details(m)?;
+    let machine = asm.pe().machine;
+    let arch = Arch::of_pe_machine(machine).ok_or_else(|| {
+        crate::Error::Unsupported(format!(
+            "{}: PE machine 0x{machine:04x}, which netprobe has no calling convention for",
+            m.name
+        ))
+    })?;
     let sig = &details.signature;
     let last = details.type_path.last().cloned().unwrap_or_default();
     let owner_type_args = args::owner_type_args(&last);
@@ -108,6 +121,7 @@ pub fn shape_of(asm: &Assembly, m: &R2rMethod) -> Result<ShapeStorage> {
     Ok(ShapeStorage {
         display: format!("{short}{params}"),
         details,
+        arch,
         this_is_string,
         hidden,
         param_types,

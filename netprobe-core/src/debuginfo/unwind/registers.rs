@@ -90,10 +90,6 @@ impl Registers {
     }
 }
 
-/// The perf register mask an unwinder needs on x86-64: AX..DI, BP, SP, IP, R8..R15 (perf_regs.h;
-/// the segment registers are left out, the kernel refuses DS..GS for 64-bit tasks).
-pub const PERF_REGS_MASK_X86_64: u64 = 0x1ff | (0xff << 16);
-
 /// Memory an unwinder reads: the stack as copied at the sample or the hit.
 pub trait StackMemory {
     /// The 8 bytes at `addr`; `None` outside what was copied.
@@ -119,6 +115,7 @@ impl StackMemory for CopiedStack<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::debuginfo::unwind::perf_regs::PERF_REGS_MASK_X86_64;
 
     #[test]
     fn perf_registers_land_in_their_dwarf_columns() {

@@ -1,12 +1,19 @@
 //! A neutral plan's values as uprobe fetch-args (kernel `Documentation/trace/uprobetracer.rst`,
 //! "Fetch-args"): `%di`, `+8(%sp)`, `+12(%di):u16[64]`, `$retval`, `$comm`, and the user's raw
 //! `FETCHARG:TYPE` text, which only this backend reads.
+//!
+//! Register names are the probed image's architecture's, as its kernel's
+//! `regs_query_register_offset` table spells them (`netprobe_core::abi::Register`): `%di`, `%r14`
+//! on x86-64, `%x0` .. `%x30` on aarch64, `%sp` on both. The plan already chose them by the
+//! image's architecture; here only the stack pointer after a return differs
+//! (`ArchConventions::sp_after_return`).
 
 use super::probe::{check_identifier, invalid, MAX_ARG_EXPR_LEN, MAX_ARG_NAME_LEN};
 use crate::error::Result;
 pub use crate::fetch_type::{parse_raw, ArrayElem, FetchType, MAX_ARRAY_LEN};
 use crate::plan::{Fetch, FetchValue, KernelProbe, ProbeKind};
-use netprobe_core::abi::{ArgLocation, IntType};
+use netprobe_core::abi::{ArchConventions, ArgLocation, IntType};
+use netprobe_core::arch::Arch;
 
 /// One fetch-arg of a probe line: `NAME=EXPR:TYPE`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -67,7 +74,8 @@ impl FetchArg {
 }
 
 /// The fetch-arg expression for a location, for a probe whose stack pointer is `sp_above_entry`
-/// bytes above the entry stack pointer (0 at entry and on a RET, 8 in a uretprobe).
+/// bytes above the entry stack pointer (0 at entry and on a RET; in a uretprobe 8 on x86-64,
+/// 0 on aarch64).
 pub fn location_text(at: &ArgLocation, sp_above_entry: u64) -> String {
     match at {
         ArgLocation::Register(r) => format!("%{r}"),
@@ -91,12 +99,13 @@ pub fn location_text(at: &ArgLocation, sp_above_entry: u64) -> String {
     }
 }
 
-/// One value as a fetch-arg. A raw text that does not parse (the spec parser checks it first)
-/// is passed on as an `x64` expression for the kernel to refuse.
-pub fn fetcharg(f: &Fetch, kind: ProbeKind) -> FetchArg {
+/// One value as a fetch-arg, for a probe of `kind` in an image of `arch`. A raw text that does
+/// not parse (the spec parser checks it first) is passed on as an `x64` expression for the
+/// kernel to refuse.
+pub fn fetcharg(f: &Fetch, kind: ProbeKind, arch: Arch) -> FetchArg {
     let sp = match kind {
         ProbeKind::Entry => 0,
-        ProbeKind::UretProbe => 8,
+        ProbeKind::UretProbe => ArchConventions::of(arch).sp_after_return,
     };
     match &f.value {
         FetchValue::Int { at, ty } => {
@@ -127,7 +136,10 @@ pub fn fetcharg(f: &Fetch, kind: ProbeKind) -> FetchArg {
 
 /// The fetch-args of a probe, in the plan's order.
 pub fn fetchargs(p: &KernelProbe) -> Vec<FetchArg> {
-    p.fetches.iter().map(|f| fetcharg(f, p.kind)).collect()
+    p.fetches
+        .iter()
+        .map(|f| fetcharg(f, p.kind, p.arch))
+        .collect()
 }
 
 /// The kernel type of the value in field `field` of probe `p`.
@@ -135,7 +147,7 @@ pub fn field_type(p: &KernelProbe, field: &str) -> Option<FetchType> {
     p.fetches
         .iter()
         .find(|f| f.field == field)
-        .map(|f| fetcharg(f, p.kind).ty)
+        .map(|f| fetcharg(f, p.kind, p.arch).ty)
 }
 
 #[cfg(test)]
@@ -209,7 +221,7 @@ pub(crate) mod tests {
             function_offset: FileOffset(0x100),
             entry_offsets: vec![FileOffset(0x10a)],
             returns: Returns::Instructions(vec![FileOffset(0x130), FileOffset(0x150)]),
-            convention: CallingConvention::GoRegAbi,
+            convention: CallingConvention::GoRegAbi { arch: Arch::X86_64 },
             args: vec![
                 pos("a", ValueType::Int(IntType::S64)),
                 pos("s", ValueType::GoString),
@@ -248,6 +260,7 @@ pub(crate) mod tests {
     #[test]
     fn go_stack_abi_reads_arguments_and_results_from_sp() {
         let conv = CallingConvention::GoStackAbi {
+            arch: Arch::X86_64,
             args_size: Some(32),
         };
         let mut plan = ProbePlan::new(false);
@@ -292,7 +305,10 @@ pub(crate) mod tests {
         assert_eq!(location_text(&result[0], 0), "+32(%sp)");
         // A result larger than the area, or an unknown area, cannot be placed (core `abi`).
         assert_eq!(conv.result_words(5), None);
-        let unknown = CallingConvention::GoStackAbi { args_size: None };
+        let unknown = CallingConvention::GoStackAbi {
+            arch: Arch::X86_64,
+            args_size: None,
+        };
         assert_eq!(unknown.result_words(1), None);
         assert_eq!(
             unknown.arg_word(3).map(|l| location_text(&l, 0)).as_deref(),
@@ -312,7 +328,7 @@ pub(crate) mod tests {
             function_offset: FileOffset(0x100),
             entry_offsets: vec![],
             returns: Returns::UretProbe,
-            convention: CallingConvention::GoRegAbi,
+            convention: CallingConvention::GoRegAbi { arch: Arch::X86_64 },
             args: vec![],
             ret: Some(ValueType::GoString),
             pairing: PairingKey::Register(Register::R14),
@@ -369,7 +385,7 @@ pub(crate) mod tests {
         assert_eq!(f[7], "%r9");
         // Go register ABI: nine registers, then the stack.
         let mut go = c_function(int(10), Returns::None);
-        go.convention = CallingConvention::GoRegAbi;
+        go.convention = CallingConvention::GoRegAbi { arch: Arch::X86_64 };
         let mut plan = ProbePlan::new(false);
         plan.add_function(go).unwrap();
         assert_eq!(fetches(&plan)[8..], ["%r11", "+8(%sp)"]);
@@ -380,3 +396,6 @@ pub(crate) mod tests {
         assert!(e.to_string().contains("first byte"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod per_arch_tests;

@@ -1,0 +1,82 @@
+//! Where aarch64 calling conventions put values at a probe.
+//!
+//! - C (and Rust `extern "C"`, C++): the Procedure Call Standard for the Arm 64-bit Architecture
+//!   (AAPCS64, "Parameter passing"): integer and pointer arguments in x0..x7 (NGRN), then the
+//!   stack from `[sp]` at entry, 8 bytes a slot on Linux (NSAA; `bl` puts the return address in
+//!   x30, the link register, not on the stack); results in x0 (x1 for 16-byte values);
+//!   floating-point arguments in v0..v7, which take no integer register. A fetch-arg cannot read
+//!   a v register: the kernel's register table (`arch/arm64/kernel/ptrace.c`,
+//!   `regoffset_table`) holds x0..x30, sp, pc and pstate only.
+//! - .NET managed code on linux-arm64 (dotnet/runtime `docs/design/coreclr/botr/clr-abi.md`;
+//!   `src/coreclr/vm/callingconvention.h`, `TransitionBlock::GetOffsetOfRetBuffArgReg`): AAPCS64
+//!   with `this` in x0; a hidden return buffer goes in x8, so it shifts no argument.
+//! - Go's register ABI (`ABIInternal`, arm64's default since Go 1.18, release notes of Go 1.18;
+//!   Go `src/cmd/compile/abi-internal.md`, "arm64 architecture"): integer arguments and results in
+//!   R0..R15, floats in F0..F15; the current goroutine in R28; R30 the link register, R29 the
+//!   frame pointer. The stack layout ("Stack layout") keeps a return-PC word at `0(RSP)`, so
+//!   stack words (ABI0, and register-ABI arguments that did not fit) start at `8(RSP)` as on
+//!   amd64.
+//! - `ret` branches to x30 and leaves sp alone: after a return the stack pointer is where it was
+//!   at entry.
+
+use crate::abi::{ArchConventions, Register, ReturnAddress};
+use crate::arch::Arch;
+
+/// AAPCS64 integer argument registers (x0..x7), in assignment order.
+pub const INT_ARGUMENT_REGISTERS: [Register; 8] = [
+    Register::X0,
+    Register::X1,
+    Register::X2,
+    Register::X3,
+    Register::X4,
+    Register::X5,
+    Register::X6,
+    Register::X7,
+];
+
+/// AAPCS64 integer result registers, in order.
+pub const RESULT_REGISTERS: [Register; 2] = [Register::X0, Register::X1];
+
+/// AAPCS64 floating-point argument registers (v0..v7): they take no integer register.
+pub const FLOAT_ARGUMENT_REGISTERS: usize = 8;
+
+/// The integer argument/result registers of the Go register ABI on arm64 (R0..R15).
+pub const GO_REGISTER_ORDER: [Register; 16] = [
+    Register::X0,
+    Register::X1,
+    Register::X2,
+    Register::X3,
+    Register::X4,
+    Register::X5,
+    Register::X6,
+    Register::X7,
+    Register::X8,
+    Register::X9,
+    Register::X10,
+    Register::X11,
+    Register::X12,
+    Register::X13,
+    Register::X14,
+    Register::X15,
+];
+
+/// The link register (x30): the return address at a function's entry.
+pub const LINK_REGISTER: Register = Register::X30;
+
+/// aarch64's conventions.
+pub const CONVENTIONS: ArchConventions = ArchConventions {
+    arch: Arch::Aarch64,
+    c_arguments: &INT_ARGUMENT_REGISTERS,
+    c_results: &RESULT_REGISTERS,
+    c_float_arguments: FLOAT_ARGUMENT_REGISTERS,
+    float_registers: "a SIMD&FP register (v0-v7)",
+    float_result: "v0",
+    c_first_stack_argument: 0,
+    go_arguments: &GO_REGISTER_ORDER,
+    go_goroutine: Register::X28,
+    go_register_abi_since: (1, 18),
+    return_address: ReturnAddress::Register(LINK_REGISTER),
+    sp_after_return: 0,
+    dotnet_return_buffer: Some(Register::X8),
+    frame_pointer: Register::X29,
+};

@@ -1,0 +1,3 @@
+//! aarch64's rules.
+
+pub mod calling_convention;

@@ -1,0 +1,3 @@
+//! x86-64's rules.
+
+pub mod calling_convention;
