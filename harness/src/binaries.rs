@@ -104,7 +104,14 @@ fn build_netprobe_aarch64() -> Result<PathBuf> {
         // ring and mimalloc compile C: the cc crate reads CC_<triple> and AR_<triple>.
         .env(format!("CC_{env_triple}"), cc)
         .env(format!("AR_{env_triple}"), "aarch64-linux-gnu-ar")
-        .args(["build", "--locked", "--profile", "guest", "--target", triple])
+        .args([
+            "build",
+            "--locked",
+            "--profile",
+            "guest",
+            "--target",
+            triple,
+        ])
         .args(["-p", "netprobe-cli", "--bin", "netprobe"])
         .status()
         .context("running cargo build --profile guest --target aarch64-unknown-linux-gnu")?;
