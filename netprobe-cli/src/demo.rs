@@ -150,6 +150,10 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
     .map(|w| quote(w))
     .collect::<Vec<_>>()
     .join(" ");
+    // The target is netprobe's own file, so its C convention is that of the architecture this
+    // netprobe was built for.
+    let arch = netprobe_core::arch::Arch::host()
+        .ok_or_else(|| Error::usage("the demo needs a netprobe built for x86_64 or aarch64"))?;
     let mut plan = ProbePlan::new(true);
     plan.add_function(FunctionPlan {
         name: DEMO_SYMBOL.into(),
@@ -158,7 +162,7 @@ pub fn run(out: &mut dyn Write) -> Result<i32> {
         function_offset: target.file_offset,
         entry_offsets: vec![target.file_offset],
         returns: Returns::UretProbe,
-        convention: CallingConvention::SysV,
+        convention: CallingConvention::native(arch),
         args: vec![
             ArgRequest::Positional {
                 name: Some("a".into()),
