@@ -167,7 +167,7 @@ mod tests {
             let c = cheapest_entry(&code, entry, &FetchedState::default());
             prop_assert!(c.chosen.offset >= entry);
             if c.kept.is_none() {
-                prop_assert!(c.chosen.offset % 4 == 0 && (c.chosen.offset as usize) + 4 <= code.len());
+                prop_assert!(c.chosen.offset.is_multiple_of(4) && (c.chosen.offset as usize) + 4 <= code.len());
             } else {
                 prop_assert_eq!(c.chosen.offset, entry);
             }
