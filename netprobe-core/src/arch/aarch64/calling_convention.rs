@@ -23,16 +23,7 @@ use crate::abi::{ArchConventions, Register, ReturnAddress};
 use crate::arch::Arch;
 
 /// AAPCS64 integer argument registers (x0..x7), in assignment order.
-pub const INT_ARGUMENT_REGISTERS: [Register; 8] = [
-    Register::X0,
-    Register::X1,
-    Register::X2,
-    Register::X3,
-    Register::X4,
-    Register::X5,
-    Register::X6,
-    Register::X7,
-];
+pub const INT_ARGUMENT_REGISTERS: &[Register] = Register::AARCH64.split_at(8).0;
 
 /// AAPCS64 integer result registers, in order.
 pub const RESULT_REGISTERS: [Register; 2] = [Register::X0, Register::X1];
@@ -41,24 +32,7 @@ pub const RESULT_REGISTERS: [Register; 2] = [Register::X0, Register::X1];
 pub const FLOAT_ARGUMENT_REGISTERS: usize = 8;
 
 /// The integer argument/result registers of the Go register ABI on arm64 (R0..R15).
-pub const GO_REGISTER_ORDER: [Register; 16] = [
-    Register::X0,
-    Register::X1,
-    Register::X2,
-    Register::X3,
-    Register::X4,
-    Register::X5,
-    Register::X6,
-    Register::X7,
-    Register::X8,
-    Register::X9,
-    Register::X10,
-    Register::X11,
-    Register::X12,
-    Register::X13,
-    Register::X14,
-    Register::X15,
-];
+pub const GO_REGISTER_ORDER: &[Register] = Register::AARCH64.split_at(16).0;
 
 /// The link register (x30): the return address at a function's entry.
 pub const LINK_REGISTER: Register = Register::X30;
@@ -66,13 +40,13 @@ pub const LINK_REGISTER: Register = Register::X30;
 /// aarch64's conventions.
 pub const CONVENTIONS: ArchConventions = ArchConventions {
     arch: Arch::Aarch64,
-    c_arguments: &INT_ARGUMENT_REGISTERS,
+    c_arguments: INT_ARGUMENT_REGISTERS,
     c_results: &RESULT_REGISTERS,
     c_float_arguments: FLOAT_ARGUMENT_REGISTERS,
     float_registers: "a SIMD&FP register (v0-v7)",
     float_result: "v0",
     c_first_stack_argument: 0,
-    go_arguments: &GO_REGISTER_ORDER,
+    go_arguments: GO_REGISTER_ORDER,
     go_goroutine: Register::X28,
     go_register_abi_since: (1, 18),
     return_address: ReturnAddress::Register(LINK_REGISTER),
