@@ -59,6 +59,9 @@ want man man-db
 want chromium chromium
 # A real Prometheus server scrapes `count/latency --metrics` in netprobe-cli/tests/metrics_e2e.rs.
 want prometheus prometheus
+# The aarch64 cross compiler and binutils (aarch64-linux-gnu-objdump, -nm, -readelf, -strip):
+# the arm64 gate tests build a C program for aarch64 and compare netprobe's plan with them.
+want aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
 # apt's lists: needed for installs and for the kernel matrix's `apt-cache`/`apt-get download`;
 # refreshed when absent or older than a day.
 if [ ${#need_pkgs[@]} -gt 0 ] || ! find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 | grep -q .; then

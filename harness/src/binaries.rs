@@ -28,8 +28,12 @@ fn build_netprobe_release() -> Result<PathBuf> {
         return Ok(p);
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // A target dir of its own in the cache: a clean clone rebuilds only the workspace's crates,
+    // not the dependencies (several minutes for aarch64 on two cores).
+    let target_dir = fixtures::cache_dir().join("aarch64-target");
     let status = Command::new(&cargo)
         .current_dir(fixtures::workspace_root())
+        .env("CARGO_TARGET_DIR", &target_dir)
         .args([
             "build",
             "--release",
@@ -53,9 +57,9 @@ fn build_netprobe_release() -> Result<PathBuf> {
 /// `netprobe` built for `arch` (aarch64: the Rust target `aarch64-unknown-linux-gnu` from rustup,
 /// linked by `aarch64-linux-gnu-gcc` from Debian `gcc-aarch64-linux-gnu`), statically linked
 /// (`-C target-feature=+crt-static`: glibc's static libc.a from the cross toolchain), so the
-/// initramfs needs no loader or libraries. `$NETPROBE_BIN_AARCH64` when set. Built in the release
-/// profile into `<target>/aarch64-unknown-linux-gnu/release/` (a no-op when up to date; about 11
-/// minutes from nothing on 2 busy cores, docs/arm64.md).
+/// initramfs needs no loader or libraries. `$NETPROBE_BIN_AARCH64` when set. Built in the `guest`
+/// profile (the workspace Cargo.toml) into `$NETPROBE_CACHE/aarch64-target/`, so that the
+/// dependencies are built once per machine, not once per clone (docs/arm64.md has the times).
 ///
 /// The target's flags go through `CARGO_TARGET_<TRIPLE>_RUSTFLAGS`, which leaves the host
 /// profile's fingerprints (and so its build) alone.
@@ -83,8 +87,12 @@ fn build_netprobe_aarch64() -> Result<PathBuf> {
     let cc = arch.cc();
     let env_triple = triple.replace('-', "_");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // A target dir of its own in the cache: a clean clone rebuilds only the workspace's crates,
+    // not the dependencies (several minutes for aarch64 on two cores).
+    let target_dir = fixtures::cache_dir().join("aarch64-target");
     let status = Command::new(&cargo)
         .current_dir(fixtures::workspace_root())
+        .env("CARGO_TARGET_DIR", &target_dir)
         .env(
             format!("CARGO_TARGET_{}_LINKER", env_triple.to_uppercase()),
             cc,
@@ -96,17 +104,24 @@ fn build_netprobe_aarch64() -> Result<PathBuf> {
         // ring and mimalloc compile C: the cc crate reads CC_<triple> and AR_<triple>.
         .env(format!("CC_{env_triple}"), cc)
         .env(format!("AR_{env_triple}"), "aarch64-linux-gnu-ar")
-        .args(["build", "--release", "--target", triple])
+        .args([
+            "build",
+            "--locked",
+            "--profile",
+            "guest",
+            "--target",
+            triple,
+        ])
         .args(["-p", "netprobe-cli", "--bin", "netprobe"])
         .status()
-        .context("running cargo build --release --target aarch64-unknown-linux-gnu")?;
+        .context("running cargo build --profile guest --target aarch64-unknown-linux-gnu")?;
     if !status.success() {
         bail!(
-            "cargo build --release --target {triple} -p netprobe-cli failed ({status}); needs \
+            "cargo build --profile guest --target {triple} -p netprobe-cli failed ({status}); needs \
              `rustup target add {triple}` and `apt-get install gcc-aarch64-linux-gnu`"
         );
     }
-    let bin = fixtures::build::target_dir().join(format!("{triple}/release/netprobe"));
+    let bin = target_dir.join(format!("{triple}/guest/netprobe"));
     if !bin.is_file() {
         bail!("cargo built netprobe but {} is missing", bin.display());
     }

@@ -250,7 +250,7 @@ pub fn choose_entry_points(plan: &mut ProbePlan, options: GateOptions) {
         let Some(entry) = p.offset.0.checked_sub(unit.start.0) else {
             continue;
         };
-        let mut choice = cheapest_entry(&code, entry, &fetched_state(&p.fetches, p.arch));
+        let mut choice = cheapest_entry(p.arch, &code, entry, &fetched_state(&p.fetches, p.arch));
         if choice.moved() {
             let targets = branches
                 .entry(p.path.clone())

@@ -194,7 +194,7 @@ fn mutated_r2r_entry_refused(rt: Runtime) -> Result<(), String> {
         })
         .find(|m| {
             m.file_offset.is_some_and(|o| {
-                netprobe_core::x86::instructions(
+                netprobe_core::arch::x86_64::instructions(
                     &bytes[o.0 as usize..],
                     netprobe_core::addr::VirtAddr(0),
                 )

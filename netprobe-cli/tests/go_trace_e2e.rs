@@ -405,9 +405,10 @@ fn go_mutated_entry_refused() -> R {
             .enumerate()
             .find(|(_, f)| f.name == "main.Classify")
             .ok_or("no main.Classify")?;
-        let first = netprobe_core::x86::instructions(go.code(&f).ok_or("no code")?, f.entry)
-            .next()
-            .ok_or("no instruction")?;
+        let first =
+            netprobe_core::arch::x86_64::instructions(go.code(&f).ok_or("no code")?, f.entry)
+                .next()
+                .ok_or("no instruction")?;
         if first.len() < 2 {
             return Err(format!(
                 "main.Classify starts with {first}, a 1-byte instruction"

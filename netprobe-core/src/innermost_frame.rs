@@ -17,7 +17,7 @@
 //! path from the entry is one of them as long as no `ret` or unconditional jump lies before it.
 
 use crate::addr::VirtAddr;
-use crate::x86::{instructions, writes_register};
+use crate::arch::x86_64::{instructions, writes_register};
 use iced_x86::{FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpKind, Register};
 
 /// Where the innermost frame's return address is at a sampled instruction.

@@ -50,6 +50,5 @@ pub mod regular_file;
 pub mod resolve;
 pub mod symbol;
 pub mod symbolize;
-pub mod x86;
 
 pub use error::{Error, Result};

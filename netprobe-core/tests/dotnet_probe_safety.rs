@@ -21,7 +21,7 @@ fn planned_r2r_probes(
     let code = asm
         .bytes()
         .get(start.0 as usize..(start.0 + m.size) as usize)?;
-    let rets = netprobe_core::x86::scan(code, VirtAddr(m.rva.0)).rets;
+    let rets = netprobe_core::arch::x86_64::scan(code, VirtAddr(m.rva.0)).rets;
     let planned = |o| ProbeRequest {
         offset: o,
         planned_entry: Some(start),
@@ -79,7 +79,7 @@ fn gate_on_r2r(rt: Runtime) -> Result<(), String> {
     let mut tried = 0;
     for m in methods.iter().step_by(2) {
         let Some(start) = m.file_offset else { continue };
-        let first = netprobe_core::x86::instructions(
+        let first = netprobe_core::arch::x86_64::instructions(
             &original[start.0 as usize..],
             netprobe_core::addr::VirtAddr(0),
         )

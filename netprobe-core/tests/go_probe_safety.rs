@@ -98,7 +98,7 @@ fn gate_refuses_mutated_entries(path: &Path) -> R {
     let mut tried = 0;
     for (i, f) in go.functions().enumerate().skip(1).step_by(97) {
         let Some(code) = go.code(&f) else { continue };
-        let first = netprobe_core::x86::instructions(code, f.entry).next();
+        let first = netprobe_core::arch::x86_64::instructions(code, f.entry).next();
         if first.is_none_or(|ins| ins.len() < 2) {
             continue;
         }

@@ -4,11 +4,11 @@
 //! own tools in `go_readers.rs` (and `go_third_party_binaries.rs`, `go_toolchain_matrix.rs`).
 
 use netprobe_core::addr::VirtAddr;
+use netprobe_core::arch::x86_64 as x86;
 use netprobe_core::elf::LoadSegments;
 use netprobe_core::golang::buildinfo::{self, BuildInfo};
 use netprobe_core::golang::pclntab::{magic_candidates, PclntabResolver};
 use netprobe_core::golang::{prologue, GoBinary, Pclntab, PclntabVersion};
-use netprobe_core::x86;
 use proptest::prelude::*;
 
 /// One function for the builder: name, entry offset from text start, code size, padded size.
@@ -370,11 +370,11 @@ proptest! {
         for j in &scan.tail_jumps {
             prop_assert!(j.0 >= entry && j.0 < end);
         }
-        if let Some(check) = prologue::stack_check(&code, VirtAddr(entry)) {
+        if let Some(check) = prologue::stack_check(netprobe_core::arch::Arch::X86_64, &code, VirtAddr(entry)) {
             prop_assert!(check.jbe.0 >= entry && check.after.0 > check.jbe.0 && check.after.0 <= end);
             prop_assert!(check.morestack_block.0 > check.jbe.0 && check.morestack_block.0 < end);
         }
-        let probe = prologue::entry_probe_address(&code, VirtAddr(entry));
+        let probe = prologue::entry_probe_address(netprobe_core::arch::Arch::X86_64, &code, VirtAddr(entry));
         prop_assert!(probe.0 >= entry && probe.0 <= end);
     }
 }

@@ -6,6 +6,7 @@
 //! decision names, and a moved probe lands on an instruction the kernel emulates.
 
 use fixtures::e2e::{self, err, text, Need};
+use netprobe_core::arch::Arch;
 use netprobe_core::probe_point::{cheapest_entry, recheck_branches_from_file, FetchedState};
 use netprobe_core::probe_safety::CodeFile;
 use netprobe_core::symbol::{Address, SymbolKind};
@@ -59,7 +60,7 @@ fn decisions(bin: &Path, name: &str, out: &mut String) -> Result<(), String> {
             continue;
         };
         for (fetch, label) in [(&all_args, "args"), (&FetchedState::default(), "none")] {
-            let c = cheapest_entry(&code, 0, fetch);
+            let c = cheapest_entry(Arch::X86_64, &code, 0, fetch);
             for p in [&c.planned, &c.chosen] {
                 let at = addr.0 + p.offset;
                 let seen = listing.get(&at).ok_or_else(|| {
@@ -140,7 +141,7 @@ fn hostile_bytes_never_panic() -> Result<(), String> {
                 let file = CodeFile::from_bytes(&bin, FileBytes::Owned(bytes));
                 for &off in &offsets {
                     if let Ok((_, Some(code))) = file.function_code(off) {
-                        let c = cheapest_entry(&code, 0, &FetchedState::default());
+                        let c = cheapest_entry(Arch::X86_64, &code, 0, &FetchedState::default());
                         prop_assert!(
                             c.chosen.offset == 0 || (c.chosen.offset as usize) < code.len()
                         );
@@ -189,7 +190,7 @@ fn libc_moves_match_objdump_branches() -> Result<(), String> {
         let Ok((_, Some(code))) = file.function_code(off) else {
             continue;
         };
-        let first = cheapest_entry(&code, 0, &FetchedState::default());
+        let first = cheapest_entry(Arch::X86_64, &code, 0, &FetchedState::default());
         let c = recheck_branches_from_file(first.clone(), off.0, &file_targets);
         if first.moved() && !c.moved() {
             undone += 1;

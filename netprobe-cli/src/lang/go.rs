@@ -182,12 +182,9 @@ fn read_functions(path: &Path, bin: &GoBinary<'_>, locs: &[&Location]) -> Option
         };
         let sp_moves = bin
             .code(&f)
-            .map(|code| {
-                netprobe_core::x86::stack_pointer_written(
-                    code,
-                    points.entry.vaddr,
-                    points.entry_probe.vaddr,
-                )
+            .zip(bin.arch())
+            .map(|(code, arch)| {
+                arch.stack_pointer_written(code, points.entry.vaddr, points.entry_probe.vaddr)
             })
             .unwrap_or(true);
         functions.insert(

@@ -7,16 +7,42 @@
 //! on an x86-64 host gets aarch64 rules. An image of any other machine is refused, not guessed.
 
 pub mod aarch64;
+mod boundary;
+mod code;
 mod relocation;
+mod uprobe_handling;
 pub mod x86_64;
 
+pub use boundary::Boundary;
+pub use code::CodeScan;
 pub use relocation::{R_AARCH64_RELATIVE, R_X86_64_RELATIVE};
+pub use uprobe_handling::KernelHandling;
+
 use serde::Serialize;
 
 /// `EM_X86_64` (System V gABI, `e_machine`; elf.h).
 pub const EM_X86_64: u16 = 62;
 /// `EM_AARCH64` (ELF for the Arm 64-bit Architecture, AAELF64 §5.1; elf.h).
 pub const EM_AARCH64: u16 = 183;
+
+/// The one-line refusal of an ELF file whose `e_machine` netprobe has no rules for (naming the
+/// machine and what to do instead).
+pub fn unsupported_elf_machine(e_machine: u16) -> String {
+    let name = match e_machine {
+        3 => "i386 (EM_386)".to_string(),
+        8 => "MIPS (EM_MIPS)".to_string(),
+        20 => "PowerPC (EM_PPC)".to_string(),
+        21 => "PowerPC64 (EM_PPC64)".to_string(),
+        22 => "s390 (EM_S390)".to_string(),
+        40 => "32-bit Arm (EM_ARM)".to_string(),
+        243 => "RISC-V (EM_RISCV)".to_string(),
+        258 => "LoongArch (EM_LOONGARCH)".to_string(),
+        m => format!("e_machine {m}"),
+    };
+    format!(
+        "its machine is {name}, and netprobe has instruction rules for x86_64 and aarch64 only, so it cannot check where a probe may go; probe an x86_64 or aarch64 build of the program"
+    )
+}
 
 /// An instruction-set architecture netprobe has rules for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -11,7 +11,6 @@ use crate::elf::parser::ElfView;
 use crate::elf::LoadSegments;
 use crate::image::format::{sniff, ImageFormat};
 use crate::symbol::{Address, Symbol, SymbolKind, SymbolOrigin, SymbolSource};
-use crate::x86;
 use crate::{Error, Result};
 use goblin::elf::section_header::SHT_NOBITS;
 use serde::Serialize;
@@ -94,6 +93,8 @@ pub struct GoBinary<'a> {
     location: PclntabLocation,
     buildinfo: Option<BuildInfo>,
     resolver: OnceLock<PclntabResolver<'a>>,
+    /// The ELF file's architecture (`e_machine`); `None` for a machine netprobe has no rules for.
+    arch: Option<Arch>,
 }
 
 impl std::fmt::Debug for GoBinary<'_> {
@@ -174,7 +175,14 @@ impl<'a> GoBinary<'a> {
             location,
             buildinfo,
             resolver: OnceLock::new(),
+            arch: elf.arch(),
         }))
+    }
+
+    /// The binary's architecture (ELF `e_machine`): the rules its code is decoded by. `None`
+    /// for a machine netprobe has no rules for (its functions then get no probe points).
+    pub fn arch(&self) -> Option<Arch> {
+        self.arch
     }
 
     /// The file's bytes.
@@ -250,14 +258,6 @@ impl<'a> GoBinary<'a> {
             .and_then(|i| self.pclntab.function(i))
     }
 
-    /// The architecture of the ELF file (its `e_machine`); `None` for a machine netprobe has no
-    /// rules for.
-    pub fn arch(&self) -> Option<Arch> {
-        crate::elf::parser::ElfView::parse(&self.path, self.bytes)
-            .ok()?
-            .arch()
-    }
-
     /// The calling convention: from the build info's version and the architecture when known
     /// (register ABI since 1.17 on amd64, 1.18 on arm64); else from the table layout (1.18+ register, 1.2 stack); for the 1.16 layout, which
     /// Go 1.16 (stack) and 1.17 (register) share, from where the stack checks of the first
@@ -272,9 +272,10 @@ impl<'a> GoBinary<'a> {
             PclntabVersion::Go116 => {
                 let (mut r14, mut tls) = (0, 0);
                 for f in self.functions().take(400) {
+                    let arch = self.arch.unwrap_or(Arch::X86_64);
                     match self
                         .code(&f)
-                        .and_then(|c| prologue::stack_check(c, f.entry))
+                        .and_then(|c| prologue::stack_check(arch, c, f.entry))
                     {
                         Some(c) if c.g_source == GSource::R14 => r14 += 1,
                         Some(_) => tls += 1,
@@ -309,12 +310,14 @@ impl<'a> GoBinary<'a> {
         }
     }
 
-    /// Where to probe `f`: the entry, the post-prologue entry probe, every RET. `None` when its
-    /// code is not in the file (no executable segment holds it).
+    /// Where to probe `f`: the entry, the post-prologue entry probe, every return instruction,
+    /// by the binary's architecture. `None` when its code is not in the file (no executable
+    /// segment holds it) or the binary's machine is one netprobe has no rules for.
     pub fn probe_points(&self, f: &GoFunction<'_>) -> Option<ProbePoints> {
+        let arch = self.arch?;
         let code = self.code(f)?;
-        let stack_check = prologue::stack_check(code, f.entry);
-        let scan = x86::scan(code, f.entry);
+        let stack_check = prologue::stack_check(arch, code, f.entry);
+        let scan = arch.scan(code, f.entry);
         Some(ProbePoints {
             entry: self.point(f.entry),
             entry_probe: self.point(stack_check.map_or(f.entry, |c| c.after)),

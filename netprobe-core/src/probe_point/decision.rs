@@ -1,8 +1,9 @@
 //! The decision for one entry probe: the instruction chosen, the one planned, and why a
 //! planned point was kept.
 
-use super::kernel_handling::{kernel_handling, KernelHandling};
 use crate::abi::Register;
+use crate::arch::x86_64::kernel_handling;
+use crate::arch::{aarch64, KernelHandling};
 use iced_x86::{Formatter, Instruction, IntelFormatter};
 use serde::Serialize;
 use std::fmt;
@@ -11,15 +12,17 @@ use std::fmt;
 pub struct PointInstruction {
     /// Byte index from the function's first byte.
     pub offset: u64,
-    /// Its mnemonic (`push`, `sub`, `endbr64`).
+    /// Its mnemonic (`push`, `sub`, `endbr64`; aarch64 `stp`, `nop`).
     pub mnemonic: String,
-    /// The whole instruction in Intel syntax (`push rbx`).
+    /// The whole instruction, x86-64 in Intel syntax (`push rbx`), aarch64 as yaxpeax-arm
+    /// prints it (`stp x29, x30, [sp, #-0x10]!`).
     pub text: String,
     pub handling: KernelHandling,
 }
 
 impl PointInstruction {
-    pub(super) fn of(instr: &Instruction, code: &[u8]) -> PointInstruction {
+    /// An x86-64 instruction decoded from `code` (the function from its first byte).
+    pub(super) fn of_x86_64(instr: &Instruction, code: &[u8]) -> PointInstruction {
         let at = instr.ip() as usize;
         let bytes = code.get(at..).unwrap_or(&[]);
         let mut text = String::new();
@@ -33,6 +36,17 @@ impl PointInstruction {
             mnemonic,
             text,
             handling: kernel_handling(instr, bytes),
+        }
+    }
+
+    /// An aarch64 instruction at byte index `offset` of the function.
+    pub(super) fn of_aarch64(offset: u64, instr: &aarch64::Instruction) -> PointInstruction {
+        let text = instr.to_string();
+        PointInstruction {
+            offset,
+            mnemonic: text.split_whitespace().next().unwrap_or("").to_string(),
+            text,
+            handling: aarch64::kernel_handling(instr),
         }
     }
 

@@ -47,21 +47,23 @@
 //! gate's tables: ELF symbol size, Go pclntab code size) and the registers the probe fetches.
 //! Offsets are byte indices into those bytes. Never panics on arbitrary bytes.
 //!
-//! One concept per file: `kernel_handling.rs` (what the kernel does with a uprobe on an
-//! instruction), `skippable.rs` (the instructions a probe may move past: rules 3 and 4),
-//! `decision.rs` (the decision and why), this file (the rules applied).
+//! One concept per file: `crate::arch::x86_64`'s `uprobe_handling.rs` (what the kernel does
+//! with a uprobe on an x86-64 instruction), `skippable.rs` (the x86-64 instructions a probe may
+//! move past: rules 3 and 4), `decision.rs` (the decision and why), `aarch64.rs` (the same rules
+//! on aarch64, where the kernel simulates far fewer instructions), this file (the x86-64 rules
+//! applied, and the dispatch by the image's architecture).
 
+mod aarch64;
 mod decision;
-mod kernel_handling;
 mod skippable;
 
+pub use crate::arch::KernelHandling;
 pub use decision::{EntryChoice, Kept, PointInstruction};
-pub use kernel_handling::{handling_of, kernel_handling, KernelHandling};
 use skippable::{iced_register, skippable};
 
 use crate::abi::Register;
 use crate::addr::VirtAddr;
-use crate::x86;
+use crate::arch::{x86_64 as x86, Arch};
 use iced_x86::{FlowControl, InstructionInfoFactory, OpAccess, OpKind};
 
 /// What the probe reads, in the terms the rules need.
@@ -102,11 +104,40 @@ pub fn recheck_branches_from_file(
     }
 }
 
+/// How the kernel handles a uprobe on the instruction `bytes` start with, by the rules of the
+/// host, where live probes go (x86-64 on any other host: netprobe refuses live probes there).
+pub fn handling_of(bytes: &[u8]) -> KernelHandling {
+    Arch::host().unwrap_or(Arch::X86_64).handling_of(bytes)
+}
+
 /// The cheapest entry probe point equivalent to one at `entry` (a byte index into `code`, the
-/// whole function from its first byte) for a probe that reads `fetched` (the rules are in the
-/// module documentation). Always returns an instruction boundary of `code` at or after `entry`
-/// that no branch of the function targets (other than `entry` itself).
-pub fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryChoice {
+/// whole function from its first byte, of architecture `arch`) for a probe that reads `fetched`
+/// (the rules are in the module documentation; aarch64's in `aarch64.rs`). Always returns an
+/// instruction boundary of `code` at or after `entry` that no branch of the function targets
+/// (other than `entry` itself).
+pub fn cheapest_entry(arch: Arch, code: &[u8], entry: u64, fetched: &FetchedState) -> EntryChoice {
+    match arch {
+        Arch::X86_64 => cheapest_entry_x86_64(code, entry, fetched),
+        Arch::Aarch64 => aarch64::cheapest_entry(code, entry, fetched),
+    }
+}
+
+/// The entry point that reads no instruction: kept, for a planned point that does not decode.
+fn not_an_instruction(entry: u64) -> EntryChoice {
+    let planned = PointInstruction {
+        offset: entry,
+        mnemonic: "?".into(),
+        text: "?".into(),
+        handling: KernelHandling::Refused,
+    };
+    EntryChoice {
+        chosen: planned.clone(),
+        planned,
+        kept: Some(Kept::NotAnInstruction),
+    }
+}
+
+fn cheapest_entry_x86_64(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryChoice {
     // Most planned instructions are already cheap or the function is never decoded whole: look
     // at the planned one alone first (whole-program sessions probe tens of thousands).
     let alone = usize::try_from(entry)
@@ -115,7 +146,7 @@ pub fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryC
         .and_then(|rest| x86::instructions(rest, VirtAddr(entry)).next())
         .filter(|i| !i.is_invalid());
     if let Some(i) = alone {
-        let planned = PointInstruction::of(&i, code);
+        let planned = PointInstruction::of_x86_64(&i, code);
         if planned.handling != KernelHandling::SingleStepped {
             return EntryChoice {
                 chosen: planned.clone(),
@@ -124,23 +155,10 @@ pub fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryC
             };
         }
     }
-    let not_an_instruction = || {
-        let planned = PointInstruction {
-            offset: entry,
-            mnemonic: "?".into(),
-            text: "?".into(),
-            handling: KernelHandling::Refused,
-        };
-        EntryChoice {
-            chosen: planned.clone(),
-            planned,
-            kept: Some(Kept::NotAnInstruction),
-        }
-    };
     let Some(i) = alone else {
-        return not_an_instruction();
+        return not_an_instruction(entry);
     };
-    let planned = PointInstruction::of(&i, code);
+    let planned = PointInstruction::of_x86_64(&i, code);
     let keep = |why: Kept| EntryChoice {
         chosen: planned.clone(),
         planned: planned.clone(),
@@ -163,7 +181,7 @@ pub fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryC
         if instr.is_invalid() {
             return keep(Kept::Undecodable { at: instr.ip() });
         }
-        let here = PointInstruction::of(&instr, code);
+        let here = PointInstruction::of_x86_64(&instr, code);
         let first = instr.ip() == entry;
         if !first && here.handling.cheap() {
             chosen = Some(here);
@@ -236,7 +254,7 @@ pub fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryC
         }
     }
     if !boundary {
-        return not_an_instruction();
+        return not_an_instruction(entry);
     }
     EntryChoice {
         chosen,
@@ -266,7 +284,12 @@ mod tests {
 
     #[test]
     fn moves_past_a_register_move_to_a_push() {
-        let c = cheapest_entry(MOV_THEN_PUSH, 0, &regs(&[Register::Di, Register::Si]));
+        let c = cheapest_entry(
+            Arch::X86_64,
+            MOV_THEN_PUSH,
+            0,
+            &regs(&[Register::Di, Register::Si]),
+        );
         assert_eq!(c.kept, None);
         assert_eq!(c.chosen.offset, 3);
         assert_eq!(c.chosen.text, "push rbx");
@@ -280,7 +303,7 @@ mod tests {
     fn endbr64_then_push_rbp_moves() {
         // endbr64; push rbp; mov rbp, rsp; pop rbp; ret
         let code = [0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3];
-        let c = cheapest_entry(&code, 0, &regs(&[Register::Di]));
+        let c = cheapest_entry(Arch::X86_64, &code, 0, &regs(&[Register::Di]));
         assert_eq!(c.chosen.offset, 4);
         assert_eq!(c.planned.mnemonic, "endbr64");
     }
@@ -289,7 +312,7 @@ mod tests {
     fn a_write_to_a_fetched_register_keeps_the_entry() {
         // lea rdi, [rdi+1]; push rbx; pop rbx; ret
         let code = [0x48, 0x8d, 0x7f, 0x01, 0x53, 0x5b, 0xc3];
-        let c = cheapest_entry(&code, 0, &regs(&[Register::Di]));
+        let c = cheapest_entry(Arch::X86_64, &code, 0, &regs(&[Register::Di]));
         assert_eq!(
             c.kept,
             Some(Kept::WritesFetched {
@@ -299,11 +322,16 @@ mod tests {
         );
         assert_eq!(c.chosen.offset, 0);
         // Nobody reads rdi: the move is fine.
-        assert_eq!(cheapest_entry(&code, 0, &none()).chosen.offset, 4);
+        assert_eq!(
+            cheapest_entry(Arch::X86_64, &code, 0, &none())
+                .chosen
+                .offset,
+            4
+        );
         // A 32-bit write (`mov edi, 5`) writes the whole rdi.
         let code32 = [0xbf, 0x05, 0, 0, 0, 0x53, 0x5b, 0xc3];
         assert!(matches!(
-            cheapest_entry(&code32, 0, &regs(&[Register::Di])).kept,
+            cheapest_entry(Arch::X86_64, &code32, 0, &regs(&[Register::Di])).kept,
             Some(Kept::WritesFetched { .. })
         ));
     }
@@ -314,12 +342,12 @@ mod tests {
         let code = [
             0x48, 0x83, 0xec, 0x08, 0x53, 0x5b, 0x48, 0x83, 0xc4, 0x08, 0xc3,
         ];
-        let c = cheapest_entry(&code, 0, &none());
+        let c = cheapest_entry(Arch::X86_64, &code, 0, &none());
         assert_eq!(c.kept, Some(Kept::WritesStackOrFrame { at: 0 }));
         // mov rbp, rsp: the frame pointer.
         let code = [0x48, 0x89, 0xe5, 0x53, 0x5b, 0xc3];
         assert_eq!(
-            cheapest_entry(&code, 0, &none()).kept,
+            cheapest_entry(Arch::X86_64, &code, 0, &none()).kept,
             Some(Kept::WritesStackOrFrame { at: 0 })
         );
     }
@@ -329,19 +357,19 @@ mod tests {
         // mov [rsp+8], rbx; push rbx; pop rbx; ret
         let store = [0x48, 0x89, 0x5c, 0x24, 0x08, 0x53, 0x5b, 0xc3];
         assert!(matches!(
-            cheapest_entry(&store, 0, &none()).kept,
+            cheapest_entry(Arch::X86_64, &store, 0, &none()).kept,
             Some(Kept::EntryNotSkippable { .. })
         ));
         // xor eax, eax; mov rax, [rdi]: a load may fault before the probe fires.
         let load = [0x31, 0xc0, 0x48, 0x8b, 0x07, 0x53, 0x5b, 0xc3];
         assert!(matches!(
-            cheapest_entry(&load, 0, &none()).kept,
+            cheapest_entry(Arch::X86_64, &load, 0, &none()).kept,
             Some(Kept::NotSkippable { at: Some(2), .. })
         ));
         // xor eax, eax; div ecx; push rbx: div may trap.
         let div = [0x31, 0xc0, 0xf7, 0xf1, 0x53, 0x5b, 0xc3];
         assert!(matches!(
-            cheapest_entry(&div, 0, &none()).kept,
+            cheapest_entry(Arch::X86_64, &div, 0, &none()).kept,
             Some(Kept::NotSkippable { at: Some(2), .. })
         ));
     }
@@ -350,7 +378,7 @@ mod tests {
     fn a_call_can_be_the_chosen_point_but_is_never_skipped() {
         // xor eax, eax; call +0; ret
         let code = [0x31, 0xc0, 0xe8, 0x00, 0x00, 0x00, 0x00, 0xc3];
-        let c = cheapest_entry(&code, 0, &none());
+        let c = cheapest_entry(Arch::X86_64, &code, 0, &none());
         assert_eq!(c.chosen.offset, 2);
         assert_eq!(c.chosen.mnemonic, "call");
     }
@@ -362,7 +390,7 @@ mod tests {
         let code = [
             0x89, 0xf1, 0x31, 0xc0, 0x90, 0x48, 0x01, 0xf8, 0xff, 0xc9, 0x75, 0xf8, 0xc3,
         ];
-        let c = cheapest_entry(&code, 0, &regs(&[Register::Di, Register::Si]));
+        let c = cheapest_entry(Arch::X86_64, &code, 0, &regs(&[Register::Di, Register::Si]));
         assert_eq!(
             c.kept,
             Some(Kept::BranchTarget {
@@ -380,7 +408,7 @@ mod tests {
             0x31, 0xc0, 0xff, 0xc0, 0x53, 0x5b, 0x83, 0xf8, 0x03, 0x7c, 0xf7, 0xc3,
         ];
         assert_eq!(
-            cheapest_entry(&code, 0, &none()).kept,
+            cheapest_entry(Arch::X86_64, &code, 0, &none()).kept,
             Some(Kept::BranchTarget { target: 2, from: 9 })
         );
     }
@@ -390,7 +418,12 @@ mod tests {
         // Every path into the run passes the entry and the moved point once each.
         // +0 xor ecx, ecx; +2 push rbx; +3 pop rbx; +4 dec edi; +6 jnz +0; +8 ret
         let code = [0x31, 0xc9, 0x53, 0x5b, 0xff, 0xcf, 0x75, 0xf8, 0xc3];
-        assert_eq!(cheapest_entry(&code, 0, &none()).chosen.offset, 2);
+        assert_eq!(
+            cheapest_entry(Arch::X86_64, &code, 0, &none())
+                .chosen
+                .offset,
+            2
+        );
     }
 
     #[test]
@@ -398,7 +431,7 @@ mod tests {
         // mov rax, rdi; push rbx; pop rbx; jmp rax
         let code = [0x48, 0x89, 0xf8, 0x53, 0x5b, 0xff, 0xe0];
         assert_eq!(
-            cheapest_entry(&code, 0, &none()).kept,
+            cheapest_entry(Arch::X86_64, &code, 0, &none()).kept,
             Some(Kept::IndirectJump { at: 5 })
         );
     }
@@ -408,7 +441,7 @@ mod tests {
         // mov rax, rdi; push rbx; then a cut-off mov eax, imm32
         let code = [0x48, 0x89, 0xf8, 0x53, 0xb8, 0x01];
         assert_eq!(
-            cheapest_entry(&code, 0, &none()).kept,
+            cheapest_entry(Arch::X86_64, &code, 0, &none()).kept,
             Some(Kept::Undecodable { at: 4 })
         );
     }
@@ -417,11 +450,16 @@ mod tests {
     fn cheap_or_refused_entries_stay() {
         // push rbp; ret
         assert_eq!(
-            cheapest_entry(&[0x55, 0xc3], 0, &none()).kept,
+            cheapest_entry(Arch::X86_64, &[0x55, 0xc3], 0, &none()).kept,
             Some(Kept::AlreadyCheap)
         );
         // 5-byte nop: optimized.
-        let c = cheapest_entry(&[0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3], 0, &none());
+        let c = cheapest_entry(
+            Arch::X86_64,
+            &[0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3],
+            0,
+            &none(),
+        );
         assert_eq!(c.planned.handling, KernelHandling::Optimized);
         assert_eq!(c.kept, Some(Kept::AlreadyCheap));
     }
@@ -433,11 +471,11 @@ mod tests {
             0x89, 0xf8, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00, 0x53, 0x5b,
             0xc3,
         ];
-        let c = cheapest_entry(&code, 0, &none());
+        let c = cheapest_entry(Arch::X86_64, &code, 0, &none());
         assert_eq!(c.chosen.offset, 12);
         let decoded: Vec<_> = x86::instructions(&code, VirtAddr(0)).collect();
         assert_eq!(
-            kernel_handling(&decoded[1], &code[2..]),
+            x86::kernel_handling(&decoded[1], &code[2..]),
             KernelHandling::Refused
         );
     }
@@ -449,12 +487,12 @@ mod tests {
             0x48, 0x8d, 0x34, 0x13, 0x48, 0x89, 0xd3, 0x48, 0x89, 0xf2, 0x48, 0x39, 0xc1, 0x7c,
             0xee, 0x48, 0x89, 0xd8, 0xc3,
         ];
-        let c = cheapest_entry(&code, 0, &regs(&[Register::Ax]));
+        let c = cheapest_entry(Arch::X86_64, &code, 0, &regs(&[Register::Ax]));
         assert_eq!(c.chosen.offset, 9);
         assert_eq!(c.chosen.mnemonic, "jmp");
         // A probe reading the second argument register (bx) must not skip `xor ebx, ebx`.
         assert!(matches!(
-            cheapest_entry(&code, 0, &regs(&[Register::Bx])).kept,
+            cheapest_entry(Arch::X86_64, &code, 0, &regs(&[Register::Bx])).kept,
             Some(Kept::WritesFetched { at: 7, .. })
         ));
     }
@@ -462,7 +500,7 @@ mod tests {
     #[test]
     fn a_branch_from_another_function_into_the_run_undoes_the_move() {
         use crate::addr::FileOffset;
-        let c = cheapest_entry(MOV_THEN_PUSH, 0, &none());
+        let c = cheapest_entry(Arch::X86_64, MOV_THEN_PUSH, 0, &none());
         assert_eq!(c.chosen.offset, 3);
         // The function starts at file offset 0x1000; another function jumps to 0x1003.
         let targets = [(FileOffset(0x1003), FileOffset(0x2000))];
@@ -493,7 +531,7 @@ mod tests {
             let boundaries: Vec<u64> = x86::instructions(&code, VirtAddr(0)).map(|i| i.ip()).collect();
             let entry = boundaries.get(pick % boundaries.len().max(1)).copied().unwrap_or(0);
             let fetched = regs(&fetch.iter().map(|&i| Register::X86_64[i]).collect::<Vec<_>>());
-            let c = cheapest_entry(&code, entry, &fetched);
+            let c = cheapest_entry(Arch::X86_64, &code, entry, &fetched);
             prop_assert!(c.chosen.offset >= entry);
             if c.moved() {
                 prop_assert!(c.kept.is_none());

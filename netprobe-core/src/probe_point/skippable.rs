@@ -1,8 +1,8 @@
-//! The instructions an entry probe may be moved past (rules 3 and 4 of `mod.rs`'s docs): an
+//! The x86-64 instructions an entry probe may be moved past (rules 3 and 4 of `mod.rs`'s docs): an
 //! allow-list of register-only instructions, and the registers they write.
 
-use super::kernel_handling::is_nop;
 use crate::abi::Register;
+use crate::arch::x86_64::is_nop;
 use iced_x86::{Instruction, Mnemonic, OpKind};
 /// The x86-64 register `r`'s 64-bit iced register.
 pub(super) fn iced_register(r: Register) -> iced_x86::Register {

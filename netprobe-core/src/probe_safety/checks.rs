@@ -2,11 +2,11 @@
 //! executable range, the function planned or enclosing, its extent, the instruction boundary,
 //! and each table's checks of a function's entry.
 
-use super::boundary::{instruction_boundary, Boundary};
-use super::tables::{r2r_pad, CodeRange, Tables, GO_PAD};
+use super::tables::{go_pad, r2r_pad, CodeRange, Tables};
 use super::units::{elf_unit, rf_unit, CodeUnit, UnitSource};
 use super::{CodeFile, Passed, ProbeRequest, Refusal};
 use crate::addr::{FileOffset, Rva, VirtAddr};
+use crate::arch::{aarch64, Arch, Boundary};
 
 impl CodeFile {
     pub(super) fn check_one(&self, t: &Tables<'_>, r: &ProbeRequest) -> Result<Passed, Refusal> {
@@ -18,9 +18,9 @@ impl CodeFile {
                 return self.check_one(member, r);
             }
         }
-        let (ranges, format) = match t {
-            Tables::Elf { ranges, .. } => (ranges, "segment (PT_LOAD with PF_X)"),
-            Tables::Pe { ranges, .. } => (ranges, "section"),
+        let (ranges, format, arch) = match t {
+            Tables::Elf { ranges, arch, .. } => (ranges, "segment (PT_LOAD with PF_X)", Ok(*arch)),
+            Tables::Pe { ranges, arch, .. } => (ranges, "section", *arch),
         };
         let Some(range) = ranges.iter().find(|c| c.holds_offset(r.offset.0)) else {
             return Err(Refusal::NotExecutable { format });
@@ -78,7 +78,12 @@ impl CodeFile {
             .get(unit.start.0 as usize..range_end.min(self.bytes().len() as u64) as usize)
             .unwrap_or(&[]);
         let target = (r.offset.0 - unit.start.0) as usize;
-        match instruction_boundary(code, target) {
+        let arch = arch.map_err(|machine| {
+            Refusal::UnsupportedMachine(format!(
+                "its PE machine is {machine:#06x}, and netprobe has instruction rules for x86_64 and aarch64 only, so it cannot check where a probe may go; probe an x64 or arm64 build of the assembly"
+            ))
+        })?;
+        match arch.instruction_boundary(code, target) {
             Boundary::Reached => {}
             Boundary::Inside { start, len } => {
                 return Err(Refusal::NotInstructionBoundary {
@@ -91,8 +96,12 @@ impl CodeFile {
                 return Err(Refusal::Undecodable {
                     at: FileOffset(unit.start.0 + at as u64),
                     unit,
+                    arch,
                 })
             }
+        }
+        if arch == Arch::Aarch64 {
+            check_aarch64_instruction(code, target, &unit)?;
         }
         self.check_entry(t, ranges, &unit)?;
         Ok(Passed {
@@ -218,7 +227,12 @@ impl CodeFile {
         unit: &CodeUnit,
     ) -> Result<(), Refusal> {
         match (t, unit.source) {
-            (Tables::Elf { go: Some(go), .. }, UnitSource::Pclntab) => {
+            (
+                Tables::Elf {
+                    go: Some(go), arch, ..
+                },
+                UnitSource::Pclntab,
+            ) => {
                 // The previous function's code, then INT3 up to this entry.
                 let table = go.pclntab();
                 let Some(i) = table.find_index(VirtAddr(unit.address)) else {
@@ -227,7 +241,8 @@ impl CodeFile {
                 let Some(prev) = i.checked_sub(1).and_then(|p| table.function(p)) else {
                     return Ok(());
                 };
-                self.padding_before(ranges, unit, prev.code_end().0, |b| b == GO_PAD)
+                let pad = go_pad(*arch);
+                self.padding_before(ranges, unit, prev.code_end().0, |b| b == pad)
             }
             (
                 Tables::Pe {
@@ -324,4 +339,30 @@ impl CodeFile {
                 .map(|i| (FileOffset(from + i as u64), bytes[i])),
         )
     }
+}
+
+/// aarch64: the instruction at `target` (a byte index into `code`, which starts at the unit's
+/// first byte; already a decoded word) is one the kernel's uprobes accept, and it lies in no
+/// exclusive sequence (`crate::arch::aarch64`'s `uprobe_handling.rs` says why each is refused).
+fn check_aarch64_instruction(code: &[u8], target: usize, unit: &CodeUnit) -> Result<(), Refusal> {
+    let at = |i: usize| FileOffset(unit.start.0 + i as u64);
+    let Some(instr) = code.get(target..).and_then(aarch64::decode) else {
+        return Ok(());
+    };
+    if let Some(why) = aarch64::rejection(&instr) {
+        return Err(Refusal::KernelRejects {
+            unit: unit.clone(),
+            at: at(target),
+            instruction: instr.to_string(),
+            why,
+        });
+    }
+    if let Some(load) = aarch64::exclusive_sequence_before(code, target) {
+        return Err(Refusal::InsideExclusiveSequence {
+            unit: unit.clone(),
+            at: at(target),
+            load: at(load),
+        });
+    }
+    Ok(())
 }

@@ -23,12 +23,19 @@
 //! | .NET: a RUNTIME_FUNCTION begins at the method's entry | [`Refusal::NoRuntimeFunction`] | none |
 //! | ELF: the symbol's address lies in its section, and that section is executable | [`Refusal::SymbolOutsideSection`] | none |
 //! | a uretprobe sits on a function's first byte | [`Refusal::UretprobeNotAtEntry`] | `--unsafe-offset` (raw offsets) |
+//! | the file is x86-64 or aarch64 (ELF `e_machine`, PE `Machine`) | [`Refusal::UnsupportedMachine`] | none |
+//! | aarch64: the kernel's uprobes accept the instruction (`arch/arm64/kernel/probes/decode-insn.c`: no exclusive load/store, exception, literal load, `MRS`/`MSR`, authenticated branch, blocked hint) | [`Refusal::KernelRejects`] | none: the kernel would fail the registration, so nothing can place it |
+//! | aarch64: the offset lies in no `LDXR`..`STXR` sequence | [`Refusal::InsideExclusiveSequence`] | none: the kernel accepts it, and the target then retries its store-exclusive forever |
 //!
 //! "Raw offsets" are the `IMAGE:0xOFFSET` specs a user types: the user may know better than the
 //! tables (hand-written assembly with data inside, a function the tables do not name), so the CLI
 //! lets `--unsafe-offset` place them anyway, with a warning. A refusal of a probe netprobe
 //! planned from the tables means the tables and the code disagree (a corrupt or unsupported
 //! file): nothing overrides it but probing a raw offset.
+//!
+//! Every check that decodes uses the rules of the file's own architecture ([`crate::arch::Arch`],
+//! from the file, never the host): on aarch64 an instruction boundary is a decodable 4-byte word
+//! at a multiple of 4 from the function's start.
 //!
 //! Linear decoding from a function's start is exact for compiler output without data inside
 //! functions (Go on amd64, GCC, Clang and the .NET JIT put jump tables in read-only data); where
@@ -40,14 +47,12 @@
 //! `units.rs` (a function as a table states it), `boundary.rs` (instruction boundaries),
 //! `missing_offsets.rs` (why a symbol has no file offset).
 
-mod boundary;
 mod checks;
 mod missing_offsets;
 mod refusals;
 mod tables;
 mod units;
 
-pub use boundary::{instruction_boundary, Boundary};
 pub use missing_offsets::missing_offset_reasons;
 pub use refusals::Refusal;
 pub(crate) use tables::CachedTables;
@@ -57,7 +62,6 @@ pub use units::{CodeUnit, UnitSource};
 use crate::addr::{FileOffset, VirtAddr};
 use crate::bytes::FileBytes;
 use crate::image::cached::{Image, Part};
-use crate::x86;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -175,6 +179,22 @@ impl CodeFile {
         })
     }
 
+    /// The file's architecture, the rules its code is decoded by: ELF `e_machine`, PE
+    /// `Machine`; `None` when its tables cannot be read or its machine is one netprobe has no
+    /// rules for.
+    pub fn arch(&self) -> Option<crate::arch::Arch> {
+        self.image.with(|p| {
+            let tables = p.safety.get_or_init(&self.image, Part::SafetyTables, || {
+                Arc::new(self.tables(p.bytes, || self.image.go(&self.path, p).ok().flatten()))
+            });
+            match tables.as_ref() {
+                Ok(Tables::Elf { arch, .. }) => Some(*arch),
+                Ok(Tables::Pe { arch, .. }) => arch.ok(),
+                Err(_) => None,
+            }
+        })
+    }
+
     /// Every direct branch and call of the file's executable code that lands in code of the file,
     /// as `(target, source)` file offsets sorted by target: a linear sweep over each executable
     /// range (ELF `PT_LOAD` with `PF_X`). Hand-written code jumps into the middle of other
@@ -184,7 +204,6 @@ impl CodeFile {
     /// the sweep has resynchronised, which x86 does within a few instructions). Empty for a file
     /// whose tables cannot be read.
     pub fn direct_branch_targets(&self) -> Vec<(FileOffset, FileOffset)> {
-        use iced_x86::OpKind;
         self.image.with(|p| {
             let tables = p.safety.get_or_init(&self.image, Part::SafetyTables, || {
                 Arc::new(self.tables(p.bytes, || self.image.go(&self.path, p).ok().flatten()))
@@ -192,8 +211,14 @@ impl CodeFile {
             let Ok(t) = tables.as_ref() else {
                 return Vec::new();
             };
-            let ranges = match t {
-                Tables::Elf { ranges, .. } | Tables::Pe { ranges, .. } => ranges,
+            let (ranges, arch) = match t {
+                Tables::Elf { ranges, arch, .. } => (ranges, *arch),
+                Tables::Pe {
+                    ranges,
+                    arch: Ok(arch),
+                    ..
+                } => (ranges, *arch),
+                Tables::Pe { .. } => return Vec::new(),
             };
             let mut out = Vec::new();
             for r in ranges {
@@ -201,18 +226,11 @@ impl CodeFile {
                 let Some(code) = self.bytes().get(r.offset as usize..end as usize) else {
                     continue;
                 };
-                for i in x86::instructions(code, VirtAddr(r.address)) {
-                    if !matches!(
-                        i.op0_kind(),
-                        OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
-                    ) {
-                        continue;
-                    }
-                    let target = i.near_branch_target();
+                for (source, target) in arch.direct_branches(code, VirtAddr(r.address)) {
                     if let Some(to) = ranges.iter().find(|c| c.holds_address(target)) {
                         out.push((
                             FileOffset(to.offset + (target - to.address)),
-                            FileOffset(r.offset + (i.ip() - r.address)),
+                            FileOffset(r.offset + (source - r.address)),
                         ));
                     }
                 }
@@ -251,9 +269,12 @@ mod tests {
             .find_map(|f| {
                 let at = segments.file_offset(f.vaddr).filter(|at| at.0 >= 1 << 16)?;
                 let code = bytes.get(at.0 as usize..(at.0 + f.size) as usize)?;
-                let t = (2..code.len())
-                    .step_by(2)
-                    .find(|&t| instruction_boundary(code, t) == Boundary::Reached)?;
+                let t = (2..code.len()).step_by(2).find(|&t| {
+                    crate::arch::Arch::host()
+                        .expect("the tests run on x86_64 or aarch64")
+                        .instruction_boundary(code, t)
+                        == crate::arch::Boundary::Reached
+                })?;
                 Some((at, FileOffset(at.0 + t as u64)))
             })
             .expect("the test binary has such a function");

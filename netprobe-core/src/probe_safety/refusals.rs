@@ -3,6 +3,7 @@
 
 use super::units::CodeUnit;
 use crate::addr::{FileOffset, Rva};
+use crate::arch::Arch;
 use std::fmt;
 
 /// Why the gate refuses a probe. `Display` is the reason, for a one-line message that names the
@@ -24,9 +25,13 @@ pub enum Refusal {
         instruction: FileOffset,
         len: usize,
     },
-    /// Decoding from the function's start meets bytes that are no x86-64 instruction before it
-    /// reaches the offset.
-    Undecodable { unit: CodeUnit, at: FileOffset },
+    /// Decoding from the function's start meets bytes that are no instruction of the file's
+    /// architecture before it reaches the offset (aarch64: the word at the offset itself).
+    Undecodable {
+        unit: CodeUnit,
+        at: FileOffset,
+        arch: Arch,
+    },
     /// Go: the pclntab maps the probe's address to another function (or none).
     PclntabMismatch {
         address: u64,
@@ -54,6 +59,24 @@ pub enum Refusal {
     },
     /// A uretprobe that is not on a function's first byte.
     UretprobeNotAtEntry { unit: CodeUnit },
+    /// The file is of a machine netprobe has no instruction rules for (the whole reason, naming
+    /// the machine and the fix).
+    UnsupportedMachine(String),
+    /// aarch64: the kernel's uprobes reject the instruction at the offset
+    /// (`arch/arm64/kernel/probes/decode-insn.c`: `INSN_REJECTED`), `why` says which kind.
+    KernelRejects {
+        unit: CodeUnit,
+        at: FileOffset,
+        instruction: String,
+        why: &'static str,
+    },
+    /// aarch64: the offset lies between a load-exclusive at `load` and its store-exclusive: the
+    /// breakpoint clears the exclusive monitor, so the store fails on every retry.
+    InsideExclusiveSequence {
+        unit: CodeUnit,
+        at: FileOffset,
+        load: FileOffset,
+    },
 }
 
 impl Refusal {
@@ -107,10 +130,11 @@ impl fmt::Display for Refusal {
                 instruction,
                 unit.at(*instruction)
             ),
-            Refusal::Undecodable { unit, at } => write!(
+            Refusal::Undecodable { unit, at, arch } => write!(
                 f,
-                "the bytes at {at} ({}) do not decode as x86-64 instructions, so it cannot be shown to be an instruction boundary",
-                unit.at(*at)
+                "the bytes at {at} ({}) do not decode as {} instructions, so it cannot be shown to be an instruction boundary",
+                unit.at(*at),
+                arch
             ),
             Refusal::PclntabMismatch {
                 address,
@@ -160,6 +184,22 @@ impl fmt::Display for Refusal {
                     )
                 }
             }
+            Refusal::UnsupportedMachine(why) => write!(f, "{why}"),
+            Refusal::KernelRejects {
+                unit,
+                at,
+                instruction,
+                why,
+            } => write!(
+                f,
+                "the instruction there, `{instruction}` at {at} ({}), is {why}: the kernel's arm64 uprobes reject it (arch/arm64/kernel/probes/decode-insn.c), so no probe can go there; probe the instruction before or after it",
+                unit.at(*at)
+            ),
+            Refusal::InsideExclusiveSequence { unit, at, load } => write!(
+                f,
+                "it lies inside the exclusive sequence that starts with the load-exclusive at {load} ({}): a breakpoint at {at} clears the exclusive monitor, so the store-exclusive would fail on every retry and the program would spin forever; probe before the load-exclusive or after the store-exclusive",
+                unit.at(*load)
+            ),
             Refusal::UretprobeNotAtEntry { unit } => write!(
                 f,
                 "a uretprobe must sit on a function's first byte (it replaces the return address at the top of the stack when it fires), and {} is not",

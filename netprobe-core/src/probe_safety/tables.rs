@@ -5,6 +5,7 @@
 //! each format's linker leaves between functions.
 
 use super::{CodeFile, Refusal};
+use crate::arch::Arch;
 use crate::dotnet::pe::PeSection;
 use crate::dotnet::Assembly;
 use crate::elf::parser::{ElfView, RawFunction};
@@ -47,6 +48,8 @@ pub(crate) type CachedTables<'a> = Arc<Result<Tables<'a>, Refusal>>;
 /// The format-specific tables of a file, read once per image ([`crate::image::cached::Part::SafetyTables`]).
 pub(crate) enum Tables<'a> {
     Elf {
+        /// The file's architecture (`e_machine`): the rules its code is decoded by.
+        arch: Arch,
         ranges: Vec<CodeRange>,
         sections: Vec<ElfSection>,
         /// The file's ELF function symbols, read when a probe needs them
@@ -64,6 +67,9 @@ pub(crate) enum Tables<'a> {
         bundled: Vec<((u64, u64), Tables<'a>)>,
     },
     Pe {
+        /// The image's architecture (its `Machine`, the .NET OS bits removed); `None` for a
+        /// machine netprobe has no rules for (its value, to name it).
+        arch: Result<Arch, u16>,
         ranges: Vec<CodeRange>,
         /// RUNTIME_FUNCTIONS: begin, end RVAs, sorted.
         runtime_functions: Vec<(u64, u64)>,
@@ -112,9 +118,16 @@ impl ElfFunctions {
 /// (dockerd: `trace --dry-run dockerd:main.main` spent most of its time there).
 const GO_ALIGNMENT_PAIRS: u64 = 1024;
 
-/// Go's amd64 linker pads between functions with INT3 (`cmd/link/internal/amd64/obj.go`:
-/// `CodePad: []byte{0xCC}`).
-pub(super) const GO_PAD: u8 = 0xcc;
+/// The byte Go's linker pads between functions with: INT3 on amd64
+/// (`cmd/link/internal/amd64/obj.go`: `CodePad: []byte{0xCC}`); zero on arm64, whose
+/// `cmd/link/internal/arm64/obj.go` sets no `CodePad` (the gap is the section's zero fill,
+/// `udf #0` as instructions).
+pub(super) fn go_pad(arch: Arch) -> u8 {
+    match arch {
+        Arch::X86_64 => 0xcc,
+        Arch::Aarch64 => 0x00,
+    }
+}
 
 /// Bytes crossgen2 and the JIT leave between ReadyToRun method bodies: INT3 (the object
 /// writer's code-section fill) and zero (section alignment).
@@ -136,6 +149,11 @@ impl CodeFile {
             Some(ImageFormat::Elf) => {
                 // The headers only: the function symbols are read on demand.
                 let view = ElfView::parse(&self.path, bytes).map_err(unreadable)?;
+                let arch = view.arch().ok_or_else(|| {
+                    Refusal::UnsupportedMachine(crate::arch::unsupported_elf_machine(
+                        view.header.e_machine,
+                    ))
+                })?;
                 let ranges: Vec<CodeRange> =
                     LoadSegments::from_program_headers(&view.program_headers)
                         .0
@@ -161,7 +179,7 @@ impl CodeFile {
                 let go = go();
                 let go_misaligned = go
                     .as_deref()
-                    .map_or((0, 0), |g| self.go_alignment(&ranges, g));
+                    .map_or((0, 0), |g| self.go_alignment(&ranges, g, go_pad(arch)));
                 let bundled = match image.bundle(&self.path) {
                     Ok(Some(bundle)) => bundle
                         .mapped_assemblies()
@@ -174,6 +192,7 @@ impl CodeFile {
                     _ => Vec::new(),
                 };
                 Ok(Tables::Elf {
+                    arch,
                     ranges,
                     sections,
                     elf_functions: std::sync::OnceLock::new(),
@@ -207,7 +226,7 @@ impl CodeFile {
     /// app's builds, esbuild built by Go 1.15-1.20, Debian's Go binaries); a table read with a
     /// wrong text start misses the code with nearly every entry. Every pair of a table of up to
     /// [`GO_ALIGNMENT_PAIRS`] functions is checked, else that many pairs spread evenly over it.
-    fn go_alignment(&self, ranges: &[CodeRange], go: &GoBinary<'_>) -> (usize, usize) {
+    fn go_alignment(&self, ranges: &[CodeRange], go: &GoBinary<'_>, pad: u8) -> (usize, usize) {
         let table = go.pclntab();
         let pairs = table.len().saturating_sub(1);
         let (mut failed, mut checked) = (0, 0);
@@ -221,7 +240,7 @@ impl CodeFile {
             let (Some(f), Some(next)) = (table.function(i), table.function(i + 1)) else {
                 continue;
             };
-            match self.gap_check(ranges, f.code_end().0, next.entry.0, |b| b == GO_PAD) {
+            match self.gap_check(ranges, f.code_end().0, next.entry.0, |b| b == pad) {
                 Some(Some(_)) => {
                     failed += 1;
                     checked += 1;
@@ -259,7 +278,9 @@ fn pe_tables<'a>(asm: &Assembly) -> Tables<'a> {
                 .collect()
         })
         .unwrap_or_default();
+    let machine = asm.pe().machine;
     Tables::Pe {
+        arch: Arch::of_pe_machine(machine).ok_or(machine),
         ranges,
         runtime_functions,
     }

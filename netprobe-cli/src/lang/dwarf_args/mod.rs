@@ -185,19 +185,19 @@ fn no_branch_into(
     if until >= entry.saturating_add(code.len() as u64) {
         return false;
     }
-    let mut boundary = false;
-    for i in netprobe_core::x86::instructions(&code, netprobe_core::addr::VirtAddr(entry)) {
-        if i.is_invalid() {
-            return false;
-        }
-        boundary |= i.ip() == until;
-        let t = i.near_branch_target();
-        let branch = i.is_jcc_short_or_near() || i.is_jmp_short_or_near() || i.is_call_near();
-        if branch && t > entry && t <= until {
-            return false;
-        }
-    }
-    boundary
+    let Some(arch) = file.arch() else {
+        return false;
+    };
+    let reached = usize::try_from(until - entry).is_ok_and(|at| {
+        arch.instruction_boundary(&code, at) == netprobe_core::arch::Boundary::Reached
+    });
+    let at = netprobe_core::addr::VirtAddr(entry);
+    reached
+        && arch.scan(&code, at).invalid == 0
+        && !arch
+            .direct_branches(&code, at)
+            .iter()
+            .any(|&(_, t)| t > entry && t <= until)
 }
 
 /// The debug sections of each file planning asks about, read once per command.

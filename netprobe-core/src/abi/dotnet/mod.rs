@@ -179,8 +179,8 @@ pub struct Exits {
 /// The exits of the main body `code` of a method at `rva` (core `x86::scan`, plus indirect
 /// jumps through memory, which a ReadyToRun tail call uses).
 pub fn exits(code: &[u8], rva: u64) -> Exits {
-    let scan = crate::x86::scan(code, VirtAddr(rva));
-    let indirect = crate::x86::instructions(code, VirtAddr(rva))
+    let scan = crate::arch::x86_64::scan(code, VirtAddr(rva));
+    let indirect = crate::arch::x86_64::instructions(code, VirtAddr(rva))
         .filter(|i| {
             i.mnemonic() == iced_x86::Mnemonic::Jmp
                 && i.flow_control() == iced_x86::FlowControl::IndirectBranch

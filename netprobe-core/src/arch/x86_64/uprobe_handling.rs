@@ -1,57 +1,16 @@
-//! How the kernel handles a uprobe on an instruction: emulated, single-stepped out of line,
-//! optimized, or refused (Linux `arch/x86/kernel/uprobes.c`, `arch_uprobe_analyze_insn`, quoted
-//! in detail in `mod.rs`'s docs).
+//! How the kernel handles a uprobe on an x86-64 instruction: emulated, single-stepped out of
+//! line, optimized, or refused (Linux `arch/x86/kernel/uprobes.c`, `arch_uprobe_analyze_insn`,
+//! quoted in detail in `crate::probe_point`'s docs).
 
+use super::decode::instructions;
 use crate::addr::VirtAddr;
-use crate::x86;
+use crate::arch::KernelHandling;
 use iced_x86::{Code, FlowControl, Instruction, Mnemonic, OpKind};
-use serde::Serialize;
-
-/// How the kernel handles a uprobe on an instruction (`arch/x86/kernel/uprobes.c`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KernelHandling {
-    /// A 5-byte NOP (`0f 1f 44 00 00`): the kernel may replace the trap with a call into a
-    /// trampoline (`can_optimize`); measured ~0.95 µs a hit here.
-    Optimized,
-    /// Emulated in the trap handler (`branch_xol_ops`, `push_xol_ops`): ~1.5 µs a hit.
-    Emulated,
-    /// Executed out of line under single-step (`default_xol_ops`): ~12 µs a hit.
-    SingleStepped,
-    /// Refused by the kernel (`is_prefix_bad`, a `0x66`-prefixed branch): no probe can go there.
-    Refused,
-}
-
-impl KernelHandling {
-    /// `emulated`, `single-stepped`, ...
-    pub fn label(self) -> &'static str {
-        match self {
-            KernelHandling::Optimized => "optimized",
-            KernelHandling::Emulated => "emulated",
-            KernelHandling::SingleStepped => "single-stepped",
-            KernelHandling::Refused => "refused by the kernel",
-        }
-    }
-
-    /// The typical cost of a hit on this machine kind (Linux 6.18, measured in BENCHMARKS.md).
-    pub fn typical_cost(self) -> &'static str {
-        match self {
-            KernelHandling::Optimized => "~1 µs/hit",
-            KernelHandling::Emulated => "~1.5 µs/hit",
-            KernelHandling::SingleStepped => "~12 µs/hit",
-            KernelHandling::Refused => "no probe",
-        }
-    }
-
-    pub(super) fn cheap(self) -> bool {
-        matches!(self, KernelHandling::Optimized | KernelHandling::Emulated)
-    }
-}
 
 /// How the kernel handles a uprobe on the instruction `bytes` start with (x86-64); `Refused`
 /// for bytes that do not decode.
 pub fn handling_of(bytes: &[u8]) -> KernelHandling {
-    match x86::instructions(bytes, VirtAddr(0)).next() {
+    match instructions(bytes, VirtAddr(0)).next() {
         Some(i) => kernel_handling(&i, bytes),
         None => KernelHandling::Refused,
     }
@@ -119,7 +78,7 @@ fn prefix_len(bytes: &[u8]) -> usize {
 
 /// The kernel's `insn_is_nop` NOPs: `90` (with or without `66`, not `41 90`, which is
 /// `xchg r8, rax`) and the `0f 1f /0` multi-byte forms.
-pub(super) fn is_nop(instr: &Instruction) -> bool {
+pub fn is_nop(instr: &Instruction) -> bool {
     matches!(
         instr.code(),
         Code::Nopw | Code::Nopd | Code::Nopq | Code::Nop_rm16 | Code::Nop_rm32 | Code::Nop_rm64
@@ -129,8 +88,6 @@ pub(super) fn is_nop(instr: &Instruction) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::VirtAddr;
-    use crate::x86;
 
     #[test]
     fn handling_of_decodes_the_first_instruction() {
@@ -152,7 +109,7 @@ mod tests {
     #[test]
     fn kernel_handling_by_encoding() {
         let h = |bytes: &[u8]| {
-            let i = x86::instructions(bytes, VirtAddr(0)).next().unwrap();
+            let i = instructions(bytes, VirtAddr(0)).next().unwrap();
             kernel_handling(&i, bytes)
         };
         assert_eq!(h(&[0x90]), KernelHandling::Emulated);

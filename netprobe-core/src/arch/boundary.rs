@@ -1,9 +1,12 @@
 //! Instruction boundaries: where decoding a function linearly from its first byte meets an
-//! offset. A uprobe replaces the byte at its offset with INT3 (kernel `kernel/events/uprobes.c`);
-//! inside an instruction, that byte is one of its immediate or displacement bytes.
+//! offset, by the image's architecture. A uprobe replaces the instruction at its offset with a
+//! breakpoint (kernel `kernel/events/uprobes.c`): on x86-64 the byte INT3, which inside an
+//! instruction is one of its immediate or displacement bytes; on aarch64 a 4-byte `BRK`, which
+//! the kernel writes only at a 4-aligned address (`arch/arm64/kernel/probes/uprobes.c`,
+//! `arch_uprobe_analyze_insn`: `-EINVAL` otherwise) and which 2 bytes into a word would
+//! overwrite halves of two instructions.
 
-use crate::addr::VirtAddr;
-use crate::x86;
+use super::{aarch64, x86_64, Arch};
 
 /// Where decoding `code` linearly from its first byte meets `target` (a byte index).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,32 +16,19 @@ pub enum Boundary {
     /// The instruction at `start`, `len` bytes long, covers `target`.
     Inside { start: usize, len: usize },
     /// The bytes at `at` do not decode (or an instruction is cut off by the end of `code`)
-    /// before `target`.
+    /// before `target` (x86-64), or at `target` itself (aarch64: the word probed).
     Undecodable { at: usize },
 }
 
-/// Decodes `code` (x86-64) from its first byte until an instruction starts at or covers
-/// `target`. `target == 0` is always reached; a `target` at or past `code.len()` is reached
-/// only when the instructions end exactly there. Never reads outside `code`, never panics.
-pub fn instruction_boundary(code: &[u8], target: usize) -> Boundary {
-    let mut pos = 0usize;
-    for instr in x86::instructions(code, VirtAddr(0)) {
-        if pos == target {
-            return Boundary::Reached;
+impl Arch {
+    /// Where decoding `code` (this architecture's instructions) from its first byte meets
+    /// `target`: x86-64 [`x86_64::instruction_boundary`], aarch64
+    /// [`aarch64::instruction_boundary`]. Never reads outside `code`, never panics.
+    pub fn instruction_boundary(self, code: &[u8], target: usize) -> Boundary {
+        match self {
+            Arch::X86_64 => x86_64::instruction_boundary(code, target),
+            Arch::Aarch64 => aarch64::instruction_boundary(code, target),
         }
-        if instr.is_invalid() {
-            return Boundary::Undecodable { at: pos };
-        }
-        let len = instr.len();
-        if target < pos + len {
-            return Boundary::Inside { start: pos, len };
-        }
-        pos += len;
-    }
-    if pos == target {
-        Boundary::Reached
-    } else {
-        Boundary::Undecodable { at: pos }
     }
 }
 
@@ -46,6 +36,10 @@ pub fn instruction_boundary(code: &[u8], target: usize) -> Boundary {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn instruction_boundary(code: &[u8], target: usize) -> Boundary {
+        Arch::X86_64.instruction_boundary(code, target)
+    }
 
     /// x86-64 instructions with their lengths, immediates and displacements as `0x11` bytes that
     /// the generator replaces with random ones (they never change an instruction's length).

@@ -1,4 +1,5 @@
-//! x86-64 code facts that probe placement needs, decoded with iced-x86.
+//! x86-64 code facts that probe placement needs, decoded with iced-x86: one function's RETs and
+//! tail jumps, its instruction boundaries, whether it writes RSP before a point.
 //!
 //! Linear sweep over exactly one function's bytes `[entry, entry + code.len())`. That is sound for
 //! compiler output that keeps no data inside functions (Go on amd64 puts jump tables in
@@ -8,21 +9,8 @@
 //! not decode are counted and stepped over; nothing here can panic on arbitrary bytes.
 
 use crate::addr::VirtAddr;
+use crate::arch::{Boundary, CodeScan};
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
-use serde::Serialize;
-
-/// What a sweep over one function found.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CodeScan {
-    /// Address of every `RET` (`C3`, `C2 iw`) in the function, ascending. A uprobe on each one
-    /// replaces a uretprobe: it fires on every return path with the return value in RAX.
-    pub rets: Vec<VirtAddr>,
-    /// Direct `JMP`s whose target lies outside the function: tail calls (Go emits them in
-    /// wrappers). A return through one of them passes no RET of this function.
-    pub tail_jumps: Vec<VirtAddr>,
-    /// Instructions that failed to decode (0 for real code).
-    pub invalid: usize,
-}
 
 /// Decodes `code` (the bytes of one function whose first byte is at `entry`) and lists its RETs
 /// and tail jumps. Every address reported lies in `[entry, entry + code.len())` with the whole
@@ -91,6 +79,22 @@ pub fn writes_register(info: &iced_x86::InstructionInfo, which: iced_x86::Regist
     })
 }
 
+/// Every direct near branch or call of `code` (first byte at `address`), as `(source, target)`
+/// addresses in code order (a linear sweep; x86 resynchronises within a few instructions after
+/// data inside code).
+pub fn direct_branches(code: &[u8], address: VirtAddr) -> Vec<(u64, u64)> {
+    use iced_x86::OpKind;
+    instructions(code, address)
+        .filter(|i| {
+            matches!(
+                i.op0_kind(),
+                OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+            )
+        })
+        .map(|i| (i.ip(), i.near_branch_target()))
+        .collect()
+}
+
 /// The instructions of `code` decoded from `entry` on, in 64-bit mode. Undecodable bytes come out
 /// as invalid instructions; the iterator stops at the end of `code` (an instruction cut off by the
 /// end is invalid, never read past it).
@@ -104,6 +108,31 @@ pub fn instructions(code: &[u8], entry: VirtAddr) -> impl Iterator<Item = Instru
         decoder.decode_out(&mut instr);
         Some(instr)
     })
+}
+
+/// Decodes `code` (x86-64) from its first byte until an instruction starts at or covers
+/// `target`. `target == 0` is always reached; a `target` at or past `code.len()` is reached
+/// only when the instructions end exactly there. Never reads outside `code`, never panics.
+pub fn instruction_boundary(code: &[u8], target: usize) -> Boundary {
+    let mut pos = 0usize;
+    for instr in instructions(code, VirtAddr(0)) {
+        if pos == target {
+            return Boundary::Reached;
+        }
+        if instr.is_invalid() {
+            return Boundary::Undecodable { at: pos };
+        }
+        let len = instr.len();
+        if target < pos + len {
+            return Boundary::Inside { start: pos, len };
+        }
+        pos += len;
+    }
+    if pos == target {
+        Boundary::Reached
+    } else {
+        Boundary::Undecodable { at: pos }
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! The stack-check prologue of Go functions on amd64, and the probe point after it.
+//! The stack-check prologue of Go functions on amd64.
 //!
-//! Why: almost every Go function starts by comparing SP with the goroutine's stack guard and, when
+//! Why (see `mod.rs`): almost every Go function starts by comparing SP with the goroutine's stack guard and, when
 //! the stack is too small, jumps to a block at its end that calls `runtime.morestack*` and then
 //! jumps back to the function's *first byte*. A uprobe at the first byte therefore fires twice for
 //! a call whose stack grows (Go `src/runtime/stack.go`, `newstack`: the retried call restarts
@@ -29,10 +29,10 @@
 //! `//go:nosplit` (and small leaf functions the linker marks so) have no check: their probe point
 //! is the entry, where a call is counted once anyway because nothing re-enters it.
 
+use super::{GSource, StackCheck};
 use crate::addr::VirtAddr;
-use crate::x86;
+use crate::arch::x86_64 as x86;
 use iced_x86::{FlowControl, Instruction, Mnemonic, OpKind, Register};
-use serde::Serialize;
 
 /// How many instructions may precede the check's `jbe` (shape 5 has seven).
 const MAX_PROLOGUE_INSTRUCTIONS: usize = 10;
@@ -40,32 +40,10 @@ const MAX_PROLOGUE_INSTRUCTIONS: usize = 10;
 /// spills and reloads up to nine argument registers around the call in Go 1.17+).
 const MAX_MORESTACK_BLOCK: usize = 48;
 
-/// Where the goroutine pointer came from in a recognised stack check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GSource {
-    /// R14, the register ABI's g register (Go 1.17+).
-    R14,
-    /// Loaded from thread-local storage through FS (Go before 1.17, and ABI0 assembly since).
-    Tls,
-}
-
-/// A recognised stack-check prologue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct StackCheck {
-    pub g_source: GSource,
-    /// Address of the conditional jump to the morestack block that ends the check.
-    pub jbe: VirtAddr,
-    /// Address of the morestack block (the jump's target).
-    pub morestack_block: VirtAddr,
-    /// The first instruction after the check: where an entry probe counts each call once.
-    pub after: VirtAddr,
-}
-
 /// Finds the stack-check prologue of the function whose code is `code` (exactly its bytes) and
 /// whose first byte is at `entry`. `None` when the function has none (NOSPLIT) or its start is
 /// not one of the shapes above.
-pub fn stack_check(code: &[u8], entry: VirtAddr) -> Option<StackCheck> {
+pub(super) fn stack_check(code: &[u8], entry: VirtAddr) -> Option<StackCheck> {
     let end = entry.0.saturating_add(code.len() as u64);
     let mut g_regs: Vec<(Register, GSource)> = vec![(Register::R14, GSource::R14)];
     let mut guard_touched: Option<GSource> = None;
@@ -107,12 +85,6 @@ pub fn stack_check(code: &[u8], entry: VirtAddr) -> Option<StackCheck> {
         }
     }
     None
-}
-
-/// The address where an entry probe counts each call once: after the stack check when there is
-/// one, else the entry itself.
-pub fn entry_probe_address(code: &[u8], entry: VirtAddr) -> VirtAddr {
-    stack_check(code, entry).map_or(entry, |c| c.after)
 }
 
 /// `cmp REG, [G+0x10]` / `cmp [G+0x10], REG` or `mov REG, [G+0x10]` (also `0x18`,
@@ -195,6 +167,10 @@ fn is_morestack_block(code: &[u8], entry: VirtAddr, block: VirtAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry_probe_address(code: &[u8], entry: VirtAddr) -> VirtAddr {
+        stack_check(code, entry).map_or(entry, |c| c.after)
+    }
 
     /// Shape 1, as Go 1.19 compiles `main.Add3` (bytes from the sample app):
     /// cmp rsp,[r14+0x10]; jbe +N; ...; morestack block: call; jmp entry.
