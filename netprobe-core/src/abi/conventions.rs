@@ -58,8 +58,8 @@ impl ArchConventions {
     /// The conventions of `arch`.
     pub fn of(arch: Arch) -> &'static ArchConventions {
         match arch {
-            Arch::X86_64 => &crate::arch::x86_64::calling_convention::CONVENTIONS,
-            Arch::Aarch64 => &crate::arch::aarch64::calling_convention::CONVENTIONS,
+            Arch::X86_64 => &X86_64,
+            Arch::Aarch64 => &AARCH64,
         }
     }
 
@@ -82,6 +82,48 @@ impl ArchConventions {
         stack_slot(self.c_first_stack_argument, slot)
     }
 }
+
+/// x86-64's conventions, from `crate::arch::x86_64::calling_convention`.
+const X86_64: ArchConventions = ArchConventions {
+    arch: Arch::X86_64,
+    c_arguments: &crate::arch::x86_64::calling_convention::INT_ARGUMENT_REGISTERS,
+    c_results: &crate::arch::x86_64::calling_convention::RESULT_REGISTERS,
+    c_float_arguments: crate::arch::x86_64::calling_convention::FLOAT_ARGUMENT_REGISTERS,
+    float_registers: crate::arch::x86_64::calling_convention::FLOAT_REGISTERS,
+    float_result: crate::arch::x86_64::calling_convention::FLOAT_RESULT,
+    c_first_stack_argument: crate::arch::x86_64::calling_convention::FIRST_STACK_ARGUMENT,
+    go_arguments: &crate::arch::x86_64::calling_convention::GO_REGISTER_ORDER,
+    go_goroutine: crate::arch::x86_64::calling_convention::GO_GOROUTINE,
+    go_register_abi_since: crate::arch::x86_64::calling_convention::GO_REGISTER_ABI_SINCE,
+    return_address: match crate::arch::x86_64::calling_convention::RETURN_ADDRESS_REGISTER {
+        Some(r) => ReturnAddress::Register(r),
+        None => ReturnAddress::StackTop,
+    },
+    sp_after_return: crate::arch::x86_64::calling_convention::SP_AFTER_RETURN,
+    dotnet_return_buffer: crate::arch::x86_64::calling_convention::DOTNET_RETURN_BUFFER,
+    frame_pointer: crate::arch::x86_64::calling_convention::FRAME_POINTER,
+};
+
+/// aarch64's conventions, from `crate::arch::aarch64::calling_convention`.
+const AARCH64: ArchConventions = ArchConventions {
+    arch: Arch::Aarch64,
+    c_arguments: crate::arch::aarch64::calling_convention::INT_ARGUMENT_REGISTERS,
+    c_results: &crate::arch::aarch64::calling_convention::RESULT_REGISTERS,
+    c_float_arguments: crate::arch::aarch64::calling_convention::FLOAT_ARGUMENT_REGISTERS,
+    float_registers: crate::arch::aarch64::calling_convention::FLOAT_REGISTERS,
+    float_result: crate::arch::aarch64::calling_convention::FLOAT_RESULT,
+    c_first_stack_argument: crate::arch::aarch64::calling_convention::FIRST_STACK_ARGUMENT,
+    go_arguments: crate::arch::aarch64::calling_convention::GO_REGISTER_ORDER,
+    go_goroutine: crate::arch::aarch64::calling_convention::GO_GOROUTINE,
+    go_register_abi_since: crate::arch::aarch64::calling_convention::GO_REGISTER_ABI_SINCE,
+    return_address: match crate::arch::aarch64::calling_convention::RETURN_ADDRESS_REGISTER {
+        Some(r) => ReturnAddress::Register(r),
+        None => ReturnAddress::StackTop,
+    },
+    sp_after_return: crate::arch::aarch64::calling_convention::SP_AFTER_RETURN,
+    dotnet_return_buffer: crate::arch::aarch64::calling_convention::DOTNET_RETURN_BUFFER,
+    frame_pointer: crate::arch::aarch64::calling_convention::FRAME_POINTER,
+};
 
 /// Go's stack words (every architecture Go runs on keeps a return-PC word at `0(SP)` at entry:
 /// the pushed return address on amd64, the caller's saved link register slot on arm64,

@@ -19,20 +19,10 @@
 //! - `ret` branches to x30 and leaves sp alone: after a return the stack pointer is where it was
 //!   at entry.
 
-use crate::abi::{ArchConventions, Register, ReturnAddress};
-use crate::arch::Arch;
+use crate::abi::Register;
 
 /// AAPCS64 integer argument registers (x0..x7), in assignment order.
-pub const INT_ARGUMENT_REGISTERS: [Register; 8] = [
-    Register::X0,
-    Register::X1,
-    Register::X2,
-    Register::X3,
-    Register::X4,
-    Register::X5,
-    Register::X6,
-    Register::X7,
-];
+pub const INT_ARGUMENT_REGISTERS: &[Register] = Register::AARCH64.split_at(8).0;
 
 /// AAPCS64 integer result registers, in order.
 pub const RESULT_REGISTERS: [Register; 2] = [Register::X0, Register::X1];
@@ -41,42 +31,27 @@ pub const RESULT_REGISTERS: [Register; 2] = [Register::X0, Register::X1];
 pub const FLOAT_ARGUMENT_REGISTERS: usize = 8;
 
 /// The integer argument/result registers of the Go register ABI on arm64 (R0..R15).
-pub const GO_REGISTER_ORDER: [Register; 16] = [
-    Register::X0,
-    Register::X1,
-    Register::X2,
-    Register::X3,
-    Register::X4,
-    Register::X5,
-    Register::X6,
-    Register::X7,
-    Register::X8,
-    Register::X9,
-    Register::X10,
-    Register::X11,
-    Register::X12,
-    Register::X13,
-    Register::X14,
-    Register::X15,
-];
+pub const GO_REGISTER_ORDER: &[Register] = Register::AARCH64.split_at(16).0;
 
 /// The link register (x30): the return address at a function's entry.
 pub const LINK_REGISTER: Register = Register::X30;
 
-/// aarch64's conventions.
-pub const CONVENTIONS: ArchConventions = ArchConventions {
-    arch: Arch::Aarch64,
-    c_arguments: &INT_ARGUMENT_REGISTERS,
-    c_results: &RESULT_REGISTERS,
-    c_float_arguments: FLOAT_ARGUMENT_REGISTERS,
-    float_registers: "a SIMD&FP register (v0-v7)",
-    float_result: "v0",
-    c_first_stack_argument: 0,
-    go_arguments: &GO_REGISTER_ORDER,
-    go_goroutine: Register::X28,
-    go_register_abi_since: (1, 18),
-    return_address: ReturnAddress::Register(LINK_REGISTER),
-    sp_after_return: 0,
-    dotnet_return_buffer: Some(Register::X8),
-    frame_pointer: Register::X29,
-};
+/// Floating-point argument and result registers as notes name them.
+pub const FLOAT_REGISTERS: &str = "a SIMD&FP register (v0-v7)";
+/// The floating-point result register as notes name it.
+pub const FLOAT_RESULT: &str = "v0";
+/// How far above the entry stack pointer the C convention's first stack argument is.
+pub const FIRST_STACK_ARGUMENT: u64 = 0;
+/// The current goroutine under Go's register ABI.
+pub const GO_GOROUTINE: Register = Register::X28;
+/// The first Go release whose default convention is the register ABI.
+pub const GO_REGISTER_ABI_SINCE: (u32, u32) = (1, 18);
+/// The register holding the return address at a function's first byte; `None`: the word at
+/// the stack pointer.
+pub const RETURN_ADDRESS_REGISTER: Option<Register> = Some(LINK_REGISTER);
+/// How many bytes higher the stack pointer is after a return than at entry.
+pub const SP_AFTER_RETURN: u64 = 0;
+/// .NET's hidden return buffer register; `None`: it takes the next argument register.
+pub const DOTNET_RETURN_BUFFER: Option<Register> = Some(Register::X8);
+/// The frame pointer.
+pub const FRAME_POINTER: Register = Register::X29;

@@ -13,8 +13,7 @@
 //! - The frame pointer is rbp; `ret` pops the return address, so after a return the stack
 //!   pointer is 8 bytes above the entry's.
 
-use crate::abi::{ArchConventions, Register, ReturnAddress};
-use crate::arch::Arch;
+use crate::abi::Register;
 
 /// INTEGER-class argument registers, in assignment order.
 pub const INT_ARGUMENT_REGISTERS: [Register; 6] = [
@@ -45,20 +44,22 @@ pub const GO_REGISTER_ORDER: [Register; 9] = [
     Register::R11,
 ];
 
-/// x86-64's conventions.
-pub const CONVENTIONS: ArchConventions = ArchConventions {
-    arch: Arch::X86_64,
-    c_arguments: &INT_ARGUMENT_REGISTERS,
-    c_results: &RESULT_REGISTERS,
-    c_float_arguments: FLOAT_ARGUMENT_REGISTERS,
-    float_registers: "an XMM register",
-    float_result: "XMM0",
-    c_first_stack_argument: 8,
-    go_arguments: &GO_REGISTER_ORDER,
-    go_goroutine: Register::R14,
-    go_register_abi_since: (1, 17),
-    return_address: ReturnAddress::StackTop,
-    sp_after_return: 8,
-    dotnet_return_buffer: None,
-    frame_pointer: Register::Bp,
-};
+/// Floating-point argument and result registers as notes name them.
+pub const FLOAT_REGISTERS: &str = "an XMM register";
+/// The floating-point result register as notes name it.
+pub const FLOAT_RESULT: &str = "XMM0";
+/// How far above the entry stack pointer the C convention's first stack argument is.
+pub const FIRST_STACK_ARGUMENT: u64 = 8;
+/// The current goroutine under Go's register ABI.
+pub const GO_GOROUTINE: Register = Register::R14;
+/// The first Go release whose default convention is the register ABI.
+pub const GO_REGISTER_ABI_SINCE: (u32, u32) = (1, 17);
+/// The register holding the return address at a function's first byte; `None`: the word at
+/// the stack pointer.
+pub const RETURN_ADDRESS_REGISTER: Option<Register> = None;
+/// How many bytes higher the stack pointer is after a return than at entry.
+pub const SP_AFTER_RETURN: u64 = 8;
+/// .NET's hidden return buffer register; `None`: it takes the next argument register.
+pub const DOTNET_RETURN_BUFFER: Option<Register> = None;
+/// The frame pointer.
+pub const FRAME_POINTER: Register = Register::Bp;

@@ -54,22 +54,12 @@ impl Registers {
     /// `mask`): x29, sp and pc in the columns of the frame pointer, stack pointer and
     /// instruction address; the others are not tracked.
     pub fn from_perf_regs_aarch64(mask: u64, values: &[u64]) -> Registers {
-        let mut r = Registers::default();
-        let mut next = values.iter();
-        for bit in 0..64u32 {
-            if mask & (1 << bit) == 0 {
-                continue;
-            }
-            let Some(&v) = next.next() else { break };
-            let column = match bit {
-                ARM64_X29 => RBP,
-                ARM64_SP => RSP,
-                ARM64_PC => RA,
-                _ => continue,
-            };
-            r.set(column, Some(v));
-        }
-        r
+        Registers::from_perf_values(mask, values, |bit| match bit {
+            ARM64_X29 => Some(RBP),
+            ARM64_SP => Some(RSP),
+            ARM64_PC => Some(RA),
+            _ => None,
+        })
     }
 }
 

@@ -75,6 +75,16 @@ impl Registers {
                 _ => return None,
             })
         }
+        Registers::from_perf_values(mask, values, dwarf_of)
+    }
+
+    /// Registers from a perf user-register dump, `values` in the ascending bit order of `mask`,
+    /// each perf register `bit` into the column `column_of(bit)` (`None`: not tracked).
+    pub(super) fn from_perf_values(
+        mask: u64,
+        values: &[u64],
+        column_of: impl Fn(u32) -> Option<u16>,
+    ) -> Registers {
         let mut r = Registers::default();
         let mut next = values.iter();
         for bit in 0..64u32 {
@@ -82,7 +92,7 @@ impl Registers {
                 continue;
             }
             let Some(&v) = next.next() else { break };
-            if let Some(n) = dwarf_of(bit) {
+            if let Some(n) = column_of(bit) {
                 r.set(n, Some(v));
             }
         }
