@@ -44,7 +44,7 @@ fn decisions(bin: &Path, name: &str, out: &mut String) -> Result<(), String> {
     symbols.sort_by(|a, b| a.name.cmp(&b.name));
     symbols.dedup_by(|a, b| a.name == b.name);
     let all_args = FetchedState {
-        registers: netprobe_core::abi::sysv::INT_ARGUMENT_REGISTERS.to_vec(),
+        registers: netprobe_core::arch::x86_64::calling_convention::INT_ARGUMENT_REGISTERS.to_vec(),
         opaque: false,
     };
     let _ = writeln!(out, "## {name}");
