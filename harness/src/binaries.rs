@@ -28,12 +28,8 @@ fn build_netprobe_release() -> Result<PathBuf> {
         return Ok(p);
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    // A target dir of its own in the cache: a clean clone rebuilds only the workspace's crates,
-    // not the dependencies (several minutes for aarch64 on two cores).
-    let target_dir = fixtures::cache_dir().join("aarch64-target");
     let status = Command::new(&cargo)
         .current_dir(fixtures::workspace_root())
-        .env("CARGO_TARGET_DIR", &target_dir)
         .args([
             "build",
             "--release",
