@@ -66,12 +66,15 @@ pub fn write(rootfs: &Rootfs, role: &str, dir: &Path) -> Result<ImageArchive> {
         "Layers": [layer_name],
     }]))?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    // Written beside, then renamed: a concurrent run never reads half a file.
-    let partial = dir.join(format!(".{role}-{tag}.{}.partial", std::process::id()));
-    let mut out = tar::Builder::new(std::io::BufWriter::new(
-        std::fs::File::create(&partial)
-            .with_context(|| format!("creating {}", partial.display()))?,
-    ));
+    // Written beside under a name no other writer has, then renamed: a concurrent run never
+    // reads half a file, and two tests of one process writing the same image (the same pid)
+    // never rename each other's file away.
+    let partial = tempfile::Builder::new()
+        .prefix(&format!(".{role}-{tag}."))
+        .suffix(".partial")
+        .tempfile_in(dir)
+        .with_context(|| format!("creating a partial image in {}", dir.display()))?;
+    let mut out = tar::Builder::new(std::io::BufWriter::new(partial.as_file()));
     for (name, data) in [
         (config_name.as_str(), config.as_slice()),
         (layer_name.as_str(), layer.as_slice()),
@@ -84,8 +87,10 @@ pub fn write(rootfs: &Rootfs, role: &str, dir: &Path) -> Result<ImageArchive> {
         out.append_data(&mut header, name, data)?;
     }
     out.into_inner()?.flush()?;
-    std::fs::rename(&partial, &path)
-        .with_context(|| format!("renaming {} to {}", partial.display(), path.display()))?;
+    let written = partial.path().to_path_buf();
+    partial
+        .persist(&path)
+        .with_context(|| format!("renaming {} to {}", written.display(), path.display()))?;
     Ok(ImageArchive { path, name })
 }
 
@@ -139,5 +144,31 @@ mod tests {
         std::fs::remove_file(&a.path).unwrap();
         let again = write(&root, "unit", dir.path()).unwrap();
         assert_eq!(std::fs::read(&again.path).unwrap(), bytes);
+    }
+
+    /// Tests of one process write the same image at once (the container runtimes' trials run
+    /// in parallel threads): every writer gets the archive, whole, and no partial file is left.
+    #[test]
+    fn writers_of_one_image_in_one_process_do_not_collide() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut root = Rootfs::new();
+        root.bytes(vec![7; 16 << 20], "/app/blob", 0o644).unwrap();
+        let archives: Vec<ImageArchive> = std::thread::scope(|s| {
+            let writers: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| write(&root, "unit", dir.path()).unwrap()))
+                .collect();
+            writers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let bytes = std::fs::read(&archives[0].path).unwrap();
+        for a in &archives {
+            assert_eq!(a.path, archives[0].path);
+        }
+        let mut tar = tar::Archive::new(bytes.as_slice());
+        assert_eq!(tar.entries().unwrap().count(), 3);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "{left:?}");
     }
 }
