@@ -3,6 +3,7 @@
 //! resolved, through re-exports and glob imports, to the module that defines what it names.
 
 use proc_macro2::{TokenStream, TokenTree};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use syn::visit::Visit;
@@ -49,6 +50,8 @@ pub struct Graph {
     pub refs: Vec<Ref>,
     /// Literals and identifiers of the core that speak tracing: (file, line, text).
     pub core_tracing: Vec<(usize, usize, String)>,
+    /// What [`Graph::lookup`] answered, by (module, name, whether more segments follow).
+    lookups: RefCell<HashMap<(usize, String, bool), Option<Res>>>,
 }
 
 /// One resolved use of a module file by another.
@@ -85,6 +88,7 @@ impl Graph {
             modules: Vec::new(),
             refs: Vec::new(),
             core_tracing: Vec::new(),
+            lookups: RefCell::new(HashMap::new()),
         };
         let roots = [
             ("netprobe-core/src/lib.rs", "netprobe_core"),
@@ -254,8 +258,22 @@ impl Graph {
     }
 
     /// A name in a module's namespace: a submodule, an item defined there, an import (followed
-    /// to what it names), or a name a glob import brings.
+    /// to what it names), or a name a glob import brings. Each answer is remembered: globs that
+    /// reach each other (`use Opcode::*` where `Opcode` is a dependency's) would otherwise be
+    /// walked again for every path of the module, a number of walks that grows as a power of the
+    /// depth. A lookup met again while it is still being answered names nothing on that way.
     pub fn lookup(&self, m: usize, name: &str, more: bool, depth: usize) -> Option<Res> {
+        let key = (m, name.to_string(), more);
+        if let Some(known) = self.lookups.borrow().get(&key) {
+            return *known;
+        }
+        self.lookups.borrow_mut().insert(key.clone(), None);
+        let found = self.lookup_uncached(m, name, more, depth);
+        self.lookups.borrow_mut().insert(key, found);
+        found
+    }
+
+    fn lookup_uncached(&self, m: usize, name: &str, more: bool, depth: usize) -> Option<Res> {
         let md = &self.modules[m];
         let child = md.children.get(name).map(|&c| Res::Module(c));
         let item = md.items.contains(name).then_some(Res::Item(m));

@@ -6,8 +6,6 @@
 //! `arch_uprobe_analyze_insn`: `-EINVAL` otherwise) and which 2 bytes into a word would
 //! overwrite halves of two instructions.
 
-use super::{aarch64, x86_64, Arch};
-
 /// Where decoding `code` linearly from its first byte meets `target` (a byte index).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Boundary {
@@ -20,21 +18,10 @@ pub enum Boundary {
     Undecodable { at: usize },
 }
 
-impl Arch {
-    /// Where decoding `code` (this architecture's instructions) from its first byte meets
-    /// `target`: x86-64 [`x86_64::instruction_boundary`], aarch64
-    /// [`aarch64::instruction_boundary`]. Never reads outside `code`, never panics.
-    pub fn instruction_boundary(self, code: &[u8], target: usize) -> Boundary {
-        match self {
-            Arch::X86_64 => x86_64::instruction_boundary(code, target),
-            Arch::Aarch64 => aarch64::instruction_boundary(code, target),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::Arch;
     use proptest::prelude::*;
 
     fn instruction_boundary(code: &[u8], target: usize) -> Boundary {

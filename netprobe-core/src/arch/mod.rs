@@ -9,6 +9,7 @@
 pub mod aarch64;
 mod boundary;
 mod code;
+mod decoder;
 mod relocation;
 mod uprobe_handling;
 pub mod x86_64;
