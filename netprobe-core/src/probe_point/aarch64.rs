@@ -8,94 +8,55 @@
 //! branch or `ADRP`, say), and only when no branch of the function lands in between and nothing
 //! in it is undecodable or an indirect jump (`BR`: rules 1 and 2).
 
-use super::decision::{EntryChoice, Kept, PointInstruction};
-use super::{not_an_instruction, FetchedState, KernelHandling};
+use super::decision::{EntryChoice, PointInstruction};
+use super::walk::{cheapest_entry_over, Blocker, FlowStep, RunStep};
+use super::FetchedState;
 use crate::addr::VirtAddr;
 use crate::arch::aarch64;
 
-/// Rule 3 on aarch64: `NOP` and the `BTI` hints.
+/// Rule 3 on aarch64: `NOP` and the `BTI` hints. They write nothing, so rule 4 holds for them.
 fn skippable(instr: &aarch64::Instruction) -> bool {
     aarch64::is_nop(instr) || aarch64::is_bti(instr)
 }
 
-/// [`super::cheapest_entry`] for aarch64 code.
+/// [`super::cheapest_entry`] for aarch64 code: a planned point off the 4-byte word grid is no
+/// instruction.
 pub(super) fn cheapest_entry(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryChoice {
-    let Some(first) = usize::try_from(entry)
+    let rest = usize::try_from(entry)
         .ok()
         .filter(|e| e % aarch64::INSTRUCTION_LEN == 0)
-        .and_then(|e| code.get(e..))
+        .and_then(|e| code.get(e..));
+    let planned = rest
         .and_then(aarch64::decode)
-    else {
-        return not_an_instruction(entry);
-    };
-    let planned = PointInstruction::of_aarch64(entry, &first);
-    let keep = |why: Kept| EntryChoice {
-        chosen: planned.clone(),
-        planned: planned.clone(),
-        kept: Some(why),
-    };
-    if planned.handling != KernelHandling::SingleStepped {
-        return keep(Kept::AlreadyCheap);
-    }
-    if fetched.opaque {
-        return keep(Kept::OpaqueFetch);
-    }
-    let rest = code.get(entry as usize..).unwrap_or(&[]);
-    let mut chosen = None;
-    for w in aarch64::instructions(rest, VirtAddr(entry)) {
-        let Some(instr) = w.instruction else {
-            return keep(Kept::Undecodable { at: w.address });
-        };
-        let here = PointInstruction::of_aarch64(w.address, &instr);
-        let first = w.address == entry;
-        if !first && here.handling.cheap() {
-            chosen = Some(here);
-            break;
-        }
-        if !skippable(&instr) {
-            return keep(if first {
-                Kept::EntryNotSkippable { what: here.text }
-            } else {
-                Kept::NotSkippable {
-                    at: Some(w.address),
-                    what: here.text,
-                }
-            });
-        }
-    }
-    let Some(chosen) = chosen else {
-        return keep(Kept::NotSkippable {
-            at: None,
-            what: String::new(),
+        .map(|first| PointInstruction::of_aarch64(entry, &first));
+    let run =
+        aarch64::instructions(rest.unwrap_or(&[]), VirtAddr(entry)).map(|w| match w.instruction {
+            None => RunStep::Undecodable { at: w.address },
+            Some(instr) => RunStep::Instruction {
+                here: PointInstruction::of_aarch64(w.address, &instr),
+                blocks: (!skippable(&instr)).then_some(Blocker::NotSkippable),
+            },
         });
-    };
-    for w in aarch64::instructions(code, VirtAddr(0)) {
-        let Some(instr) = w.instruction else {
-            return keep(Kept::Undecodable { at: w.address });
-        };
-        if aarch64::is_indirect_jump(&instr) {
-            return keep(Kept::IndirectJump { at: w.address });
-        }
-        if let Some(target) = aarch64::branch_target(&instr, w.address) {
-            if target > entry && target <= chosen.offset {
-                return keep(Kept::BranchTarget {
-                    target,
-                    from: w.address,
-                });
-            }
-        }
-    }
-    EntryChoice {
-        chosen,
-        planned,
-        kept: None,
-    }
+    let function = aarch64::instructions(code, VirtAddr(0)).map(|w| FlowStep {
+        at: w.address,
+        decoded: w.instruction.is_some(),
+        indirect_jump: w
+            .instruction
+            .as_ref()
+            .is_some_and(aarch64::is_indirect_jump),
+        direct_target: w
+            .instruction
+            .as_ref()
+            .and_then(|i| aarch64::branch_target(i, w.address)),
+    });
+    cheapest_entry_over(entry, planned, fetched, run, function)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::abi::Register;
+    use crate::probe_point::{Kept, KernelHandling};
     use proptest::prelude::*;
 
     fn words(w: &[u32]) -> Vec<u8> {

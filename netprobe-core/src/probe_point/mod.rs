@@ -47,24 +47,24 @@
 //! gate's tables: ELF symbol size, Go pclntab code size) and the registers the probe fetches.
 //! Offsets are byte indices into those bytes. Never panics on arbitrary bytes.
 //!
-//! One concept per file: `crate::arch::x86_64`'s `uprobe_handling.rs` (what the kernel does
-//! with a uprobe on an x86-64 instruction), `skippable.rs` (the x86-64 instructions a probe may
-//! move past: rules 3 and 4), `decision.rs` (the decision and why), `aarch64.rs` (the same rules
-//! on aarch64, where the kernel simulates far fewer instructions), this file (the x86-64 rules
-//! applied, and the dispatch by the image's architecture).
+//! One concept per file: `walk.rs` (the rules applied, the same for every architecture),
+//! `x86_64.rs` and `aarch64.rs` (each architecture's instructions as the rules see them; the
+//! kernel simulates far fewer on aarch64), `skippable.rs` (the x86-64 instructions a probe may
+//! move past: rules 3 and 4), `decision.rs` (the decision and why), `crate::arch`'s
+//! `uprobe_handling.rs` per architecture (what the kernel does with a uprobe on an
+//! instruction), this file (the rules, and the dispatch by the image's architecture).
 
 mod aarch64;
 mod decision;
 mod skippable;
+mod walk;
+mod x86_64;
 
 pub use crate::arch::KernelHandling;
 pub use decision::{EntryChoice, Kept, PointInstruction};
-use skippable::{iced_register, skippable};
 
 use crate::abi::Register;
-use crate::addr::VirtAddr;
-use crate::arch::{x86_64 as x86, Arch};
-use iced_x86::{FlowControl, InstructionInfoFactory, OpAccess, OpKind};
+use crate::arch::Arch;
 
 /// What the probe reads, in the terms the rules need.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -117,155 +117,17 @@ pub fn handling_of(bytes: &[u8]) -> KernelHandling {
 /// (other than `entry` itself).
 pub fn cheapest_entry(arch: Arch, code: &[u8], entry: u64, fetched: &FetchedState) -> EntryChoice {
     match arch {
-        Arch::X86_64 => cheapest_entry_x86_64(code, entry, fetched),
+        Arch::X86_64 => x86_64::cheapest_entry(code, entry, fetched),
         Arch::Aarch64 => aarch64::cheapest_entry(code, entry, fetched),
-    }
-}
-
-/// The entry point that reads no instruction: kept, for a planned point that does not decode.
-fn not_an_instruction(entry: u64) -> EntryChoice {
-    let planned = PointInstruction {
-        offset: entry,
-        mnemonic: "?".into(),
-        text: "?".into(),
-        handling: KernelHandling::Refused,
-    };
-    EntryChoice {
-        chosen: planned.clone(),
-        planned,
-        kept: Some(Kept::NotAnInstruction),
-    }
-}
-
-fn cheapest_entry_x86_64(code: &[u8], entry: u64, fetched: &FetchedState) -> EntryChoice {
-    // Most planned instructions are already cheap or the function is never decoded whole: look
-    // at the planned one alone first (whole-program sessions probe tens of thousands).
-    let alone = usize::try_from(entry)
-        .ok()
-        .and_then(|e| code.get(e..))
-        .and_then(|rest| x86::instructions(rest, VirtAddr(entry)).next())
-        .filter(|i| !i.is_invalid());
-    if let Some(i) = alone {
-        let planned = PointInstruction::of_x86_64(&i, code);
-        if planned.handling != KernelHandling::SingleStepped {
-            return EntryChoice {
-                chosen: planned.clone(),
-                planned,
-                kept: Some(Kept::AlreadyCheap),
-            };
-        }
-    }
-    let Some(i) = alone else {
-        return not_an_instruction(entry);
-    };
-    let planned = PointInstruction::of_x86_64(&i, code);
-    let keep = |why: Kept| EntryChoice {
-        chosen: planned.clone(),
-        planned: planned.clone(),
-        kept: Some(why),
-    };
-    if fetched.opaque {
-        return keep(Kept::OpaqueFetch);
-    }
-    // Rules 3 and 4 along the run, decoded from the planned instruction on: most runs end at
-    // once (a store, `sub rsp`), and the function is then never decoded whole.
-    let forbidden: Vec<iced_x86::Register> = fetched
-        .registers
-        .iter()
-        .map(|&r| iced_register(r))
-        .collect();
-    let mut factory = InstructionInfoFactory::new();
-    let mut chosen = None;
-    let rest = code.get(entry as usize..).unwrap_or(&[]);
-    for instr in x86::instructions(rest, VirtAddr(entry)) {
-        if instr.is_invalid() {
-            return keep(Kept::Undecodable { at: instr.ip() });
-        }
-        let here = PointInstruction::of_x86_64(&instr, code);
-        let first = instr.ip() == entry;
-        if !first && here.handling.cheap() {
-            chosen = Some(here);
-            break;
-        }
-        if !skippable(&instr) {
-            return keep(if first {
-                Kept::EntryNotSkippable { what: here.text }
-            } else {
-                Kept::NotSkippable {
-                    at: Some(instr.ip()),
-                    what: here.text,
-                }
-            });
-        }
-        let info = factory.info(&instr);
-        for used in info.used_registers() {
-            if matches!(
-                used.access(),
-                OpAccess::Read | OpAccess::CondRead | OpAccess::None | OpAccess::NoMemAccess
-            ) {
-                continue;
-            }
-            let full = used.register().full_register();
-            if full == iced_x86::Register::RSP || full == iced_x86::Register::RBP {
-                return keep(Kept::WritesStackOrFrame { at: instr.ip() });
-            }
-            if let Some(pos) = forbidden.iter().position(|r| *r == full) {
-                return keep(Kept::WritesFetched {
-                    at: instr.ip(),
-                    register: fetched.registers[pos],
-                });
-            }
-        }
-    }
-    let Some(chosen) = chosen else {
-        return keep(Kept::NotSkippable {
-            at: None,
-            what: String::new(),
-        });
-    };
-    // Rules 1 and 2 over the whole function: the entry is one of its instructions, nothing is
-    // undecodable, no indirect jump, no direct branch into (entry, chosen].
-    let mut boundary = false;
-    for i in x86::instructions(code, VirtAddr(0)) {
-        boundary |= i.ip() == entry;
-        if i.is_invalid() {
-            return keep(Kept::Undecodable { at: i.ip() });
-        }
-        match i.flow_control() {
-            FlowControl::IndirectBranch => return keep(Kept::IndirectJump { at: i.ip() }),
-            FlowControl::UnconditionalBranch
-            | FlowControl::ConditionalBranch
-            | FlowControl::Call
-            | FlowControl::XbeginXabortXend => {
-                if matches!(
-                    i.op0_kind(),
-                    OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
-                ) {
-                    let target = i.near_branch_target();
-                    if target > entry && target <= chosen.offset {
-                        return keep(Kept::BranchTarget {
-                            target,
-                            from: i.ip(),
-                        });
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    if !boundary {
-        return not_an_instruction(entry);
-    }
-    EntryChoice {
-        chosen,
-        planned,
-        kept: None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addr::VirtAddr;
+    use crate::arch::x86_64 as x86;
+    use iced_x86::OpKind;
     use proptest::prelude::*;
 
     fn none() -> FetchedState {
