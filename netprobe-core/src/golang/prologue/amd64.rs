@@ -29,16 +29,13 @@
 //! `//go:nosplit` (and small leaf functions the linker marks so) have no check: their probe point
 //! is the entry, where a call is counted once anyway because nothing re-enters it.
 
-use super::{GSource, StackCheck};
+use super::{code_from, BlockStep, GSource, StackCheck};
 use crate::addr::VirtAddr;
 use crate::arch::x86_64 as x86;
 use iced_x86::{FlowControl, Instruction, Mnemonic, OpKind, Register};
 
 /// How many instructions may precede the check's `jbe` (shape 5 has seven).
 const MAX_PROLOGUE_INSTRUCTIONS: usize = 10;
-/// How many instructions the morestack block may have before its jump back to the entry (it
-/// spills and reloads up to nine argument registers around the call in Go 1.17+).
-const MAX_MORESTACK_BLOCK: usize = 48;
 
 /// Finds the stack-check prologue of the function whose code is `code` (exactly its bytes) and
 /// whose first byte is at `entry`. `None` when the function has none (NOSPLIT) or its start is
@@ -133,35 +130,26 @@ fn writes_rsp(instr: &Instruction) -> bool {
         && instr.op0_register().full_register() == Register::RSP
 }
 
-/// Whether the code at `block` calls something and then jumps back to `entry`, within a few
-/// dozen instructions: the morestack block (`call runtime.morestack_noctxt; jmp entry`, with
-/// register spills around the call in Go 1.17+).
+/// Whether the code at `block` is the morestack block (`call runtime.morestack_noctxt; jmp
+/// entry`, with register spills around the call in Go 1.17+).
 fn is_morestack_block(code: &[u8], entry: VirtAddr, block: VirtAddr) -> bool {
-    let Some(rest) = block
-        .0
-        .checked_sub(entry.0)
-        .and_then(|off| usize::try_from(off).ok())
-        .and_then(|off| code.get(off..))
-    else {
+    let Some(rest) = code_from(code, entry, block) else {
         return false;
     };
-    let mut called = false;
-    for instr in x86::instructions(rest, block).take(MAX_MORESTACK_BLOCK) {
+    let steps = x86::instructions(rest, block).map(|instr| {
         if instr.is_invalid() {
-            return false;
+            return BlockStep::Leaves;
         }
         match instr.flow_control() {
-            FlowControl::Call => called = true,
-            FlowControl::UnconditionalBranch => {
-                return called && instr.near_branch_target() == entry.0;
-            }
+            FlowControl::Call => BlockStep::Call,
+            FlowControl::UnconditionalBranch => BlockStep::Jump(Some(instr.near_branch_target())),
             FlowControl::Return | FlowControl::IndirectBranch | FlowControl::Interrupt => {
-                return false
+                BlockStep::Leaves
             }
-            _ => {}
+            _ => BlockStep::Other,
         }
-    }
-    false
+    });
+    super::is_morestack_block(steps, entry)
 }
 
 #[cfg(test)]

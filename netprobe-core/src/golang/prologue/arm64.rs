@@ -16,16 +16,13 @@
 //! when its `b.ls` goes forward to a block inside the function that calls something (`BL
 //! runtime.morestack_noctxt`, after `MOVD R30, R3`) and then branches back to the entry.
 
-use super::{GSource, StackCheck};
+use super::{code_from, BlockStep, GSource, StackCheck};
 use crate::addr::VirtAddr;
 use crate::arch::aarch64;
 use yaxpeax_arm::armv8::a64::{Opcode, Operand};
 
 /// How many instructions may precede the check's `b.ls` (shape 3 has five).
 const MAX_PROLOGUE_INSTRUCTIONS: usize = 8;
-/// How many instructions the morestack block may have before its branch back to the entry
-/// (argument registers are spilled and reloaded around the call).
-const MAX_MORESTACK_BLOCK: usize = 48;
 /// The condition code `LS` (unsigned lower or same) of `B.cond` (Arm ARM, "Condition codes").
 const COND_LS: u8 = 0b1001;
 /// arm64 Go's g register.
@@ -79,32 +76,23 @@ fn loads_stackguard(instr: &aarch64::Instruction) -> bool {
             .any(|o| matches!(o, Operand::RegPreIndex(G, 16 | 24, false)))
 }
 
-/// Whether the code at `block` calls something (`BL`) and then branches back to `entry` (`B`)
-/// within [`MAX_MORESTACK_BLOCK`] instructions.
+/// Whether the code at `block` is the morestack block: a `BL` and then a `B` back to `entry`.
 fn is_morestack_block(code: &[u8], entry: VirtAddr, block: VirtAddr) -> bool {
-    let Some(rest) = block
-        .0
-        .checked_sub(entry.0)
-        .and_then(|off| usize::try_from(off).ok())
-        .and_then(|off| code.get(off..))
-    else {
+    let Some(rest) = code_from(code, entry, block) else {
         return false;
     };
-    let mut called = false;
-    for w in aarch64::instructions(rest, block).take(MAX_MORESTACK_BLOCK) {
-        let Some(instr) = w.instruction else {
-            return false;
-        };
-        match instr.opcode {
-            Opcode::BL => called = true,
-            Opcode::B => {
-                return called && aarch64::branch_target(&instr, w.address) == Some(entry.0)
+    let steps = aarch64::instructions(rest, block).map(|w| match w.instruction {
+        None => BlockStep::Leaves,
+        Some(instr) => match instr.opcode {
+            Opcode::BL => BlockStep::Call,
+            Opcode::B => BlockStep::Jump(aarch64::branch_target(&instr, w.address)),
+            _ if aarch64::is_return(&instr) || aarch64::is_indirect_jump(&instr) => {
+                BlockStep::Leaves
             }
-            _ if aarch64::is_return(&instr) || aarch64::is_indirect_jump(&instr) => return false,
-            _ => {}
-        }
-    }
-    false
+            _ => BlockStep::Other,
+        },
+    });
+    super::is_morestack_block(steps, entry)
 }
 
 #[cfg(test)]

@@ -59,3 +59,44 @@ pub fn stack_check(arch: Arch, code: &[u8], entry: VirtAddr) -> Option<StackChec
 pub fn entry_probe_address(arch: Arch, code: &[u8], entry: VirtAddr) -> VirtAddr {
     stack_check(arch, code, entry).map_or(entry, |c| c.after)
 }
+
+/// How many instructions the morestack block may have before its jump back to the entry (it
+/// spills and reloads up to nine argument registers around the call in Go 1.17+, on amd64 and
+/// arm64 alike).
+const MAX_MORESTACK_BLOCK: usize = 48;
+
+/// One instruction of a candidate morestack block, as [`is_morestack_block`] sees it.
+enum BlockStep {
+    /// A direct call (amd64 `call`, arm64 `BL`).
+    Call,
+    /// A direct unconditional jump, and where it lands (`None`: not a direct target).
+    Jump(Option<u64>),
+    /// A return, an indirect jump, a trap, or bytes that do not decode: not the block.
+    Leaves,
+    /// Anything else (the register spills and reloads around the call).
+    Other,
+}
+
+/// The bytes of `code` (a function whose first byte is at `entry`) from `at` on; `None` when
+/// `at` is not inside it.
+fn code_from(code: &[u8], entry: VirtAddr, at: VirtAddr) -> Option<&[u8]> {
+    at.0.checked_sub(entry.0)
+        .and_then(|off| usize::try_from(off).ok())
+        .and_then(|off| code.get(off..))
+}
+
+/// Whether a block calls something and then jumps back to `entry`, within
+/// [`MAX_MORESTACK_BLOCK`] instructions: the morestack block (`call runtime.morestack_noctxt;
+/// jmp entry`, Go `src/cmd/internal/obj/x86/obj6.go` and `obj/arm64/obj7.go`, `stacksplit`).
+fn is_morestack_block(steps: impl Iterator<Item = BlockStep>, entry: VirtAddr) -> bool {
+    let mut called = false;
+    for step in steps.take(MAX_MORESTACK_BLOCK) {
+        match step {
+            BlockStep::Call => called = true,
+            BlockStep::Jump(target) => return called && target == Some(entry.0),
+            BlockStep::Leaves => return false,
+            BlockStep::Other => {}
+        }
+    }
+    false
+}
