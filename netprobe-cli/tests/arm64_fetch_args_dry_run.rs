@@ -5,9 +5,9 @@
 //! fetched Go 1.21.13 and 1.27.3 gets Go's arm64 register ABI (R0.., results from R0, the
 //! goroutine in R28). Live probing of those images on an x86-64 host is refused in one line.
 
-use fixtures::cross_aarch64::{aarch64_c_program, AARCH64_CC};
 use fixtures::e2e::{self, Need};
 use fixtures::netprobe;
+use fixtures::{CProgram, AARCH64_CC};
 use std::path::Path;
 
 type R = Result<(), String>;
@@ -56,7 +56,7 @@ fn spec(bin: &Path, rest: &str) -> String {
 /// `np_eight(a..h)` of fixtures/c/stackargs.c: eight arguments in x0..x7, a ninth asked for is
 /// the first stack slot at `[sp]`, and the return value comes from `$retval` (x0).
 fn c_arguments_use_x_registers() -> R {
-    let bin = aarch64_c_program("stackargs", &["-O1"])?;
+    let bin = aarch64_c_program("stackargs", &["-O1"]);
     let args = "a=s64 b=s64 c=s64 d=s64 e=s64 f=s64 g=s64 h=s64 i=s64";
     let script = netprobe::stdout_ok(&[
         "trace",
@@ -78,7 +78,7 @@ fn live_probe_of_another_architecture_is_refused() -> R {
     if std::env::consts::ARCH != "x86_64" {
         return Ok(());
     }
-    let bin = aarch64_c_program("stackargs", &["-O1"])?;
+    let bin = aarch64_c_program("stackargs", &["-O1"]);
     let out = netprobe::output(&[
         "count",
         "-c",
@@ -168,4 +168,13 @@ fn main() {
             go_register_abi_uses_r0_up,
         ),
     ]);
+}
+
+/// `fixtures/c/<name>.c` cross-built for aarch64 with `flags` (callers check
+/// `Need::Program(AARCH64_CC)` first).
+fn aarch64_c_program(name: &str, flags: &[&str]) -> std::path::PathBuf {
+    CProgram::new(name)
+        .compiler(AARCH64_CC)
+        .flags(flags)
+        .build()
 }

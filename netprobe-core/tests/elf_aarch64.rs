@@ -6,8 +6,8 @@
 //! Every function symbol is where `readelf -s`/`--dyn-syms` puts it, with the file offset of the
 //! `PT_LOAD` formula `vaddr - p_vaddr + p_offset` computed here from `readelf -l`.
 
-use fixtures::cross_aarch64::{aarch64_c_program, AARCH64_CC};
 use fixtures::e2e::{self, err, Need};
+use fixtures::{CProgram, AARCH64_CC};
 use netprobe_core::arch::Arch;
 use netprobe_core::elf::parser::ElfView;
 use std::collections::HashMap;
@@ -127,7 +127,7 @@ fn c_program_symbols_and_offsets() -> R {
         &["-O1", "-no-pie", "-Wl,--section-start=.farcode=0x800000"][..],
         &["-O1", "-pie", "-fPIE"][..],
     ] {
-        let path = aarch64_c_program("offsets", flags)?;
+        let path = aarch64_c_program("offsets", flags);
         let theirs = readelf_funcs(&path, "-s")?;
         let n = compare(&path, &theirs)?;
         let segs = load_segments(&path)?;
@@ -237,4 +237,13 @@ fn main() {
             nativeaot_arm64_exports,
         ),
     ]);
+}
+
+/// `fixtures/c/<name>.c` cross-built for aarch64 with `flags` (callers check
+/// `Need::Program(AARCH64_CC)` first).
+fn aarch64_c_program(name: &str, flags: &[&str]) -> std::path::PathBuf {
+    CProgram::new(name)
+        .compiler(AARCH64_CC)
+        .flags(flags)
+        .build()
 }
