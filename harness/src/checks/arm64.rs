@@ -12,30 +12,41 @@ use super::table::{KernelCheck, Reading};
 use super::Target;
 use crate::guest_arch::GuestArch;
 
-const C_STATIC: Target = Target::C {
-    key: "harness_calls_static_arm64",
-    source: "harness_calls",
-    flags: &["-static", "-O2"],
-    arch: GuestArch::Aarch64,
-};
-const C_STATIC_PIE: Target = Target::C {
-    key: "harness_calls_static_pie_arm64",
-    source: "harness_calls",
-    flags: &["-static-pie", "-O2"],
-    arch: GuestArch::Aarch64,
-};
-const GO: Target = Target::Go {
-    key: "harness_calls_go_arm64",
-    dir: "harness_calls",
-    arch: GuestArch::Aarch64,
-    stripped: false,
-};
-const GO_STRIPPED: Target = Target::Go {
-    key: "harness_calls_go_arm64_stripped",
-    dir: "harness_calls",
-    arch: GuestArch::Aarch64,
-    stripped: true,
-};
+const ARM64: GuestArch = GuestArch::Aarch64;
+const C_STATIC: Target =
+    Target::harness_calls_c("harness_calls_static_arm64", &["-static", "-O2"], ARM64);
+const C_STATIC_PIE: Target = Target::harness_calls_c(
+    "harness_calls_static_pie_arm64",
+    &["-static-pie", "-O2"],
+    ARM64,
+);
+const GO: Target = Target::harness_calls_go("harness_calls_go_arm64", ARM64, false);
+const GO_STRIPPED: Target =
+    Target::harness_calls_go("harness_calls_go_arm64_stripped", ARM64, true);
+
+/// `trace -c` of a Go target's `main.npHarnessAdd`: every one of the 4 calls with both
+/// arguments (21 and 34).
+const fn go_add_traced(name: &'static str, what: &'static str, target: Target) -> KernelCheck {
+    KernelCheck {
+        function: "npHarnessAdd",
+        hits: Some(4),
+        arg_values: &[("a", "21"), ("b", "34")],
+        ..check(
+            name,
+            what,
+            "trace",
+            target,
+            &[
+                "trace",
+                "--json",
+                "-c",
+                "{target} 4 21 34",
+                "{target}:main.npHarnessAdd a=s64 b=s64",
+            ],
+            Reading::JsonHits,
+        )
+    }
+}
 
 /// A check with the fields most rows leave at their defaults.
 const fn check(
@@ -281,44 +292,16 @@ pub const ARM64_CHECKS: &[KernelCheck] = &[
             Reading::JsonCounts,
         )
     },
-    KernelCheck {
-        function: "npHarnessAdd",
-        hits: Some(4),
-        arg_values: &[("a", "21"), ("b", "34")],
-        ..check(
-            "go trace",
-            "static Go (arm64 register ABI: R0, R1), `trace -c`: every call with both arguments",
-            "trace",
-            GO,
-            &[
-                "trace",
-                "--json",
-                "-c",
-                "{target} 4 21 34",
-                "{target}:main.npHarnessAdd a=s64 b=s64",
-            ],
-            Reading::JsonHits,
-        )
-    },
-    KernelCheck {
-        function: "npHarnessAdd",
-        hits: Some(4),
-        arg_values: &[("a", "21"), ("b", "34")],
-        ..check(
-            "go-stripped trace",
-            "stripped Go (pclntab only), `trace -c`: every call with both arguments",
-            "trace",
-            GO_STRIPPED,
-            &[
-                "trace",
-                "--json",
-                "-c",
-                "{target} 4 21 34",
-                "{target}:main.npHarnessAdd a=s64 b=s64",
-            ],
-            Reading::JsonHits,
-        )
-    },
+    go_add_traced(
+        "go trace",
+        "static Go (arm64 register ABI: R0, R1), `trace -c`: every call with both arguments",
+        GO,
+    ),
+    go_add_traced(
+        "go-stripped trace",
+        "stripped Go (pclntab only), `trace -c`: every call with both arguments",
+        GO_STRIPPED,
+    ),
     KernelCheck {
         function: "npHarnessAdd",
         hits: Some(4),

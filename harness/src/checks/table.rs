@@ -59,24 +59,11 @@ pub struct KernelCheck {
     pub offsets_of: &'static [&'static str],
 }
 
-const C_STATIC: Target = Target::C {
-    key: "harness_calls_static",
-    source: "harness_calls",
-    flags: &["-static", "-O2"],
-    arch: GuestArch::X86_64,
-};
-const C_STATIC_PIE: Target = Target::C {
-    key: "harness_calls_static_pie",
-    source: "harness_calls",
-    flags: &["-static-pie", "-O2"],
-    arch: GuestArch::X86_64,
-};
-const GO_STATIC: Target = Target::Go {
-    key: "harness_calls_go",
-    dir: "harness_calls",
-    arch: GuestArch::X86_64,
-    stripped: false,
-};
+const C_STATIC: Target = Target::harness_calls_c("harness_calls_static", &["-static", "-O2"], X86);
+const C_STATIC_PIE: Target =
+    Target::harness_calls_c("harness_calls_static_pie", &["-static-pie", "-O2"], X86);
+const GO_STATIC: Target = Target::harness_calls_go("harness_calls_go", X86, false);
+const X86: GuestArch = GuestArch::X86_64;
 
 /// Every check the kernel matrix runs, in table order. The counts and values in `args` are the
 /// ones the targets are told to use (`harness_calls COUNT A B`), so the expectations follow from

@@ -35,6 +35,33 @@ pub enum Target {
     },
 }
 
+impl Target {
+    /// `fixtures/c/harness_calls.c` built with `flags` for `arch`, as `/fixtures/<key>`.
+    pub const fn harness_calls_c(
+        key: &'static str,
+        flags: &'static [&'static str],
+        arch: GuestArch,
+    ) -> Target {
+        Target::C {
+            key,
+            source: "harness_calls",
+            flags,
+            arch,
+        }
+    }
+
+    /// `fixtures/go/harness_calls` built static for `arch` (`stripped`: pclntab only), as
+    /// `/fixtures/<key>`.
+    pub const fn harness_calls_go(key: &'static str, arch: GuestArch, stripped: bool) -> Target {
+        Target::Go {
+            key,
+            dir: "harness_calls",
+            arch,
+            stripped,
+        }
+    }
+}
+
 /// The Go release that cross-builds the arm64 targets (the newest of `fixtures::go`'s matrix).
 pub const CROSS_GO: &str = "1.27.3";
 
