@@ -38,17 +38,15 @@ fn pod_labels(container: &'static str) -> Vec<(&'static str, &'static str)> {
     ]
 }
 
+/// Docker's container `web`, whose first process is `pid`.
+fn docker_web(pid: Option<u32>) -> Metadata {
+    meta(DOCKER_ID, "docker", None, Some("web"), &[], pid)
+}
+
 fn catalog() -> Catalog {
     Catalog::new(
         vec![
-            Ok(vec![meta(
-                DOCKER_ID,
-                "docker",
-                None,
-                Some("web"),
-                &[],
-                Some(10),
-            )]),
+            Ok(vec![docker_web(Some(10))]),
             Ok(vec![
                 // Docker's container again, as containerd's moby namespace keeps it.
                 meta(DOCKER_ID, "containerd", Some("moby"), None, &[], Some(10)),
@@ -225,14 +223,7 @@ fn runtimes_without_state_are_named_in_errors() {
     };
     let c = Catalog::new(
         vec![
-            Ok(vec![meta(
-                DOCKER_ID,
-                "docker",
-                None,
-                Some("web"),
-                &[],
-                None,
-            )]),
+            Ok(vec![docker_web(None)]),
             absent("containerd"),
             absent("podman"),
         ],
