@@ -82,8 +82,8 @@ impl GoAbi {
 impl fmt::Display for GoAbi {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            GoAbi::Register => "register ABI (go1.17+)",
-            GoAbi::Stack => "stack ABI (before go1.17)",
+            GoAbi::Register => "register ABI (ABIInternal: go1.17+ on amd64, go1.18+ on arm64)",
+            GoAbi::Stack => "stack ABI (ABI0: before go1.17 on amd64, go1.18 on arm64)",
         })
     }
 }
