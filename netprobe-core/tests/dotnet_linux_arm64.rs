@@ -1,8 +1,10 @@
 //! A linux-arm64 .NET single-file app read on this host, checked against the linux-arm64 runtime
 //! itself: `@azure/mcp-linux-arm64` 2.0.5's `azmcp` (fetched by
 //! `sample-app/dotnet/fetch-linux-arm64.sh`), run by qemu-user (`qemu-aarch64-static`, with
-//! Debian's arm64 libc and libstdc++ under `/usr/aarch64-linux-gnu`). qemu-user maps the guest's
-//! files with the host's mmap, so `/proc/PID/maps` of the qemu process shows the file offsets at
+//! Debian's arm64 libc and libstdc++ under `/usr/aarch64-linux-gnu`, and Debian's arm64 OpenSSL
+//! from the same script, which the runtime loads about 13 s into the app's start). qemu-user
+//! maps the guest's files with the host's mmap, so `/proc/PID/maps` of the qemu process shows
+//! the file offsets at
 //! which the runtime's own bundle reader (`src/native/corehost/bundle/`, the runtime's
 //! `PEImageLayout`) mapped each assembly out of the bundle.
 //!
@@ -31,6 +33,12 @@ fn arm64_bundle() -> PathBuf {
 
 const QEMU: &str = "qemu-aarch64-static";
 const ARM64_SYSROOT: &str = "/usr/aarch64-linux-gnu";
+
+/// Debian's arm64 `libssl.so.3` and `libcrypto.so.3`: without them the app's runtime aborts
+/// ("No usable version of libssl was found") once it first uses cryptography.
+fn arm64_openssl() -> PathBuf {
+    fixtures::cache_dir().join("linux-arm64/libssl3/lib")
+}
 
 /// `(start, end, offset)` of the shared mappings of `file` in `/proc/pid/maps` (read here, not
 /// with netprobe's maps parser).
@@ -63,6 +71,7 @@ fn runtime_mappings(bundle: &Path) -> Result<BTreeSet<(u64, u64, u64)>, String> 
         .arg(bundle)
         .args(["server", "start"])
         .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env("LD_LIBRARY_PATH", arm64_openssl())
         .env("DOTNET_BUNDLE_EXTRACT_BASE_DIR", extract.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -194,6 +203,7 @@ fn main() {
             Need::Path(arm64_bundle()),
             Need::Program(QEMU),
             Need::Path(PathBuf::from(ARM64_SYSROOT).join("lib/libstdc++.so.6")),
+            Need::Path(arm64_openssl().join("libssl.so.3")),
         ],
         bundle_entries_match_runtime_mappings,
     )]);

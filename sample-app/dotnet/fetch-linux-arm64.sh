@@ -8,15 +8,19 @@
 #   PyPI pyaniparser==0.6.1 (manylinux_2_17_aarch64 wheel)
 #        pyaniparser/lib/Banned.AniParser.Native-linux-arm64.so: a NativeAOT shared library for
 #        linux-arm64 -> $NETPROBE_CACHE/linux-arm64/nativeaot/Banned.AniParser.Native-linux-arm64.so
+#   Debian libssl3:arm64 (apt-get download, extracted, never installed): the OpenSSL the app's
+#        runtime loads at start (System.Security.Cryptography.Native aborts with "No usable
+#        version of libssl was found" without one) -> $NETPROBE_CACHE/linux-arm64/libssl3/lib
 # Idempotent (--force refetches). Prints one line per item: `<name> <path>`. Needs: npm, pip,
-# unzip. About 50 MB of downloads.
+# unzip, apt-get with dpkg's arm64 architecture (scripts/install-prereqs.sh adds it). About 52 MB
+# of downloads.
 set -euo pipefail
 
 force=0
 for arg in "$@"; do
     case "$arg" in
         --force) force=1 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         *) echo "fetch-linux-arm64.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -66,5 +70,27 @@ fetch_nativeaot() {
     echo "nativeaot-arm64 $dir/$name"
 }
 
+fetch_libssl() {
+    local dir="$cache/libssl3"
+    if [[ $force -eq 1 || ! -f "$dir/lib/libssl.so.3" ]]; then
+        local tmp
+        tmp="$(mktemp -d "${TMPDIR:-/tmp}/netprobe-fetch.XXXXXX")"
+        # shellcheck disable=SC2064
+        trap "rm -rf '$tmp'" RETURN
+        # apt's sandbox user must be able to write where it downloads.
+        chmod 0777 "$tmp"
+        (cd "$tmp" && apt-get download -q libssl3:arm64 >&2)
+        dpkg-deb -x "$tmp"/libssl3_*_arm64.deb "$tmp/root"
+        [[ -f "$tmp/root/usr/lib/aarch64-linux-gnu/libssl.so.3" ]] || {
+            echo "fetch-linux-arm64.sh: libssl3:arm64 has no usr/lib/aarch64-linux-gnu/libssl.so.3" >&2; exit 1; }
+        rm -rf "$dir" "$dir.partial"
+        mkdir -p "$dir.partial"
+        cp -a "$tmp/root/usr/lib/aarch64-linux-gnu" "$dir.partial/lib"
+        mv "$dir.partial" "$dir"
+    fi
+    echo "libssl3-arm64 $dir/lib"
+}
+
 fetch_bundle
 fetch_nativeaot
+fetch_libssl
