@@ -4,9 +4,8 @@
 //! Debian's arm64 libc and libstdc++ under `/usr/aarch64-linux-gnu`, and Debian's arm64 OpenSSL
 //! from the same script, which the runtime loads about 13 s into the app's start). qemu-user
 //! maps the guest's files with the host's mmap, so `/proc/PID/maps` of the qemu process shows
-//! the file offsets at
-//! which the runtime's own bundle reader (`src/native/corehost/bundle/`, the runtime's
-//! `PEImageLayout`) mapped each assembly out of the bundle.
+//! the file offsets at which the runtime's own bundle reader (`src/native/corehost/bundle/`, the
+//! runtime's `PEImageLayout`) mapped each assembly out of the bundle.
 //!
 //! The app is trimmed, so its assemblies are IL only (no ReadyToRun code; the registries this
 //! project reaches hold no linux-arm64 ReadyToRun image, docs/dotnet.md says more): what is
