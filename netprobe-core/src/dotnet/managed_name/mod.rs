@@ -87,8 +87,9 @@ impl ManagedName {
             .filter(|t| !t.is_empty())
             .collect();
         let (&owner, before) = tokens.split_last()?;
-        // Real names hold `::` once, between the owner and the method.
-        if owner.is_empty() || method.is_empty() || method.contains("::") || owner.contains("::") {
+        // Real names hold `::` once, between the owner and the method: never in the method's
+        // name or its parameters (`rest`), nor in the owner.
+        if owner.is_empty() || method.is_empty() || rest.contains("::") || owner.contains("::") {
             return None;
         }
         let assembly = before
@@ -103,13 +104,19 @@ impl ManagedName {
                 .map(|a| type_name(a, Position::Argument))
                 .collect()
         };
-        Some(ManagedName {
+        let name = ManagedName {
             owner: type_name(owner, Position::Owner),
             method: method_name(method),
             params,
             assembly,
             tier,
-        })
+        };
+        // What the C# writer drops (generic arity, `class `) may bring two `:` of a hostile
+        // name together: such a name is not the runtime's, and stays as written.
+        if name.to_string().contains("::") {
+            return None;
+        }
+        Some(name)
     }
 }
 

@@ -206,6 +206,15 @@ fn hostile_names_stay_as_they_are_without_deep_recursion() {
     );
 }
 
+/// A `::` anywhere but between the owner and the method (here in a parameter list) is no
+/// runtime name: it is left as written, never turned into a C# name that still holds `::`.
+#[test]
+fn a_second_separator_is_not_a_name() {
+    assert_eq!(ManagedName::parse("M::*([]::)"), None);
+    assert_eq!(ManagedName::parse("N.T::M(int32, A::B)"), None);
+    assert_eq!(readable("N.T::M(int32, A::B)").0, "N.T::M(int32, A::B)");
+}
+
 proptest! {
     /// Any text, and any text shaped like a name, parses or not without panicking, and what
     /// it writes parses no further (a C# name has no `::`).
