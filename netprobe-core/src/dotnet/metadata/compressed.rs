@@ -60,18 +60,18 @@ pub(super) mod tests {
         }
     }
 
+    /// ECMA-335 II.23.2 compressed signed encoding (test-side encoder): the sign bit rotated
+    /// into bit 0 over the smallest width that holds `v`, written in that width's form even
+    /// when the rotated value is small (-8129 is `80 7F`, not `7F`, which reads as -1).
     pub(crate) fn enc_s(v: i32, out: &mut Vec<u8>) {
-        // Rotate the sign bit into bit 0 over the smallest width that holds v.
-        let (bits, mask) = if (-64..64).contains(&v) {
-            (7, 0x7f)
+        let u = |mask: u32| ((v as u32) << 1 & mask) | u32::from(v < 0);
+        if (-64..64).contains(&v) {
+            out.push(u(0x7f) as u8);
         } else if (-8192..8192).contains(&v) {
-            (14, 0x3fff)
+            out.extend_from_slice(&((u(0x3fff) as u16) | 0x8000).to_be_bytes());
         } else {
-            (29, 0x1fff_ffff)
-        };
-        let _ = bits;
-        let u = ((v as u32) << 1 & mask) | u32::from(v < 0);
-        enc_u(u, out);
+            out.extend_from_slice(&(u(0x1fff_ffff) | 0xc000_0000).to_be_bytes());
+        }
     }
 
     proptest! {
@@ -107,6 +107,8 @@ pub(super) mod tests {
             (-64, &[0x01]),
             (8192, &[0xc0, 0x00, 0x40, 0x00]),
             (-8192, &[0x80, 0x01]),
+            (-8129, &[0x80, 0x7f]),
+            (-268435393, &[0xc0, 0x00, 0x00, 0x7f]),
             (268435455, &[0xdf, 0xff, 0xff, 0xfe]),
             (-268435456, &[0xc0, 0x00, 0x00, 0x01]),
         ] {
