@@ -39,7 +39,7 @@ pub(super) struct FlowStep {
 }
 
 /// The entry point that reads no instruction: kept, for a planned point that does not decode.
-pub(super) fn not_an_instruction(entry: u64) -> EntryChoice {
+fn not_an_instruction(entry: u64) -> EntryChoice {
     let planned = PointInstruction {
         offset: entry,
         mnemonic: "?".into(),

@@ -112,8 +112,14 @@ impl ManagedName {
             tier,
         };
         // What the C# writer drops (generic arity, `class `) may bring two `:` of a hostile
-        // name together: such a name is not the runtime's, and stays as written.
-        if name.to_string().contains("::") {
+        // name together: such a name is not the runtime's, and stays as written. `Display`
+        // joins the parts with `.`, `(`, `, ` and `)`, so only a part can hold `::`.
+        let parts = [&name.owner, &name.method];
+        if parts
+            .into_iter()
+            .chain(&name.params)
+            .any(|p| p.contains("::"))
+        {
             return None;
         }
         Some(name)
